@@ -1,0 +1,412 @@
+package abi
+
+import (
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+)
+
+// Record tags: the first u32 of every record. See ABI.md.
+const (
+	TagSerialSnapshot uint32 = 1
+	TagSerialDecision uint32 = 2
+	TagReuseRequest   uint32 = 3
+	TagReuseDecision  uint32 = 4
+)
+
+// Fixed record sizes in bytes. See ABI.md for the field layout.
+const (
+	SerialSnapshotHeaderSize = 48
+	RunSize                  = 48
+	SerialDecisionHeaderSize = 16
+	ActionSize               = 20
+	ReuseRequestHeaderSize   = 80 // includes the embedded Run at offset 32
+	TaskSlotSize             = 32
+	ReuseDecisionHeaderSize  = 24
+)
+
+// MaxRecordSize bounds every encoded record (and so the guest's buffers).
+const MaxRecordSize = 64 << 20
+
+var le = binary.LittleEndian
+
+func put32(b []byte, off int, v uint32) { le.PutUint32(b[off:off+4], v) }
+func put64(b []byte, off int, v uint64) { le.PutUint64(b[off:off+8], v) }
+
+// grow returns dst extended by n zero bytes, and the offset where they start.
+func grow(dst []byte, n int) ([]byte, int) {
+	start := len(dst)
+	if cap(dst)-start < n {
+		nb := make([]byte, start, start+n)
+		copy(nb, dst)
+		dst = nb
+	}
+	dst = dst[:start+n]
+	clear(dst[start:])
+	return dst, start
+}
+
+// putStr writes the (offset, length) reference of s at b[at:] and copies s
+// to b[next:]; offsets are relative to base. It returns the new next.
+func putStr(b []byte, base, at, next int, s string) int {
+	le.PutUint32(b[at:at+4], uint32(next-base))
+	le.PutUint32(b[at+4:at+8], uint32(len(s)))
+	return next + copy(b[next:], s)
+}
+
+func putRun(b []byte, base, at, next int, r *Run) int {
+	rec := b[at : at+RunSize]
+	le.PutUint64(rec[0:8], r.Seq)
+	le.PutUint64(rec[8:16], uint64(r.SubmittedAt))
+	le.PutUint64(rec[16:24], uint64(r.StartedAt))
+	le.PutUint32(rec[24:28], uint32(r.Priority))
+	le.PutUint32(rec[28:32], r.Slots)
+	rec[40] = byte(r.State)
+	return putStr(b, base, at+32, next, r.ID)
+}
+
+// AppendSerialSnapshot appends the encoding of s to dst.
+func AppendSerialSnapshot(dst []byte, s *SerialSnapshot) []byte {
+	n := len(s.Active) + len(s.Waiting)
+	size := SerialSnapshotHeaderSize + n*RunSize + len(s.Group) + len(s.Policy)
+	for i := range s.Active {
+		size += len(s.Active[i].ID)
+	}
+	for i := range s.Waiting {
+		size += len(s.Waiting[i].ID)
+	}
+	b, base := grow(dst, size)
+	next := base + SerialSnapshotHeaderSize + n*RunSize
+	put32(b, base, TagSerialSnapshot)
+	put32(b, base+4, s.MaxActive)
+	put64(b, base+8, uint64(s.Now))
+	next = putStr(b, base, base+16, next, s.Group)
+	next = putStr(b, base, base+24, next, s.Policy)
+	put32(b, base+32, uint32(len(s.Active)))
+	put32(b, base+36, uint32(len(s.Waiting)))
+	at := base + SerialSnapshotHeaderSize
+	for i := range s.Active {
+		next = putRun(b, base, at, next, &s.Active[i])
+		at += RunSize
+	}
+	for i := range s.Waiting {
+		next = putRun(b, base, at, next, &s.Waiting[i])
+		at += RunSize
+	}
+	return b
+}
+
+// AppendSerialDecision appends the encoding of d to dst.
+func AppendSerialDecision(dst []byte, d *SerialDecision) []byte {
+	size := SerialDecisionHeaderSize + len(d.Actions)*ActionSize
+	for i := range d.Actions {
+		size += len(d.Actions[i].Run) + len(d.Actions[i].Reason)
+	}
+	b, base := grow(dst, size)
+	next := base + SerialDecisionHeaderSize + len(d.Actions)*ActionSize
+	put32(b, base, TagSerialDecision)
+	put32(b, base+4, uint32(len(d.Actions)))
+	at := base + SerialDecisionHeaderSize
+	for i := range d.Actions {
+		a := &d.Actions[i]
+		put32(b, at, uint32(a.Kind))
+		next = putStr(b, base, at+4, next, a.Run)
+		next = putStr(b, base, at+12, next, a.Reason)
+		at += ActionSize
+	}
+	return b
+}
+
+// AppendReuseRequest appends the encoding of r to dst.
+func AppendReuseRequest(dst []byte, r *ReuseRequest) []byte {
+	size := ReuseRequestHeaderSize + len(r.Slots)*TaskSlotSize + len(r.Group) + len(r.Run.ID)
+	for i := range r.Slots {
+		size += len(r.Slots[i].Worker) + len(r.Slots[i].Token)
+	}
+	b, base := grow(dst, size)
+	next := base + ReuseRequestHeaderSize + len(r.Slots)*TaskSlotSize
+	put32(b, base, TagReuseRequest)
+	put32(b, base+4, uint32(len(r.Slots)))
+	put64(b, base+8, uint64(r.Now))
+	next = putStr(b, base, base+16, next, r.Group)
+	next = putRun(b, base, base+32, next, &r.Run)
+	at := base + ReuseRequestHeaderSize
+	for i := range r.Slots {
+		t := &r.Slots[i]
+		put32(b, at, t.Task)
+		put32(b, at+4, t.Index)
+		next = putStr(b, base, at+8, next, t.Worker)
+		next = putStr(b, base, at+16, next, t.Token)
+		var f byte
+		if t.Alive {
+			f |= 1
+		}
+		if t.Held {
+			f |= 2
+		}
+		b[at+24] = f
+		at += TaskSlotSize
+	}
+	return b
+}
+
+// AppendReuseDecision appends the encoding of d to dst.
+func AppendReuseDecision(dst []byte, d *ReuseDecision) []byte {
+	size := ReuseDecisionHeaderSize + len(d.Verdicts) + len(d.Reason)
+	b, base := grow(dst, size)
+	next := base + ReuseDecisionHeaderSize + len(d.Verdicts)
+	put32(b, base, TagReuseDecision)
+	if d.Fail {
+		put32(b, base+4, 1)
+	}
+	next = putStr(b, base, base+8, next, d.Reason)
+	put32(b, base+16, uint32(len(d.Verdicts)))
+	for i, v := range d.Verdicts {
+		b[base+ReuseDecisionHeaderSize+i] = byte(v)
+	}
+	return b
+}
+
+// The decoders avoid per-field function calls: in a Go wasm guest every call
+// pays a stack check and, under wazero's deadline checks, a termination
+// check, so fields are read inline from one bounds-checked record slice.
+
+func malformed(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
+}
+
+// str resolves the (u32 offset, u32 length) reference in ref[0:8] against b.
+func str(b, ref []byte, view bool) (string, bool) {
+	o, n := uint64(le.Uint32(ref[0:4])), uint64(le.Uint32(ref[4:8]))
+	if o+n > uint64(len(b)) {
+		return "", false
+	}
+	if n == 0 {
+		return "", true
+	}
+	if view {
+		return unsafe.String(&b[o], int(n)), true
+	}
+	return string(b[o : o+n]), true
+}
+
+func decodeRun(b, rec []byte, r *Run, view bool) bool {
+	rec = rec[:RunSize]
+	r.Seq = le.Uint64(rec[0:8])
+	r.SubmittedAt = int64(le.Uint64(rec[8:16]))
+	r.StartedAt = int64(le.Uint64(rec[16:24]))
+	r.Priority = int32(le.Uint32(rec[24:28]))
+	r.Slots = le.Uint32(rec[28:32])
+	r.State = State(rec[40])
+	// str, inlined by hand (hot path)
+	o, n := uint64(le.Uint32(rec[32:36])), uint64(le.Uint32(rec[36:40]))
+	switch {
+	case o+n > uint64(len(b)):
+		return false
+	case n == 0:
+		r.ID = ""
+	case view:
+		r.ID = unsafe.String(&b[o], int(n))
+	default:
+		r.ID = string(b[o : o+n])
+	}
+	return true
+}
+
+// header checks the tag and minimum size.
+func header(b []byte, tag uint32, size int) error {
+	if len(b) < size {
+		return malformed("%d bytes, header needs %d", len(b), size)
+	}
+	if got := le.Uint32(b[0:4]); got != tag {
+		return malformed("tag %d, want %d", got, tag)
+	}
+	return nil
+}
+
+// fits checks that n records of size bytes fit in b from start.
+func fits(b []byte, start int, n uint64, size int) error {
+	if uint64(start)+n*uint64(size) > uint64(len(b)) {
+		return malformed("%d records of %d bytes at %d beyond %d bytes", n, size, start, len(b))
+	}
+	return nil
+}
+
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+var errBadString = malformed("string reference beyond the record")
+
+func decodeSerialSnapshot(b []byte, s *SerialSnapshot, view bool) error {
+	s.Active, s.Waiting = s.Active[:0], s.Waiting[:0]
+	if err := header(b, TagSerialSnapshot, SerialSnapshotHeaderSize); err != nil {
+		return err
+	}
+	h := b[:SerialSnapshotHeaderSize]
+	na, nw := uint64(le.Uint32(h[32:36])), uint64(le.Uint32(h[36:40]))
+	if err := fits(b, SerialSnapshotHeaderSize, na+nw, RunSize); err != nil {
+		return err
+	}
+	s.MaxActive = le.Uint32(h[4:8])
+	s.Now = int64(le.Uint64(h[8:16]))
+	var ok1, ok2 bool
+	s.Group, ok1 = str(b, h[16:24], view)
+	s.Policy, ok2 = str(b, h[24:32], view)
+	if !ok1 || !ok2 {
+		return errBadString
+	}
+	s.Active = resize(s.Active, int(na))
+	s.Waiting = resize(s.Waiting, int(nw))
+	at := SerialSnapshotHeaderSize
+	for i := range s.Active {
+		if !decodeRun(b, b[at:], &s.Active[i], view) {
+			return errBadString
+		}
+		at += RunSize
+	}
+	for i := range s.Waiting {
+		if !decodeRun(b, b[at:], &s.Waiting[i], view) {
+			return errBadString
+		}
+		at += RunSize
+	}
+	return nil
+}
+
+// DecodeSerialSnapshot decodes b into s, reusing s's slices. Strings are
+// copied. It never panics; malformed input returns an error wrapping
+// ErrMalformed.
+func DecodeSerialSnapshot(b []byte, s *SerialSnapshot) error {
+	return decodeSerialSnapshot(b, s, false)
+}
+
+// DecodeSerialSnapshotView is DecodeSerialSnapshot without copying: strings
+// in s alias b and are valid only while b is not modified. Used by the guest
+// SDK for a zero-allocation hot path.
+func DecodeSerialSnapshotView(b []byte, s *SerialSnapshot) error {
+	return decodeSerialSnapshot(b, s, true)
+}
+
+func decodeSerialDecision(b []byte, d *SerialDecision, view bool) error {
+	d.Actions = d.Actions[:0]
+	if err := header(b, TagSerialDecision, SerialDecisionHeaderSize); err != nil {
+		return err
+	}
+	n := uint64(le.Uint32(b[4:8]))
+	if err := fits(b, SerialDecisionHeaderSize, n, ActionSize); err != nil {
+		return err
+	}
+	d.Actions = resize(d.Actions, int(n))
+	at := SerialDecisionHeaderSize
+	for i := range d.Actions {
+		rec := b[at : at+ActionSize]
+		a := &d.Actions[i]
+		k := le.Uint32(rec[0:4])
+		if k > 255 {
+			return malformed("action %d: kind %d", i, k)
+		}
+		a.Kind = ActionKind(k)
+		var ok1, ok2 bool
+		a.Run, ok1 = str(b, rec[4:12], view)
+		a.Reason, ok2 = str(b, rec[12:20], view)
+		if !ok1 || !ok2 {
+			return errBadString
+		}
+		at += ActionSize
+	}
+	return nil
+}
+
+// DecodeSerialDecision decodes b into d, reusing d's slice; strings are
+// copied. Action kinds are not checked here (validation does that).
+func DecodeSerialDecision(b []byte, d *SerialDecision) error {
+	return decodeSerialDecision(b, d, false)
+}
+
+// DecodeSerialDecisionView is DecodeSerialDecision with strings aliasing b.
+func DecodeSerialDecisionView(b []byte, d *SerialDecision) error {
+	return decodeSerialDecision(b, d, true)
+}
+
+func decodeReuseRequest(b []byte, q *ReuseRequest, view bool) error {
+	q.Slots = q.Slots[:0]
+	if err := header(b, TagReuseRequest, ReuseRequestHeaderSize); err != nil {
+		return err
+	}
+	n := uint64(le.Uint32(b[4:8]))
+	if err := fits(b, ReuseRequestHeaderSize, n, TaskSlotSize); err != nil {
+		return err
+	}
+	q.Now = int64(le.Uint64(b[8:16]))
+	var ok bool
+	if q.Group, ok = str(b, b[16:24], view); !ok {
+		return errBadString
+	}
+	if !decodeRun(b, b[32:], &q.Run, view) {
+		return errBadString
+	}
+	q.Slots = resize(q.Slots, int(n))
+	at := ReuseRequestHeaderSize
+	for i := range q.Slots {
+		rec := b[at : at+TaskSlotSize]
+		t := &q.Slots[i]
+		t.Task = le.Uint32(rec[0:4])
+		t.Index = le.Uint32(rec[4:8])
+		var ok1, ok2 bool
+		t.Worker, ok1 = str(b, rec[8:16], view)
+		t.Token, ok2 = str(b, rec[16:24], view)
+		if !ok1 || !ok2 {
+			return errBadString
+		}
+		t.Alive = rec[24]&1 != 0
+		t.Held = rec[24]&2 != 0
+		at += TaskSlotSize
+	}
+	return nil
+}
+
+// DecodeReuseRequest decodes b into q, reusing q's slice; strings are copied.
+func DecodeReuseRequest(b []byte, q *ReuseRequest) error { return decodeReuseRequest(b, q, false) }
+
+// DecodeReuseRequestView is DecodeReuseRequest with strings aliasing b.
+func DecodeReuseRequestView(b []byte, q *ReuseRequest) error {
+	return decodeReuseRequest(b, q, true)
+}
+
+func decodeReuseDecision(b []byte, d *ReuseDecision, view bool) error {
+	d.Verdicts = d.Verdicts[:0]
+	if err := header(b, TagReuseDecision, ReuseDecisionHeaderSize); err != nil {
+		return err
+	}
+	f := le.Uint32(b[4:8])
+	if f > 1 {
+		return malformed("fail flag %d", f)
+	}
+	n := uint64(le.Uint32(b[16:20]))
+	if err := fits(b, ReuseDecisionHeaderSize, n, 1); err != nil {
+		return err
+	}
+	var ok bool
+	if d.Reason, ok = str(b, b[8:16], view); !ok {
+		return errBadString
+	}
+	d.Fail = f == 1
+	d.Verdicts = resize(d.Verdicts, int(n))
+	for i := range d.Verdicts {
+		d.Verdicts[i] = Verdict(b[ReuseDecisionHeaderSize+i])
+	}
+	return nil
+}
+
+// DecodeReuseDecision decodes b into d, reusing d's slice; strings are copied.
+// Verdict values are not checked here (validation does that).
+func DecodeReuseDecision(b []byte, d *ReuseDecision) error { return decodeReuseDecision(b, d, false) }
+
+// DecodeReuseDecisionView is DecodeReuseDecision with strings aliasing b.
+func DecodeReuseDecisionView(b []byte, d *ReuseDecision) error {
+	return decodeReuseDecision(b, d, true)
+}

@@ -1,0 +1,165 @@
+package abi_test
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/wasmsched/wasmsched/abi"
+)
+
+func sampleSnapshot() *abi.SerialSnapshot {
+	return &abi.SerialSnapshot{
+		Group: "etl-nightly", Policy: "priority", MaxActive: 2, Now: 1_700_000_000_123,
+		Active: []abi.Run{
+			{ID: "r1", Seq: 1, State: abi.StateRunning, Priority: -3, Slots: 2, SubmittedAt: 10, StartedAt: 20},
+			{ID: "r2", Seq: 2, State: abi.StateStopping, Slots: 1, SubmittedAt: 11},
+		},
+		Waiting: []abi.Run{
+			{ID: "r3", Seq: 3, State: abi.StateWaiting, Priority: 7, Slots: 1, SubmittedAt: 12},
+			{ID: "", Seq: 1<<64 - 1, State: abi.StateWaiting, Priority: -1 << 31, Slots: 1<<32 - 1, SubmittedAt: -1},
+		},
+	}
+}
+
+func sampleReuse() *abi.ReuseRequest {
+	return &abi.ReuseRequest{
+		Group: "g", Now: 99,
+		Run: abi.Run{ID: "run-7", Seq: 7, State: abi.StateRunning, Slots: 3, SubmittedAt: 1, StartedAt: 2},
+		Slots: []abi.TaskSlot{
+			{Task: 0, Worker: "w1#1#a", Index: 0, Token: "t0", Alive: true, Held: true},
+			{Task: 1, Worker: "w2#2#b", Index: 5, Token: "t1", Alive: true},
+			{Task: 2, Worker: "w3", Index: 1, Token: "t2", Held: true},
+		},
+	}
+}
+
+func TestSerialSnapshotRoundTrip(t *testing.T) {
+	s := sampleSnapshot()
+	b := abi.AppendSerialSnapshot([]byte("prefix"), s)
+	if string(b[:6]) != "prefix" {
+		t.Fatal("prefix clobbered")
+	}
+	for _, dec := range []func([]byte, *abi.SerialSnapshot) error{abi.DecodeSerialSnapshot, abi.DecodeSerialSnapshotView} {
+		var got abi.SerialSnapshot
+		if err := dec(b[6:], &got); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(&got, s) {
+			t.Fatalf("got %+v\nwant %+v", got, *s)
+		}
+	}
+}
+
+func TestSerialDecisionRoundTrip(t *testing.T) {
+	var d abi.SerialDecision
+	d.Launch("r3", "newest")
+	d.Discard("r4", "")
+	d.Stop("r1", "older than r3")
+	var got abi.SerialDecision
+	if err := abi.DecodeSerialDecision(abi.AppendSerialDecision(nil, &d), &got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, d) {
+		t.Fatalf("got %+v want %+v", got, d)
+	}
+	// empty decision
+	if err := abi.DecodeSerialDecision(abi.AppendSerialDecision(nil, &abi.SerialDecision{}), &got); err != nil || len(got.Actions) != 0 {
+		t.Fatalf("empty: %v %v", err, got)
+	}
+}
+
+func TestReuseRoundTrip(t *testing.T) {
+	r := sampleReuse()
+	var got abi.ReuseRequest
+	if err := abi.DecodeReuseRequest(abi.AppendReuseRequest(nil, r), &got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&got, r) {
+		t.Fatalf("got %+v want %+v", got, *r)
+	}
+	d := abi.ReuseDecision{Reason: "x", Verdicts: []abi.Verdict{abi.VerdictReuse, abi.VerdictReallocate}}
+	var gd abi.ReuseDecision
+	if err := abi.DecodeReuseDecision(abi.AppendReuseDecision(nil, &d), &gd); err != nil || !reflect.DeepEqual(gd, d) {
+		t.Fatalf("%v %+v", err, gd)
+	}
+	d = abi.ReuseDecision{Fail: true, Reason: "no slots", Verdicts: []abi.Verdict{}}
+	if err := abi.DecodeReuseDecision(abi.AppendReuseDecision(nil, &d), &gd); err != nil || !reflect.DeepEqual(gd, d) {
+		t.Fatalf("%v %+v", err, gd)
+	}
+}
+
+// Every truncation of a valid record must fail cleanly, and a wrong tag too.
+func TestTruncatedAndWrongTag(t *testing.T) {
+	recs := map[string][]byte{
+		"snapshot": abi.AppendSerialSnapshot(nil, sampleSnapshot()),
+		"reuse":    abi.AppendReuseRequest(nil, sampleReuse()),
+	}
+	for name, b := range recs {
+		for i := 0; i < len(b); i++ {
+			var s abi.SerialSnapshot
+			var q abi.ReuseRequest
+			var err error
+			if name == "snapshot" {
+				err = abi.DecodeSerialSnapshot(b[:i], &s)
+			} else {
+				err = abi.DecodeReuseRequest(b[:i], &q)
+			}
+			if !errors.Is(err, abi.ErrMalformed) {
+				t.Fatalf("%s truncated to %d: err %v", name, i, err)
+			}
+		}
+	}
+	var d abi.SerialDecision
+	if err := abi.DecodeSerialDecision(abi.AppendReuseRequest(nil, sampleReuse()), &d); !errors.Is(err, abi.ErrMalformed) {
+		t.Fatalf("wrong tag accepted: %v", err)
+	}
+}
+
+func TestHugeCountDoesNotAllocate(t *testing.T) {
+	b := abi.AppendSerialDecision(nil, &abi.SerialDecision{})
+	b[4], b[5], b[6], b[7] = 0xff, 0xff, 0xff, 0xff
+	var d abi.SerialDecision
+	if err := abi.DecodeSerialDecision(b, &d); !errors.Is(err, abi.ErrMalformed) {
+		t.Fatal(err)
+	}
+}
+
+func TestDecodeViewZeroAlloc(t *testing.T) {
+	b := abi.AppendSerialSnapshot(nil, sampleSnapshot())
+	var s abi.SerialSnapshot
+	_ = abi.DecodeSerialSnapshotView(b, &s)
+	if n := testing.AllocsPerRun(100, func() { _ = abi.DecodeSerialSnapshotView(b, &s) }); n != 0 {
+		t.Fatalf("%v allocs per view decode", n)
+	}
+	var d abi.SerialDecision
+	d.Launch("r3", "x")
+	out := make([]byte, 0, 256)
+	if n := testing.AllocsPerRun(100, func() { out = abi.AppendSerialDecision(out[:0], &d) }); n != 0 {
+		t.Fatalf("%v allocs per encode", n)
+	}
+}
+
+func TestEnums(t *testing.T) {
+	for _, k := range []abi.Kind{abi.KindSerial, abi.KindSlotReuse} {
+		if got, err := abi.ParseKind(k.String()); err != nil || got != k {
+			t.Fatal(k, got, err)
+		}
+	}
+	for s := abi.StateWaiting; s <= abi.StateStopping; s++ {
+		if got, err := abi.ParseState(s.String()); err != nil || got != s {
+			t.Fatal(s, got, err)
+		}
+	}
+	for _, a := range []abi.ActionKind{abi.ActionLaunch, abi.ActionDiscard, abi.ActionStop} {
+		if got, err := abi.ParseActionKind(a.String()); err != nil || got != a {
+			t.Fatal(a, got, err)
+		}
+	}
+	if _, err := abi.ParseKind("x"); err == nil {
+		t.Fatal("bad kind parsed")
+	}
+	if _, err := abi.ParseState("DONE"); err == nil {
+		t.Fatal("bad state parsed")
+	}
+}

@@ -1,0 +1,102 @@
+package abi_test
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/wasmsched/wasmsched/abi"
+)
+
+// Each fuzzer checks that the decoder never panics, and that whatever it
+// accepts re-encodes to something that decodes to the same value.
+
+func FuzzDecodeSerialSnapshot(f *testing.F) {
+	f.Add(abi.AppendSerialSnapshot(nil, sampleSnapshot()))
+	f.Add(abi.AppendSerialSnapshot(nil, &abi.SerialSnapshot{}))
+	f.Add([]byte{1, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var s, s2 abi.SerialSnapshot
+		if abi.DecodeSerialSnapshotView(b, &s) != nil {
+			return
+		}
+		if err := abi.DecodeSerialSnapshot(abi.AppendSerialSnapshot(nil, &s), &s2); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(norm(s), norm(s2)) {
+			t.Fatalf("%+v != %+v", s, s2)
+		}
+	})
+}
+
+func norm(s abi.SerialSnapshot) abi.SerialSnapshot {
+	if len(s.Active) == 0 {
+		s.Active = nil
+	}
+	if len(s.Waiting) == 0 {
+		s.Waiting = nil
+	}
+	return s
+}
+
+func FuzzDecodeSerialDecision(f *testing.F) {
+	var d abi.SerialDecision
+	d.Launch("a", "b")
+	d.Stop("c", "")
+	f.Add(abi.AppendSerialDecision(nil, &d))
+	f.Add(abi.AppendSerialDecision(nil, &abi.SerialDecision{}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var d, d2 abi.SerialDecision
+		if abi.DecodeSerialDecisionView(b, &d) != nil {
+			return
+		}
+		if err := abi.DecodeSerialDecision(abi.AppendSerialDecision(nil, &d), &d2); err != nil {
+			t.Fatal(err)
+		}
+		if len(d.Actions) != len(d2.Actions) || (len(d.Actions) > 0 && !reflect.DeepEqual(d.Actions, d2.Actions)) {
+			t.Fatalf("%+v != %+v", d, d2)
+		}
+	})
+}
+
+func FuzzDecodeReuseRequest(f *testing.F) {
+	f.Add(abi.AppendReuseRequest(nil, sampleReuse()))
+	f.Add(abi.AppendReuseRequest(nil, &abi.ReuseRequest{}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var q, q2 abi.ReuseRequest
+		if abi.DecodeReuseRequestView(b, &q) != nil {
+			return
+		}
+		if err := abi.DecodeReuseRequest(abi.AppendReuseRequest(nil, &q), &q2); err != nil {
+			t.Fatal(err)
+		}
+		if q.Run != q2.Run || q.Group != q2.Group || len(q.Slots) != len(q2.Slots) ||
+			(len(q.Slots) > 0 && !reflect.DeepEqual(q.Slots, q2.Slots)) {
+			t.Fatalf("%+v != %+v", q, q2)
+		}
+	})
+}
+
+func FuzzDecodeReuseDecision(f *testing.F) {
+	f.Add(abi.AppendReuseDecision(nil, &abi.ReuseDecision{Reason: "r", Verdicts: []abi.Verdict{1, 2, 1}}))
+	f.Add(abi.AppendReuseDecision(nil, &abi.ReuseDecision{Fail: true}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var d, d2 abi.ReuseDecision
+		if abi.DecodeReuseDecisionView(b, &d) != nil {
+			return
+		}
+		if err := abi.DecodeReuseDecision(abi.AppendReuseDecision(nil, &d), &d2); err != nil {
+			t.Fatal(err)
+		}
+		if d.Fail != d2.Fail || d.Reason != d2.Reason || string(vb(d.Verdicts)) != string(vb(d2.Verdicts)) {
+			t.Fatalf("%+v != %+v", d, d2)
+		}
+	})
+}
+
+func vb(v []abi.Verdict) []byte {
+	b := make([]byte, len(v))
+	for i := range v {
+		b[i] = byte(v[i])
+	}
+	return b
+}

@@ -1,0 +1,234 @@
+package abi
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Version is the ABI version this package implements. A plugin exports it
+// from wasmsched_abi_version and the host refuses any other value at load.
+const Version = 1
+
+// Kind is what a plugin decides.
+type Kind uint32
+
+const (
+	// KindSerial plugins decide which waiting runs of a serial group to
+	// launch or discard and which active runs to stop.
+	KindSerial Kind = 1
+	// KindSlotReuse plugins decide which recorded task slots a restored run
+	// reuses after a leader failover.
+	KindSlotReuse Kind = 2
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindSerial:
+		return "serial"
+	case KindSlotReuse:
+		return "slot-reuse"
+	}
+	return fmt.Sprintf("Kind(%d)", uint32(k))
+}
+
+// Valid reports whether k is a known kind.
+func (k Kind) Valid() bool { return k == KindSerial || k == KindSlotReuse }
+
+// ParseKind parses "serial" or "slot-reuse".
+func ParseKind(s string) (Kind, error) {
+	switch s {
+	case "serial":
+		return KindSerial, nil
+	case "slot-reuse":
+		return KindSlotReuse, nil
+	}
+	return 0, fmt.Errorf("abi: unknown kind %q (want serial or slot-reuse)", s)
+}
+
+// State is the state of a run as seen by a policy. Only these four states
+// appear in snapshots: terminal runs are never sent.
+type State uint8
+
+const (
+	StateWaiting  State = 1
+	StateLaunched State = 2
+	StateRunning  State = 3
+	StateStopping State = 4
+)
+
+var stateNames = [...]string{"", "WAITING", "LAUNCHED", "RUNNING", "STOPPING"}
+
+func (s State) String() string {
+	if s >= StateWaiting && s <= StateStopping {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// Valid reports whether s is one of the four known states.
+func (s State) Valid() bool { return s >= StateWaiting && s <= StateStopping }
+
+// Active reports whether s is an active state (LAUNCHED, RUNNING or STOPPING).
+func (s State) Active() bool { return s >= StateLaunched && s <= StateStopping }
+
+// ParseState parses "WAITING", "LAUNCHED", "RUNNING" or "STOPPING".
+func ParseState(s string) (State, error) {
+	for i := StateWaiting; i <= StateStopping; i++ {
+		if stateNames[i] == s {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("abi: unknown run state %q", s)
+}
+
+// Run is one run of a group as seen by a policy.
+type Run struct {
+	ID          string
+	Seq         uint64
+	State       State
+	Priority    int32
+	Slots       uint32
+	SubmittedAt int64 // unix ms, 0 = unset
+	StartedAt   int64 // unix ms, 0 = unset
+}
+
+// SerialSnapshot is the input of a serial decision. Active and Waiting are
+// each sorted by Seq ascending (oldest first).
+type SerialSnapshot struct {
+	Group     string
+	Policy    string
+	MaxActive uint32 // 0 is read as 1, see EffectiveMaxActive
+	Now       int64  // unix ms
+	Active    []Run  // LAUNCHED, RUNNING, STOPPING
+	Waiting   []Run  // WAITING
+}
+
+// EffectiveMaxActive returns MaxActive, or 1 when it is 0.
+func (s *SerialSnapshot) EffectiveMaxActive() uint32 {
+	if s.MaxActive == 0 {
+		return 1
+	}
+	return s.MaxActive
+}
+
+// ActionKind is what a serial decision does to one run.
+type ActionKind uint8
+
+const (
+	ActionLaunch  ActionKind = 1
+	ActionDiscard ActionKind = 2
+	ActionStop    ActionKind = 3
+)
+
+func (a ActionKind) String() string {
+	switch a {
+	case ActionLaunch:
+		return "launch"
+	case ActionDiscard:
+		return "discard"
+	case ActionStop:
+		return "stop"
+	}
+	return fmt.Sprintf("ActionKind(%d)", uint8(a))
+}
+
+// ParseActionKind parses "launch", "discard" or "stop".
+func ParseActionKind(s string) (ActionKind, error) {
+	switch s {
+	case "launch":
+		return ActionLaunch, nil
+	case "discard":
+		return ActionDiscard, nil
+	case "stop":
+		return ActionStop, nil
+	}
+	return 0, fmt.Errorf("abi: unknown action %q", s)
+}
+
+// Action names one run and what to do with it.
+type Action struct {
+	Kind   ActionKind
+	Run    string
+	Reason string
+}
+
+// SerialDecision is the output of a serial decision. An empty decision means
+// "nothing to do".
+type SerialDecision struct {
+	Actions []Action
+}
+
+// Reset empties d, keeping its capacity.
+func (d *SerialDecision) Reset() { d.Actions = d.Actions[:0] }
+
+// Launch, Discard and Stop append an action.
+func (d *SerialDecision) Launch(run, reason string) {
+	d.Actions = append(d.Actions, Action{Kind: ActionLaunch, Run: run, Reason: reason})
+}
+
+func (d *SerialDecision) Discard(run, reason string) {
+	d.Actions = append(d.Actions, Action{Kind: ActionDiscard, Run: run, Reason: reason})
+}
+
+func (d *SerialDecision) Stop(run, reason string) {
+	d.Actions = append(d.Actions, Action{Kind: ActionStop, Run: run, Reason: reason})
+}
+
+// TaskSlot is one recorded task slot of a restored run and what the host
+// verified about it.
+type TaskSlot struct {
+	Task   uint32
+	Worker string
+	Index  uint32
+	Token  string
+	Alive  bool // the worker's heartbeat is current
+	Held   bool // the slot still carries this run's token
+}
+
+// Verified reports whether the host verified the slot (alive and held).
+func (t *TaskSlot) Verified() bool { return t.Alive && t.Held }
+
+// ReuseRequest is the input of a slot-reuse decision.
+type ReuseRequest struct {
+	Group string
+	Now   int64
+	Run   Run
+	Slots []TaskSlot
+}
+
+// Verdict is the decision for one task slot.
+type Verdict uint8
+
+const (
+	VerdictReuse      Verdict = 1
+	VerdictReallocate Verdict = 2
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case VerdictReuse:
+		return "reuse"
+	case VerdictReallocate:
+		return "reallocate"
+	}
+	return fmt.Sprintf("Verdict(%d)", uint8(v))
+}
+
+// ReuseDecision is the output of a slot-reuse decision: either Fail (the
+// whole run fails, Verdicts ignored) or one verdict per task slot, in order.
+type ReuseDecision struct {
+	Fail     bool
+	Reason   string
+	Verdicts []Verdict
+}
+
+// Reset empties d, keeping its capacity.
+func (d *ReuseDecision) Reset() {
+	d.Fail = false
+	d.Reason = ""
+	d.Verdicts = d.Verdicts[:0]
+}
+
+// ErrMalformed is returned (wrapped) by every decoder for bytes that are not a
+// well-formed record of the expected type.
+var ErrMalformed = errors.New("abi: malformed record")

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"slices"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// Global flag names and defaults.
+const (
+	flagRedis     = "redis"
+	flagNamespace = "namespace"
+	flagOutput    = "output"
+
+	defaultRedisURL  = "redis://127.0.0.1:6379/0"
+	defaultNamespace = "default"
+)
+
+// globalFlags returns fresh flag values each call: urfave/cli records
+// "set" state on the flag object, so commands must not share instances.
+func globalFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{
+			Name:    flagRedis,
+			Usage:   "Redis URL (redis://, rediss:// for TLS; user:password@ for auth)",
+			EnvVars: []string{"WASMSCHED_REDIS"},
+			Value:   defaultRedisURL,
+		},
+		&cli.StringFlag{
+			Name:    flagNamespace,
+			Aliases: []string{"n"},
+			Usage:   "namespace: the unit of atomicity and leadership",
+			EnvVars: []string{"WASMSCHED_NAMESPACE"},
+			Value:   defaultNamespace,
+		},
+		&cli.StringFlag{
+			Name:    flagOutput,
+			Aliases: []string{"o"},
+			Usage:   "output format: table or json",
+			Value:   "table",
+		},
+	}
+}
+
+// globalString reads a global flag wherever the user typed it: the nearest
+// context in the lineage that set it wins; otherwise the leaf's value
+// (which carries the env var or default).
+func globalString(c *cli.Context, name string) string {
+	for _, ctx := range c.Lineage() {
+		if ctx.Command == nil && ctx.App == nil {
+			continue
+		}
+		if slices.Contains(ctx.LocalFlagNames(), name) {
+			return ctx.String(name)
+		}
+	}
+	return c.String(name)
+}
+
+// outputFormat returns "table" or "json", or a usage error.
+func outputFormat(c *cli.Context) (string, error) {
+	switch f := globalString(c, flagOutput); f {
+	case "table", "json":
+		return f, nil
+	default:
+		return "", usageErrorf("-o %q: want table or json", f)
+	}
+}
+
+// render writes v as indented JSON with -o json, or calls table with a
+// tabwriter otherwise.
+func render(c *cli.Context, v any, table func(w io.Writer)) error {
+	format, err := outputFormat(c)
+	if err != nil {
+		return err
+	}
+	out := c.App.Writer
+	if format == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	table(tw)
+	return tw.Flush()
+}
+
+// exactArgs checks the positional argument count.
+func exactArgs(c *cli.Context, n int, names string) error {
+	if c.NArg() != n {
+		return usageErrorf("%s: want %d argument(s) (%s), got %d", c.Command.Name, n, names, c.NArg())
+	}
+	return nil
+}
+
+// openStore connects to --redis and opens --namespace. The caller closes
+// the returned client.
+func openStore(c *cli.Context) (*storage.Store, func(), error) {
+	ns := globalString(c, flagNamespace)
+	if err := storage.ValidateName("namespace", ns); err != nil {
+		return nil, nil, asUsage(err)
+	}
+	rdb, err := storage.Connect(c.Context, globalString(c, flagRedis))
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := storage.New(rdb, ns)
+	if err != nil {
+		rdb.Close()
+		return nil, nil, asUsage(err)
+	}
+	return st, func() { rdb.Close() }, nil
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Exit codes, documented in --help and docs: 0 success, 1 a failed check
+// (for example a failing policy test) or a runtime failure (Redis
+// unreachable), 2 bad usage or bad input.
+const (
+	exitOK      = 0
+	exitCheck   = 1
+	exitUsage   = 2
+	exitFailure = 1
+)
+
+// commands is filled by the init functions of the command-group files
+// (one file per group: serve.go, leader.go, policy.go, ...), so adding a
+// command group never touches this file.
+var commands []*cli.Command
+
+func main() {
+	os.Exit(run(context.Background(), os.Args, os.Stdout, os.Stderr))
+}
+
+// run builds the app and runs it; it returns the process exit code. Tests
+// call it directly.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	app := newApp(stdout, stderr)
+	err := app.RunContext(ctx, args)
+	if err == nil {
+		return exitOK
+	}
+	code := exitCodeOf(err)
+	fmt.Fprintf(stderr, "wasmsched: %v\n", err)
+	return code
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	app := &cli.App{
+		Name:  "wasmsched",
+		Usage: "a WebAssembly-pluggable scheduling policy engine",
+		Description: `wasmsched keeps worker slots and serial runs in Redis, elects one leader per
+namespace, and asks sandboxed wasm policies (wait, discard, priority, reuse or
+your own) what to launch, discard, stop and reuse.
+
+Global flags (--redis, --namespace, -o) may be given before or after the
+command name. Exit codes: 0 success, 1 a failed check or a runtime failure, 2 bad usage
+or bad input (the message names what was wrong).`,
+		Writer:                 stdout,
+		ErrWriter:              stderr,
+		Flags:                  globalFlags(),
+		Commands:               withGlobalFlags(commands),
+		EnableBashCompletion:   true,
+		UseShortOptionHandling: false,
+		HideHelpCommand:        false,
+		// Errors are printed once by run; urfave must not print or exit.
+		ExitErrHandler: func(*cli.Context, error) {},
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return usageErrorf("%v", err)
+		},
+	}
+	return app
+}
+
+// withGlobalFlags appends a fresh copy of the global flags to every leaf
+// command so users may type them after the command name too.
+func withGlobalFlags(cmds []*cli.Command) []*cli.Command {
+	for _, c := range cmds {
+		if c.OnUsageError == nil {
+			c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
+				return usageErrorf("%v", err)
+			}
+		}
+		if len(c.Subcommands) > 0 {
+			withGlobalFlags(c.Subcommands)
+			if c.Action == nil {
+				continue
+			}
+		}
+		if !hasFlag(c.Flags, flagRedis) { // idempotent: run may be called again (tests)
+			c.Flags = append(c.Flags, globalFlags()...)
+		}
+	}
+	return cmds
+}
+
+// usageError marks bad usage or bad input: exit code 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usageErrorf(format string, a ...any) error {
+	return &usageError{err: fmt.Errorf(format, a...)}
+}
+
+// asUsage wraps err (if not nil) as a usage error.
+func asUsage(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &usageError{err: err}
+}
+
+// checkFailed marks a check that ran and failed: exit code 1.
+type checkFailed struct{ msg string }
+
+func (e *checkFailed) Error() string { return e.msg }
+
+func exitCodeOf(err error) int {
+	var u *usageError
+	var cf *checkFailed
+	switch {
+	case errors.As(err, &u):
+		return exitUsage
+	case errors.As(err, &cf):
+		return exitCheck
+	}
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	return exitFailure
+}
+
+func hasFlag(flags []cli.Flag, name string) bool {
+	for _, f := range flags {
+		if slices.Contains(f.Names(), name) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,444 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+func init() {
+	commands = append(commands, withInterspersed(runsCommand()), withInterspersed(runCommand()))
+}
+
+// jsonTimeLayout is RFC 3339 in UTC with milliseconds (Redis TIME is read
+// in ms). Zero times are JSON null.
+const jsonTimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// jsonTime renders t as RFC 3339 (UTC, ms), or nil (JSON null) when zero.
+func jsonTime(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := t.UTC().Format(jsonTimeLayout)
+	return &s
+}
+
+// tableTime renders t for tables ("-" when zero).
+func tableTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(jsonTimeLayout)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// runJSON is the json of a run in `runs` and `run show`.
+type runJSON struct {
+	ID            string        `json:"id"`
+	Group         string        `json:"group"`
+	Seq           int64         `json:"seq"`
+	State         string        `json:"state"`
+	Slots         int           `json:"slots"`
+	Priority      int           `json:"priority"`
+	Policy        string        `json:"policy"`
+	PolicyVersion string        `json:"policy_version"`
+	SubmittedAt   *string       `json:"submitted_at"`
+	StartedAt     *string       `json:"started_at"`
+	FinishedAt    *string       `json:"finished_at"`
+	Reason        string        `json:"reason"`
+	Assignments   *[]assignJSON `json:"assignments,omitempty"` // run show only
+}
+
+// assignJSON is one task slot of a run (`run show`).
+type assignJSON struct {
+	Worker string `json:"worker"`
+	Slot   int    `json:"slot"`
+	Token  string `json:"token"`
+}
+
+func toRunJSON(r storage.Run) runJSON {
+	return runJSON{
+		ID:            r.ID,
+		Group:         r.Group,
+		Seq:           r.Seq,
+		State:         string(r.State),
+		Slots:         r.Slots,
+		Priority:      r.Priority,
+		Policy:        r.Policy,
+		PolicyVersion: r.PolicyVersion,
+		SubmittedAt:   jsonTime(r.SubmittedAt),
+		StartedAt:     jsonTime(r.StartedAt),
+		FinishedAt:    jsonTime(r.FinishedAt),
+		Reason:        r.Reason,
+	}
+}
+
+// storeUsage turns storage errors the user can fix by changing the command
+// (bad input, unknown names, wrong state, duplicates) into usage errors
+// (exit 2); other errors (Redis down) stay runtime failures (exit 1).
+func storeUsage(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, storage.ErrInvalid), errors.Is(err, storage.ErrNotFound),
+		errors.Is(err, storage.ErrBadState), errors.Is(err, storage.ErrDuplicate):
+		return asUsage(err)
+	}
+	return err
+}
+
+// runStates are the run states, in lifecycle order.
+var runStates = []storage.State{
+	storage.StateWaiting, storage.StateLaunched, storage.StateRunning, storage.StateStopping,
+	storage.StateSucceeded, storage.StateFailed, storage.StateStopped, storage.StateDiscarded,
+}
+
+// validStates lists the run states for messages.
+func validStates() string {
+	ss := make([]string, 0, len(runStates))
+	for _, s := range runStates {
+		ss = append(ss, string(s))
+	}
+	return strings.Join(ss, ", ")
+}
+
+// parseState parses a run state name (case-insensitive).
+func parseState(s string) (storage.State, error) {
+	for _, st := range runStates {
+		if strings.EqualFold(s, string(st)) {
+			return st, nil
+		}
+	}
+	return "", usageErrorf("--state %q is not a run state; valid states: %s", s, validStates())
+}
+
+// --- runs ---
+
+func runsCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "runs",
+		Usage:     "list runs, newest first",
+		ArgsUsage: " ",
+		Description: `Lists the namespace's runs, newest (highest seq) first, optionally only
+one group's or only those in one state.
+
+States: WAITING, LAUNCHED, RUNNING, STOPPING, SUCCEEDED, FAILED, STOPPED,
+DISCARDED. In json, times are RFC 3339 (UTC) and a time not reached yet is
+null.
+
+Examples:
+   wasmsched runs
+   wasmsched runs --group nightly --state WAITING
+   wasmsched runs --limit 5 -o json`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Usage: "only runs of group `G`"},
+			&cli.StringFlag{Name: "state", Aliases: []string{"s"}, Usage: "only runs in state `S`"},
+			&cli.IntFlag{Name: "limit", Value: 100, Usage: "at most `N` runs (0 = all)"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := exactArgs(c, 0, "none"); err != nil {
+				return err
+			}
+			f := storage.RunFilter{Group: c.String("group"), Limit: c.Int("limit")}
+			if f.Limit < 0 {
+				return usageErrorf("--limit must be >= 0, got %d", f.Limit)
+			}
+			if f.Group != "" {
+				if err := storage.ValidateName("group", f.Group); err != nil {
+					return asUsage(err)
+				}
+			}
+			if s := c.String("state"); s != "" {
+				st, err := parseState(s)
+				if err != nil {
+					return err
+				}
+				f.State = st
+			}
+			st, closeFn, err := openStore(c)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			rs, err := listRuns(c.Context, st, f)
+			if err != nil {
+				return err
+			}
+			return render(c, rs, func(w io.Writer) { runsTable(w, rs) })
+		},
+	}
+}
+
+// listRuns returns the runs matching f as json views.
+func listRuns(ctx context.Context, st *storage.Store, f storage.RunFilter) ([]runJSON, error) {
+	runs, err := st.ListRuns(ctx, f)
+	if err != nil {
+		return nil, storeUsage(err)
+	}
+	out := make([]runJSON, 0, len(runs))
+	for _, r := range runs {
+		out = append(out, toRunJSON(r))
+	}
+	return out, nil
+}
+
+func runsTable(w io.Writer, rs []runJSON) {
+	fmt.Fprintln(w, "ID\tGROUP\tSEQ\tSTATE\tSLOTS\tPRIO\tPOLICY\tSUBMITTED\tREASON")
+	for _, r := range rs {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\n", r.ID, r.Group, r.Seq, r.State, r.Slots,
+			r.Priority, dash(r.Policy), derefDash(r.SubmittedAt), dash(r.Reason))
+	}
+}
+
+func derefDash(s *string) string {
+	if s == nil {
+		return "-"
+	}
+	return *s
+}
+
+// --- run show / run stop ---
+
+func runCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "run",
+		Usage: "show or stop one run",
+		Description: `Examples:
+   wasmsched run show r42
+   wasmsched run stop r42 --reason "bad input"`,
+		Subcommands: []*cli.Command{
+			{
+				Name:      "show",
+				Usage:     "show one run with its slot assignments",
+				ArgsUsage: "ID",
+				Description: `Shows the run's fields and its task-slot assignments (worker identity,
+slot index, assignment token; task 0 first). Unknown id: exit 2.
+
+Examples:
+   wasmsched run show r42
+   wasmsched run show r42 -o json`,
+				Action: func(c *cli.Context) error {
+					if err := exactArgs(c, 1, "ID"); err != nil {
+						return err
+					}
+					st, closeFn, err := openStore(c)
+					if err != nil {
+						return err
+					}
+					defer closeFn()
+					r, err := showRun(c.Context, st, c.Args().First())
+					if err != nil {
+						return err
+					}
+					return render(c, r, func(w io.Writer) { runShowTable(w, r) })
+				},
+			},
+			{
+				Name:      "stop",
+				Usage:     "stop a run: discard it if WAITING, stop it if LAUNCHED or RUNNING",
+				ArgsUsage: "ID",
+				Description: `Asks for a run to end. A WAITING run is DISCARDED at once; a LAUNCHED or
+RUNNING run goes to STOPPING, its worker kills it and reports STOPPED. A run
+that has already finished (or is already stopping) is an error (exit 2).
+
+Examples:
+   wasmsched run stop r42
+   wasmsched run stop r42 --reason "superseded by r43" -o json`,
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "reason", Usage: "why (recorded with the run)", Value: "stopped by operator"},
+				},
+				Action: func(c *cli.Context) error {
+					if err := exactArgs(c, 1, "ID"); err != nil {
+						return err
+					}
+					st, closeFn, err := openStore(c)
+					if err != nil {
+						return err
+					}
+					defer closeFn()
+					r, err := stopRun(c.Context, st, c.Args().First(), c.String("reason"))
+					if err != nil {
+						return err
+					}
+					return render(c, r, func(w io.Writer) {
+						fmt.Fprintf(w, "run %s is %s\n", r.ID, r.State)
+					})
+				},
+			},
+		},
+	}
+}
+
+// showRun reads one run with its assignments.
+func showRun(ctx context.Context, st *storage.Store, id string) (runJSON, error) {
+	if err := storage.ValidateName("run", id); err != nil {
+		return runJSON{}, asUsage(err)
+	}
+	r, err := st.GetRun(ctx, id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return runJSON{}, usageErrorf("run %s not found", id)
+	}
+	if err != nil {
+		return runJSON{}, err
+	}
+	v := toRunJSON(r)
+	as := make([]assignJSON, 0, len(r.Assignments))
+	for _, a := range r.Assignments {
+		as = append(as, assignJSON{Worker: a.Worker, Slot: a.Slot, Token: a.Token})
+	}
+	v.Assignments = &as
+	return v, nil
+}
+
+// stopRun requests a stop (or discard) of run id.
+func stopRun(ctx context.Context, st *storage.Store, id, reason string) (runJSON, error) {
+	if err := storage.ValidateName("run", id); err != nil {
+		return runJSON{}, asUsage(err)
+	}
+	r, err := st.RequestStop(ctx, id, reason)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return runJSON{}, usageErrorf("run %s not found", id)
+	case errors.Is(err, storage.ErrBadState):
+		if cur, gerr := st.GetRun(ctx, id); gerr == nil {
+			return runJSON{}, usageErrorf("run %s is %s", id, cur.State)
+		}
+		return runJSON{}, asUsage(err)
+	case err != nil:
+		return runJSON{}, storeUsage(err)
+	}
+	return toRunJSON(r), nil
+}
+
+func runShowTable(w io.Writer, r runJSON) {
+	fmt.Fprintf(w, "ID\t%s\n", r.ID)
+	fmt.Fprintf(w, "GROUP\t%s\n", r.Group)
+	fmt.Fprintf(w, "SEQ\t%d\n", r.Seq)
+	fmt.Fprintf(w, "STATE\t%s\n", r.State)
+	fmt.Fprintf(w, "SLOTS\t%d\n", r.Slots)
+	fmt.Fprintf(w, "PRIORITY\t%d\n", r.Priority)
+	fmt.Fprintf(w, "POLICY\t%s %s\n", dash(r.Policy), r.PolicyVersion)
+	fmt.Fprintf(w, "SUBMITTED\t%s\n", derefDash(r.SubmittedAt))
+	fmt.Fprintf(w, "STARTED\t%s\n", derefDash(r.StartedAt))
+	fmt.Fprintf(w, "FINISHED\t%s\n", derefDash(r.FinishedAt))
+	fmt.Fprintf(w, "REASON\t%s\n", dash(r.Reason))
+	if r.Assignments != nil && len(*r.Assignments) > 0 {
+		fmt.Fprintln(w, "\nTASK\tWORKER\tSLOT\tTOKEN")
+		for i, a := range *r.Assignments {
+			fmt.Fprintf(w, "%d\t%s\t%d\t%s\n", i, a.Worker, a.Slot, a.Token)
+		}
+	}
+}
+
+// interspersed wraps an Action so the command's flags may also follow its
+// positional arguments (`submit G --slots 2 --redis U`): urfave/cli v2 stops
+// parsing flags at the first positional argument. It re-parses the flags
+// already parsed plus the remaining arguments, moving flags ahead of
+// positionals; everything after a literal "--" stays positional.
+func interspersed(action cli.ActionFunc) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		rest := c.Args().Slice()
+		if !slices.ContainsFunc(rest, func(a string) bool { return strings.HasPrefix(a, "-") && a != "-" }) {
+			return action(c)
+		}
+		set := flag.NewFlagSet(c.Command.Name, flag.ContinueOnError)
+		set.SetOutput(io.Discard)
+		for _, f := range c.Command.Flags {
+			if err := f.Apply(set); err != nil {
+				return err
+			}
+		}
+		var args []string
+		for _, name := range c.LocalFlagNames() {
+			if fl := set.Lookup(name); fl != nil && c.IsSet(name) {
+				if v := c.Value(name); v != nil {
+					args = append(args, "--"+name+"="+flagString(v))
+				}
+			}
+		}
+		args = append(args, rest...)
+		var pos []string
+		for {
+			if err := set.Parse(args); err != nil {
+				return usageErrorf("%s: %v", c.Command.Name, err)
+			}
+			left := set.Args()
+			if len(left) == 0 {
+				break
+			}
+			if i := len(args) - len(left); i > 0 && args[i-1] == "--" {
+				pos = append(pos, left...)
+				break
+			}
+			pos = append(pos, left[0])
+			args = left[1:]
+		}
+		if err := set.Parse(append([]string{"--"}, pos...)); err != nil {
+			return usageErrorf("%s: %v", c.Command.Name, err)
+		}
+		// Like urfave's own parsing, give every alias of a set flag its value.
+		visited := map[string]bool{}
+		set.Visit(func(f *flag.Flag) { visited[f.Name] = true })
+		for _, f := range c.Command.Flags {
+			names := f.Names()
+			for _, n := range names {
+				if !visited[n] {
+					continue
+				}
+				v := set.Lookup(n).Value.String()
+				for _, other := range names {
+					if other != n {
+						_ = set.Set(other, v)
+					}
+				}
+				break
+			}
+		}
+		var parent *cli.Context
+		if lin := c.Lineage(); len(lin) > 1 {
+			parent = lin[1]
+		}
+		nc := cli.NewContext(c.App, set, parent)
+		nc.Command = c.Command
+		nc.Context = c.Context
+		return action(nc)
+	}
+}
+
+// flagString renders a parsed flag value back into command-line form.
+func flagString(v any) string {
+	switch x := v.(type) {
+	case time.Duration:
+		return x.String()
+	case fmt.Stringer:
+		return x.String()
+	}
+	return fmt.Sprint(v)
+}
+
+// withInterspersed wraps the Action of cmd and of all its subcommands with
+// interspersed.
+func withInterspersed(cmd *cli.Command) *cli.Command {
+	if cmd.Action != nil {
+		cmd.Action = interspersed(cmd.Action)
+	}
+	for _, sc := range cmd.Subcommands {
+		withInterspersed(sc)
+	}
+	return cmd
+}

@@ -1,0 +1,380 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/wasmsched/wasmsched/storage"
+	"github.com/wasmsched/wasmsched/storage/redistest"
+)
+
+// cliEnv is one redis-server and namespace for CLI tests.
+type cliEnv struct {
+	t   *testing.T
+	url string
+	ns  string
+	st  *storage.Store
+}
+
+func newCLIEnv(t *testing.T) *cliEnv {
+	t.Helper()
+	srv := redistest.Start(t)
+	ns := "clitest"
+	st, err := storage.New(srv.Client(t), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cliEnv{t: t, url: srv.URL(), ns: ns, st: st}
+}
+
+var (
+	origFlagsOnce sync.Once
+	origFlags     = map[*cli.Command][]cli.Flag{}
+)
+
+// resetCommandFlags undoes withGlobalFlags' appends from an earlier run in
+// this process (main.go appends the global flags to the shared command
+// values on every newApp, so a second run panics with "flag redefined").
+// It is a no-op once newApp no longer mutates the shared commands.
+func resetCommandFlags() {
+	var walk func(cs []*cli.Command, record bool)
+	walk = func(cs []*cli.Command, record bool) {
+		for _, c := range cs {
+			if record {
+				origFlags[c] = append([]cli.Flag(nil), c.Flags...)
+			} else {
+				c.Flags = append([]cli.Flag(nil), origFlags[c]...)
+			}
+			walk(c.Subcommands, record)
+		}
+	}
+	origFlagsOnce.Do(func() { walk(commands, true) })
+	walk(commands, false)
+}
+
+// cli runs wasmsched with the env's --redis/--namespace (after the command)
+// and returns exit code, stdout, stderr.
+func (e *cliEnv) cli(args ...string) (int, string, string) {
+	e.t.Helper()
+	var out, errb bytes.Buffer
+	full := append([]string{"wasmsched"}, args...)
+	full = append(full, "--redis", e.url, "--namespace", e.ns)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resetCommandFlags()
+	code := run(ctx, full, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// ok runs the command, requires exit 0 and decodes its json stdout into v.
+func (e *cliEnv) ok(v any, args ...string) string {
+	e.t.Helper()
+	code, out, errs := e.cli(append(args, "-o", "json")...)
+	if code != 0 {
+		e.t.Fatalf("%v: exit %d, stderr %q", args, code, errs)
+	}
+	if v != nil {
+		if err := json.Unmarshal([]byte(out), v); err != nil {
+			e.t.Fatalf("%v: bad json %q: %v", args, out, err)
+		}
+	}
+	return out
+}
+
+// usage requires exit 2, empty stdout and a stderr naming want.
+func (e *cliEnv) usage(want string, args ...string) {
+	e.t.Helper()
+	code, out, errs := e.cli(args...)
+	if code != 2 {
+		e.t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, errs)
+	}
+	if out != "" {
+		e.t.Errorf("%v: wrote to stdout: %q", args, out)
+	}
+	if !strings.Contains(errs, want) {
+		e.t.Errorf("%v: stderr %q does not mention %q", args, errs, want)
+	}
+}
+
+func keysOf(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func wantKeys(t *testing.T, what string, m map[string]any, keys ...string) {
+	t.Helper()
+	if len(m) != len(keys) {
+		t.Errorf("%s: keys %v, want exactly %v", what, keysOf(m), keys)
+	}
+	for _, k := range keys {
+		if _, ok := m[k]; !ok {
+			t.Errorf("%s: missing key %q in %v", what, k, m)
+		}
+	}
+}
+
+var runKeys = []string{"id", "group", "seq", "state", "slots", "priority", "policy", "policy_version",
+	"submitted_at", "started_at", "finished_at", "reason"}
+
+func TestCLIGroupSubmitRuns(t *testing.T) {
+	e := newCLIEnv(t)
+
+	var g map[string]any
+	e.ok(&g, "group", "set", "nightly", "--policy", "wait", "--max-active", "2")
+	wantKeys(t, "group set", g, "name", "policy", "max_active", "version", "waiting", "active")
+	if g["name"] != "nightly" || g["policy"] != "wait" || g["max_active"] != float64(2) {
+		t.Errorf("group set: %v", g)
+	}
+	// Changing only max_active keeps the policy.
+	e.ok(&g, "group", "set", "nightly", "--max-active", "3")
+	if g["policy"] != "wait" || g["max_active"] != float64(3) {
+		t.Errorf("group set --max-active: %v", g)
+	}
+	e.ok(&g, "group", "show", "nightly")
+	if g["name"] != "nightly" || g["max_active"] != float64(3) {
+		t.Errorf("group show: %v", g)
+	}
+	e.ok(nil, "group", "set", "etl", "--policy", "discard")
+	var gs []map[string]any
+	e.ok(&gs, "group", "list")
+	if len(gs) != 2 {
+		t.Fatalf("group list: %v", gs)
+	}
+
+	var sub map[string]any
+	e.ok(&sub, "submit", "nightly", "--slots", "2", "--priority", "5", "--payload", "hello", "--duration", "10s")
+	wantKeys(t, "submit", sub, "id", "group", "seq", "state")
+	if sub["group"] != "nightly" || sub["state"] != "WAITING" || sub["seq"] == float64(0) {
+		t.Errorf("submit: %v", sub)
+	}
+	id1 := sub["id"].(string)
+	e.ok(&sub, "submit", "etl", "--id", "etl-1")
+	if sub["id"] != "etl-1" {
+		t.Errorf("submit --id: %v", sub)
+	}
+
+	var rs []map[string]any
+	e.ok(&rs, "runs")
+	if len(rs) != 2 {
+		t.Fatalf("runs: %v", rs)
+	}
+	for _, r := range rs {
+		wantKeys(t, "runs[]", r, runKeys...)
+		if r["started_at"] != nil || r["finished_at"] != nil {
+			t.Errorf("waiting run has times: %v", r)
+		}
+		if _, err := time.Parse(time.RFC3339, r["submitted_at"].(string)); err != nil {
+			t.Errorf("submitted_at not RFC 3339: %v", err)
+		}
+	}
+	e.ok(&rs, "runs", "--group", "nightly", "--state", "waiting")
+	if len(rs) != 1 || rs[0]["id"] != id1 || rs[0]["slots"] != float64(2) || rs[0]["priority"] != float64(5) {
+		t.Errorf("runs --group nightly: %v", rs)
+	}
+	e.ok(&rs, "runs", "--state", "RUNNING")
+	if len(rs) != 0 {
+		t.Errorf("runs --state RUNNING: %v", rs)
+	}
+	e.ok(&rs, "runs", "--limit", "1")
+	if len(rs) != 1 {
+		t.Errorf("runs --limit 1: %v", rs)
+	}
+
+	var show map[string]any
+	e.ok(&show, "run", "show", id1)
+	wantKeys(t, "run show", show, append(runKeys, "assignments")...)
+	if as, ok := show["assignments"].([]any); !ok || len(as) != 0 {
+		t.Errorf("run show assignments of a waiting run: %v", show["assignments"])
+	}
+
+	// A WAITING run is discarded by stop; stopping it again is an error.
+	var stopped map[string]any
+	e.ok(&stopped, "run", "stop", id1, "--reason", "not needed")
+	if stopped["state"] != "DISCARDED" {
+		t.Errorf("run stop of a waiting run: %v", stopped)
+	}
+	e.usage("run "+id1+" is DISCARDED", "run", "stop", id1)
+
+	// Table output works too.
+	code, out, _ := e.cli("runs")
+	if code != 0 || !strings.Contains(out, "etl-1") || !strings.Contains(out, "STATE") {
+		t.Errorf("runs table: %d %q", code, out)
+	}
+}
+
+func TestCLISlots(t *testing.T) {
+	e := newCLIEnv(t)
+	ctx := context.Background()
+	if err := e.st.RegisterWorker(ctx, "w1:7070#1#aa", 2, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	e.ok(&v, "slots")
+	wantKeys(t, "slots", v, "workers", "free", "assigned")
+	if v["free"] != float64(2) || v["assigned"] != float64(0) {
+		t.Errorf("slots totals: %v", v)
+	}
+	ws := v["workers"].([]any)
+	if len(ws) != 1 {
+		t.Fatalf("slots workers: %v", ws)
+	}
+	w := ws[0].(map[string]any)
+	wantKeys(t, "slots.workers[]", w, "identity", "alive", "slots")
+	if w["identity"] != "w1:7070#1#aa" || w["alive"] != true {
+		t.Errorf("worker: %v", w)
+	}
+	sl := w["slots"].([]any)
+	if len(sl) != 2 {
+		t.Fatalf("slots: %v", sl)
+	}
+	s0 := sl[0].(map[string]any)
+	wantKeys(t, "slot", s0, "index", "run", "token")
+	if s0["index"] != float64(0) || s0["run"] != "" || s0["token"] != "" {
+		t.Errorf("slot 0: %v", s0)
+	}
+	// Empty namespace: workers is [] not null.
+	empty := *e
+	empty.ns = "empty"
+	out := empty.ok(nil, "slots")
+	if !strings.Contains(out, `"workers": []`) {
+		t.Errorf("empty slots: %s", out)
+	}
+}
+
+func TestCLIBadInput(t *testing.T) {
+	e := newCLIEnv(t)
+	e.ok(nil, "group", "set", "g1")
+	e.usage("group nope not found", "group", "show", "nope")
+	e.usage("--slots must be >= 1, got -1", "submit", "g1", "--slots", "-1")
+	e.usage("--slots must be >= 1, got 0", "submit", "g1", "--slots", "0")
+	e.usage("--duration must not be negative", "submit", "g1", "--duration", "-1s")
+	e.usage("flag provided but not defined: -bogus", "runs", "--bogus")
+	e.usage("valid states: WAITING", "runs", "--state", "SLEEPING")
+	e.usage("--limit must be >= 0", "runs", "--limit", "-3")
+	e.usage(`"a{b}"`, "group", "set", "a{b}")
+	e.usage(`"a{b}"`, "submit", "a{b}")
+	e.usage(`"a{b}"`, "group", "show", "a{b}")
+	e.usage(`"a{b}"`, "runs", "--group", "a{b}")
+	e.usage(`"r{1}"`, "run", "show", "r{1}")
+	e.usage(`"r{1}"`, "submit", "g1", "--id", "r{1}")
+	e.usage("--max-active must be >= 1, got 0", "group", "set", "g1", "--max-active", "0")
+	e.usage("run r404 not found", "run", "show", "r404")
+	e.usage("run r404 not found", "run", "stop", "r404")
+	e.usage("want 1 argument(s)", "run", "show")
+	e.usage("want 1 argument(s)", "submit")
+	e.usage(`-o "yaml"`, "group", "list", "-o", "yaml")
+	// Worker flags are checked before anything connects.
+	e.usage("exactly one of --simulate or --exec", "worker", "--advertise", "w:1")
+	e.usage("exactly one of --simulate or --exec", "worker", "--advertise", "w:1", "--simulate", "--exec", "/bin/true")
+	e.usage("--slots must be >= 1, got 0", "worker", "--advertise", "w:1", "--simulate", "--slots", "0")
+	e.usage("--advertise ADDR is required", "worker", "--simulate")
+	e.usage(`--advertise "w#1"`, "worker", "--simulate", "--advertise", "w#1")
+	e.usage("--heartbeat-ttl must be >= 30ms", "worker", "--simulate", "--advertise", "w:1", "--heartbeat-ttl", "1ms")
+
+	// Nothing was written by the bad inputs.
+	var rs []map[string]any
+	e.ok(&rs, "runs")
+	if len(rs) != 0 {
+		t.Errorf("bad input wrote runs: %v", rs)
+	}
+	var gs []map[string]any
+	e.ok(&gs, "group", "list")
+	if len(gs) != 1 {
+		t.Errorf("bad input wrote groups: %v", gs)
+	}
+}
+
+func TestCLIHelp(t *testing.T) {
+	e := &cliEnv{t: t, url: "redis://127.0.0.1:1/0", ns: "x"}
+	for _, args := range [][]string{
+		{"worker", "--help"}, {"group", "set", "--help"}, {"group", "show", "--help"}, {"submit", "--help"},
+		{"runs", "--help"}, {"run", "show", "--help"}, {"run", "stop", "--help"}, {"slots", "--help"},
+	} {
+		code, out, errs := e.cli(args...)
+		if code != 0 || !strings.Contains(out, "Examples:") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errs)
+		}
+	}
+}
+
+func TestCLIRunShowAssignmentsAndStop(t *testing.T) {
+	e := newCLIEnv(t)
+	ctx := context.Background()
+	const wid = "w1:7070#1#aa"
+	if err := e.st.RegisterWorker(ctx, wid, 2, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// Play the leader: launch and allocate a 2-slot run.
+	stamp := "leader:1#1#bb"
+	if err := e.st.Client().Set(ctx, e.st.Keys().Lock(), stamp, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	epoch, err := e.st.BecomeLeader(ctx, stamp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fence := storage.Fence{Epoch: epoch, Holder: stamp}
+	var sub map[string]any
+	code, out, errs := e.cli("submit", "g", "--slots", "2", "--id", "r1", "-o", "json")
+	if code != 0 || json.Unmarshal([]byte(out), &sub) != nil {
+		t.Fatalf("submit: %d %q %q", code, out, errs)
+	}
+	sn, err := e.st.Snapshot(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Apply(ctx, fence, "g", storage.Decision{Version: sn.Group.Version, ClaimID: "c1", Policy: "wait",
+		PolicyVersion: "v1", Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "r1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	as, err := e.st.Allocate(ctx, fence, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var show map[string]any
+	e.ok(&show, "run", "show", "r1")
+	if show["state"] != "RUNNING" || show["policy"] != "wait" || show["policy_version"] != "v1" || show["started_at"] == nil {
+		t.Errorf("run show: %v", show)
+	}
+	got := show["assignments"].([]any)
+	if len(got) != 2 {
+		t.Fatalf("assignments: %v", got)
+	}
+	a0 := got[0].(map[string]any)
+	wantKeys(t, "assignment", a0, "worker", "slot", "token")
+	if a0["worker"] != wid || a0["token"] != as[0].Token || a0["slot"] != float64(as[0].Slot) {
+		t.Errorf("assignment 0: %v, want %+v", a0, as[0])
+	}
+	var v map[string]any
+	e.ok(&v, "slots")
+	if v["free"] != float64(0) || v["assigned"] != float64(2) {
+		t.Errorf("slots: %v", v)
+	}
+
+	// The worker finishes it; stopping a finished run is exit 2.
+	if err := e.st.Report(ctx, wid, "r1", as[0].Token, storage.StateSucceeded, ""); err != nil {
+		t.Fatal(err)
+	}
+	e.usage("run r1 is SUCCEEDED", "run", "stop", "r1")
+
+	// Global flags before the command name.
+	var out2, err2 bytes.Buffer
+	resetCommandFlags()
+	if code := run(ctx, []string{"wasmsched", "--redis", e.url, "-n", e.ns, "-o", "json", "run", "show", "r1"}, &out2, &err2); code != 0 {
+		t.Fatalf("global flags first: %d %s", code, err2.String())
+	}
+	if !strings.Contains(out2.String(), `"state": "SUCCEEDED"`) || !strings.Contains(out2.String(), `"finished_at": "`) {
+		t.Errorf("run show: %s", out2.String())
+	}
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/wasmsched/wasmsched/host"
+)
+
+func init() {
+	commands = append(commands, serveCommand())
+}
+
+// serveOptions are the parsed flags of `serve`.
+type serveOptions struct {
+	Advertise      string
+	LeaseTTL       time.Duration
+	AdminAddr      string
+	UncheckedTicks bool
+	LogLevel       string
+}
+
+func serveCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "run a host: compete for the namespace's leadership and lead when elected",
+		Description: `Competes for the leader lock of --namespace with the identity stamp
+ADDR#START_UNIX_NANO#RANDOM (ADDR from --advertise; a host restarted at the
+same address is a new identity and never adopts its predecessor's lease).
+The leader bumps the namespace's fencing epoch, refreshes the lock every
+TTL/3 and runs the leader tasks (for now: a fenced tick every TTL/3, shown by
+"wasmsched leader"). When a refresh fails, the lease runs out or a write is
+fenced, it stops deciding at once, drains its tasks and stands by; standbys
+try to obtain the lock every ~TTL/4.
+
+SIGINT/SIGTERM: stop the leader tasks, release the lock (a standby takes over
+at once, without waiting for the TTL), exit 0.
+
+The admin server (--admin-addr, "" disables) serves /healthz, /readyz and
+/metrics (wasmsched_leader{namespace}, wasmsched_leader_transitions_total).
+Logs (text) go to stderr.
+
+Examples:
+   wasmsched serve
+   wasmsched --redis redis://r:6379/0 -n prod serve --advertise 10.0.0.7:9090 --lease-ttl 3s
+   wasmsched serve --admin-addr 127.0.0.1:0 --lease-ttl 1s`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "advertise", Usage: "this host's `ADDR`, part of its identity (default <hostname>:<admin port>, or <hostname> with the admin server off)"},
+			&cli.DurationFlag{Name: "lease-ttl", Value: host.DefaultLeaseTTL, Usage: fmt.Sprintf("leader lease TTL `D` (>= %v); refresh every D/3", host.MinLeaseTTL)},
+			&cli.StringFlag{Name: "admin-addr", Value: host.DefaultAdminAddr, Usage: "admin HTTP `ADDR` (/healthz, /readyz, /metrics); \"\" disables"},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log `LEVEL`: debug, info, warn, error"},
+			&cli.BoolFlag{Name: "debug-unchecked-ticks", Hidden: true, Usage: "test hook: the tick task skips the lease check and writes once more with its stale fence after losing leadership"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 0 {
+				return usageErrorf("serve: unexpected arguments %q", c.Args().Slice())
+			}
+			o := serveOptions{
+				Advertise:      c.String("advertise"),
+				LeaseTTL:       c.Duration("lease-ttl"),
+				AdminAddr:      c.String("admin-addr"),
+				UncheckedTicks: c.Bool("debug-unchecked-ticks"),
+				LogLevel:       c.String("log-level"),
+			}
+			if err := o.check(); err != nil {
+				return err
+			}
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(o.LogLevel)); err != nil {
+				return usageErrorf("serve: --log-level %q: want debug, info, warn or error", o.LogLevel)
+			}
+			st, closeFn, err := openStore(c)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+
+			var admin net.Listener
+			if o.AdminAddr != "" {
+				if admin, err = host.ListenAdmin(o.AdminAddr); err != nil {
+					return asUsage(fmt.Errorf("serve: --admin-addr: %w", err))
+				}
+				defer admin.Close()
+			}
+			adv := o.Advertise
+			if adv == "" {
+				adv = defaultAdvertise(admin)
+			}
+			h, err := host.New(host.Config{
+				Store:          st,
+				Advertise:      adv,
+				LeaseTTL:       o.LeaseTTL,
+				UncheckedTicks: o.UncheckedTicks,
+				Logger:         log,
+				Admin:          admin,
+			})
+			if err != nil {
+				return asUsage(err)
+			}
+			return h.Run(c.Context)
+		},
+	}
+}
+
+// check validates the flags (usage errors name the flag).
+func (o serveOptions) check() error {
+	if o.LeaseTTL < host.MinLeaseTTL {
+		return usageErrorf("serve: --lease-ttl must be >= %v, got %v", host.MinLeaseTTL, o.LeaseTTL)
+	}
+	if o.Advertise != "" && strings.ContainsAny(o.Advertise, "#{},| \t\r\n") {
+		return usageErrorf("serve: --advertise %q must not contain '#', '{', '}', ',', '|' or whitespace", o.Advertise)
+	}
+	return nil
+}
+
+// defaultAdvertise is <hostname>:<admin port>, or <hostname> without an
+// admin server.
+func defaultAdvertise(admin net.Listener) string {
+	name, _ := os.Hostname()
+	if name == "" {
+		name = "localhost"
+	}
+	if admin == nil {
+		return name
+	}
+	if ta, ok := admin.Addr().(*net.TCPAddr); ok {
+		return fmt.Sprintf("%s:%d", name, ta.Port)
+	}
+	return name
+}

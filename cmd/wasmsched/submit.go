@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+func init() {
+	commands = append(commands, withInterspersed(submitCommand()))
+}
+
+// submitJSON is the json answer of `submit`.
+type submitJSON struct {
+	ID    string `json:"id"`
+	Group string `json:"group"`
+	Seq   int64  `json:"seq"`
+	State string `json:"state"`
+}
+
+func submitCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "submit",
+		Usage:     "submit a run to a group",
+		ArgsUsage: "G",
+		Description: `Submits a WAITING run to group G. A group that does not exist yet is created
+with the defaults (policy wait, max_active 1; change them with "group set").
+The group's policy decides when the run launches; it then runs on the worker holding
+its task 0 once all its --slots task slots are assigned.
+
+--payload is handed to the worker: an exec worker passes it to its program
+as WASMSCHED_PAYLOAD; a simulating worker fails the run if it is "fail".
+--duration is how long a simulating worker "runs" it.
+
+Examples:
+   wasmsched submit nightly
+   wasmsched submit nightly --slots 2 --priority 5 --payload '{"day":"2024-06-01"}'
+   wasmsched submit etl --id etl-2024-06-01 --duration 30s -o json`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "id", Usage: "run `ID` (default: generated from the namespace seq)"},
+			&cli.IntFlag{Name: "slots", Aliases: []string{"k"}, Value: 1, Usage: "task slots the run needs, `K` >= 1"},
+			&cli.IntFlag{Name: "priority", Usage: "priority `P` (higher first for policies that use it)"},
+			&cli.StringFlag{Name: "payload", Usage: "opaque payload `S` for the worker"},
+			&cli.DurationFlag{Name: "duration", Value: time.Second, Usage: "simulated run time `D` (simulating workers)"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := exactArgs(c, 1, "G"); err != nil {
+				return err
+			}
+			req := storage.SubmitRequest{
+				Group:    c.Args().First(),
+				ID:       c.String("id"),
+				Slots:    c.Int("slots"),
+				Priority: c.Int("priority"),
+				Payload:  c.String("payload"),
+				Duration: c.Duration("duration"),
+			}
+			if err := checkSubmit(req); err != nil {
+				return err
+			}
+			st, closeFn, err := openStore(c)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			out, err := submitRun(c.Context, st, req)
+			if err != nil {
+				return err
+			}
+			return render(c, out, func(w io.Writer) {
+				fmt.Fprintln(w, "ID\tGROUP\tSEQ\tSTATE")
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", out.ID, out.Group, out.Seq, out.State)
+			})
+		},
+	}
+}
+
+// checkSubmit validates a request before touching Redis.
+func checkSubmit(req storage.SubmitRequest) error {
+	if err := storage.ValidateName("group", req.Group); err != nil {
+		return asUsage(err)
+	}
+	if req.ID != "" {
+		if err := storage.ValidateName("run", req.ID); err != nil {
+			return asUsage(err)
+		}
+	}
+	if req.Slots < 1 {
+		return usageErrorf("--slots must be >= 1, got %d", req.Slots)
+	}
+	if req.Duration < 0 {
+		return usageErrorf("--duration must not be negative, got %v", req.Duration)
+	}
+	return nil
+}
+
+func submitRun(ctx context.Context, st *storage.Store, req storage.SubmitRequest) (submitJSON, error) {
+	r, err := st.Submit(ctx, req)
+	switch {
+	case errors.Is(err, storage.ErrDuplicate):
+		return submitJSON{}, usageErrorf("run %s already exists", req.ID)
+	case err != nil:
+		return submitJSON{}, storeUsage(err)
+	}
+	return submitJSON{ID: r.ID, Group: r.Group, Seq: r.Seq, State: string(r.State)}, nil
+}

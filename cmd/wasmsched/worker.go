@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/urfave/cli/v2"
+
+	"github.com/wasmsched/wasmsched/host"
+)
+
+func init() {
+	commands = append(commands, workerCommand())
+}
+
+// workerOptions are the parsed flags of `worker`.
+type workerOptions struct {
+	Slots        int
+	Advertise    string
+	Simulate     bool
+	Exec         string
+	ExecArgs     []string
+	HeartbeatTTL time.Duration
+	StopGrace    time.Duration
+	Journal      string
+	Metrics      string
+}
+
+func workerCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "worker",
+		Usage:     "run a worker agent: register slots, execute assigned runs, report outcomes",
+		ArgsUsage: "[-- PROGRAM-ARGS...]",
+		Description: `Registers N fixed slots under a fresh identity ADDR#START_UNIX_NANO#RANDOM
+(a worker restarted at the same address is a new worker), heartbeats every
+TTL/3, and executes every run whose task 0 is assigned to one of its slots,
+exactly once per assignment token. Stop requests kill the run and report
+STOPPED. If the worker misses its heartbeats and is reaped, it drops its work
+(those runs were reassigned) and registers again. SIGINT/SIGTERM: kill
+running work, report it FAILED ("worker shutting down"), exit.
+
+Exactly one mode:
+   --simulate        a run takes its submitted --duration, then SUCCEEDED;
+                     a payload of exactly "fail" makes it FAILED.
+   --exec PROGRAM    runs PROGRAM (arguments after "--") in its own process
+                     group with WASMSCHED_RUN_ID, WASMSCHED_GROUP,
+                     WASMSCHED_PAYLOAD and WASMSCHED_NAMESPACE set; its
+                     stdout/stderr are logged line by line; exit 0 is
+                     SUCCEEDED, else FAILED with the exit status. A stop sends
+                     SIGTERM to the group, SIGKILL after --stop-grace.
+
+Logs go to stderr. --journal appends "RUN_ID TOKEN" per execution start
+(fsynced), for audits.
+
+Examples:
+   wasmsched worker --slots 4 --advertise 10.0.0.7:7070 --simulate
+   wasmsched worker --slots 2 --advertise w1:7070 --exec ./job.sh
+   wasmsched worker --slots 1 --advertise w1:7070 --exec /bin/sh -- -c 'echo $WASMSCHED_PAYLOAD'
+   wasmsched --redis redis://r:6379/0 worker --slots 8 --advertise w2:7070 --simulate --journal /var/log/ws.journal`,
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "slots", Value: 1, Usage: "number of fixed slots `N` (>= 1)"},
+			&cli.StringFlag{Name: "advertise", Usage: "this worker's `ADDR` (host:port), part of its identity (required)"},
+			&cli.BoolFlag{Name: "simulate", Usage: "simulate runs (sleep --duration; payload \"fail\" fails)"},
+			&cli.StringFlag{Name: "exec", Usage: "execute `PROGRAM` per run"},
+			&cli.DurationFlag{Name: "heartbeat-ttl", Value: host.DefaultHeartbeatTTL, Usage: "heartbeat TTL `D`; heartbeats every D/3"},
+			&cli.DurationFlag{Name: "stop-grace", Value: host.DefaultStopGrace, Usage: "time `D` between SIGTERM and SIGKILL of a stopped program"},
+			&cli.StringFlag{Name: "journal", Usage: "append \"RUN_ID TOKEN\" per execution start to `FILE`"},
+			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus /metrics on `ADDR` (e.g. :9102)"},
+		},
+		Action: func(c *cli.Context) error {
+			o := workerOptions{
+				Slots:        c.Int("slots"),
+				Advertise:    c.String("advertise"),
+				Simulate:     c.Bool("simulate"),
+				Exec:         c.String("exec"),
+				ExecArgs:     c.Args().Slice(),
+				HeartbeatTTL: c.Duration("heartbeat-ttl"),
+				StopGrace:    c.Duration("stop-grace"),
+				Journal:      c.String("journal"),
+				Metrics:      c.String("metrics-listen"),
+			}
+			if err := o.check(); err != nil {
+				return err
+			}
+			st, closeFn, err := openStore(c)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			log := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil)).With("namespace", st.Namespace())
+			reg := prometheus.NewRegistry()
+			w := &host.Worker{
+				Store:        st,
+				Advertise:    o.Advertise,
+				Slots:        o.Slots,
+				HeartbeatTTL: o.HeartbeatTTL,
+				Exec:         o.Exec,
+				ExecArgs:     o.ExecArgs,
+				StopGrace:    o.StopGrace,
+				Journal:      o.Journal,
+				Logger:       log,
+				Registerer:   reg,
+			}
+			if err := w.Validate(); err != nil {
+				return asUsage(err)
+			}
+			return runWorker(c.Context, w, o.Metrics, reg, log)
+		},
+	}
+}
+
+// check validates the flags (usage errors name the flag).
+func (o workerOptions) check() error {
+	if o.Simulate == (o.Exec != "") {
+		return usageErrorf("worker: give exactly one of --simulate or --exec PROGRAM")
+	}
+	if o.Slots < 1 {
+		return usageErrorf("worker: --slots must be >= 1, got %d", o.Slots)
+	}
+	if strings.TrimSpace(o.Advertise) == "" {
+		return usageErrorf("worker: --advertise ADDR is required")
+	}
+	if strings.ContainsAny(o.Advertise, "#{},| \t\r\n") {
+		return usageErrorf("worker: --advertise %q must not contain '#', '{', '}', ',', '|' or whitespace", o.Advertise)
+	}
+	if o.HeartbeatTTL < 30*time.Millisecond {
+		return usageErrorf("worker: --heartbeat-ttl must be >= 30ms, got %v", o.HeartbeatTTL)
+	}
+	if o.StopGrace <= 0 {
+		return usageErrorf("worker: --stop-grace must be positive, got %v", o.StopGrace)
+	}
+	if len(o.ExecArgs) > 0 && o.Exec == "" {
+		return usageErrorf("worker: unexpected arguments %q (program arguments need --exec PROGRAM)", o.ExecArgs)
+	}
+	return nil
+}
+
+// runWorker serves metrics (if asked) and runs w until ctx ends.
+func runWorker(ctx context.Context, w *host.Worker, metricsAddr string, reg *prometheus.Registry, log *slog.Logger) error {
+	if metricsAddr != "" {
+		ln, err := net.Listen("tcp", metricsAddr)
+		if err != nil {
+			return asUsage(fmt.Errorf("worker: --metrics-listen %s: %w", metricsAddr, err))
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics server", "err", err)
+			}
+		}()
+		defer srv.Close()
+		log.Info("serving metrics", "addr", ln.Addr().String())
+	}
+	return w.Run(ctx)
+}

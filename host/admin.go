@@ -1,0 +1,71 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// DefaultAdminAddr is where `wasmsched serve` listens for admin HTTP.
+const DefaultAdminAddr = "127.0.0.1:9090"
+
+// ListenAdmin opens the admin listener (so a caller can learn the port of
+// ":0" before building the identity).
+func ListenAdmin(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("host: admin listen %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+type adminServer struct {
+	srv  *http.Server
+	done chan struct{}
+}
+
+// AdminHandler returns the admin HTTP handler: /healthz (200 while the
+// process runs), /readyz (200 once scripts are loaded and the elector runs,
+// else 503), /metrics (Prometheus), /leader (this host's view, text).
+func (h *Host) AdminHandler() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !h.Ready() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(h.cfg.Registry, promhttp.HandlerOpts{}))
+	return mux
+}
+
+func (h *Host) serveAdmin(ln net.Listener) *adminServer {
+	a := &adminServer{
+		srv:  &http.Server{Handler: h.AdminHandler(), ReadHeaderTimeout: 5 * time.Second},
+		done: make(chan struct{}),
+	}
+	h.log.Info("admin server listening", "addr", ln.Addr().String())
+	go func() {
+		defer close(a.done)
+		if err := a.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			h.log.Error("admin server failed", "err", err)
+		}
+	}()
+	return a
+}
+
+func (a *adminServer) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = a.srv.Shutdown(ctx)
+	<-a.done
+}

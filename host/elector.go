@@ -1,0 +1,363 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// LeaderTask is work a host does only while it leads a namespace. It runs
+// concurrently with the other leader tasks of the term and must return soon
+// after ctx is cancelled. It must check lease.Valid() before every apply and
+// pass lease.Fence() to every fenced write. Returning a non-nil error (for
+// example storage.ErrFenced) ends the term: the host demotes itself at once.
+// Returning nil ends only this task.
+type LeaderTask func(ctx context.Context, lease *Lease) error
+
+// Task is a named LeaderTask.
+type Task struct {
+	Name string
+	Run  LeaderTask
+}
+
+// Elector runs the leadership loop of one namespace: obtain -> lead ->
+// drain -> stand by, all in the goroutine that calls Run, so leadership
+// changes are serialised and one Elector never runs two task sets at once.
+type Elector struct {
+	ns       string
+	identity string
+	store    *storage.Store
+	client   redis.UniversalClient
+	locker   *redislock.Client
+	key      string
+	ttl      time.Duration
+	refresh  time.Duration
+	retry    time.Duration
+	margin   time.Duration
+	log      *slog.Logger
+	now      func() time.Time
+	onChange func(leading bool, epoch int64, reason string)
+
+	mu    sync.Mutex
+	tasks []Task
+	lease *Lease // current term, nil while standing by
+
+	active    atomic.Int32 // task sets running now (0 or 1)
+	maxActive atomic.Int32 // high-water mark of active
+	terms     atomic.Int64 // promotions so far
+}
+
+// AddLeaderTask registers a task for every future term (a term already
+// running is not changed).
+func (e *Elector) AddLeaderTask(name string, fn LeaderTask) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.tasks = append(e.tasks, Task{Name: name, Run: fn})
+}
+
+// Lease returns the current term's lease, or nil while standing by.
+func (e *Elector) Lease() *Lease {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lease
+}
+
+// Leading reports whether this elector holds a valid lease now.
+func (e *Elector) Leading() bool {
+	l := e.Lease()
+	return l != nil && l.Valid()
+}
+
+// ActiveLoops is the number of leader task sets running now, maintained by
+// the loop itself (incremented before the first task starts, decremented
+// after the last one returned). It is never more than 1.
+func (e *Elector) ActiveLoops() int { return int(e.active.Load()) }
+
+// MaxActiveLoops is the highest ActiveLoops ever observed.
+func (e *Elector) MaxActiveLoops() int { return int(e.maxActive.Load()) }
+
+// Terms is the number of times this elector became leader.
+func (e *Elector) Terms() int64 { return e.terms.Load() }
+
+// Identity is the stamp this elector competes with.
+func (e *Elector) Identity() string { return e.identity }
+
+// Run competes for leadership until ctx is cancelled. On return no leader
+// task is running and, if it was leading, the lock has been released.
+func (e *Elector) Run(ctx context.Context) error {
+	// A leader that releases the lock publishes on the leader-events
+	// channel: standbys wake up and compete at once.
+	wake := make(chan struct{}, 1)
+	sub := e.client.Subscribe(ctx, e.store.Keys().LeaderEvents())
+	defer sub.Close()
+	go func() {
+		for range sub.Channel() {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		}
+	}()
+
+	standbyLogged := false
+	for ctx.Err() == nil {
+		lock, lease, wait := e.campaign(ctx, !standbyLogged)
+		if lease == nil {
+			standbyLogged = true
+			if !sleepWake(ctx, wait, wake) {
+				break
+			}
+			continue
+		}
+		standbyLogged = false
+		reason := e.lead(ctx, lock, lease)
+		e.release(lock, reason)
+		if ctx.Err() == nil {
+			// Compete again after a pause, so a standby gets its chance
+			// when we renounced because of a failing task.
+			sleepCtx(ctx, jitter(e.retry))
+		}
+		// Drop a wake-up caused by our own release.
+		select {
+		case <-wake:
+		default:
+		}
+	}
+	return nil
+}
+
+// campaign tries once to obtain the lock and become leader. Without a
+// lease, it returns how long to wait before the next attempt: the retry
+// interval (jittered), or less if the holder's lock expires sooner.
+func (e *Elector) campaign(ctx context.Context, logStandby bool) (*redislock.Lock, *Lease, time.Duration) {
+	wait := jitter(e.retry)
+	sent := e.now()
+	octx, cancel := context.WithTimeout(ctx, e.ttl)
+	lock, err := e.locker.Obtain(octx, e.key, e.ttl, &redislock.Options{Token: e.identity})
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, wait
+		}
+		if errors.Is(err, redislock.ErrNotObtained) {
+			// Try again right when the holder's lock runs out (a
+			// kill -9'd leader), if that is sooner than the retry.
+			if pttl, err := e.client.PTTL(ctx, e.key).Result(); err == nil && pttl > 0 && pttl < wait {
+				wait = pttl + time.Duration(rand.Int64N(int64(5*time.Millisecond)))
+			}
+			if logStandby {
+				holder := ""
+				if li, err := e.store.Leader(ctx); err == nil {
+					holder = li.Identity
+				}
+				e.log.Info("standing by", "leader", holder)
+			}
+		} else {
+			e.log.Warn("obtain leader lock failed", "err", err)
+		}
+		return nil, nil, wait
+	}
+	epoch, err := e.store.BecomeLeader(ctx, e.identity)
+	if err != nil {
+		e.log.Warn("become leader failed; standing by", "err", err)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.ttl)
+		_ = lock.Release(rctx)
+		cancel()
+		return nil, nil, wait
+	}
+	lease := newLease(storage.Fence{Epoch: epoch, Holder: e.identity}, sent.Add(e.ttl-e.margin), e.now)
+	if !lease.Valid() {
+		// Obtaining took longer than the lease: do not start a term.
+		e.log.Warn("lease ran out while becoming leader; standing by", "epoch", epoch)
+		e.release(lock, "lease ran out while becoming leader")
+		return nil, nil, wait
+	}
+	return lock, lease, 0
+}
+
+type taskDone struct {
+	name string
+	err  error
+}
+
+// lead runs one term: the tasks, the refresh loop, then the drain. It
+// returns why the term ended.
+func (e *Elector) lead(ctx context.Context, lock *redislock.Lock, lease *Lease) string {
+	e.mu.Lock()
+	tasks := append([]Task(nil), e.tasks...)
+	e.lease = lease
+	e.mu.Unlock()
+	e.terms.Add(1)
+	e.log.Info("became leader", "identity", e.identity, "epoch", lease.Epoch(), "lease_ttl", e.ttl)
+	if e.onChange != nil {
+		e.onChange(true, lease.Epoch(), "")
+	}
+
+	tctx, cancel := context.WithCancel(ctx)
+	n := e.active.Add(1)
+	for {
+		m := e.maxActive.Load()
+		if n <= m || e.maxActive.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	var wg sync.WaitGroup
+	done := make(chan taskDone, len(tasks))
+	for _, t := range tasks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := runTask(tctx, t, lease)
+			if err != nil && tctx.Err() == nil {
+				// Stop deciding at once, before the loop even wakes up.
+				lease.revoke(taskReason(t.Name, err))
+			}
+			done <- taskDone{t.Name, err}
+		}()
+	}
+
+	reason := e.hold(ctx, lock, lease, done)
+	lease.revoke(reason) // Valid() is false from here on
+	cancel()
+	wg.Wait()
+	e.active.Add(-1)
+
+	e.mu.Lock()
+	e.lease = nil
+	e.mu.Unlock()
+	if ctx.Err() != nil {
+		e.log.Info("renouncing leadership", "epoch", lease.Epoch(), "reason", reason)
+	} else {
+		e.log.Warn("lost leadership", "epoch", lease.Epoch(), "reason", reason)
+	}
+	if e.onChange != nil {
+		e.onChange(false, lease.Epoch(), reason)
+	}
+	return reason
+}
+
+// hold refreshes the lock every refresh interval until the term ends.
+func (e *Elector) hold(ctx context.Context, lock *redislock.Lock, lease *Lease, done <-chan taskDone) string {
+	ticker := time.NewTicker(e.refresh)
+	defer ticker.Stop()
+	expiry := time.NewTimer(time.Until(lease.Deadline()))
+	defer expiry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return "shutdown"
+		case <-lease.Done():
+			return lease.Reason()
+		case d := <-done:
+			if d.err != nil {
+				return taskReason(d.name, d.err)
+			}
+			e.log.Debug("leader task finished", "task", d.name)
+		case <-expiry.C:
+			if !lease.Valid() {
+				return "lease ran out locally (no successful refresh in time)"
+			}
+			expiry.Reset(time.Until(lease.Deadline()))
+		case <-ticker.C:
+			if !lease.Valid() {
+				return "lease ran out locally (no successful refresh in time)"
+			}
+			sent := e.now()
+			rctx, rcancel := context.WithDeadline(ctx, lease.Deadline())
+			err := lock.Refresh(rctx, e.ttl, nil)
+			rcancel()
+			switch {
+			case err == nil:
+				if lease.extend(sent.Add(e.ttl - e.margin)) {
+					expiry.Reset(time.Until(lease.Deadline()))
+				}
+			case ctx.Err() != nil:
+				return "shutdown"
+			case errors.Is(err, redislock.ErrNotObtained):
+				return "lock lost: it no longer holds our identity (expired or taken over)"
+			default:
+				return fmt.Sprintf("lock refresh failed: %v", err)
+			}
+		}
+	}
+}
+
+// release gives the lock back (compare-and-delete, so it never deletes a
+// successor's lock) so that a standby takes over without waiting for the TTL.
+func (e *Elector) release(lock *redislock.Lock, reason string) {
+	if lock == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.ttl)
+	defer cancel()
+	switch err := lock.Release(ctx); {
+	case err == nil:
+		e.log.Info("leader lock released", "reason", reason)
+		if err := e.client.Publish(ctx, e.store.Keys().LeaderEvents(), "released "+e.identity).Err(); err != nil {
+			e.log.Warn("publish lock release failed", "err", err)
+		}
+	case errors.Is(err, redislock.ErrLockNotHeld):
+		e.log.Debug("leader lock was no longer ours", "reason", reason)
+	default:
+		e.log.Warn("release leader lock failed", "err", err)
+	}
+}
+
+func taskReason(name string, err error) string {
+	if errors.Is(err, storage.ErrFenced) {
+		return fmt.Sprintf("fenced: task %s: %v", name, err)
+	}
+	return fmt.Sprintf("task %s failed: %v", name, err)
+}
+
+// runTask runs t, turning a panic into an error.
+func runTask(ctx context.Context, t Task, lease *Lease) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return t.Run(ctx, lease)
+}
+
+// jitter returns d scaled by a random factor in [0.75, 1.25).
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.75 + rand.Float64()/2))
+}
+
+// sleepWake sleeps d or until woken; it reports false if ctx ended first.
+func sleepWake(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-wake:
+		return true
+	case <-t.C:
+		return true
+	}
+}
+
+// sleepCtx sleeps d; it reports false if ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,346 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultLeaseTTL = 2 * time.Second
+	// MinLeaseTTL is the shortest accepted lease TTL.
+	MinLeaseTTL = 100 * time.Millisecond
+	// DefaultRefreshDivisor: the lock is refreshed every LeaseTTL/3.
+	DefaultRefreshDivisor = 3
+	// DefaultRetryDivisor: a standby tries to obtain every ~LeaseTTL/4 (jittered ±25%).
+	DefaultRetryDivisor = 4
+	// DefaultMarginDivisor: the local lease ends LeaseTTL/10 before the
+	// lock's TTL would (clock rate drift, scheduling delay).
+	DefaultMarginDivisor = 10
+	// DefaultTickDivisor: the tick task runs every LeaseTTL/3.
+	DefaultTickDivisor = 3
+)
+
+// Config configures a Host. Zero fields take the defaults above.
+type Config struct {
+	// Store is the namespace's storage (required). Its client is also used
+	// for the leader lock.
+	Store *storage.Store
+	// Identity is the stamp the host competes with; default
+	// NewIdentity(Advertise).
+	Identity string
+	// Advertise is the address in the identity; default the hostname.
+	Advertise string
+	// LeaseTTL is the leader lock TTL (>= MinLeaseTTL); default DefaultLeaseTTL.
+	LeaseTTL time.Duration
+	// RefreshInterval is how often the leader refreshes the lock; default
+	// LeaseTTL/3. Must be shorter than LeaseTTL - SafetyMargin.
+	RefreshInterval time.Duration
+	// RetryInterval is how often a standby tries to obtain; default LeaseTTL/4.
+	RetryInterval time.Duration
+	// SafetyMargin is subtracted from the lock TTL for the local lease
+	// deadline; default LeaseTTL/10. Must be less than LeaseTTL/2.
+	SafetyMargin time.Duration
+	// TickInterval is the period of the built-in tick task (a fenced
+	// liveness write, storage.Store.Tick); default LeaseTTL/3; negative
+	// disables the tick task.
+	TickInterval time.Duration
+	// UncheckedTicks makes the tick task skip Lease.Valid() and make one
+	// last write with its (stale) fence when its term ends. Test hook only:
+	// it shows the storage fence rejecting a deposed leader.
+	UncheckedTicks bool
+	// Tasks are the leader tasks run while leading (more with AddLeaderTask).
+	Tasks []Task
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Registry receives the host's metrics; default a new registry with the
+	// Go and process collectors.
+	Registry *prometheus.Registry
+	// Admin, if not nil, is where the admin HTTP server (ServeAdmin) listens.
+	Admin net.Listener
+}
+
+// Validate checks the config as given (zero fields are fine).
+func (c *Config) Validate() error {
+	if c.Store == nil {
+		return errors.New("host: config: Store is required")
+	}
+	if c.LeaseTTL != 0 && c.LeaseTTL < MinLeaseTTL {
+		return fmt.Errorf("host: config: lease TTL %v: want >= %v", c.LeaseTTL, MinLeaseTTL)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"refresh interval", c.RefreshInterval}, {"retry interval", c.RetryInterval}, {"safety margin", c.SafetyMargin}} {
+		if d.v < 0 {
+			return fmt.Errorf("host: config: %s %v: want >= 0", d.name, d.v)
+		}
+	}
+	ttl := c.LeaseTTL
+	if ttl == 0 {
+		ttl = DefaultLeaseTTL
+	}
+	if c.SafetyMargin >= ttl/2 {
+		return fmt.Errorf("host: config: safety margin %v: want < lease TTL/2 (%v)", c.SafetyMargin, ttl/2)
+	}
+	margin := c.SafetyMargin
+	if margin == 0 {
+		margin = ttl / DefaultMarginDivisor
+	}
+	if c.RefreshInterval != 0 && c.RefreshInterval >= ttl-margin {
+		return fmt.Errorf("host: config: refresh interval %v: want < lease TTL - safety margin (%v)", c.RefreshInterval, ttl-margin)
+	}
+	if c.Identity != "" {
+		if _, err := ParseIdentity(c.Identity); err != nil {
+			return fmt.Errorf("host: config: %w", err)
+		}
+	}
+	for i, t := range c.Tasks {
+		if t.Name == "" || t.Run == nil {
+			return fmt.Errorf("host: config: task %d: want a name and a function", i)
+		}
+	}
+	return nil
+}
+
+// withDefaults returns c with zero fields filled in.
+func (c Config) withDefaults() Config {
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.RefreshInterval == 0 {
+		c.RefreshInterval = c.LeaseTTL / DefaultRefreshDivisor
+	}
+	if c.RetryInterval == 0 {
+		c.RetryInterval = c.LeaseTTL / DefaultRetryDivisor
+	}
+	if c.SafetyMargin == 0 {
+		c.SafetyMargin = c.LeaseTTL / DefaultMarginDivisor
+	}
+	if c.TickInterval == 0 {
+		c.TickInterval = c.LeaseTTL / DefaultTickDivisor
+	}
+	if c.Advertise == "" {
+		c.Advertise, _ = os.Hostname()
+		if c.Advertise == "" {
+			c.Advertise = "localhost"
+		}
+	}
+	if c.Identity == "" {
+		c.Identity = NewIdentity(c.Advertise)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+		c.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	return c
+}
+
+// Host is one wasmsched host process's runtime for one namespace: the
+// leader elector, the leader tasks and the admin server.
+type Host struct {
+	cfg     Config
+	ns      string
+	elector *Elector
+	log     *slog.Logger
+
+	leaderGauge *prometheus.GaugeVec
+	transitions *prometheus.CounterVec
+
+	mu      sync.Mutex
+	running bool
+	ready   bool
+}
+
+// New validates cfg, fills defaults and builds a Host (it does not talk to
+// Redis until Run).
+func New(cfg Config) (*Host, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	ns := cfg.Store.Namespace()
+	h := &Host{cfg: cfg, ns: ns, log: cfg.Logger.With("namespace", ns)}
+	h.leaderGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "wasmsched_leader",
+		Help: "1 while this host leads the namespace, else 0.",
+	}, []string{"namespace"})
+	h.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "wasmsched_leader_transitions_total",
+		Help: "Leadership changes of this host (promotions and demotions).",
+	}, []string{"namespace", "to"})
+	if err := cfg.Registry.Register(h.leaderGauge); err != nil {
+		return nil, fmt.Errorf("host: register metrics: %w", err)
+	}
+	if err := cfg.Registry.Register(h.transitions); err != nil {
+		return nil, fmt.Errorf("host: register metrics: %w", err)
+	}
+	h.leaderGauge.WithLabelValues(ns).Set(0)
+	h.transitions.WithLabelValues(ns, "leader")
+	h.transitions.WithLabelValues(ns, "standby")
+
+	h.elector = &Elector{
+		ns:       ns,
+		identity: cfg.Identity,
+		store:    cfg.Store,
+		client:   cfg.Store.Client(),
+		locker:   redislock.New(cfg.Store.Client()),
+		key:      cfg.Store.Keys().Lock(),
+		ttl:      cfg.LeaseTTL,
+		refresh:  cfg.RefreshInterval,
+		retry:    cfg.RetryInterval,
+		margin:   cfg.SafetyMargin,
+		log:      h.log,
+		now:      time.Now,
+		onChange: h.onChange,
+	}
+	if cfg.TickInterval > 0 {
+		h.elector.AddLeaderTask("tick", TickTask(cfg.Store, cfg.TickInterval, cfg.UncheckedTicks, h.log))
+	}
+	for _, t := range cfg.Tasks {
+		h.elector.AddLeaderTask(t.Name, t.Run)
+	}
+	return h, nil
+}
+
+func (h *Host) onChange(leading bool, _ int64, _ string) {
+	if leading {
+		h.leaderGauge.WithLabelValues(h.ns).Set(1)
+		h.transitions.WithLabelValues(h.ns, "leader").Inc()
+	} else {
+		h.leaderGauge.WithLabelValues(h.ns).Set(0)
+		h.transitions.WithLabelValues(h.ns, "standby").Inc()
+	}
+}
+
+// AddLeaderTask registers a leader task; it runs from the next term on.
+func (h *Host) AddLeaderTask(name string, fn LeaderTask) { h.elector.AddLeaderTask(name, fn) }
+
+// Identity is the host's identity stamp.
+func (h *Host) Identity() string { return h.cfg.Identity }
+
+// Namespace is the namespace the host competes for.
+func (h *Host) Namespace() string { return h.ns }
+
+// Elector is the namespace's elector.
+func (h *Host) Elector() *Elector { return h.elector }
+
+// Leading reports whether the host holds a valid lease now.
+func (h *Host) Leading() bool { return h.elector.Leading() }
+
+// ActiveLoops is the number of leader task sets running now (0 or 1).
+func (h *Host) ActiveLoops() int { return h.elector.ActiveLoops() }
+
+// MaxActiveLoops is the highest ActiveLoops ever observed.
+func (h *Host) MaxActiveLoops() int { return h.elector.MaxActiveLoops() }
+
+// Registry is the host's metrics registry (later components add theirs).
+func (h *Host) Registry() *prometheus.Registry { return h.cfg.Registry }
+
+// Config returns the effective configuration (defaults filled in).
+func (h *Host) Config() Config { return h.cfg }
+
+// Ready reports whether the host has loaded its scripts and runs its elector.
+func (h *Host) Ready() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ready
+}
+
+// Run loads the scripts, starts the admin server (if configured) and runs
+// the elector until ctx is cancelled. On return the leader tasks have
+// stopped and the lock was released if held. A Host runs once.
+func (h *Host) Run(ctx context.Context) error {
+	h.mu.Lock()
+	if h.running {
+		h.mu.Unlock()
+		return errors.New("host: Run called twice")
+	}
+	h.running = true
+	h.mu.Unlock()
+
+	var admin *adminServer
+	if h.cfg.Admin != nil {
+		admin = h.serveAdmin(h.cfg.Admin)
+		defer admin.close()
+	}
+	if err := h.cfg.Store.Load(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("host: %w", err)
+	}
+	h.mu.Lock()
+	h.ready = true
+	h.mu.Unlock()
+	h.log.Info("host started", "identity", h.cfg.Identity, "lease_ttl", h.cfg.LeaseTTL)
+	err := h.elector.Run(ctx)
+	h.mu.Lock()
+	h.ready = false
+	h.mu.Unlock()
+	h.log.Info("host stopped")
+	return err
+}
+
+// TickTask is the leader task that makes a fenced liveness write
+// (storage.Store.Tick) every interval. It checks lease.Valid() before every
+// write (unless unchecked, a test hook: then it also makes one last write
+// with its stale fence after its term ended). It returns storage.ErrFenced
+// (which demotes the host) when a write is rejected by the fence; other
+// errors are logged and retried at the next tick.
+func TickTask(st *storage.Store, interval time.Duration, unchecked bool, log *slog.Logger) LeaderTask {
+	return func(ctx context.Context, lease *Lease) error {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		tick := func(ctx context.Context) error {
+			err := st.Tick(ctx, lease.Fence())
+			switch {
+			case err == nil:
+				return nil
+			case errors.Is(err, storage.ErrFenced):
+				log.Warn("tick rejected: fenced", "epoch", lease.Epoch(), "err", err)
+				return err
+			case ctx.Err() != nil:
+				return nil
+			default:
+				log.Warn("tick failed", "epoch", lease.Epoch(), "err", err)
+				return nil
+			}
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				if unchecked {
+					wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+					defer cancel()
+					log.Info("unchecked tick: writing with a stale fence after the term ended", "epoch", lease.Epoch())
+					_ = tick(wctx)
+				}
+				return nil
+			case <-t.C:
+			}
+			if !unchecked && !lease.Valid() {
+				log.Info("tick skipped: lease not valid", "epoch", lease.Epoch(), "reason", lease.Reason())
+				return nil
+			}
+			if err := tick(ctx); err != nil {
+				return err
+			}
+		}
+	}
+}

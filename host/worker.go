@@ -1,0 +1,526 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// Worker defaults.
+const (
+	DefaultHeartbeatTTL = 3 * time.Second
+	DefaultStopGrace    = 5 * time.Second
+	// SimulateFailPayload is the payload that makes a simulated run FAILED.
+	SimulateFailPayload = "fail"
+)
+
+// Worker is the worker agent: it registers Slots fixed slots under a fresh
+// identity, heartbeats every HeartbeatTTL/3, learns its assignments from the
+// heartbeat result and executes every run whose task 0 sits on one of its
+// slots, exactly once per assignment token. It obeys stop requests (run
+// state STOPPING: kill, then report STOPPED) and reports SUCCEEDED, FAILED or
+// STOPPED through the token-guarded storage.Report.
+//
+// Two execution modes:
+//   - simulate (Exec == ""): the run takes its submitted Duration and then
+//     SUCCEEDS; a payload of exactly "fail" (SimulateFailPayload) makes it
+//     FAILED after that Duration.
+//   - exec (Exec != ""): the program Exec (with ExecArgs) runs in its own
+//     process group with WASMSCHED_RUN_ID, WASMSCHED_GROUP, WASMSCHED_PAYLOAD
+//     and WASMSCHED_NAMESPACE added to the environment; its stdout and stderr
+//     go to Logger line by line; exit 0 is SUCCEEDED, anything else FAILED
+//     with the exit status as reason. A stop sends SIGTERM to the process
+//     group and SIGKILL after StopGrace.
+//
+// When heartbeats fail for longer than HeartbeatTTL (Redis unreachable) the
+// worker kills its executions (it may be reaped and its runs reassigned)
+// and reports them FAILED once Redis answers again, unless it was reaped.
+// When the heartbeat answers storage.ErrUnknownWorker (the worker missed its
+// heartbeats and was reaped; its runs were reassigned) the worker kills all
+// its executions without reporting and registers again under a new
+// identity. When ctx is cancelled it kills its executions, reports them
+// FAILED ("worker shutting down") best effort and returns.
+//
+// The zero value of every field except Store and Advertise is a default.
+// Run may be called once.
+type Worker struct {
+	// Store is the namespace store (required).
+	Store *storage.Store
+	// Advertise is the address in the identity stamp (required).
+	Advertise string
+	// Slots is the number of fixed slots (default 1).
+	Slots int
+	// HeartbeatTTL is the worker's liveness TTL; it heartbeats every TTL/3
+	// (default 3s, minimum 30ms).
+	HeartbeatTTL time.Duration
+	// Exec is the program to run per run; empty means simulate.
+	Exec string
+	// ExecArgs are the program's arguments.
+	ExecArgs []string
+	// StopGrace is the time between SIGTERM and SIGKILL (default 5s).
+	StopGrace time.Duration
+	// Journal, when set, is a file that gets one line "RUN_ID TOKEN" per
+	// execution start, appended with O_APPEND and fsynced before the
+	// execution starts.
+	Journal string
+	// Logger (default slog.Default()).
+	Logger *slog.Logger
+	// Registerer, when set, gets the worker metrics.
+	Registerer prometheus.Registerer
+
+	mu       sync.Mutex
+	identity string
+	running  map[string]*execution // by token
+	started  map[string]bool       // tokens executed (or settled without executing)
+	pending  map[string]*finished  // by token: outcomes not yet reported
+	done     chan *finished
+	runsDone *prometheus.CounterVec
+	journal  *os.File
+	lastBeat time.Time // send time of the last successful heartbeat (main loop only)
+	wg       sync.WaitGroup
+}
+
+// finished is the outcome of one execution, to be reported.
+type finished struct {
+	run, token string
+	outcome    storage.State
+	reason     string
+	drop       bool // killed because the assignment is gone: do not report
+}
+
+// Validate checks the configuration and fills in defaults.
+func (w *Worker) Validate() error {
+	if w.Store == nil {
+		return errors.New("worker: Store is required")
+	}
+	if strings.TrimSpace(w.Advertise) == "" {
+		return errors.New("worker: Advertise address is required")
+	}
+	if strings.ContainsAny(w.Advertise, "#{},| \t\r\n") {
+		return fmt.Errorf("worker: advertise address %q must not contain '#', '{', '}', ',', '|' or whitespace", w.Advertise)
+	}
+	if w.Slots < 0 {
+		return fmt.Errorf("worker: slots must be >= 1, got %d", w.Slots)
+	}
+	if w.Slots == 0 {
+		w.Slots = 1
+	}
+	if w.HeartbeatTTL < 0 {
+		return fmt.Errorf("worker: heartbeat TTL must be positive, got %v", w.HeartbeatTTL)
+	}
+	if w.HeartbeatTTL == 0 {
+		w.HeartbeatTTL = DefaultHeartbeatTTL
+	}
+	if w.HeartbeatTTL < 30*time.Millisecond {
+		return fmt.Errorf("worker: heartbeat TTL %v is below the minimum 30ms", w.HeartbeatTTL)
+	}
+	if w.StopGrace < 0 {
+		return fmt.Errorf("worker: stop grace must not be negative, got %v", w.StopGrace)
+	}
+	if w.StopGrace == 0 {
+		w.StopGrace = DefaultStopGrace
+	}
+	if w.Logger == nil {
+		w.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Identity returns the current identity stamp ("" before registration). It
+// changes when the worker re-registers after being reaped.
+func (w *Worker) Identity() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.identity
+}
+
+// Running returns the run ids being executed right now.
+func (w *Worker) Running() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, 0, len(w.running))
+	for _, e := range w.running {
+		out = append(out, e.run)
+	}
+	return out
+}
+
+// Run registers the worker and serves until ctx is cancelled. It returns nil
+// after a clean shutdown, or the error that prevented the first
+// registration.
+func (w *Worker) Run(ctx context.Context) error {
+	if err := w.Validate(); err != nil {
+		return err
+	}
+	w.running = map[string]*execution{}
+	w.started = map[string]bool{}
+	w.pending = map[string]*finished{}
+	w.done = make(chan *finished, 16)
+	w.runsDone = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "wasmsched_worker_runs_total",
+		Help: "Runs executed by this worker, by outcome (SUCCEEDED, FAILED, STOPPED, DROPPED).",
+	}, []string{"outcome"})
+	if w.Registerer != nil {
+		if err := w.Registerer.Register(w.runsDone); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				return fmt.Errorf("worker: metrics: %w", err)
+			}
+			w.runsDone = are.ExistingCollector.(*prometheus.CounterVec)
+		}
+	}
+	if w.Journal != "" {
+		f, err := os.OpenFile(w.Journal, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return fmt.Errorf("worker: journal: %w", err)
+		}
+		w.journal = f
+		defer f.Close()
+	}
+	if err := w.register(ctx); err != nil {
+		return err
+	}
+	defer w.shutdown()
+
+	tick := time.NewTicker(w.HeartbeatTTL / 3)
+	defer tick.Stop()
+	w.heartbeat(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case f := <-w.done:
+			w.finish(ctx, f)
+		case <-tick.C:
+			w.heartbeat(ctx)
+		}
+	}
+}
+
+// register takes a fresh identity and registers it, retrying transient
+// errors until ctx ends.
+func (w *Worker) register(ctx context.Context) error {
+	id := NewIdentity(w.Advertise)
+	for {
+		err := w.Store.RegisterWorker(ctx, id, w.Slots, w.HeartbeatTTL)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, storage.ErrInvalid) || ctx.Err() != nil {
+			return fmt.Errorf("worker: register: %w", err)
+		}
+		w.Logger.Warn("worker register failed; retrying", "identity", id, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("worker: register: %w", ctx.Err())
+		case <-time.After(w.HeartbeatTTL / 3):
+		}
+	}
+	w.mu.Lock()
+	w.identity = id
+	w.mu.Unlock()
+	w.lastBeat = time.Now()
+	w.Logger.Info("worker registered", "identity", id, "slots", w.Slots, "heartbeat_ttl", w.HeartbeatTTL)
+	return nil
+}
+
+// heartbeat refreshes the worker's liveness and reconciles executions with
+// the assignments it returns.
+func (w *Worker) heartbeat(ctx context.Context) {
+	id := w.Identity()
+	sent := time.Now()
+	states, err := w.Store.Heartbeat(ctx, id, w.HeartbeatTTL)
+	if errors.Is(err, storage.ErrUnknownWorker) {
+		w.Logger.Warn("worker was reaped; dropping its work and registering again", "identity", id)
+		w.dropAll("worker was reaped")
+		if err := w.register(ctx); err != nil && ctx.Err() == nil {
+			w.Logger.Error("worker re-register failed", "err", err)
+		}
+		return
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			w.Logger.Warn("worker heartbeat failed", "identity", id, "err", err)
+			// Self-fence: once our heartbeat may have expired the leader
+			// may reap us and reassign our runs, so stop executing them
+			// now rather than risk running a run twice at once.
+			if time.Since(w.lastBeat) > w.HeartbeatTTL {
+				w.mu.Lock()
+				for _, e := range w.running {
+					e.kill(killLost)
+				}
+				w.mu.Unlock()
+			}
+		}
+		return
+	}
+	w.lastBeat = sent
+	w.reconcile(ctx, states)
+	w.retryReports(ctx)
+}
+
+// reconcile starts, stops and drops executions to match the assignments.
+func (w *Worker) reconcile(ctx context.Context, states []storage.SlotState) {
+	assigned := map[string]storage.SlotState{} // task-0 assignments by token
+	for _, s := range states {
+		if s.Run == "" || s.Token == "" || s.Task != 0 {
+			continue
+		}
+		assigned[s.Token] = s
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	// Executions whose assignment is gone: the run was reassigned or
+	// finished elsewhere; kill them and do not report.
+	for tok, e := range w.running {
+		if _, ok := assigned[tok]; !ok {
+			w.Logger.Warn("assignment gone; killing execution", "run", e.run, "token", tok)
+			e.kill(killDrop)
+		}
+	}
+	for tok := range w.pending {
+		if _, ok := assigned[tok]; !ok {
+			delete(w.pending, tok)
+		}
+	}
+	// Forget settled tokens that are no longer assigned: tokens are never
+	// reused, so this only bounds memory.
+	for tok := range w.started {
+		if _, ok := assigned[tok]; !ok && w.running[tok] == nil {
+			delete(w.started, tok)
+		}
+	}
+	for tok, s := range assigned {
+		switch s.RunState {
+		case storage.StateStopping:
+			if e := w.running[tok]; e != nil {
+				if e.stopReason == "" {
+					e.stopReason = w.stopReason(ctx, s.Run)
+					e.kill(killStop)
+				}
+			} else if p := w.pending[tok]; p != nil {
+				if p.outcome != storage.StateStopped {
+					p.outcome, p.reason = storage.StateStopped, w.stopReason(ctx, s.Run)
+				}
+			} else {
+				// Stopped before we started it (or its report got lost):
+				// settle it without executing.
+				w.started[tok] = true
+				w.pending[tok] = &finished{run: s.Run, token: tok, outcome: storage.StateStopped, reason: w.stopReason(ctx, s.Run)}
+			}
+		case storage.StateRunning:
+			if w.started[tok] {
+				continue
+			}
+			w.started[tok] = true
+			w.startLocked(ctx, s)
+		case storage.StateSucceeded, storage.StateFailed, storage.StateStopped, storage.StateDiscarded:
+			if e := w.running[tok]; e != nil {
+				e.kill(killDrop)
+			}
+			delete(w.pending, tok)
+		}
+		// LAUNCHED: not all task slots are assigned yet; keep going if we
+		// already execute it, do not start it.
+	}
+}
+
+// stopReason is the reason recorded with a stop request (kept in the
+// STOPPED report), or a generic one.
+func (w *Worker) stopReason(ctx context.Context, runID string) string {
+	if r, err := w.Store.GetRun(ctx, runID); err == nil && r.Reason != "" {
+		return r.Reason
+	}
+	return "stopped on request"
+}
+
+// startLocked starts executing the run of assignment s. w.mu is held.
+func (w *Worker) startLocked(ctx context.Context, s storage.SlotState) {
+	run, err := w.Store.GetRun(ctx, s.Run)
+	if err != nil {
+		w.Logger.Warn("cannot read assigned run; will retry", "run", s.Run, "err", err)
+		delete(w.started, s.Token)
+		return
+	}
+	if w.journal != nil {
+		if _, err := fmt.Fprintf(w.journal, "%s %s\n", s.Run, s.Token); err == nil {
+			err = w.journal.Sync()
+		}
+		if err != nil {
+			w.Logger.Error("journal write failed", "run", s.Run, "err", err)
+		}
+	}
+	e := &execution{run: s.Run, token: s.Token, stop: make(chan killReason, 1)}
+	w.running[s.Token] = e
+	log := w.Logger.With("run", s.Run, "token", s.Token, "group", run.Group)
+	log.Info("run started", "mode", w.mode())
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		var f *finished
+		if w.Exec == "" {
+			f = w.simulate(e, run)
+		} else {
+			f = w.execute(e, run, log)
+		}
+		w.done <- f
+	}()
+}
+
+func (w *Worker) mode() string {
+	if w.Exec == "" {
+		return "simulate"
+	}
+	return "exec"
+}
+
+// simulate sleeps the run's Duration.
+func (w *Worker) simulate(e *execution, run storage.Run) *finished {
+	t := time.NewTimer(run.Duration)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		if run.Payload == SimulateFailPayload {
+			return &finished{run: e.run, token: e.token, outcome: storage.StateFailed, reason: "simulated failure (payload \"fail\")"}
+		}
+		return &finished{run: e.run, token: e.token, outcome: storage.StateSucceeded}
+	case why := <-e.stop:
+		return why.result(e)
+	}
+}
+
+// finish handles a finished execution: report it unless dropped.
+func (w *Worker) finish(ctx context.Context, f *finished) {
+	w.mu.Lock()
+	delete(w.running, f.token)
+	outcome := string(f.outcome)
+	if f.drop {
+		outcome = "DROPPED"
+	} else {
+		w.pending[f.token] = f
+	}
+	w.mu.Unlock()
+	w.runsDone.WithLabelValues(outcome).Inc()
+	w.Logger.Info("run finished", "run", f.run, "token", f.token, "outcome", outcome, "reason", f.reason)
+	if !f.drop {
+		w.retryReports(ctx)
+	}
+}
+
+// retryReports sends every pending report; transient failures stay
+// pending for the next heartbeat.
+func (w *Worker) retryReports(ctx context.Context) {
+	w.mu.Lock()
+	todo := make([]finished, 0, len(w.pending))
+	for _, p := range w.pending {
+		todo = append(todo, *p)
+	}
+	id := w.identity
+	w.mu.Unlock()
+	for _, p := range todo {
+		err := w.Store.Report(ctx, id, p.run, p.token, p.outcome, p.reason)
+		switch {
+		case err == nil:
+			w.Logger.Info("run reported", "run", p.run, "token", p.token, "outcome", p.outcome)
+		case errors.Is(err, storage.ErrNotOwner), errors.Is(err, storage.ErrUnknownWorker),
+			errors.Is(err, storage.ErrNotFound), errors.Is(err, storage.ErrInvalid):
+			w.Logger.Warn("report refused; dropping it", "run", p.run, "token", p.token, "outcome", p.outcome, "err", err)
+		case errors.Is(err, storage.ErrBadState):
+			// Most likely a stop request raced the end of the run: the next
+			// heartbeat shows STOPPING and turns the report into STOPPED.
+			w.Logger.Warn("report refused by run state; will retry", "run", p.run, "outcome", p.outcome, "err", err)
+			continue
+		default:
+			if ctx.Err() == nil {
+				w.Logger.Warn("report failed; will retry", "run", p.run, "err", err)
+			}
+			continue
+		}
+		w.mu.Lock()
+		if cur := w.pending[p.token]; cur != nil && cur.outcome == p.outcome {
+			delete(w.pending, p.token)
+		}
+		w.mu.Unlock()
+	}
+}
+
+// dropAll kills every execution without reporting and forgets pending
+// reports (the worker lost its slots).
+func (w *Worker) dropAll(why string) {
+	w.mu.Lock()
+	for _, e := range w.running {
+		e.kill(killDrop)
+	}
+	running := len(w.running)
+	w.pending = map[string]*finished{}
+	w.mu.Unlock()
+	for ; running > 0; running-- {
+		f := <-w.done
+		f.drop = true
+		w.finish(context.Background(), f)
+	}
+	w.Logger.Info("dropped all work", "why", why)
+}
+
+// shutdown kills every execution and reports them FAILED, best effort.
+func (w *Worker) shutdown() {
+	w.mu.Lock()
+	for _, e := range w.running {
+		e.kill(killShutdown)
+	}
+	running := len(w.running)
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for ; running > 0; running-- {
+		w.finish(ctx, <-w.done)
+	}
+	w.wg.Wait()
+	w.retryReports(ctx)
+	w.Logger.Info("worker stopped", "identity", w.Identity())
+}
+
+// killReason says why an execution is being killed.
+type killReason int
+
+const (
+	killStop     killReason = iota + 1 // stop request: report STOPPED
+	killDrop                           // assignment gone: do not report
+	killShutdown                       // worker shutting down: report FAILED
+	killLost                           // heartbeat lease may be lost: report FAILED
+)
+
+func (k killReason) result(e *execution) *finished {
+	switch k {
+	case killStop:
+		return &finished{run: e.run, token: e.token, outcome: storage.StateStopped, reason: e.stopReason}
+	case killShutdown:
+		return &finished{run: e.run, token: e.token, outcome: storage.StateFailed, reason: "worker shutting down"}
+	case killLost:
+		return &finished{run: e.run, token: e.token, outcome: storage.StateFailed, reason: "worker lost contact with Redis for longer than its heartbeat TTL"}
+	default:
+		return &finished{run: e.run, token: e.token, outcome: storage.StateFailed, reason: "assignment lost", drop: true}
+	}
+}
+
+// execution is one run being executed.
+type execution struct {
+	run, token string
+	stopReason string // set (under Worker.mu) before kill(killStop)
+	once       sync.Once
+	stop       chan killReason // gets the first kill reason
+}
+
+// kill asks the execution to end; only the first reason counts.
+func (e *execution) kill(why killReason) {
+	e.once.Do(func() { e.stop <- why })
+}

@@ -1,0 +1,401 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wasmsched/wasmsched/storage"
+	"github.com/wasmsched/wasmsched/storage/redistest"
+)
+
+// syncBuf is a goroutine-safe log sink.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// wenv is a redis-server, a store and a fence for playing the leader.
+type wenv struct {
+	t     *testing.T
+	st    *storage.Store
+	fence storage.Fence
+	logs  *syncBuf
+	dir   string
+}
+
+func newWEnv(t *testing.T) *wenv {
+	t.Helper()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	st, err := storage.New(rdb, "wtest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	stamp := NewIdentity("leader:1")
+	if err := rdb.Set(ctx, st.Keys().Lock(), stamp, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	epoch, err := st.BecomeLeader(ctx, stamp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &wenv{t: t, st: st, fence: storage.Fence{Epoch: epoch, Holder: stamp}, logs: &syncBuf{}, dir: t.TempDir()}
+}
+
+// start runs a worker until the test ends; cancel stops it early.
+func (e *wenv) start(w *Worker) (cancel func()) {
+	e.t.Helper()
+	w.Store = e.st
+	if w.Advertise == "" {
+		w.Advertise = "127.0.0.1:7070"
+	}
+	if w.HeartbeatTTL == 0 {
+		w.HeartbeatTTL = 300 * time.Millisecond
+	}
+	w.Logger = slog.New(slog.NewTextHandler(e.logs, nil))
+	ctx, cancelFn := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancelFn()
+			select {
+			case err := <-done:
+				if err != nil {
+					e.t.Errorf("worker.Run: %v", err)
+				}
+			case <-time.After(15 * time.Second):
+				e.t.Errorf("worker did not stop")
+			}
+		})
+	}
+	e.t.Cleanup(stop)
+	e.waitFor("worker registered", func() bool { return w.Identity() != "" })
+	return stop
+}
+
+// launch submits a run and, as the leader, launches it and allocates its
+// slots. It returns the task-0 token.
+func (e *wenv) launch(req storage.SubmitRequest) (storage.Run, string) {
+	e.t.Helper()
+	ctx := context.Background()
+	if req.Group == "" {
+		req.Group = "g"
+	}
+	r, err := e.st.Submit(ctx, req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	sn, err := e.st.Snapshot(ctx, req.Group)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.st.Apply(ctx, e.fence, req.Group, storage.Decision{
+		Version: sn.Group.Version, ClaimID: "c-" + r.ID, Policy: "wait", PolicyVersion: "test",
+		Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: r.ID}},
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	as, err := e.st.Allocate(ctx, e.fence, r.ID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if len(as) == 0 || as[0].Task != 0 {
+		e.t.Fatalf("allocate %s: %+v", r.ID, as)
+	}
+	return r, as[0].Token
+}
+
+func (e *wenv) waitFor(what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out waiting for %s; logs:\n%s", what, e.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitState waits until run id is in state want and returns it.
+func (e *wenv) waitState(id string, want storage.State) storage.Run {
+	e.t.Helper()
+	var r storage.Run
+	e.waitFor(fmt.Sprintf("run %s %s", id, want), func() bool {
+		var err error
+		r, err = e.st.GetRun(context.Background(), id)
+		return err == nil && r.State == want
+	})
+	return r
+}
+
+func readJournal(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+func TestWorkerSimulateOnceAndFail(t *testing.T) {
+	e := newWEnv(t)
+	journal := filepath.Join(e.dir, "journal")
+	reg := prometheus.NewRegistry()
+	w := &Worker{Slots: 2, Journal: journal, Registerer: reg}
+	e.start(w)
+
+	ok, tok := e.launch(storage.SubmitRequest{ID: "ok1", Duration: 150 * time.Millisecond})
+	bad, badTok := e.launch(storage.SubmitRequest{ID: "bad1", Payload: SimulateFailPayload, Duration: 50 * time.Millisecond})
+	e.waitState(ok.ID, storage.StateSucceeded)
+	r := e.waitState(bad.ID, storage.StateFailed)
+	if !strings.Contains(r.Reason, "simulated failure") {
+		t.Errorf("failed run reason %q", r.Reason)
+	}
+	// Let a few more heartbeats pass: nothing runs twice.
+	time.Sleep(400 * time.Millisecond)
+	lines := readJournal(t, journal)
+	want := map[string]bool{"ok1 " + tok: true, "bad1 " + badTok: true}
+	if len(lines) != 2 || !want[lines[0]] || !want[lines[1]] || lines[0] == lines[1] {
+		t.Errorf("journal %q, want one line each of %v", lines, want)
+	}
+	// Slots are free again.
+	v, err := e.st.Slots(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Free != 2 || v.Assigned != 0 {
+		t.Errorf("slots after the runs: free %d assigned %d", v.Free, v.Assigned)
+	}
+	if got := runsByOutcome(t, reg); got["SUCCEEDED"] != 1 || got["FAILED"] != 1 {
+		t.Errorf("wasmsched_worker_runs_total: %v", got)
+	}
+}
+
+func writeScript(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestWorkerExecEnvOutputAndFailure(t *testing.T) {
+	e := newWEnv(t)
+	prog := writeScript(t, e.dir, "job.sh", `echo "id=$WASMSCHED_RUN_ID group=$WASMSCHED_GROUP payload=$WASMSCHED_PAYLOAD ns=$WASMSCHED_NAMESPACE"
+echo "to stderr" >&2
+if [ "$WASMSCHED_PAYLOAD" = "boom" ]; then exit 3; fi
+`)
+	e.start(&Worker{Slots: 1, Exec: prog})
+
+	r, _ := e.launch(storage.SubmitRequest{ID: "x1", Group: "etl", Payload: "hello"})
+	e.waitState(r.ID, storage.StateSucceeded)
+	logs := e.logs.String()
+	for _, want := range []string{
+		`line="id=x1 group=etl payload=hello ns=wtest"`,
+		`stream=stdout`, `stream=stderr line="to stderr"`,
+	} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("logs lack %q:\n%s", want, logs)
+		}
+	}
+
+	r, _ = e.launch(storage.SubmitRequest{ID: "x2", Group: "etl", Payload: "boom"})
+	got := e.waitState(r.ID, storage.StateFailed)
+	if got.Reason != "exit status 3" {
+		t.Errorf("reason %q, want exit status 3", got.Reason)
+	}
+}
+
+func TestWorkerStopKillsProcessGroup(t *testing.T) {
+	e := newWEnv(t)
+	pidFile := filepath.Join(e.dir, "child.pid")
+	// The script and its child ignore SIGTERM, so the SIGKILL after the
+	// grace period is what ends them.
+	prog := writeScript(t, e.dir, "long.sh", `trap '' TERM
+sleep 300 &
+echo $! > `+pidFile+`
+echo started
+wait
+`)
+	e.start(&Worker{Slots: 1, Exec: prog, StopGrace: 300 * time.Millisecond})
+	r, _ := e.launch(storage.SubmitRequest{ID: "long1"})
+	e.waitFor("child pid", func() bool { b, err := os.ReadFile(pidFile); return err == nil && len(bytes.TrimSpace(b)) > 0 })
+	b, _ := os.ReadFile(pidFile)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.RequestStop(context.Background(), r.ID, "operator said so"); err != nil {
+		t.Fatal(err)
+	}
+	got := e.waitState(r.ID, storage.StateStopped)
+	if got.Reason != "operator said so" {
+		t.Errorf("stopped reason %q", got.Reason)
+	}
+	e.waitFor("child process killed", func() bool { return processGone(pid) })
+	if !strings.Contains(e.logs.String(), "SIGKILL") {
+		t.Errorf("no SIGKILL logged:\n%s", e.logs.String())
+	}
+}
+
+// processGone reports whether pid no longer runs (absent or a zombie).
+func processGone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'Z'
+}
+
+func TestWorkerReapedReRegistersAndDropsWork(t *testing.T) {
+	e := newWEnv(t)
+	journal := filepath.Join(e.dir, "journal")
+	w := &Worker{Slots: 1, Journal: journal, HeartbeatTTL: 300 * time.Millisecond}
+	e.start(w)
+	r, _ := e.launch(storage.SubmitRequest{ID: "slow", Duration: time.Hour})
+	e.waitFor("run executing", func() bool { return len(w.Running()) == 1 })
+	old := w.Identity()
+
+	// Play the reaper: the worker's heartbeat expired (forced), the leader
+	// reaps it, so its slots are gone and its run awaits restore.
+	ctx := context.Background()
+	if err := e.st.Client().ZAdd(ctx, e.st.Keys().Workers(), redis.Z{Score: 1, Member: old}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	reaped, affected, err := e.st.ReapDeadWorkers(ctx, e.fence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reaped) != 1 || reaped[0] != old || len(affected) != 1 || affected[0] != r.ID {
+		t.Fatalf("reap: %v %v", reaped, affected)
+	}
+	e.waitFor("re-registered under a new identity", func() bool { id := w.Identity(); return id != "" && id != old })
+	e.waitFor("execution dropped", func() bool { return len(w.Running()) == 0 })
+	if got, _ := e.st.GetRun(ctx, r.ID); got.State != storage.StateRunning {
+		t.Errorf("the dropped run was reported: %s", got.State)
+	}
+	v, err := e.st.Slots(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Workers) != 1 || v.Workers[0].Identity != w.Identity() || !v.Workers[0].Alive || v.Free != 1 {
+		t.Errorf("slots after re-register: %+v", v)
+	}
+	if lines := readJournal(t, journal); len(lines) != 1 {
+		t.Errorf("journal %q", lines)
+	}
+}
+
+func TestWorkerStaleTokenReportRefused(t *testing.T) {
+	e := newWEnv(t)
+	w := &Worker{Slots: 1}
+	e.start(w)
+	r, tok := e.launch(storage.SubmitRequest{ID: "r1", Duration: time.Hour})
+	e.waitFor("run executing", func() bool { return len(w.Running()) == 1 })
+	ctx := context.Background()
+	err := e.st.Report(ctx, w.Identity(), r.ID, tok+"x", storage.StateSucceeded, "")
+	if !errors.Is(err, storage.ErrNotOwner) {
+		t.Errorf("report with a stale token: %v, want ErrNotOwner", err)
+	}
+	err = e.st.Report(ctx, "other:1#1#ab", r.ID, tok, storage.StateSucceeded, "")
+	if !errors.Is(err, storage.ErrNotOwner) {
+		t.Errorf("report by another worker: %v, want ErrNotOwner", err)
+	}
+	if got, _ := e.st.GetRun(ctx, r.ID); got.State != storage.StateRunning {
+		t.Errorf("refused reports changed the run: %s", got.State)
+	}
+}
+
+func TestWorkerShutdownReportsFailed(t *testing.T) {
+	e := newWEnv(t)
+	w := &Worker{Slots: 1}
+	stop := e.start(w)
+	r, _ := e.launch(storage.SubmitRequest{ID: "r1", Duration: time.Hour})
+	e.waitFor("run executing", func() bool { return len(w.Running()) == 1 })
+	stop()
+	got := e.waitState(r.ID, storage.StateFailed)
+	if got.Reason != "worker shutting down" {
+		t.Errorf("reason %q", got.Reason)
+	}
+}
+
+func TestWorkerValidate(t *testing.T) {
+	st, _ := storage.New(redistest.Start(t).Client(t), "v")
+	for _, tc := range []struct {
+		w    *Worker
+		want string
+	}{
+		{&Worker{Advertise: "a:1"}, "Store is required"},
+		{&Worker{Store: st}, "Advertise address is required"},
+		{&Worker{Store: st, Advertise: "a#1"}, "must not contain"},
+		{&Worker{Store: st, Advertise: "a:1", Slots: -1}, "slots must be >= 1"},
+		{&Worker{Store: st, Advertise: "a:1", HeartbeatTTL: time.Millisecond}, "below the minimum"},
+	} {
+		err := tc.w.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.want, err, tc.want)
+		}
+	}
+	w := &Worker{Store: st, Advertise: "a:1"}
+	if err := w.Validate(); err != nil || w.Slots != 1 || w.HeartbeatTTL != DefaultHeartbeatTTL || w.StopGrace != DefaultStopGrace {
+		t.Errorf("defaults: %v slots %d ttl %v grace %v", err, w.Slots, w.HeartbeatTTL, w.StopGrace)
+	}
+}
+
+// runsByOutcome gathers wasmsched_worker_runs_total by outcome.
+func runsByOutcome(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "wasmsched_worker_runs_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" {
+					out[l.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,11 @@
+// Command discard is the built-in "discard" policy plugin. See policy.go for its
+// semantics and ../README.md for the build.
+package main
+
+import "github.com/wasmsched/wasmsched/abi/sdk"
+
+//go:generate env GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false "-ldflags=-s -w" -o discard.wasm .
+
+func init() { sdk.Register(Discard{}) }
+
+func main() {}

@@ -1,0 +1,83 @@
+package policies
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime"
+	"time"
+)
+
+// Defaults applied to zero Config fields.
+const (
+	DefaultMemoryLimit  = 32 << 20
+	DefaultCallTimeout  = 50 * time.Millisecond
+	DefaultInitTimeout  = 5 * time.Second
+	DefaultStderrLimit  = 4 << 10
+	MinMemoryLimit      = 8 << 20 // a Go guest needs ~52 pages after _initialize and GC headroom
+	wasmPageSize        = 64 << 10
+	maxMemoryLimitPages = 65536
+)
+
+// Config configures a Runtime. The zero value is usable.
+type Config struct {
+	// MemoryLimit caps each instance's linear memory, in bytes (rounded down
+	// to 64 KiB pages). 0 = DefaultMemoryLimit (32 MiB).
+	MemoryLimit uint64
+	// CallTimeout is the deadline of one decide call. 0 = DefaultCallTimeout.
+	CallTimeout time.Duration
+	// InitTimeout bounds instantiation (the guest's _initialize).
+	// 0 = DefaultInitTimeout.
+	InitTimeout time.Duration
+	// PoolSize is the maximum number of instances per policy version, i.e.
+	// concurrent calls. 0 = GOMAXPROCS.
+	PoolSize int
+	// CacheDir is the wazero compilation cache directory.
+	// "" = os.UserCacheDir()/wasmsched/wazero; "-" = no file cache.
+	CacheDir string
+	// Logger receives call failures with the guest's output. nil = slog.Default().
+	Logger *slog.Logger
+	// StderrLimit bounds the captured guest stdout+stderr per instance (a
+	// ring keeping the latest bytes). 0 = DefaultStderrLimit (4 KiB).
+	StderrLimit int
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	switch {
+	case c.MemoryLimit != 0 && c.MemoryLimit < MinMemoryLimit:
+		return fmt.Errorf("policies: MemoryLimit %d below the minimum %d (a Go guest needs it)", c.MemoryLimit, MinMemoryLimit)
+	case c.MemoryLimit/wasmPageSize > maxMemoryLimitPages:
+		return fmt.Errorf("policies: MemoryLimit %d above 4 GiB", c.MemoryLimit)
+	case c.CallTimeout < 0:
+		return fmt.Errorf("policies: negative CallTimeout %v", c.CallTimeout)
+	case c.InitTimeout < 0:
+		return fmt.Errorf("policies: negative InitTimeout %v", c.InitTimeout)
+	case c.PoolSize < 0:
+		return fmt.Errorf("policies: negative PoolSize %d", c.PoolSize)
+	case c.StderrLimit < 0:
+		return fmt.Errorf("policies: negative StderrLimit %d", c.StderrLimit)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.MemoryLimit == 0 {
+		c.MemoryLimit = DefaultMemoryLimit
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.InitTimeout == 0 {
+		c.InitTimeout = DefaultInitTimeout
+	}
+	if c.PoolSize == 0 {
+		c.PoolSize = runtime.GOMAXPROCS(0)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.StderrLimit == 0 {
+		c.StderrLimit = DefaultStderrLimit
+	}
+	return c
+}

@@ -1,0 +1,180 @@
+package policies
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmsched/wasmsched/abi"
+	t "github.com/wasmsched/wasmsched/abi/abitest"
+)
+
+func TestLoadErrors(tt *testing.T) {
+	rt := newRT(tt, Config{})
+	cases := []struct {
+		name    string
+		wasm    []byte
+		want    error
+		mention []string
+	}{
+		{"text", []byte("hello, I am not wasm"), ErrNotWasm, []string{"magic"}},
+		{"empty", nil, ErrNotWasm, []string{"0 bytes"}},
+		{"component", []byte("\x00asm\x0d\x00\x01\x00"), ErrNotWasm, []string{"binary format version"}},
+		{"truncated", []byte("\x00asm\x01\x00\x00\x00\x01\xff"), ErrNotWasm, []string{"compile"}},
+		{"badversion", readFile(tt, "testdata/badversion.wasm"), ErrABIVersion, []string{"version 2", "supports 1"}},
+		{"badkind", readFile(tt, "testdata/badkind.wasm"), ErrKind, []string{"kind 7"}},
+		{"missing", readFile(tt, "testdata/missing.wasm"), ErrMissingExport, []string{"wasmsched_input", "wasmsched_decide"}},
+		{"badsig", readFile(tt, "testdata/badsig.wasm"), ErrMissingExport, []string{"wasmsched_decide has signature (i32)->(i32), want (i32)->(i64)"}},
+	}
+	for _, c := range cases {
+		tt.Run(c.name, func(tt *testing.T) {
+			p, err := rt.Load(context.Background(), c.name, c.wasm)
+			if !errors.Is(err, c.want) {
+				if p != nil {
+					_ = p.Close(context.Background())
+				}
+				tt.Fatalf("err = %v, want %v", err, c.want)
+			}
+			for _, m := range append(c.mention, `"`+c.name+`"`) {
+				if !strings.Contains(err.Error(), m) {
+					tt.Errorf("error %q does not mention %q", err, m)
+				}
+			}
+		})
+	}
+}
+
+func faulty(tb testing.TB, cfg Config) *Policy {
+	return load(tb, newRT(tb, cfg), "faulty", readFile(tb, "testdata/faulty/faulty.wasm"))
+}
+
+// mode picks the faulty plugin's behaviour (see testdata/faulty/main.go).
+func mode(m uint32) *abi.SerialSnapshot {
+	return t.Snapshot("faulty", m, []abi.Run{t.Running("r1", 1)}, []abi.Run{t.Waiting("r2", 2), t.Waiting("r3", 3)})
+}
+
+func mustWork(tb testing.TB, p *Policy) {
+	tb.Helper()
+	d, err := p.DecideSerial(context.Background(), mode(2))
+	if err != nil {
+		tb.Fatalf("call after a fault: %v", err)
+	}
+	if len(d.Actions) != 1 || d.Actions[0].Run != "r2" {
+		tb.Fatalf("call after a fault: %+v", d)
+	}
+}
+
+func TestInfiniteLoopStoppedByDeadline(tt *testing.T) {
+	p := faulty(tt, Config{CallTimeout: 100 * time.Millisecond})
+	for range 2 {
+		start := time.Now()
+		_, err := p.DecideSerial(context.Background(), mode(99))
+		if !errors.Is(err, ErrTimeout) {
+			tt.Fatalf("err = %v, want ErrTimeout", err)
+		}
+		if el := time.Since(start); el > 5*time.Second {
+			tt.Fatalf("deadline took %v", el)
+		}
+		mustWork(tt, p)
+	}
+	// a pure-wasm loop too
+	loop := load(tt, p.rt, "loop", readFile(tt, "testdata/loop.wasm"))
+	if _, err := loop.DecideSerial(context.Background(), mode(1)); !errors.Is(err, ErrTimeout) {
+		tt.Fatalf("loop.wat: err = %v, want ErrTimeout", err)
+	}
+}
+
+func TestPanicThrowsInstanceAway(tt *testing.T) {
+	var logs strings.Builder
+	p := faulty(tt, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	for range 2 {
+		_, err := p.DecideSerial(context.Background(), mode(98))
+		if !errors.Is(err, ErrTrap) {
+			tt.Fatalf("err = %v, want ErrTrap", err)
+		}
+		if !strings.Contains(err.Error(), "deliberate panic in group g") {
+			tt.Fatalf("guest stderr not in error: %v", err)
+		}
+		mustWork(tt, p)
+	}
+	if !strings.Contains(logs.String(), "deliberate panic") {
+		tt.Fatalf("guest stderr not logged: %s", logs.String())
+	}
+}
+
+func TestMemoryBombHitsCap(tt *testing.T) {
+	const limit = 16 << 20
+	p := faulty(tt, Config{MemoryLimit: limit, CallTimeout: 5 * time.Second})
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range 3 {
+		_, err := p.DecideSerial(context.Background(), mode(97))
+		if !errors.Is(err, ErrTrap) {
+			tt.Fatalf("err = %v, want ErrTrap", err)
+		}
+		mustWork(tt, p)
+	}
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grown := int64(after.HeapInuse) - int64(before.HeapInuse); grown > 8*limit {
+		tt.Fatalf("host heap grew by %d bytes after 3 bombs", grown)
+	}
+	for _, inst := range p.free {
+		if inst.mem.Size() > limit {
+			tt.Fatalf("instance memory %d above cap %d", inst.mem.Size(), limit)
+		}
+	}
+}
+
+func TestInvalidDecisionRejected(tt *testing.T) {
+	p := faulty(tt, Config{})
+	_, err := p.DecideSerial(context.Background(), mode(96))
+	if !errors.Is(err, ErrInvalidDecision) {
+		tt.Fatalf("err = %v, want ErrInvalidDecision", err)
+	}
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		tt.Fatalf("not a *ValidationError: %T", err)
+	}
+	all := strings.Join(ve.Problems, "\n")
+	for _, m := range []string{`launch "ghost": unknown run`, `launch "r1": run is RUNNING, not WAITING`, `stop "r2": run already has action 2 (discard)`} {
+		if !strings.Contains(all, m) {
+			tt.Errorf("problems lack %q:\n%s", m, all)
+		}
+	}
+	mustWork(tt, p)
+}
+
+func TestBadOutputTraps(tt *testing.T) {
+	p := load(tt, newRT(tt, Config{}), "oob", readFile(tt, "testdata/oob.wasm"))
+	if _, err := p.DecideSerial(context.Background(), mode(1)); !errors.Is(err, ErrTrap) || !strings.Contains(err.Error(), "outside guest memory") {
+		tt.Fatalf("err = %v", err)
+	}
+}
+
+func TestGuestOutputCapturedAndBounded(tt *testing.T) {
+	r := &ring{max: 8}
+	r.Write([]byte("hello "))
+	r.Write([]byte("world"))
+	if got := r.String(); got != "...lo world" {
+		tt.Fatalf("ring = %q", got)
+	}
+	r.Write([]byte("0123456789abc"))
+	if got := r.String(); got != "...56789abc" {
+		tt.Fatalf("ring = %q", got)
+	}
+	p := faulty(tt, Config{})
+	if _, err := p.DecideSerial(context.Background(), mode(95)); err != nil {
+		tt.Fatal(err)
+	}
+	inst := p.free[len(p.free)-1]
+	if out := inst.out.String(); !strings.Contains(out, "hello on stdout") || !strings.Contains(out, "hello on stderr") {
+		tt.Fatalf("captured %q", out)
+	}
+}

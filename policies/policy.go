@@ -1,0 +1,337 @@
+package policies
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/wasmsched/wasmsched/abi"
+)
+
+// Policy is one loaded policy version with its pool of instances. Safe for
+// concurrent use: each call takes an instance for itself, so at most
+// Config.PoolSize calls run at once (others wait for an instance).
+type Policy struct {
+	rt       *Runtime
+	name     string
+	version  string
+	kind     abi.Kind
+	compiled wazero.CompiledModule
+
+	sem    chan struct{} // one token per call in flight
+	mu     sync.Mutex
+	free   []*instance
+	closed bool
+}
+
+// Name returns the name given to Load.
+func (p *Policy) Name() string { return p.name }
+
+// Version returns the sha256 (hex) of the policy's wasm bytes.
+func (p *Policy) Version() string { return p.version }
+
+// Kind returns what the policy decides.
+func (p *Policy) Kind() abi.Kind { return p.kind }
+
+// Close waits for the calls in flight (or ctx), then closes every instance
+// and the compiled module. Later calls return ErrClosed. Idempotent.
+func (p *Policy) Close(ctx context.Context) error {
+	p.mu.Lock()
+	already := p.closed
+	p.closed = true
+	p.mu.Unlock()
+	if already {
+		return nil
+	}
+	for range cap(p.sem) {
+		select {
+		case p.sem <- struct{}{}:
+		case <-ctx.Done():
+			return fmt.Errorf("policies: close %q: waiting for calls in flight: %w", p.name, ctx.Err())
+		}
+	}
+	p.mu.Lock()
+	free := p.free
+	p.free = nil
+	p.mu.Unlock()
+	for _, inst := range free {
+		inst.close()
+	}
+	return p.compiled.Close(ctx)
+}
+
+// instance is one instantiated module, used by one goroutine at a time.
+type instance struct {
+	mod    api.Module
+	mem    api.Memory
+	input  api.Function
+	decide api.Function
+	out    *ring
+	stack  [1]uint64
+	inPtr  uint32 // guest input buffer from the last wasmsched_input
+	inCap  uint32 // bytes it was granted for
+	enc    []byte // host encode buffer, reused
+	v      validator
+	// interned reasons: guests return the same few reason strings
+	reasons map[string]string
+}
+
+func (p *Policy) newInstance(ctx context.Context) (*instance, error) {
+	cfg := p.rt.cfg
+	out := &ring{max: cfg.StderrLimit}
+	mc := wazero.NewModuleConfig().
+		WithName(""). // anonymous: many instances of one module may coexist
+		WithStartFunctions("_initialize").
+		WithSysNanotime().WithSysWalltime().WithSysNanosleep().
+		WithRandSource(rand.Reader).
+		WithStdout(out).WithStderr(out)
+	ictx, cancel := context.WithTimeout(ctx, cfg.InitTimeout)
+	defer cancel()
+	mod, err := p.rt.rt.InstantiateModule(ictx, p.compiled, mc)
+	if err != nil {
+		err = fmt.Errorf("%w: policy %q (%s): %v%s", ErrInstantiate, p.name, short(p.version), err, guestOutput(out))
+		p.rt.log.Warn("policy instantiate failed", "policy", p.name, "version", p.version, "err", err)
+		return nil, err
+	}
+	inst := &instance{
+		mod:     mod,
+		mem:     mod.Memory(),
+		input:   mod.ExportedFunction(ExportInput),
+		decide:  mod.ExportedFunction(ExportDecide),
+		out:     out,
+		reasons: map[string]string{},
+	}
+	if inst.mem == nil || inst.input == nil || inst.decide == nil {
+		inst.close()
+		return nil, fmt.Errorf("%w: policy %q: instance lacks memory or exports", ErrMissingExport, p.name)
+	}
+	return inst, nil
+}
+
+func (inst *instance) close() { _ = inst.mod.Close(context.Background()) }
+
+func guestOutput(r *ring) string {
+	s := r.String()
+	if s == "" {
+		return ""
+	}
+	return "; guest output: " + strings.TrimSpace(s)
+}
+
+func short(v string) string { return v[:min(12, len(v))] }
+
+// call0 calls a no-argument export returning i32.
+func (inst *instance) call0(ctx context.Context, timeout time.Duration, name string) (uint32, error) {
+	f := inst.mod.ExportedFunction(name)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := f.CallWithStack(cctx, inst.stack[:]); err != nil {
+		return 0, err
+	}
+	return uint32(inst.stack[0]), nil
+}
+
+// run copies in into the guest's input buffer, calls wasmsched_decide and
+// returns a view of the guest's output (valid until the next call).
+func (inst *instance) run(ctx context.Context, in []byte) ([]byte, error) {
+	if uint64(len(in)) > abi.MaxRecordSize {
+		return nil, fmt.Errorf("input of %d bytes exceeds %d", len(in), abi.MaxRecordSize)
+	}
+	n := uint32(len(in))
+	if n > inst.inCap || inst.inPtr == 0 {
+		inst.stack[0] = uint64(n)
+		if err := inst.input.CallWithStack(ctx, inst.stack[:]); err != nil {
+			return nil, err
+		}
+		ptr := uint32(inst.stack[0])
+		if ptr == 0 {
+			return nil, fmt.Errorf("%s(%d) returned 0 (guest cannot hold the input)", ExportInput, n)
+		}
+		inst.inPtr, inst.inCap = ptr, n
+	}
+	if !inst.mem.Write(inst.inPtr, in) {
+		return nil, fmt.Errorf("input buffer [%d,+%d) outside guest memory of %d bytes", inst.inPtr, n, inst.mem.Size())
+	}
+	inst.stack[0] = uint64(n)
+	if err := inst.decide.CallWithStack(ctx, inst.stack[:]); err != nil {
+		return nil, err
+	}
+	res := inst.stack[0]
+	ptr, size := uint32(res>>32), uint32(res)
+	if ptr == 0 {
+		return nil, fmt.Errorf("%s returned error code %d", ExportDecide, size)
+	}
+	out, ok := inst.mem.Read(ptr, size)
+	if !ok {
+		return nil, fmt.Errorf("output [%d,+%d) outside guest memory of %d bytes", ptr, size, inst.mem.Size())
+	}
+	return out, nil
+}
+
+func (inst *instance) intern(s string) string {
+	if r, ok := inst.reasons[s]; ok {
+		return r
+	}
+	r := strings.Clone(s)
+	if len(inst.reasons) < 64 {
+		inst.reasons[r] = r
+	}
+	return r
+}
+
+func (p *Policy) acquire(ctx context.Context) (*instance, error) {
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		<-p.sem
+		return nil, fmt.Errorf("%w: %q", ErrClosed, p.name)
+	}
+	if n := len(p.free); n > 0 {
+		inst := p.free[n-1]
+		p.free = p.free[:n-1]
+		p.mu.Unlock()
+		return inst, nil
+	}
+	p.mu.Unlock()
+	inst, err := p.newInstance(ctx)
+	if err != nil {
+		<-p.sem
+		return nil, err
+	}
+	return inst, nil
+}
+
+// release returns inst to the pool, or throws it away after any error.
+func (p *Policy) release(inst *instance, healthy bool) {
+	if healthy {
+		p.mu.Lock()
+		p.free = append(p.free, inst)
+		p.mu.Unlock()
+	} else {
+		inst.close()
+	}
+	<-p.sem
+}
+
+// callError classifies a failed call, attaches the guest's output and logs it.
+func (p *Policy) callError(ctx context.Context, inst *instance, err error) error {
+	sentinel := ErrTrap
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		switch exit.ExitCode() {
+		case sys.ExitCodeDeadlineExceeded:
+			sentinel = ErrTimeout
+		case sys.ExitCodeContextCanceled:
+			if ctx.Err() != nil {
+				return fmt.Errorf("policies: policy %q: call canceled: %w", p.name, ctx.Err())
+			}
+		}
+	}
+	err = fmt.Errorf("%w: policy %q (%s): %v%s", sentinel, p.name, short(p.version), err, guestOutput(inst.out))
+	p.rt.log.Warn("policy call failed", "policy", p.name, "version", p.version, "err", err)
+	return err
+}
+
+// DecideSerial asks a serial policy for a decision on s, and validates it
+// (ValidateSerial) before returning it. Errors: ErrKind, ErrInvalidSnapshot,
+// ErrTrap, ErrTimeout, ErrInvalidDecision (a *ValidationError), ErrClosed.
+// After any error from the guest its instance is thrown away.
+func (p *Policy) DecideSerial(ctx context.Context, s *abi.SerialSnapshot) (abi.SerialDecision, error) {
+	if p.kind != abi.KindSerial {
+		return abi.SerialDecision{}, fmt.Errorf("%w: policy %q is %s, not serial", ErrKind, p.name, p.kind)
+	}
+	inst, err := p.acquire(ctx)
+	if err != nil {
+		return abi.SerialDecision{}, err
+	}
+	v := &inst.v
+	if probs := v.indexSerial(s); len(probs) > 0 {
+		p.release(inst, true)
+		return abi.SerialDecision{}, &ValidationError{Problems: probs, snapshot: true}
+	}
+	inst.enc = abi.AppendSerialSnapshot(inst.enc[:0], s)
+	inst.out.Reset()
+	cctx, cancel := context.WithTimeout(ctx, p.rt.cfg.CallTimeout)
+	out, err := inst.run(cctx, inst.enc)
+	cancel()
+	if err != nil {
+		err = p.callError(ctx, inst, err)
+		p.release(inst, false)
+		return abi.SerialDecision{}, err
+	}
+	var view abi.SerialDecision
+	view.Actions = v.actions[:0]
+	if err := abi.DecodeSerialDecisionView(out, &view); err != nil {
+		err = p.callError(ctx, inst, fmt.Errorf("%w: undecodable output: %v", ErrInvalidDecision, err))
+		p.release(inst, false)
+		return abi.SerialDecision{}, err
+	}
+	v.actions = view.Actions
+	// Copy out of guest memory: run ids become the snapshot's own strings,
+	// reasons are interned.
+	d := abi.SerialDecision{Actions: make([]abi.Action, len(view.Actions))}
+	for i, a := range view.Actions {
+		run := a.Run
+		if j, ok := v.idx[run]; ok {
+			run = v.run(s, j).ID
+		} else {
+			run = strings.Clone(run)
+		}
+		d.Actions[i] = abi.Action{Kind: a.Kind, Run: run, Reason: inst.intern(a.Reason)}
+	}
+	probs := v.checkSerial(s, &d)
+	p.release(inst, true)
+	if len(probs) > 0 {
+		err := &ValidationError{Problems: probs}
+		p.rt.log.Warn("policy returned an invalid decision", "policy", p.name, "version", p.version, "group", s.Group, "err", err)
+		return d, fmt.Errorf("policy %q (%s): %w", p.name, short(p.version), err)
+	}
+	return d, nil
+}
+
+// DecideReuse asks a slot-reuse policy which task slots of r to reuse, and
+// validates the decision (ValidateReuse) before returning it.
+func (p *Policy) DecideReuse(ctx context.Context, r *abi.ReuseRequest) (abi.ReuseDecision, error) {
+	if p.kind != abi.KindSlotReuse {
+		return abi.ReuseDecision{}, fmt.Errorf("%w: policy %q is %s, not slot-reuse", ErrKind, p.name, p.kind)
+	}
+	inst, err := p.acquire(ctx)
+	if err != nil {
+		return abi.ReuseDecision{}, err
+	}
+	inst.enc = abi.AppendReuseRequest(inst.enc[:0], r)
+	inst.out.Reset()
+	cctx, cancel := context.WithTimeout(ctx, p.rt.cfg.CallTimeout)
+	out, err := inst.run(cctx, inst.enc)
+	cancel()
+	if err != nil {
+		err = p.callError(ctx, inst, err)
+		p.release(inst, false)
+		return abi.ReuseDecision{}, err
+	}
+	var d abi.ReuseDecision
+	if err := abi.DecodeReuseDecision(out, &d); err != nil {
+		err = p.callError(ctx, inst, fmt.Errorf("%w: undecodable output: %v", ErrInvalidDecision, err))
+		p.release(inst, false)
+		return abi.ReuseDecision{}, err
+	}
+	p.release(inst, true)
+	if err := ValidateReuse(r, &d); err != nil {
+		p.rt.log.Warn("policy returned an invalid decision", "policy", p.name, "version", p.version, "group", r.Group, "run", r.Run.ID, "err", err)
+		return d, fmt.Errorf("policy %q (%s): %w", p.name, short(p.version), err)
+	}
+	return d, nil
+}

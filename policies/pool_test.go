@@ -1,0 +1,120 @@
+package policies
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wasmsched/wasmsched/abi"
+	t "github.com/wasmsched/wasmsched/abi/abitest"
+)
+
+func builtin(tb testing.TB, rt *Runtime, name string) *Policy {
+	wasm, ok := Builtin(name)
+	if !ok {
+		tb.Fatalf("no builtin %q", name)
+	}
+	return load(tb, rt, name, wasm)
+}
+
+func TestConcurrentCallsShareThePool(tt *testing.T) {
+	p := builtin(tt, newRT(tt, Config{PoolSize: 2}), "wait")
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 20 {
+				id := fmt.Sprintf("g%d-%d", g, i)
+				s := t.Snapshot("wait", 1, nil, []abi.Run{t.Waiting(id, 1), t.Waiting("other", 2)})
+				d, err := p.DecideSerial(context.Background(), s)
+				if err != nil || len(d.Actions) != 1 || d.Actions[0].Run != id {
+					errs <- fmt.Errorf("%s: %+v %v", id, d, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		tt.Error(err)
+	}
+	if n := len(p.free); n > 2 {
+		tt.Fatalf("%d instances pooled, PoolSize 2", n)
+	}
+}
+
+func TestCloseWaitsForCallsInFlight(tt *testing.T) {
+	p := faulty(tt, Config{CallTimeout: 300 * time.Millisecond, PoolSize: 1})
+	started := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		close(started)
+		_, err := p.DecideSerial(context.Background(), mode(99)) // runs until its deadline
+		done <- err
+	}()
+	<-started
+	time.Sleep(50 * time.Millisecond)
+	if err := p.Close(context.Background()); err != nil {
+		tt.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrTimeout) {
+			tt.Fatalf("in-flight call: %v", err)
+		}
+	default:
+		tt.Fatal("Close returned before the call in flight finished")
+	}
+	if _, err := p.DecideSerial(context.Background(), mode(1)); !errors.Is(err, ErrClosed) {
+		tt.Fatalf("after Close: %v", err)
+	}
+}
+
+func TestKindMismatch(tt *testing.T) {
+	rt := newRT(tt, Config{})
+	p := builtin(tt, rt, "wait")
+	if p.Kind() != abi.KindSerial || len(p.Version()) != 64 || p.Name() != "wait" {
+		tt.Fatalf("%s %s %s", p.Name(), p.Kind(), p.Version())
+	}
+	if _, err := p.DecideReuse(context.Background(), t.Reuse()); !errors.Is(err, ErrKind) {
+		tt.Fatal(err)
+	}
+	r := builtin(tt, rt, "reuse")
+	if _, err := r.DecideSerial(context.Background(), mode(1)); !errors.Is(err, ErrKind) {
+		tt.Fatal(err)
+	}
+	bad := t.Snapshot("wait", 1, nil, []abi.Run{t.Running("x", 1)})
+	if _, err := p.DecideSerial(context.Background(), bad); !errors.Is(err, ErrInvalidSnapshot) {
+		tt.Fatal(err)
+	}
+}
+
+// Hot swap: loading and closing versions repeatedly must not leak instances.
+func TestLoadCloseCycles(tt *testing.T) {
+	rt := newRT(tt, Config{})
+	wasm, _ := Builtin("wait")
+	for range 5 {
+		p, err := rt.Load(context.Background(), "wait", wasm)
+		if err != nil {
+			tt.Fatal(err)
+		}
+		mustWorkWait(tt, p)
+		if err := p.Close(context.Background()); err != nil {
+			tt.Fatal(err)
+		}
+		if len(p.free) != 0 {
+			tt.Fatal("instances left after Close")
+		}
+	}
+}
+
+func mustWorkWait(tb testing.TB, p *Policy) {
+	d, err := p.DecideSerial(context.Background(), mode(1))
+	if err != nil || len(d.Actions) != 0 {
+		tb.Fatalf("%+v %v", d, err)
+	}
+}

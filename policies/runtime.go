@@ -1,0 +1,204 @@
+package policies
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/wasmsched/wasmsched/abi"
+)
+
+// Export names of ABI v1 (see abi/ABI.md).
+const (
+	ExportABIVersion = "wasmsched_abi_version"
+	ExportKind       = "wasmsched_kind"
+	ExportInput      = "wasmsched_input"
+	ExportDecide     = "wasmsched_decide"
+	ExportMemory     = "memory"
+)
+
+var i32, i64 = api.ValueTypeI32, api.ValueTypeI64
+
+var requiredFuncs = []struct {
+	name    string
+	params  []api.ValueType
+	results []api.ValueType
+}{
+	{ExportABIVersion, nil, []api.ValueType{i32}},
+	{ExportKind, nil, []api.ValueType{i32}},
+	{ExportInput, []api.ValueType{i32}, []api.ValueType{i32}},
+	{ExportDecide, []api.ValueType{i32}, []api.ValueType{i64}},
+}
+
+// Runtime compiles and sandboxes policy plugins. One wazero runtime with a
+// shared compilation cache; safe for concurrent use.
+type Runtime struct {
+	cfg   Config
+	rt    wazero.Runtime
+	cache wazero.CompilationCache
+	log   *slog.Logger
+}
+
+// DefaultCacheDir returns os.UserCacheDir()/wasmsched/wazero.
+func DefaultCacheDir() (string, error) {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(d, "wasmsched", "wazero"), nil
+}
+
+// NewRuntime creates a runtime. Close it when done.
+func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	r := &Runtime{cfg: cfg, log: cfg.Logger}
+	rc := wazero.NewRuntimeConfigCompiler().
+		WithCloseOnContextDone(true).
+		WithMemoryLimitPages(uint32(cfg.MemoryLimit / wasmPageSize))
+	if cfg.CacheDir != "-" {
+		dir := cfg.CacheDir
+		if dir == "" {
+			d, err := DefaultCacheDir()
+			if err != nil {
+				return nil, fmt.Errorf("policies: no cache dir: %w (set Config.CacheDir)", err)
+			}
+			dir = d
+		}
+		c, err := wazero.NewCompilationCacheWithDir(dir)
+		if err != nil {
+			return nil, fmt.Errorf("policies: compilation cache %s: %w", dir, err)
+		}
+		r.cache = c
+		rc = rc.WithCompilationCache(c)
+	}
+	r.rt = wazero.NewRuntimeWithConfig(ctx, rc)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r.rt); err != nil {
+		_ = r.Close(ctx)
+		return nil, fmt.Errorf("policies: WASI: %w", err)
+	}
+	return r, nil
+}
+
+// Close closes the runtime, every policy loaded from it, and the cache handle.
+func (r *Runtime) Close(ctx context.Context) error {
+	err := r.rt.Close(ctx)
+	if r.cache != nil {
+		err = errors.Join(err, r.cache.Close(ctx))
+	}
+	return err
+}
+
+// Config returns the effective configuration (defaults applied).
+func (r *Runtime) Config() Config { return r.cfg }
+
+// Load compiles wasm, checks it against ABI v1 (exports and their
+// signatures, version marker, kind) and instantiates one instance, which
+// proves the guest's _initialize works. The returned Policy owns a pool of
+// instances; Close it when it is no longer used.
+func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Policy, error) {
+	if len(wasm) < 8 || !bytes.Equal(wasm[:4], []byte("\x00asm")) {
+		head := wasm[:min(len(wasm), 8)]
+		return nil, fmt.Errorf("%w: policy %q: %d bytes starting %q, want the wasm magic \"\\x00asm\"", ErrNotWasm, name, len(wasm), head)
+	}
+	if !bytes.Equal(wasm[4:8], []byte{1, 0, 0, 0}) {
+		return nil, fmt.Errorf("%w: policy %q: binary format version % x, want 01 00 00 00 (core module)", ErrNotWasm, name, wasm[4:8])
+	}
+	sum := sha256.Sum256(wasm)
+	p := &Policy{
+		rt:      r,
+		name:    name,
+		version: hex.EncodeToString(sum[:]),
+		sem:     make(chan struct{}, r.cfg.PoolSize),
+	}
+	compiled, err := r.rt.CompileModule(experimental.WithCompilationWorkers(ctx, 2), wasm)
+	if err != nil {
+		return nil, fmt.Errorf("%w: policy %q: compile: %v", ErrNotWasm, name, err)
+	}
+	p.compiled = compiled
+	if err := checkExports(compiled); err != nil {
+		_ = compiled.Close(ctx)
+		return nil, fmt.Errorf("%w: policy %q: %v", ErrMissingExport, name, err)
+	}
+	inst, err := p.newInstance(ctx)
+	if err != nil {
+		_ = compiled.Close(ctx)
+		return nil, err
+	}
+	fail := func(err error) (*Policy, error) {
+		inst.close()
+		_ = compiled.Close(ctx)
+		return nil, err
+	}
+	ver, err := inst.call0(ctx, r.cfg.CallTimeout, ExportABIVersion)
+	if err != nil {
+		return fail(fmt.Errorf("%w: policy %q: %s: %v", ErrABIVersion, name, ExportABIVersion, err))
+	}
+	if ver != abi.Version {
+		return fail(fmt.Errorf("%w: policy %q exports ABI version %d, this host supports %d", ErrABIVersion, name, int32(ver), abi.Version))
+	}
+	k, err := inst.call0(ctx, r.cfg.CallTimeout, ExportKind)
+	if err != nil {
+		return fail(fmt.Errorf("%w: policy %q: %s: %v", ErrKind, name, ExportKind, err))
+	}
+	p.kind = abi.Kind(k)
+	if !p.kind.Valid() {
+		return fail(fmt.Errorf("%w: policy %q exports kind %d, want %d (serial) or %d (slot-reuse)", ErrKind, name, k, abi.KindSerial, abi.KindSlotReuse))
+	}
+	p.free = append(p.free, inst)
+	return p, nil
+}
+
+func checkExports(c wazero.CompiledModule) error {
+	funcs := c.ExportedFunctions()
+	var missing, wrong []string
+	for _, f := range requiredFuncs {
+		d, ok := funcs[f.name]
+		if !ok {
+			missing = append(missing, f.name)
+			continue
+		}
+		if !slices.Equal(d.ParamTypes(), f.params) || !slices.Equal(d.ResultTypes(), f.results) {
+			wrong = append(wrong, fmt.Sprintf("%s has signature %s, want %s", f.name,
+				sig(d.ParamTypes(), d.ResultTypes()), sig(f.params, f.results)))
+		}
+	}
+	if _, ok := c.ExportedMemories()[ExportMemory]; !ok {
+		missing = append(missing, ExportMemory+" (memory)")
+	}
+	var msgs []string
+	if len(missing) > 0 {
+		msgs = append(msgs, "missing exports: "+strings.Join(missing, ", "))
+	}
+	msgs = append(msgs, wrong...)
+	if len(msgs) > 0 {
+		return errors.New(strings.Join(msgs, "; "))
+	}
+	return nil
+}
+
+func sig(params, results []api.ValueType) string {
+	names := func(ts []api.ValueType) string {
+		s := make([]string, len(ts))
+		for i, t := range ts {
+			s[i] = api.ValueTypeName(t)
+		}
+		return strings.Join(s, ",")
+	}
+	return "(" + names(params) + ")->(" + names(results) + ")"
+}

@@ -1,0 +1,7 @@
+;; wasmsched_decide returns i32 instead of i64: ErrMissingExport (wrong signature).
+(module
+  (memory (export "memory") 1)
+  (func (export "wasmsched_abi_version") (result i32) (i32.const 1))
+  (func (export "wasmsched_kind") (result i32) (i32.const 1))
+  (func (export "wasmsched_input") (param i32) (result i32) (i32.const 1024))
+  (func (export "wasmsched_decide") (param i32) (result i32) (i32.const 1)))

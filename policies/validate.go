@@ -1,0 +1,168 @@
+package policies
+
+import (
+	"fmt"
+
+	"github.com/wasmsched/wasmsched/abi"
+)
+
+// MaxReasonLen bounds a reason string in a decision.
+const MaxReasonLen = 256
+
+// validator holds reusable scratch for validation (one per instance, or a
+// fresh one for the package-level functions).
+type validator struct {
+	idx     map[string]int // run id -> index: active first, then waiting
+	seen    []int32        // per run: 1 + index of the action naming it, or 0
+	actions []abi.Action   // decode scratch
+}
+
+func (v *validator) run(s *abi.SerialSnapshot, j int) *abi.Run {
+	if j < len(s.Active) {
+		return &s.Active[j]
+	}
+	return &s.Waiting[j-len(s.Active)]
+}
+
+// indexSerial indexes s's runs and returns the snapshot's problems: empty or
+// duplicate ids, wrong states, lists not sorted by seq.
+func (v *validator) indexSerial(s *abi.SerialSnapshot) []string {
+	if v.idx == nil {
+		v.idx = make(map[string]int, len(s.Active)+len(s.Waiting))
+	} else {
+		clear(v.idx)
+	}
+	var probs []string
+	add := func(list string, runs []abi.Run, base int, ok func(abi.State) bool) {
+		for i := range runs {
+			r := &runs[i]
+			if r.ID == "" {
+				probs = append(probs, fmt.Sprintf("%s[%d]: empty run id", list, i))
+			} else if _, dup := v.idx[r.ID]; dup {
+				probs = append(probs, fmt.Sprintf("%s[%d]: duplicate run id %q", list, i, r.ID))
+			} else {
+				v.idx[r.ID] = base + i
+			}
+			if !ok(r.State) {
+				probs = append(probs, fmt.Sprintf("%s[%d] %q: state %s not allowed here", list, i, r.ID, r.State))
+			}
+			if i > 0 && runs[i-1].Seq >= r.Seq {
+				probs = append(probs, fmt.Sprintf("%s[%d] %q: seq %d not above the previous %d (lists are sorted by seq)", list, i, r.ID, r.Seq, runs[i-1].Seq))
+			}
+		}
+	}
+	add("active", s.Active, 0, abi.State.Active)
+	add("waiting", s.Waiting, len(s.Active), func(st abi.State) bool { return st == abi.StateWaiting })
+	return probs
+}
+
+// checkSerial validates d against the indexed snapshot s.
+func (v *validator) checkSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) []string {
+	n := len(s.Active) + len(s.Waiting)
+	if cap(v.seen) < n {
+		v.seen = make([]int32, n)
+	}
+	v.seen = v.seen[:n]
+	clear(v.seen)
+	var probs []string
+	launches, stops := 0, 0
+	for i := range d.Actions {
+		a := &d.Actions[i]
+		if len(a.Reason) > MaxReasonLen {
+			probs = append(probs, fmt.Sprintf("action %d: reason of %d bytes exceeds %d", i, len(a.Reason), MaxReasonLen))
+		}
+		switch a.Kind {
+		case abi.ActionLaunch, abi.ActionDiscard, abi.ActionStop:
+		default:
+			probs = append(probs, fmt.Sprintf("action %d on %q: unknown action kind %d", i, a.Run, a.Kind))
+			continue
+		}
+		j, ok := v.idx[a.Run]
+		if !ok {
+			probs = append(probs, fmt.Sprintf("action %d: %s %q: unknown run (not in the snapshot)", i, a.Kind, a.Run))
+			continue
+		}
+		if prev := v.seen[j]; prev != 0 {
+			probs = append(probs, fmt.Sprintf("action %d: %s %q: run already has action %d (%s)", i, a.Kind, a.Run, prev-1, d.Actions[prev-1].Kind))
+			continue
+		}
+		v.seen[j] = int32(i) + 1
+		st := v.run(s, j).State
+		switch a.Kind {
+		case abi.ActionLaunch, abi.ActionDiscard:
+			if st != abi.StateWaiting {
+				probs = append(probs, fmt.Sprintf("action %d: %s %q: run is %s, not WAITING", i, a.Kind, a.Run, st))
+			} else if a.Kind == abi.ActionLaunch {
+				launches++
+			}
+		case abi.ActionStop:
+			if st != abi.StateLaunched && st != abi.StateRunning {
+				probs = append(probs, fmt.Sprintf("action %d: stop %q: run is %s, not LAUNCHED or RUNNING", i, a.Run, st))
+			} else {
+				stops++
+			}
+		}
+	}
+	if launches > 0 {
+		running := 0 // active runs that keep a place after this decision
+		for i := range s.Active {
+			if s.Active[i].State != abi.StateStopping {
+				running++
+			}
+		}
+		running -= stops
+		if max := int(s.EffectiveMaxActive()); running+launches > max {
+			probs = append(probs, fmt.Sprintf("launches %d run(s) with %d active run(s) left: exceeds max_active %d", launches, running, max))
+		}
+	}
+	return probs
+}
+
+// ValidateSerial checks a decision against its snapshot: every action names
+// a run of the snapshot, at most one action per run, launch and discard only
+// WAITING runs, stop only LAUNCHED or RUNNING runs, known action kinds,
+// reasons at most MaxReasonLen bytes, and the launches fit max_active
+// (active runs not STOPPING and not stopped by d, plus launches). It returns
+// nil or a *ValidationError listing every problem (errors.Is
+// ErrInvalidDecision, or ErrInvalidSnapshot if s itself is malformed).
+func ValidateSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) error {
+	var v validator
+	if probs := v.indexSerial(s); len(probs) > 0 {
+		return &ValidationError{Problems: probs, snapshot: true}
+	}
+	if probs := v.checkSerial(s, d); len(probs) > 0 {
+		return &ValidationError{Problems: probs}
+	}
+	return nil
+}
+
+// ValidateReuse checks a slot-reuse decision: unless Fail, exactly one known
+// verdict per task slot, and reuse only of slots the host verified (worker
+// alive and slot held).
+func ValidateReuse(r *abi.ReuseRequest, d *abi.ReuseDecision) error {
+	var probs []string
+	if len(d.Reason) > MaxReasonLen {
+		probs = append(probs, fmt.Sprintf("reason of %d bytes exceeds %d", len(d.Reason), MaxReasonLen))
+	}
+	if !d.Fail {
+		if len(d.Verdicts) != len(r.Slots) {
+			probs = append(probs, fmt.Sprintf("%d verdicts for %d task slots", len(d.Verdicts), len(r.Slots)))
+		}
+		for i := range min(len(d.Verdicts), len(r.Slots)) {
+			t := &r.Slots[i]
+			switch d.Verdicts[i] {
+			case abi.VerdictReallocate:
+			case abi.VerdictReuse:
+				if !t.Verified() {
+					probs = append(probs, fmt.Sprintf("task %d: reuse of slot %s#%d not verified (alive=%t held=%t)", t.Task, t.Worker, t.Index, t.Alive, t.Held))
+				}
+			default:
+				probs = append(probs, fmt.Sprintf("task %d: unknown verdict %d", t.Task, d.Verdicts[i]))
+			}
+		}
+	}
+	if len(probs) > 0 {
+		return &ValidationError{Problems: probs}
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package policies
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/wasmsched/wasmsched/abi"
+	t "github.com/wasmsched/wasmsched/abi/abitest"
+)
+
+func TestValidateSerial(tt *testing.T) {
+	W, R, L, S := t.Waiting, t.Running, t.Launched, t.Stopping
+	snap := t.Snapshot("p", 1, []abi.Run{S("s1", 1), R("r2", 2), L("l3", 3)}, []abi.Run{W("w4", 4), W("w5", 5)})
+	act := func(k abi.ActionKind, run string) abi.Action { return abi.Action{Kind: k, Run: run, Reason: "x"} }
+	cases := []struct {
+		name string
+		acts []abi.Action
+		want []string // substrings of problems; none = valid
+	}{
+		{"empty", nil, nil},
+		{"priority-like", []abi.Action{act(abi.ActionDiscard, "w4"), act(abi.ActionLaunch, "w5"), act(abi.ActionStop, "r2"), act(abi.ActionStop, "l3")}, nil},
+		{"unknown run", []abi.Action{act(abi.ActionDiscard, "nope")}, []string{`discard "nope": unknown run`}},
+		{"two actions", []abi.Action{act(abi.ActionDiscard, "w4"), act(abi.ActionDiscard, "w4")}, []string{"already has action 0"}},
+		{"launch active", []abi.Action{act(abi.ActionLaunch, "r2")}, []string{"RUNNING, not WAITING"}},
+		{"discard active", []abi.Action{act(abi.ActionDiscard, "l3")}, []string{"LAUNCHED, not WAITING"}},
+		{"stop waiting", []abi.Action{act(abi.ActionStop, "w4")}, []string{"WAITING, not LAUNCHED or RUNNING"}},
+		{"stop stopping", []abi.Action{act(abi.ActionStop, "s1")}, []string{"STOPPING, not LAUNCHED or RUNNING"}},
+		{"unknown kind", []abi.Action{act(9, "w4")}, []string{"unknown action kind 9"}},
+		{"over max_active", []abi.Action{act(abi.ActionLaunch, "w4")}, []string{"exceeds max_active 1"}},
+		{"long reason", []abi.Action{{Kind: abi.ActionDiscard, Run: "w4", Reason: strings.Repeat("x", 300)}}, []string{"reason of 300 bytes"}},
+	}
+	for _, c := range cases {
+		tt.Run(c.name, func(tt *testing.T) {
+			err := ValidateSerial(snap, &abi.SerialDecision{Actions: c.acts})
+			if len(c.want) == 0 {
+				if err != nil {
+					tt.Fatal(err)
+				}
+				return
+			}
+			var ve *ValidationError
+			if !errors.Is(err, ErrInvalidDecision) || !errors.As(err, &ve) {
+				tt.Fatalf("err = %v", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					tt.Errorf("%q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestValidateSerialBadSnapshot(tt *testing.T) {
+	s := t.Snapshot("p", 1, []abi.Run{t.Waiting("a", 1)}, []abi.Run{t.Waiting("b", 3), t.Waiting("b", 2)})
+	err := ValidateSerial(s, &abi.SerialDecision{})
+	if !errors.Is(err, ErrInvalidSnapshot) || errors.Is(err, ErrInvalidDecision) {
+		tt.Fatalf("err = %v", err)
+	}
+	for _, w := range []string{"state WAITING not allowed", `duplicate run id "b"`, "not above the previous"} {
+		if !strings.Contains(err.Error(), w) {
+			tt.Errorf("%q lacks %q", err, w)
+		}
+	}
+}
+
+func TestValidateReuse(tt *testing.T) {
+	r := t.Reuse(t.Slot(0, "w1", true, true), t.Slot(1, "w2", true, false))
+	ok := []*abi.ReuseDecision{
+		{Verdicts: []abi.Verdict{abi.VerdictReuse, abi.VerdictReallocate}},
+		{Verdicts: []abi.Verdict{abi.VerdictReallocate, abi.VerdictReallocate}},
+		{Fail: true, Reason: "give up"},
+	}
+	for _, d := range ok {
+		if err := ValidateReuse(r, d); err != nil {
+			tt.Fatalf("%+v: %v", d, err)
+		}
+	}
+	bad := map[string]*abi.ReuseDecision{
+		"not verified":            {Verdicts: []abi.Verdict{abi.VerdictReuse, abi.VerdictReuse}},
+		"1 verdicts for 2":        {Verdicts: []abi.Verdict{abi.VerdictReuse}},
+		"unknown verdict 7":       {Verdicts: []abi.Verdict{abi.VerdictReuse, 7}},
+		"3 verdicts for 2 task s": {Verdicts: []abi.Verdict{1, 2, 2}},
+	}
+	for want, d := range bad {
+		err := ValidateReuse(r, d)
+		if !errors.Is(err, ErrInvalidDecision) || !strings.Contains(err.Error(), want) {
+			tt.Errorf("%+v: err = %v, want %q", d, err, want)
+		}
+	}
+}
+
+func TestConfigValidate(tt *testing.T) {
+	for _, c := range []Config{{MemoryLimit: 1 << 20}, {CallTimeout: -1}, {PoolSize: -1}, {StderrLimit: -1}, {MemoryLimit: 8 << 30}} {
+		if c.Validate() == nil {
+			tt.Errorf("%+v accepted", c)
+		}
+	}
+	if err := (Config{}).Validate(); err != nil {
+		tt.Fatal(err)
+	}
+}

@@ -1,0 +1,63 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Sentinel errors. Script results map to them in scriptErr; check with
+// errors.Is. The wrapped message keeps the detail, e.g.
+// "storage: apply: run r12 is RUNNING, want WAITING: bad state".
+var (
+	ErrFenced        = errors.New("fenced")          // caller is not the current leader (epoch/holder/lock mismatch)
+	ErrStale         = errors.New("stale")           // version CAS failed / slot changed since the check
+	ErrBadState      = errors.New("bad state")       // run (or worker) not in a state allowing the change
+	ErrNoSlots       = errors.New("no free slots")   // not enough free slots on live workers
+	ErrNotOwner      = errors.New("not owner")       // wrong worker or assignment token
+	ErrDuplicate     = errors.New("duplicate")       // id / claim / blob already exists
+	ErrNotFound      = errors.New("not found")       // unknown run, group, policy, version
+	ErrNotHolder     = errors.New("not lock holder") // lock does not hold the caller's stamp
+	ErrUnknownWorker = errors.New("unknown worker")  // worker reaped or never registered
+	ErrInvalid       = errors.New("invalid")         // bad input
+)
+
+var codes = map[string]error{
+	"WS_FENCED":         ErrFenced,
+	"WS_STALE":          ErrStale,
+	"WS_BAD_STATE":      ErrBadState,
+	"WS_NO_SLOTS":       ErrNoSlots,
+	"WS_NOT_OWNER":      ErrNotOwner,
+	"WS_DUP":            ErrDuplicate,
+	"WS_NOT_FOUND":      ErrNotFound,
+	"WS_NOT_HOLDER":     ErrNotHolder,
+	"WS_UNKNOWN_WORKER": ErrUnknownWorker,
+	"WS_INVALID":        ErrInvalid,
+}
+
+// scriptErr is the ONE place that maps script error replies
+// ("WS_CODE detail") to sentinel errors. Other errors are wrapped as is.
+func scriptErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var re redis.Error
+	if errors.As(err, &re) {
+		msg := re.Error()
+		code, detail, _ := strings.Cut(msg, " ")
+		if s, ok := codes[code]; ok {
+			if detail == "" {
+				return fmt.Errorf("storage: %s: %w", op, s)
+			}
+			return fmt.Errorf("storage: %s: %s: %w", op, detail, s)
+		}
+	}
+	return fmt.Errorf("storage: %s: %w", op, err)
+}
+
+// invalid builds an ErrInvalid error for Go-side validation.
+func invalid(op, format string, a ...any) error {
+	return fmt.Errorf("storage: %s: %s: %w", op, fmt.Sprintf(format, a...), ErrInvalid)
+}

@@ -1,0 +1,103 @@
+package storage
+
+// Keys builds every Redis key of one namespace. All keys share the hash tag
+// {NS}, so every script touches one cluster slot. No other file (and no Lua
+// script) builds key names.
+type Keys struct {
+	ns string
+	p  string // "ws:{NS}:"
+}
+
+// NewKeys returns the key builder of namespace ns (not validated; use New).
+func NewKeys(ns string) Keys { return Keys{ns: ns, p: "ws:{" + ns + "}:"} }
+
+// Prefix is "ws:{NS}:", the prefix of every key of the namespace.
+func (k Keys) Prefix() string { return k.p }
+
+// Fence is the fence hash: epoch, holder, since (ms).
+func (k Keys) Fence() string { return k.p + "fence" }
+
+// Lock is the leader lock key the host passes to redislock; value = holder stamp.
+func (k Keys) Lock() string { return k.p + "leader" }
+
+// LeaderTick is the hash of the leader's last tick: holder, epoch, at, count.
+func (k Keys) LeaderTick() string { return k.p + "leader:tick" }
+
+// LeaderEvents is the pub/sub channel a leader publishes on after releasing
+// the lock, so standbys compete at once instead of at their next retry.
+func (k Keys) LeaderEvents() string { return k.p + "leader-events" }
+
+// Seq is the namespace-wide run counter.
+func (k Keys) Seq() string { return k.p + "seq" }
+
+// Tokens is the counter slot-assignment tokens are drawn from.
+func (k Keys) Tokens() string { return k.p + "tokens" }
+
+// Groups is the set of group names.
+func (k Keys) Groups() string { return k.p + "groups" }
+
+// Group is the hash of group g: policy, max_active, version, last_claim.
+func (k Keys) Group(g string) string { return k.p + "group:" + g }
+
+// Waiting is the zset of WAITING run ids of group g, by seq.
+func (k Keys) Waiting(g string) string { return k.p + "group:" + g + ":waiting" }
+
+// Active is the zset of LAUNCHED/RUNNING/STOPPING run ids of group g, by seq.
+func (k Keys) Active(g string) string { return k.p + "group:" + g + ":active" }
+
+// Dirty is the set of groups that may need a decision.
+func (k Keys) Dirty() string { return k.p + "dirty" }
+
+// Run is the hash of run id.
+func (k Keys) Run(id string) string { return k.p + "run:" + id }
+
+// RunPrefix is the prefix of run hashes (passed to the read-only snapshot
+// script; see RATIONALE.md "Snapshot reads run hashes by prefix").
+func (k Keys) RunPrefix() string { return k.p + "run:" }
+
+// Runs is the zset of all run ids by seq.
+func (k Keys) Runs() string { return k.p + "runs" }
+
+// Launched is the zset of LAUNCHED runs waiting for slots, by seq.
+func (k Keys) Launched() string { return k.p + "launched" }
+
+// Restore is the set of runs whose slots must go through the reuse decision.
+func (k Keys) Restore() string { return k.p + "restore" }
+
+// Workers is the zset worker identity -> heartbeat expiry (ms).
+func (k Keys) Workers() string { return k.p + "workers" }
+
+// Worker is the hash of worker id: slots, registered_at.
+func (k Keys) Worker(id string) string { return k.p + "worker:" + id }
+
+// Slots is the hash "worker#index" -> "run#token#task" or "" (free).
+func (k Keys) Slots() string { return k.p + "slots" }
+
+// Free is the zset of free "worker#index".
+func (k Keys) Free() string { return k.p + "free" }
+
+// Policies is the set of policy names.
+func (k Keys) Policies() string { return k.p + "policies" }
+
+// Policy is the hash of policy name: kind, active, last_op.
+func (k Keys) Policy(name string) string { return k.p + "policy:" + name }
+
+// PolicyVersions is the list of versions of a policy ("sha|pushed_at|who|note").
+func (k Keys) PolicyVersions(name string) string { return k.p + "policy:" + name + ":versions" }
+
+// PolicyHistory is the list of events of a policy ("at|who|action|version|note").
+func (k Keys) PolicyHistory(name string) string { return k.p + "policy:" + name + ":history" }
+
+// PolicyActivations is the stack of activated versions (rollback pops it).
+func (k Keys) PolicyActivations(name string) string {
+	return k.p + "policy:" + name + ":activations"
+}
+
+// Blob is the policy wasm blob with sha256 hex sha.
+func (k Keys) Blob(sha string) string { return k.p + "blob:" + sha }
+
+// PolicyGen is the registry generation counter (bumped on every activation).
+func (k Keys) PolicyGen() string { return k.p + "policygen" }
+
+// PolicyChannel is the pub/sub channel activations are published on.
+func (k Keys) PolicyChannel() string { return k.p + "policy-events" }

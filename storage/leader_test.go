@@ -1,0 +1,169 @@
+package storage_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmsched/wasmsched/storage"
+	"github.com/wasmsched/wasmsched/storage/redistest"
+)
+
+func TestValidateName(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{"g1", true}, {"a.b-c_d:e/f", true}, {"", false}, {"a{b", false}, {"a}b", false}, {"a b", false},
+		{"a\tb", false}, {"a\nb", false}, {"a#b", false}, {"a,b", false}, {"a\x00b", false},
+		{strings.Repeat("x", 128), true}, {strings.Repeat("x", 129), false},
+	} {
+		err := storage.ValidateName("group", tc.in)
+		if (err == nil) != tc.ok {
+			t.Errorf("ValidateName(%q) = %v, want ok=%v", tc.in, err, tc.ok)
+		}
+		if err != nil && (!errors.Is(err, storage.ErrInvalid) || !strings.Contains(err.Error(), "group")) {
+			t.Errorf("ValidateName(%q) = %v: want ErrInvalid naming the kind", tc.in, err)
+		}
+	}
+}
+
+func TestStore_New(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		for _, ns := range []string{"", "a{b}", "a b"} {
+			if _, err := storage.New(e.c, ns); !errors.Is(err, storage.ErrInvalid) {
+				t.Errorf("New(%q) = %v, want ErrInvalid", ns, err)
+			}
+		}
+		k := e.s.Keys()
+		for _, key := range []string{k.Fence(), k.Lock(), k.Run("x"), k.Group("g"), k.Slots()} {
+			if !strings.HasPrefix(key, "ws:{"+e.s.Namespace()+"}:") {
+				t.Errorf("key %q lacks the namespace hash tag", key)
+			}
+		}
+	})
+}
+
+func TestStore_Connect(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		c, err := storage.Connect(ctx, e.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.Close()
+	})
+	if _, err := storage.Connect(ctx, "redis://127.0.0.1:1/0"); err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Errorf("Connect to a closed port = %v, want an error naming the address", err)
+	}
+	if _, err := storage.Connect(ctx, "http://x"); !errors.Is(err, storage.ErrInvalid) {
+		t.Errorf("Connect(bad url) = %v, want ErrInvalid", err)
+	}
+}
+
+func TestStore_BecomeLeader(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		k := e.s.Keys()
+		// not holder: nothing written
+		e.unchanged(t, func() {
+			if _, err := e.s.BecomeLeader(ctx, "A#1#x"); !errors.Is(err, storage.ErrNotHolder) {
+				t.Fatalf("BecomeLeader without lock = %v, want ErrNotHolder", err)
+			}
+		})
+		f1 := e.lead(t, "A#1#x")
+		if f1.Epoch != 1 {
+			t.Fatalf("epoch = %d, want 1", f1.Epoch)
+		}
+		li, err := e.s.Leader(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if li.Identity != "A#1#x" || li.Epoch != 1 || time.Since(li.Since) > time.Minute {
+			t.Fatalf("Leader = %+v", li)
+		}
+		if err := e.s.CheckFence(ctx, f1); err != nil {
+			t.Fatal(err)
+		}
+		// lock moves to B: A is fenced, leader identity "" until B becomes leader
+		e.c.Set(ctx, k.Lock(), "B#2#y", time.Minute)
+		if li, _ := e.s.Leader(ctx); li.Identity != "" || li.Epoch != 1 {
+			t.Fatalf("Leader after lock moved = %+v, want no identity", li)
+		}
+		if err := e.s.CheckFence(ctx, f1); !errors.Is(err, storage.ErrFenced) {
+			t.Fatalf("CheckFence after lock moved = %v", err)
+		}
+		if _, err := e.s.BecomeLeader(ctx, "A#1#x"); !errors.Is(err, storage.ErrNotHolder) {
+			t.Fatalf("old holder BecomeLeader = %v", err)
+		}
+		f2 := e.lead(t, "B#2#y")
+		if f2.Epoch != 2 {
+			t.Fatalf("epoch = %d, want 2", f2.Epoch)
+		}
+		for _, bad := range []storage.Fence{f1, {Epoch: 1, Holder: "B#2#y"}, {Epoch: 2, Holder: "A#1#x"}} {
+			if err := e.s.CheckFence(ctx, bad); !errors.Is(err, storage.ErrFenced) {
+				t.Errorf("CheckFence(%+v) = %v, want ErrFenced", bad, err)
+			}
+		}
+		// lock gone
+		e.c.Del(ctx, k.Lock())
+		if li, _ := e.s.Leader(ctx); li.Identity != "" {
+			t.Fatalf("Leader without lock = %+v", li)
+		}
+		if _, err := e.s.BecomeLeader(ctx, ""); !errors.Is(err, storage.ErrInvalid) {
+			t.Fatalf("empty stamp = %v", err)
+		}
+	})
+}
+
+func TestStore_NOSCRIPT(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		e.lead(t, "A#1#x")
+		if err := e.c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "r1"}); err != nil {
+			t.Fatalf("submit after SCRIPT FLUSH: %v", err)
+		}
+		if _, err := e.s.BecomeLeader(ctx, "A#1#x"); err != nil {
+			t.Fatalf("become leader after SCRIPT FLUSH: %v", err)
+		}
+	})
+	t.Run("restart", func(t *testing.T) {
+		srv := redistest.Start(t)
+		c := srv.Client(t)
+		s, err := storage.New(c, "ns")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+		srv.Restart(t)
+		for i := 0; i < 50; i++ { // the pool may hold dead connections: go-redis retries them
+			if _, err = s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "r1"}); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("submit after restart: %v", err)
+		}
+		if r, _ := s.GetRun(ctx, "r1"); r.State != storage.StateWaiting {
+			t.Fatalf("run = %+v", r)
+		}
+	})
+}
+
+func TestScripts(t *testing.T) {
+	names := storage.ScriptNames()
+	for _, n := range []string{"apply", "allocate", "restore_apply", "fail_run", "reap"} {
+		if !strings.Contains(storage.ScriptSource(n), "fencing prelude") {
+			t.Errorf("script %s lacks the fencing prelude (scripts: %v)", n, names)
+		}
+	}
+	for _, n := range []string{"submit", "snapshot", "report", "become_leader"} {
+		if strings.Contains(storage.ScriptSource(n), "fencing prelude") {
+			t.Errorf("script %s must not be fenced", n)
+		}
+	}
+}

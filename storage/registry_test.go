@@ -1,0 +1,87 @@
+package storage_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+func TestStore_Policy(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		sub := e.c.Subscribe(ctx, e.s.Keys().PolicyChannel())
+		defer sub.Close()
+		ok(sub.Receive(ctx))(t)
+		v1 := ok(e.s.PushPolicy(ctx, storage.PushRequest{Name: "p", Kind: "serial", Who: "ann", Note: "first", Blob: []byte("one"), Activate: true}))(t)
+		v2 := ok(e.s.PushPolicy(ctx, storage.PushRequest{Name: "p", Kind: "serial", Who: "bob", Blob: []byte("two")}))(t)
+		if v1.Version != 1 || v2.Version != 2 || v1.SHA256 == v2.SHA256 {
+			t.Fatalf("versions %+v %+v", v1, v2)
+		}
+		if m := ok(sub.ReceiveMessage(ctx))(t); m.Payload != "p 1 1" {
+			t.Fatalf("published %q", m.Payload)
+		}
+		for _, tc := range []struct {
+			name string
+			req  storage.PushRequest
+			want error
+		}{
+			{"duplicate-sha", storage.PushRequest{Name: "p", Kind: "serial", Blob: []byte("one")}, storage.ErrDuplicate},
+			{"kind-mismatch", storage.PushRequest{Name: "p", Kind: "slot-reuse", Blob: []byte("three")}, storage.ErrInvalid},
+			{"bad-name", storage.PushRequest{Name: "p q", Kind: "serial", Blob: []byte("x")}, storage.ErrInvalid},
+			{"empty-blob", storage.PushRequest{Name: "p", Kind: "serial"}, storage.ErrInvalid},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				e.unchanged(t, func() {
+					pv, err := e.s.PushPolicy(ctx, tc.req)
+					if !errors.Is(err, tc.want) {
+						t.Fatalf("err = %v, want %v", err, tc.want)
+					}
+					if tc.want == storage.ErrDuplicate && pv.Version != 1 {
+						t.Fatalf("duplicate returned %+v, want version 1", pv)
+					}
+				})
+			})
+		}
+		mustNil(t, e.s.ActivatePolicy(ctx, "p", 2, "bob", "go"))
+		mustNil(t, e.s.ActivatePolicy(ctx, "p", 2, "bob", "again")) // no-op
+		if g := ok(e.s.PolicyGeneration(ctx))(t); g != 2 {
+			t.Fatalf("gen = %d", g)
+		}
+		for _, tc := range []struct {
+			name string
+			pol  string
+			ver  int
+			want error
+		}{{"unknown-version", "p", 9, storage.ErrNotFound}, {"unknown-policy", "zz", 1, storage.ErrNotFound}, {"zero", "p", 0, storage.ErrInvalid}} {
+			t.Run("activate-"+tc.name, func(t *testing.T) {
+				e.unchanged(t, func() {
+					if err := e.s.ActivatePolicy(ctx, tc.pol, tc.ver, "x", ""); !errors.Is(err, tc.want) {
+						t.Fatalf("err = %v, want %v", err, tc.want)
+					}
+				})
+			})
+		}
+		rb := ok(e.s.RollbackPolicy(ctx, "p", "cy", "bad"))(t)
+		if rb.Version != 1 || rb.SHA256 != v1.SHA256 {
+			t.Fatalf("rollback = %+v", rb)
+		}
+		e.unchanged(t, func() {
+			if _, err := e.s.RollbackPolicy(ctx, "p", "cy", ""); !errors.Is(err, storage.ErrBadState) {
+				t.Fatalf("second rollback = %v", err)
+			}
+		})
+		p := ok(e.s.GetPolicy(ctx, "p"))(t)
+		if p.Active != 1 || p.Kind != "serial" || len(p.Versions) != 2 || len(p.History) != 5 || p.History[4].Action != "rollback" || p.Versions[0].Who != "ann" || p.Versions[0].Note != "first" {
+			t.Fatalf("policy = %+v", p)
+		}
+		if b := ok(e.s.PolicyBlob(ctx, v2.SHA256))(t); string(b) != "two" {
+			t.Fatalf("blob = %q", b)
+		}
+		if _, err := e.s.PolicyBlob(ctx, "00"); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("blob unknown = %v", err)
+		}
+		if ps := ok(e.s.ListPolicies(ctx))(t); len(ps) != 1 {
+			t.Fatalf("list = %+v", ps)
+		}
+	})
+}

@@ -1,0 +1,508 @@
+package storage
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// State is a run state.
+type State string
+
+// Run states. WAITING -> LAUNCHED -> RUNNING -> SUCCEEDED|FAILED|STOPPED;
+// WAITING -> DISCARDED; LAUNCHED|RUNNING -> STOPPING -> STOPPED.
+const (
+	StateWaiting   State = "WAITING"
+	StateLaunched  State = "LAUNCHED"
+	StateRunning   State = "RUNNING"
+	StateStopping  State = "STOPPING"
+	StateSucceeded State = "SUCCEEDED"
+	StateFailed    State = "FAILED"
+	StateStopped   State = "STOPPED"
+	StateDiscarded State = "DISCARDED"
+)
+
+// Final reports whether no further transition is possible.
+func (s State) Final() bool {
+	switch s {
+	case StateSucceeded, StateFailed, StateStopped, StateDiscarded:
+		return true
+	}
+	return false
+}
+
+// Active reports whether the run counts against max_active (LAUNCHED, RUNNING, STOPPING).
+func (s State) Active() bool {
+	return s == StateLaunched || s == StateRunning || s == StateStopping
+}
+
+// Group is a serial group.
+type Group struct {
+	Name      string
+	Policy    string // policy name; default "wait"
+	MaxActive int
+	Version   int64 // bumped on every change of the group's runs or settings
+	Waiting   int   // number of WAITING runs
+	Active    int   // number of LAUNCHED/RUNNING/STOPPING runs
+}
+
+// SubmitRequest describes a new run.
+type SubmitRequest struct {
+	Group    string
+	ID       string // "" = generated
+	Slots    int    // 0 = 1; < 0 is ErrInvalid
+	Priority int
+	Payload  string
+	Duration time.Duration
+}
+
+// Assignment is one task slot of a run: (worker, slot index, token), task 0..k-1.
+type Assignment struct {
+	Worker string
+	Slot   int
+	Token  string
+	Task   int
+}
+
+// Run is a run record.
+type Run struct {
+	ID, Group                                      string
+	Seq                                            int64
+	State                                          State
+	Slots, Priority                                int
+	Payload                                        string
+	Duration                                       time.Duration
+	Policy, PolicyVersion                          string // set at launch
+	SubmittedAt, LaunchedAt, StartedAt, FinishedAt time.Time
+	Reason                                         string
+	Assignments                                    []Assignment // set at allocation, by task
+}
+
+// runFields is the order of run fields returned by scripts and HMGET.
+var runFields = []string{"id", "group", "seq", "state", "slots", "priority", "payload", "duration_ms",
+	"policy", "policy_version", "submitted_at", "launched_at", "started_at", "finished_at", "reason", "assign"}
+
+func runFieldArgs() []any {
+	a := make([]any, len(runFields))
+	for i, f := range runFields {
+		a[i] = f
+	}
+	return a
+}
+
+func str(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	}
+	return ""
+}
+
+// parseRun builds a Run from values in runFields order; ok false if absent.
+func parseRun(vals []any) (Run, bool) {
+	if len(vals) < len(runFields) || vals[0] == nil {
+		return Run{}, false
+	}
+	atoi := func(i int) int { n, _ := strconv.Atoi(str(vals[i])); return n }
+	return Run{
+		ID: str(vals[0]), Group: str(vals[1]), Seq: toInt64(vals[2]), State: State(str(vals[3])),
+		Slots: atoi(4), Priority: atoi(5), Payload: str(vals[6]),
+		Duration: time.Duration(toInt64(vals[7])) * time.Millisecond,
+		Policy:   str(vals[8]), PolicyVersion: str(vals[9]),
+		SubmittedAt: msTime(toInt64(vals[10])), LaunchedAt: msTime(toInt64(vals[11])),
+		StartedAt: msTime(toInt64(vals[12])), FinishedAt: msTime(toInt64(vals[13])),
+		Reason: str(vals[14]), Assignments: parseAssign(str(vals[15])),
+	}, true
+}
+
+// parseAssign parses "worker#index#token#task,..." (worker may contain '#').
+func parseAssign(s string) []Assignment {
+	if s == "" {
+		return nil
+	}
+	var out []Assignment
+	for _, e := range strings.Split(s, ",") {
+		p := strings.Split(e, "#")
+		if len(p) < 4 {
+			continue
+		}
+		n := len(p)
+		slot, _ := strconv.Atoi(p[n-3])
+		task, _ := strconv.Atoi(p[n-1])
+		out = append(out, Assignment{Worker: strings.Join(p[:n-3], "#"), Slot: slot, Token: p[n-2], Task: task})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Task < out[j].Task })
+	return out
+}
+
+// flatAssign parses a script's flat {worker, index, token, task, ...} reply.
+func flatAssign(v any) []Assignment {
+	a, _ := v.([]any)
+	var out []Assignment
+	for i := 0; i+3 < len(a); i += 4 {
+		slot, _ := strconv.Atoi(str(a[i+1]))
+		task, _ := strconv.Atoi(str(a[i+3]))
+		out = append(out, Assignment{Worker: str(a[i]), Slot: slot, Token: str(a[i+2]), Task: task})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Task < out[j].Task })
+	return out
+}
+
+func newID(prefix string) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// SetGroup creates or updates a group: policy "" = "wait", maxActive 0 = 1,
+// negative = ErrInvalid. Bumps the version and marks the group dirty.
+func (s *Store) SetGroup(ctx context.Context, name, policy string, maxActive int) (Group, error) {
+	const op = "set group"
+	if err := ValidateName("group", name); err != nil {
+		return Group{}, err
+	}
+	if policy == "" {
+		policy = "wait"
+	}
+	if err := ValidateName("policy", policy); err != nil {
+		return Group{}, err
+	}
+	if maxActive < 0 {
+		return Group{}, invalid(op, "group %s: max_active %d is negative", name, maxActive)
+	}
+	if maxActive == 0 {
+		maxActive = 1
+	}
+	k := s.k
+	v, err := s.run(ctx, op, "set_group", []string{k.Groups(), k.Group(name), k.Dirty(), k.Waiting(name), k.Active(name)},
+		name, policy, maxActive)
+	if err != nil {
+		return Group{}, err
+	}
+	a := v.([]any)
+	return Group{Name: name, Policy: str(a[0]), MaxActive: int(toInt64(a[1])), Version: toInt64(a[2]),
+		Waiting: int(toInt64(a[3])), Active: int(toInt64(a[4]))}, nil
+}
+
+// GetGroup reads a group (ErrNotFound if absent).
+func (s *Store) GetGroup(ctx context.Context, name string) (Group, error) {
+	if err := ValidateName("group", name); err != nil {
+		return Group{}, err
+	}
+	gs, err := s.getGroups(ctx, []string{name})
+	if err != nil {
+		return Group{}, err
+	}
+	if len(gs) == 0 {
+		return Group{}, fmt.Errorf("storage: get group: group %s: %w", name, ErrNotFound)
+	}
+	return gs[0], nil
+}
+
+// ListGroups lists all groups by name.
+func (s *Store) ListGroups(ctx context.Context) ([]Group, error) {
+	names, err := s.c.SMembers(ctx, s.k.Groups()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("storage: list groups: %w", err)
+	}
+	sort.Strings(names)
+	return s.getGroups(ctx, names)
+}
+
+func (s *Store) getGroups(ctx context.Context, names []string) ([]Group, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	type cmds struct {
+		h    *redis.SliceCmd
+		w, a *redis.IntCmd
+	}
+	cs := make([]cmds, len(names))
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, n := range names {
+			cs[i] = cmds{p.HMGet(ctx, s.k.Group(n), "policy", "max_active", "version"),
+				p.ZCard(ctx, s.k.Waiting(n)), p.ZCard(ctx, s.k.Active(n))}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: read groups: %w", err)
+	}
+	var out []Group
+	for i, n := range names {
+		v := cs[i].h.Val()
+		if v[0] == nil {
+			continue
+		}
+		out = append(out, Group{Name: n, Policy: str(v[0]), MaxActive: int(toInt64(v[1])), Version: toInt64(v[2]),
+			Waiting: int(cs[i].w.Val()), Active: int(cs[i].a.Val())})
+	}
+	return out, nil
+}
+
+// DirtyGroups returns up to limit (<= 0: all) groups that may need a
+// decision, read from the dirty set (no scan of all groups).
+func (s *Store) DirtyGroups(ctx context.Context, limit int) ([]string, error) {
+	var (
+		out []string
+		err error
+	)
+	if limit <= 0 {
+		out, err = s.c.SMembers(ctx, s.k.Dirty()).Result()
+	} else {
+		out, err = s.c.SRandMemberN(ctx, s.k.Dirty(), int64(limit)).Result()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("storage: dirty groups: %w", err)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Submit adds a WAITING run (namespace-wide seq), bumps the group version and
+// marks it dirty. An unknown group is created with policy "wait" and
+// max_active 1. An existing ID is ErrDuplicate; a go-redis retry of the same
+// call is recognised by its op id and returns the run.
+func (s *Store) Submit(ctx context.Context, r SubmitRequest) (Run, error) {
+	const op = "submit"
+	if err := ValidateName("group", r.Group); err != nil {
+		return Run{}, err
+	}
+	if r.ID == "" {
+		r.ID = newID("r-")
+	}
+	if err := ValidateName("run", r.ID); err != nil {
+		return Run{}, err
+	}
+	if r.Slots < 0 {
+		return Run{}, invalid(op, "run %s: slots %d is negative", r.ID, r.Slots)
+	}
+	if r.Slots == 0 {
+		r.Slots = 1
+	}
+	if r.Duration < 0 {
+		return Run{}, invalid(op, "run %s: duration %v is negative", r.ID, r.Duration)
+	}
+	k := s.k
+	v, err := s.run(ctx, op, "submit",
+		[]string{k.Seq(), k.Groups(), k.Group(r.Group), k.Waiting(r.Group), k.Dirty(), k.Run(r.ID), k.Runs()},
+		r.Group, r.ID, r.Slots, r.Priority, r.Payload, r.Duration.Milliseconds(), newID("op-"))
+	if err != nil {
+		return Run{}, err
+	}
+	a := v.([]any)
+	return Run{ID: r.ID, Group: r.Group, Seq: toInt64(a[0]), State: StateWaiting, Slots: r.Slots,
+		Priority: r.Priority, Payload: r.Payload, Duration: r.Duration.Truncate(time.Millisecond),
+		SubmittedAt: msTime(toInt64(a[1]))}, nil
+}
+
+// GetRun reads a run (ErrNotFound if absent).
+func (s *Store) GetRun(ctx context.Context, id string) (Run, error) {
+	if err := ValidateName("run", id); err != nil {
+		return Run{}, err
+	}
+	v, err := s.c.HMGet(ctx, s.k.Run(id), runFields...).Result()
+	if err != nil {
+		return Run{}, fmt.Errorf("storage: get run %s: %w", id, err)
+	}
+	r, ok := parseRun(v)
+	if !ok {
+		return Run{}, fmt.Errorf("storage: get run: run %s: %w", id, ErrNotFound)
+	}
+	return r, nil
+}
+
+// RunFilter selects runs for ListRuns; zero fields match everything.
+type RunFilter struct {
+	Group string
+	State State
+	Limit int // <= 0: 1000
+}
+
+// ListRuns lists runs, newest first (by seq), filtered.
+func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
+	if f.Limit <= 0 {
+		f.Limit = 1000
+	}
+	var out []Run
+	const page = 500
+	for start := int64(0); len(out) < f.Limit; start += page {
+		ids, err := s.c.ZRevRange(ctx, s.k.Runs(), start, start+page-1).Result()
+		if err != nil {
+			return nil, fmt.Errorf("storage: list runs: %w", err)
+		}
+		if len(ids) == 0 {
+			break
+		}
+		runs, err := s.getRuns(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range runs {
+			if (f.Group == "" || r.Group == f.Group) && (f.State == "" || r.State == f.State) {
+				out = append(out, r)
+				if len(out) == f.Limit {
+					break
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) getRuns(ctx context.Context, ids []string) ([]Run, error) {
+	cmds := make([]*redis.SliceCmd, len(ids))
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HMGet(ctx, s.k.Run(id), runFields...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: read runs: %w", err)
+	}
+	out := make([]Run, 0, len(ids))
+	for _, c := range cmds {
+		if r, ok := parseRun(c.Val()); ok {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// Snapshot is a group's state for a decision, read in one script.
+type Snapshot struct {
+	Group           Group
+	Now             time.Time // Redis TIME
+	Active, Waiting []Run     // ordered by seq
+}
+
+// Snapshot reads a group and its active and waiting runs in ONE round trip.
+func (s *Store) Snapshot(ctx context.Context, group string) (Snapshot, error) {
+	if err := ValidateName("group", group); err != nil {
+		return Snapshot{}, err
+	}
+	k := s.k
+	args := append([]any{k.RunPrefix()}, runFieldArgs()...)
+	v, err := s.run(ctx, "snapshot", "snapshot", []string{k.Group(group), k.Waiting(group), k.Active(group)}, args...)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	a := v.([]any)
+	g := a[0].([]any)
+	runs := func(x any) []Run {
+		var out []Run
+		for _, e := range x.([]any) {
+			if r, ok := parseRun(e.([]any)); ok {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	sn := Snapshot{Now: msTime(toInt64(a[1])), Active: runs(a[2]), Waiting: runs(a[3])}
+	sn.Group = Group{Name: group, Policy: str(g[0]), MaxActive: int(toInt64(g[1])), Version: toInt64(g[2]),
+		Waiting: len(sn.Waiting), Active: len(sn.Active)}
+	return sn, nil
+}
+
+// ActionKind is the kind of a decision action.
+type ActionKind string
+
+// Action kinds.
+const (
+	ActionLaunch  ActionKind = "launch"
+	ActionDiscard ActionKind = "discard"
+	ActionStop    ActionKind = "stop"
+)
+
+// Action is one decision on one run.
+type Action struct {
+	Kind   ActionKind
+	Run    string
+	Reason string
+}
+
+// Decision is a policy's decision for one group snapshot.
+type Decision struct {
+	Version       int64  // the snapshot's group version
+	ClaimID       string // unique per decision; "" = none (no replay detection)
+	Policy        string // recorded on launched runs
+	PolicyVersion string
+	Actions       []Action
+}
+
+// Apply applies d to group in one fenced script, all-or-nothing, and
+// returns the group's version afterwards. Errors: ErrFenced, ErrDuplicate
+// (d.ClaimID already applied; checked before the version), ErrStale,
+// ErrNotFound, ErrBadState, ErrInvalid. Zero actions settles the group
+// (removes it from dirty if still at d.Version; no bump).
+func (s *Store) Apply(ctx context.Context, f Fence, group string, d Decision) (int64, error) {
+	const op = "apply"
+	if err := ValidateName("group", group); err != nil {
+		return 0, err
+	}
+	k := s.k
+	keys := make([]string, 0, 7+len(d.Actions))
+	keys = append(keys, k.Fence(), k.Lock(), k.Group(group), k.Waiting(group), k.Active(group), k.Dirty(), k.Launched())
+	args := make([]any, 0, 7+3*len(d.Actions))
+	args = append(args, f.args()...)
+	args = append(args, group, d.Version, d.ClaimID, d.Policy, d.PolicyVersion)
+	for _, a := range d.Actions {
+		if err := ValidateName("run", a.Run); err != nil {
+			return 0, fmt.Errorf("storage: %s: %w", op, err)
+		}
+		switch a.Kind {
+		case ActionLaunch, ActionDiscard, ActionStop:
+		default:
+			return 0, invalid(op, "unknown action kind %q on run %s", a.Kind, a.Run)
+		}
+		keys = append(keys, k.Run(a.Run))
+		args = append(args, string(a.Kind), a.Run, a.Reason)
+	}
+	v, err := s.run(ctx, op, "apply", keys, args...)
+	if err != nil {
+		return 0, err
+	}
+	return toInt64(v), nil
+}
+
+// RequestStop is a client's stop request: WAITING -> DISCARDED, LAUNCHED ->
+// STOPPED, RUNNING -> STOPPING (the worker finishes it); a final run is
+// ErrBadState, an unknown run ErrNotFound. Bumps the group version.
+func (s *Store) RequestStop(ctx context.Context, id, reason string) (Run, error) {
+	const op = "stop"
+	g, err := s.runGroup(ctx, op, id)
+	if err != nil {
+		return Run{}, err
+	}
+	k := s.k
+	if _, err := s.run(ctx, op, "request_stop",
+		[]string{k.Run(id), k.Group(g), k.Waiting(g), k.Active(g), k.Launched(), k.Dirty()}, id, g, reason); err != nil {
+		return Run{}, err
+	}
+	return s.GetRun(ctx, id)
+}
+
+// runGroup reads the (immutable) group of a run.
+func (s *Store) runGroup(ctx context.Context, op, id string) (string, error) {
+	if err := ValidateName("run", id); err != nil {
+		return "", fmt.Errorf("storage: %s: %w", op, err)
+	}
+	g, err := s.c.HGet(ctx, s.k.Run(id), "group").Result()
+	if err == redis.Nil {
+		return "", fmt.Errorf("storage: %s: run %s: %w", op, id, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("storage: %s: run %s: %w", op, id, err)
+	}
+	return g, nil
+}

@@ -1,0 +1,312 @@
+package storage_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+func TestStore_SetGroup(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		g := ok(e.s.SetGroup(ctx, "g", "", 0))(t)
+		if g.Policy != "wait" || g.MaxActive != 1 || g.Version != 1 {
+			t.Fatalf("SetGroup defaults = %+v", g)
+		}
+		g = ok(e.s.SetGroup(ctx, "g", "priority", 3))(t)
+		if g.Policy != "priority" || g.MaxActive != 3 || g.Version != 2 {
+			t.Fatalf("SetGroup = %+v", g)
+		}
+		if got := ok(e.s.GetGroup(ctx, "g"))(t); got != g {
+			t.Fatalf("GetGroup = %+v, want %+v", got, g)
+		}
+		if d := ok(e.s.DirtyGroups(ctx, 10))(t); len(d) != 1 || d[0] != "g" {
+			t.Fatalf("dirty = %v", d)
+		}
+		for _, tc := range []struct {
+			name, group, policy string
+			max                 int
+			want                error
+		}{
+			{"negative", "g", "wait", -1, storage.ErrInvalid},
+			{"brace", "a{b", "wait", 1, storage.ErrInvalid},
+			{"space", "a b", "wait", 1, storage.ErrInvalid},
+			{"empty", "", "wait", 1, storage.ErrInvalid},
+			{"policy-space", "g", "w x", 1, storage.ErrInvalid},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				e.unchanged(t, func() {
+					if _, err := e.s.SetGroup(ctx, tc.group, tc.policy, tc.max); !errors.Is(err, tc.want) {
+						t.Fatalf("err = %v, want %v", err, tc.want)
+					}
+				})
+			})
+		}
+		if _, err := e.s.GetGroup(ctx, "nope"); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("GetGroup(unknown) = %v", err)
+		}
+		gs := ok(e.s.ListGroups(ctx))(t)
+		if len(gs) != 1 || gs[0].Name != "g" {
+			t.Fatalf("ListGroups = %+v", gs)
+		}
+	})
+}
+
+func TestStore_Submit(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		r1 := ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "r1", Payload: "p", Duration: 1500 * time.Millisecond, Priority: 7}))(t)
+		r2 := ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "h", Slots: 2}))(t)
+		if r1.Seq != 1 || r2.Seq != 2 || r1.State != storage.StateWaiting || r2.Slots != 2 || r2.ID == "" || r1.SubmittedAt.IsZero() {
+			t.Fatalf("submit = %+v %+v", r1, r2)
+		}
+		got := ok(e.s.GetRun(ctx, "r1"))(t)
+		if got.Payload != "p" || got.Duration != 1500*time.Millisecond || got.Priority != 7 || got.Slots != 1 || got.Group != "g" {
+			t.Fatalf("GetRun = %+v", got)
+		}
+		g := ok(e.s.GetGroup(ctx, "g"))(t)
+		if g.Policy != "wait" || g.MaxActive != 1 || g.Version != 1 || g.Waiting != 1 {
+			t.Fatalf("auto group = %+v", g)
+		}
+		for _, tc := range []struct {
+			name string
+			req  storage.SubmitRequest
+			want error
+		}{
+			{"duplicate", storage.SubmitRequest{Group: "g", ID: "r1"}, storage.ErrDuplicate},
+			{"negative-slots", storage.SubmitRequest{Group: "g", ID: "r9", Slots: -1}, storage.ErrInvalid},
+			{"group-brace", storage.SubmitRequest{Group: "g}", ID: "r9"}, storage.ErrInvalid},
+			{"id-space", storage.SubmitRequest{Group: "g", ID: "r 9"}, storage.ErrInvalid},
+			{"empty-group", storage.SubmitRequest{ID: "r9"}, storage.ErrInvalid},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				e.unchanged(t, func() {
+					if _, err := e.s.Submit(ctx, tc.req); !errors.Is(err, tc.want) {
+						t.Fatalf("err = %v, want %v", err, tc.want)
+					}
+				})
+			})
+		}
+		if _, err := e.s.GetRun(ctx, "nope"); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("GetRun(unknown) = %v", err)
+		}
+		rs := ok(e.s.ListRuns(ctx, storage.RunFilter{Group: "g"}))(t)
+		if len(rs) != 1 || rs[0].ID != "r1" {
+			t.Fatalf("ListRuns = %+v", rs)
+		}
+		if rs := ok(e.s.ListRuns(ctx, storage.RunFilter{}))(t); len(rs) != 2 || rs[0].Seq != 2 {
+			t.Fatalf("ListRuns all = %+v", rs)
+		}
+	})
+}
+
+// setup: group g with runs w1..wN WAITING; leader fence.
+func setupGroup(t *testing.T, e *env, n int) storage.Fence {
+	t.Helper()
+	ok(e.s.SetGroup(ctx, "g", "wait", 5))(t)
+	for i := 1; i <= n; i++ {
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "w" + string(rune('0'+i))}))(t)
+	}
+	return e.lead(t, "L#1#a")
+}
+
+func TestStore_Snapshot(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := setupGroup(t, e, 3)
+		sn := ok(e.s.Snapshot(ctx, "g"))(t)
+		if sn.Group.Version != 4 || len(sn.Waiting) != 3 || len(sn.Active) != 0 || sn.Waiting[0].ID != "w1" || sn.Waiting[2].ID != "w3" || sn.Now.IsZero() {
+			t.Fatalf("snapshot = %+v", sn)
+		}
+		ok(e.s.Apply(ctx, f, "g", storage.Decision{Version: sn.Group.Version, ClaimID: "c1", Policy: "wait", PolicyVersion: "1",
+			Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "w2"}}}))(t)
+		sn = ok(e.s.Snapshot(ctx, "g"))(t)
+		if len(sn.Active) != 1 || sn.Active[0].ID != "w2" || sn.Active[0].State != storage.StateLaunched || sn.Active[0].Policy != "wait" || len(sn.Waiting) != 2 {
+			t.Fatalf("snapshot after launch = %+v", sn)
+		}
+		if _, err := e.s.Snapshot(ctx, "nope"); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("snapshot(unknown) = %v", err)
+		}
+		if _, err := e.s.Snapshot(ctx, "a{b"); !errors.Is(err, storage.ErrInvalid) {
+			t.Fatalf("snapshot(bad) = %v", err)
+		}
+	})
+}
+
+func TestStore_Apply(t *testing.T) {
+	launch := func(id string) storage.Action { return storage.Action{Kind: storage.ActionLaunch, Run: id} }
+	discard := func(id string) storage.Action {
+		return storage.Action{Kind: storage.ActionDiscard, Run: id, Reason: "d"}
+	}
+	stop := func(id string) storage.Action { return storage.Action{Kind: storage.ActionStop, Run: id, Reason: "s"} }
+	backends(t, func(t *testing.T, e *env) {
+		// Each case gets its own namespace: g has w1..w4 WAITING; w1 LAUNCHED
+		// (claim c0), w2 RUNNING; other group h has run x1.
+		prep := func(t *testing.T) (*env, storage.Fence, int64) {
+			e := e.fresh(t)
+			f := setupGroup(t, e, 4)
+			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "h", ID: "x1"}))(t)
+			v := ok(e.s.GetGroup(ctx, "g"))(t).Version
+			v = ok(e.s.Apply(ctx, f, "g", storage.Decision{Version: v, ClaimID: "c0", Actions: []storage.Action{launch("w1"), launch("w2")}}))(t)
+			if err := e.s.RegisterWorker(ctx, "wk#1", 2, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			ok(e.s.Allocate(ctx, f, "w2"))(t)
+			return e, f, v
+		}
+		for _, tc := range []struct {
+			name    string
+			fence   func(f storage.Fence) storage.Fence
+			version int64 // offset from the current version
+			claim   string
+			acts    []storage.Action
+			want    error
+		}{
+			{name: "fenced-epoch", fence: func(f storage.Fence) storage.Fence { f.Epoch--; return f }, acts: []storage.Action{launch("w3")}, want: storage.ErrFenced},
+			{name: "fenced-holder", fence: func(f storage.Fence) storage.Fence { f.Holder = "X#1#b"; return f }, acts: []storage.Action{launch("w3")}, want: storage.ErrFenced},
+			{name: "duplicate-claim", claim: "c0", acts: []storage.Action{launch("w3")}, want: storage.ErrDuplicate},
+			{name: "duplicate-claim-before-version", claim: "c0", version: -1, acts: []storage.Action{launch("w3")}, want: storage.ErrDuplicate},
+			{name: "stale", version: -1, acts: []storage.Action{launch("w3")}, want: storage.ErrStale},
+			{name: "launch-launched", acts: []storage.Action{launch("w3"), launch("w1")}, want: storage.ErrBadState},
+			{name: "discard-running", acts: []storage.Action{discard("w2")}, want: storage.ErrBadState},
+			{name: "stop-waiting", acts: []storage.Action{stop("w3")}, want: storage.ErrBadState},
+			{name: "unknown-run", acts: []storage.Action{launch("w3"), launch("nope")}, want: storage.ErrNotFound},
+			{name: "other-group", acts: []storage.Action{launch("x1")}, want: storage.ErrNotFound},
+			{name: "two-actions-one-run", acts: []storage.Action{launch("w3"), discard("w3")}, want: storage.ErrInvalid},
+			{name: "unknown-kind", acts: []storage.Action{{Kind: "explode", Run: "w3"}}, want: storage.ErrInvalid},
+			{name: "bad-run-name", acts: []storage.Action{launch("w{3")}, want: storage.ErrInvalid},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				e, f, v := prep(t)
+				if tc.fence != nil {
+					f = tc.fence(f)
+				}
+				claim := tc.claim
+				if claim == "" {
+					claim = "c-" + tc.name
+				}
+				e.unchanged(t, func() {
+					_, err := e.s.Apply(ctx, f, "g", storage.Decision{Version: v + tc.version, ClaimID: claim, Actions: tc.acts})
+					if !errors.Is(err, tc.want) {
+						t.Fatalf("err = %v, want %v", err, tc.want)
+					}
+				})
+			})
+		}
+		t.Run("fenced-lock-moved", func(t *testing.T) {
+			e, f, v := prep(t)
+			e.c.Set(ctx, e.s.Keys().Lock(), "Y#2#c", time.Minute)
+			e.unchanged(t, func() {
+				if _, err := e.s.Apply(ctx, f, "g", storage.Decision{Version: v, ClaimID: "c9", Actions: []storage.Action{launch("w3")}}); !errors.Is(err, storage.ErrFenced) {
+					t.Fatalf("err = %v", err)
+				}
+			})
+		})
+		t.Run("all-kinds", func(t *testing.T) {
+			e, f, v := prep(t)
+			nv := ok(e.s.Apply(ctx, f, "g", storage.Decision{Version: v, ClaimID: "c1", Policy: "priority", PolicyVersion: "3",
+				Actions: []storage.Action{launch("w4"), discard("w3"), stop("w1"), stop("w2")}}))(t)
+			if nv != v+1 {
+				t.Fatalf("version %d, want %d", nv, v+1)
+			}
+			want := map[string]storage.State{"w1": storage.StateStopped, "w2": storage.StateStopping, "w3": storage.StateDiscarded, "w4": storage.StateLaunched}
+			for id, st := range want {
+				r := ok(e.s.GetRun(ctx, id))(t)
+				if r.State != st {
+					t.Errorf("%s = %s, want %s", id, r.State, st)
+				}
+			}
+			if r := ok(e.s.GetRun(ctx, "w4"))(t); r.Policy != "priority" || r.PolicyVersion != "3" || r.LaunchedAt.IsZero() {
+				t.Errorf("w4 = %+v", r)
+			}
+			if r := ok(e.s.GetRun(ctx, "w3"))(t); r.Reason != "d" || r.FinishedAt.IsZero() {
+				t.Errorf("w3 = %+v", r)
+			}
+			if l := ok(e.s.LaunchedRuns(ctx, 10))(t); len(l) != 1 || l[0] != "w4" {
+				t.Errorf("launched = %v", l)
+			}
+			// nothing waiting any more: group clean
+			if d := ok(e.s.DirtyGroups(ctx, 0))(t); strings.Contains(strings.Join(d, ","), "g") && !contains(d, "h") {
+				t.Errorf("dirty = %v", d)
+			}
+			if contains(ok(e.s.DirtyGroups(ctx, 0))(t), "g") {
+				t.Errorf("g still dirty with nothing waiting")
+			}
+		})
+		t.Run("settle", func(t *testing.T) {
+			e, f, v := prep(t)
+			if !contains(ok(e.s.DirtyGroups(ctx, 0))(t), "g") {
+				t.Fatal("g not dirty (it has waiting runs)")
+			}
+			// stale settle: nothing
+			e.unchanged(t, func() {
+				if _, err := e.s.Apply(ctx, f, "g", storage.Decision{Version: v - 1}); !errors.Is(err, storage.ErrStale) {
+					t.Fatalf("stale settle = %v", err)
+				}
+			})
+			if nv := ok(e.s.Apply(ctx, f, "g", storage.Decision{Version: v}))(t); nv != v {
+				t.Fatalf("settle bumped version %d -> %d", v, nv)
+			}
+			if contains(ok(e.s.DirtyGroups(ctx, 0))(t), "g") {
+				t.Fatal("g dirty after settle")
+			}
+			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "w9"}))(t)
+			if !contains(ok(e.s.DirtyGroups(ctx, 0))(t), "g") {
+				t.Fatal("g not dirty after submit")
+			}
+		})
+		t.Run("replay-claim", func(t *testing.T) {
+			e, f, v := prep(t)
+			d := storage.Decision{Version: v, ClaimID: "c7", Actions: []storage.Action{launch("w3")}}
+			ok(e.s.Apply(ctx, f, "g", d))(t)
+			e.unchanged(t, func() {
+				if _, err := e.s.Apply(ctx, f, "g", d); !errors.Is(err, storage.ErrDuplicate) {
+					t.Fatalf("replay = %v", err)
+				}
+			})
+		})
+	})
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestStore_RequestStop(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := setupGroup(t, e, 4)
+		v := ok(e.s.GetGroup(ctx, "g"))(t).Version
+		ok(e.s.Apply(ctx, f, "g", storage.Decision{Version: v, ClaimID: "c", Actions: []storage.Action{{Kind: "launch", Run: "w2"}, {Kind: "launch", Run: "w3"}}}))(t)
+		if err := e.s.RegisterWorker(ctx, "wk", 1, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		ok(e.s.Allocate(ctx, f, "w3"))(t)
+		for _, tc := range []struct {
+			run  string
+			want storage.State
+			err  error
+		}{
+			{"w1", storage.StateDiscarded, nil},
+			{"w2", storage.StateStopped, nil},
+			{"w3", storage.StateStopping, nil},
+			{"w1", "", storage.ErrBadState},
+			{"nope", "", storage.ErrNotFound},
+			{"n p", "", storage.ErrInvalid},
+		} {
+			t.Run(tc.run+"-"+string(tc.want), func(t *testing.T) {
+				r, err := e.s.RequestStop(ctx, tc.run, "user")
+				if !errors.Is(err, tc.err) || (err == nil && r.State != tc.want) {
+					t.Fatalf("RequestStop(%s) = %v %v, want %s %v", tc.run, r.State, err, tc.want, tc.err)
+				}
+			})
+		}
+		if a := ok(e.s.ActiveRunIDs(ctx))(t); len(a) != 1 || a[0] != "w3" {
+			t.Fatalf("active = %v", a)
+		}
+	})
+}

@@ -1,0 +1,114 @@
+package storage
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed scripts/*.lua
+var scriptFS embed.FS
+
+// Every script gets _lib.lua (local helper functions) prepended at embed
+// time. fenced lists the leader-authority scripts: _prelude.lua is prepended
+// to each as well, after the helpers (KEYS[1]=fence, KEYS[2]=lock, ARGV[1]=epoch, ARGV[2]=holder).
+var fenced = map[string]bool{
+	"apply":         true,
+	"allocate":      true,
+	"restore_apply": true,
+	"fail_run":      true,
+	"reap":          true,
+	"tick":          true,
+}
+
+// scriptSrc holds the source of every script as sent to Redis, by name (file
+// name without ".lua"); scripts the loaded-script handles.
+var scriptSrc = map[string]string{}
+
+var scripts = func() map[string]*redis.Script {
+	prelude, err := scriptFS.ReadFile("scripts/_prelude.lua")
+	if err != nil {
+		panic(err)
+	}
+	lib, err := scriptFS.ReadFile("scripts/_lib.lua")
+	if err != nil {
+		panic(err)
+	}
+	ents, err := scriptFS.ReadDir("scripts")
+	if err != nil {
+		panic(err)
+	}
+	m := map[string]*redis.Script{}
+	for _, e := range ents {
+		n := e.Name()
+		if strings.HasPrefix(n, "_") || !strings.HasSuffix(n, ".lua") {
+			continue
+		}
+		b, err := scriptFS.ReadFile("scripts/" + n)
+		if err != nil {
+			panic(err)
+		}
+		name := strings.TrimSuffix(n, ".lua")
+		src := string(b)
+		if fenced[name] {
+			src = string(prelude) + "\n" + src
+		}
+		src = string(lib) + "\n" + src
+		scriptSrc[name] = src
+		m[name] = redis.NewScript(src)
+	}
+	return m
+}()
+
+// ScriptNames lists the embedded scripts (sorted).
+func ScriptNames() []string {
+	var out []string
+	for n := range scripts {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ScriptSource returns the source of a script as sent to Redis (fenced
+// scripts include the prelude), "" if unknown.
+func ScriptSource(name string) string { return scriptSrc[name] }
+
+// Load preloads every script (SCRIPT LOAD). Calling it is optional: run
+// reloads a script on NOSCRIPT by itself.
+func (s *Store) Load(ctx context.Context) error {
+	for _, n := range ScriptNames() {
+		if err := scripts[n].Load(ctx, s.c).Err(); err != nil {
+			return fmt.Errorf("storage: load script %s: %w", n, err)
+		}
+	}
+	return nil
+}
+
+// run executes script name via EVALSHA; on NOSCRIPT (after SCRIPT FLUSH or a
+// Redis restart) it loads the script and retries once. Script error replies
+// are mapped by scriptErr with op as the operation name.
+func (s *Store) run(ctx context.Context, op, name string, keys []string, args ...any) (any, error) {
+	sc := scripts[name]
+	if sc == nil {
+		return nil, fmt.Errorf("storage: %s: no script %q", op, name)
+	}
+	v, err := sc.EvalSha(ctx, s.c, keys, args...).Result()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if lerr := sc.Load(ctx, s.c).Err(); lerr != nil {
+			return nil, fmt.Errorf("storage: %s: reload script %s: %w", op, name, lerr)
+		}
+		v, err = sc.EvalSha(ctx, s.c, keys, args...).Result()
+	}
+	if err == redis.Nil {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, scriptErr(op, err)
+	}
+	return v, nil
+}

@@ -1,0 +1,42 @@
+-- activate_policy: activate a version, or roll back to the previously active one (operator write).
+-- KEYS[1] policy hash, KEYS[2] versions list, KEYS[3] history list,
+-- KEYS[4] activations list (stack of activated versions), KEYS[5] policygen counter
+-- ARGV[1] name, ARGV[2] version (activate) or "" (rollback), ARGV[3] who,
+-- ARGV[4] note, ARGV[5] channel, ARGV[6] op id (random per call)
+-- returns: the active version afterwards
+-- errors (nothing written): WS_NOT_FOUND (policy or version), WS_BAD_STATE
+-- (rollback with no earlier active version)
+-- writes: active, activations (push / pop), policygen INCR, history,
+-- PUBLISH "name version gen".
+-- replay: activating the active version writes nothing; a retried rollback
+-- finds last_op == op and returns the active version.
+local US = string.char(31)
+local p = redis.call('HMGET', KEYS[1], 'kind', 'active', 'last_op')
+if not p[1] then
+  return redis.error_reply('WS_NOT_FOUND policy ' .. ARGV[1] .. ' does not exist')
+end
+if p[3] == ARGV[6] then return tonumber(p[2]) end
+local target, action
+if ARGV[2] ~= '' then
+  target, action = tonumber(ARGV[2]), 'activate'
+  if not target or target < 1 or target > redis.call('LLEN', KEYS[2]) then
+    return redis.error_reply('WS_NOT_FOUND policy ' .. ARGV[1] .. ' has no version ' .. ARGV[2])
+  end
+  if tonumber(p[2]) == target then return target end
+else
+  action = 'rollback'
+  if redis.call('LLEN', KEYS[4]) < 2 then
+    return redis.error_reply('WS_BAD_STATE policy ' .. ARGV[1] .. ' has no earlier active version to roll back to')
+  end
+  target = tonumber(redis.call('LINDEX', KEYS[4], -2))
+end
+if action == 'activate' then
+  redis.call('RPUSH', KEYS[4], target)
+else
+  redis.call('RPOP', KEYS[4])
+end
+redis.call('HSET', KEYS[1], 'active', target, 'last_op', ARGV[6])
+local gen = redis.call('INCR', KEYS[5])
+redis.call('RPUSH', KEYS[3], string.format('%d', now_ms()) .. US .. ARGV[3] .. US .. action .. US .. target .. US .. ARGV[4])
+redis.call('PUBLISH', ARGV[5], ARGV[1] .. ' ' .. target .. ' ' .. gen)
+return target

@@ -1,0 +1,84 @@
+-- apply: apply a policy decision to one group (leader, fenced, version CAS).
+-- KEYS[1] fence, KEYS[2] lock, KEYS[3] group hash, KEYS[4] waiting zset,
+-- KEYS[5] active zset, KEYS[6] dirty set, KEYS[7] launched zset,
+-- KEYS[8..7+n] run hash of action 1..n
+-- ARGV[1] epoch, ARGV[2] holder, ARGV[3] group, ARGV[4] snapshot version,
+-- ARGV[5] claim id, ARGV[6] policy, ARGV[7] policy version,
+-- ARGV[8..] per action: kind ("launch"|"discard"|"stop"), run id, reason
+-- returns: the group's version after the apply
+-- errors (nothing written): WS_FENCED, WS_NOT_FOUND (group; run unknown or of
+-- another group), WS_DUP (claim == group.last_claim), WS_STALE (version),
+-- WS_INVALID (arity, unknown kind, two actions on one run), WS_BAD_STATE
+-- zero actions = settle: SREM dirty (version matched), no bump.
+-- non-empty: version+1, last_claim = claim, SREM dirty, SADD dirty again iff
+-- the group still has WAITING runs.
+local n = #KEYS - 7
+if #ARGV ~= 7 + 3 * n then
+  return redis.error_reply('WS_INVALID apply: ' .. n .. ' run keys for ' .. (#ARGV - 7) .. ' action args')
+end
+local g = redis.call('HMGET', KEYS[3], 'version', 'last_claim')
+if not g[1] then
+  return redis.error_reply('WS_NOT_FOUND group ' .. ARGV[3] .. ' does not exist')
+end
+if ARGV[5] ~= '' and g[2] == ARGV[5] then
+  return redis.error_reply('WS_DUP claim ' .. ARGV[5] .. ' already applied to group ' .. ARGV[3])
+end
+if g[1] ~= ARGV[4] then
+  return redis.error_reply('WS_STALE group ' .. ARGV[3] .. ' is at version ' .. g[1] .. ', decision made at ' .. ARGV[4])
+end
+local seen, acts = {}, {}
+for j = 1, n do
+  local kind, id, reason = ARGV[5 + 3 * j], ARGV[6 + 3 * j], ARGV[7 + 3 * j]
+  if seen[id] then
+    return redis.error_reply('WS_INVALID two actions on run ' .. id)
+  end
+  seen[id] = true
+  local r = redis.call('HMGET', KEYS[7 + j], 'state', 'group')
+  if not r[1] or r[2] ~= ARGV[3] then
+    return redis.error_reply('WS_NOT_FOUND run ' .. id .. ' is not in group ' .. ARGV[3])
+  end
+  local st = r[1]
+  if kind == 'launch' or kind == 'discard' then
+    if st ~= 'WAITING' then
+      return redis.error_reply('WS_BAD_STATE ' .. kind .. ' run ' .. id .. ': run is ' .. st .. ', want WAITING')
+    end
+  elseif kind == 'stop' then
+    if st ~= 'LAUNCHED' and st ~= 'RUNNING' then
+      return redis.error_reply('WS_BAD_STATE stop run ' .. id .. ': run is ' .. st .. ', want LAUNCHED or RUNNING')
+    end
+  else
+    return redis.error_reply('WS_INVALID unknown action kind ' .. kind)
+  end
+  acts[j] = {kind = kind, id = id, reason = reason, st = st, key = KEYS[7 + j]}
+end
+if n == 0 then
+  redis.call('SREM', KEYS[6], ARGV[3])
+  return tonumber(g[1])
+end
+local now = now_ms()
+for _, a in ipairs(acts) do
+  if a.kind == 'launch' then
+    local seq = redis.call('ZSCORE', KEYS[4], a.id)
+    redis.call('HSET', a.key, 'state', 'LAUNCHED', 'launched_at', now, 'policy', ARGV[6],
+      'policy_version', ARGV[7], 'claim', ARGV[5])
+    redis.call('ZREM', KEYS[4], a.id)
+    redis.call('ZADD', KEYS[5], seq, a.id)
+    redis.call('ZADD', KEYS[7], seq, a.id)
+  elseif a.kind == 'discard' then
+    redis.call('HSET', a.key, 'state', 'DISCARDED', 'finished_at', now, 'reason', a.reason)
+    redis.call('ZREM', KEYS[4], a.id)
+  elseif a.st == 'LAUNCHED' then
+    redis.call('HSET', a.key, 'state', 'STOPPED', 'finished_at', now, 'reason', a.reason)
+    redis.call('ZREM', KEYS[5], a.id)
+    redis.call('ZREM', KEYS[7], a.id)
+  else
+    redis.call('HSET', a.key, 'state', 'STOPPING', 'reason', a.reason)
+  end
+end
+local v = redis.call('HINCRBY', KEYS[3], 'version', 1)
+redis.call('HSET', KEYS[3], 'last_claim', ARGV[5])
+redis.call('SREM', KEYS[6], ARGV[3])
+if redis.call('ZCARD', KEYS[4]) > 0 then
+  redis.call('SADD', KEYS[6], ARGV[3])
+end
+return v

@@ -1,0 +1,31 @@
+-- fail_run: the leader fails an active run (leader, fenced).
+-- KEYS[1] fence, KEYS[2] lock, KEYS[3] run hash, KEYS[4] group hash,
+-- KEYS[5] active zset, KEYS[6] launched zset, KEYS[7] restore set,
+-- KEYS[8] slots hash, KEYS[9] free zset, KEYS[10] dirty set
+-- ARGV[1] epoch, ARGV[2] holder, ARGV[3] run id, ARGV[4] reason, ARGV[5] group
+-- returns: 1 (0 = already FAILED, nothing written: replay-safe)
+-- errors (nothing written): WS_FENCED, WS_NOT_FOUND, WS_BAD_STATE (WAITING or final)
+-- writes: FAILED + finished_at + reason, releases the slots still holding
+-- run#token#task, removes from active/launched/restore, group version+1, dirty.
+local r = redis.call('HMGET', KEYS[3], 'state', 'group', 'assign')
+if not r[1] or r[2] ~= ARGV[5] then
+  return redis.error_reply('WS_NOT_FOUND run ' .. ARGV[3] .. ' does not exist')
+end
+if r[1] == 'FAILED' then return 0 end
+if r[1] ~= 'LAUNCHED' and r[1] ~= 'RUNNING' and r[1] ~= 'STOPPING' then
+  return redis.error_reply('WS_BAD_STATE fail run ' .. ARGV[3] .. ': run is ' .. r[1] .. ', want LAUNCHED, RUNNING or STOPPING')
+end
+redis.call('HSET', KEYS[3], 'state', 'FAILED', 'finished_at', now_ms(), 'reason', ARGV[4])
+for _, a in ipairs(parse_assign(r[3])) do
+  local f = a.w .. '#' .. a.i
+  if redis.call('HGET', KEYS[8], f) == ARGV[3] .. '#' .. a.tok .. '#' .. a.task then
+    redis.call('HSET', KEYS[8], f, '')
+    redis.call('ZADD', KEYS[9], 0, f)
+  end
+end
+redis.call('ZREM', KEYS[5], ARGV[3])
+redis.call('ZREM', KEYS[6], ARGV[3])
+redis.call('SREM', KEYS[7], ARGV[3])
+redis.call('HINCRBY', KEYS[4], 'version', 1)
+redis.call('SADD', KEYS[10], ARGV[5])
+return 1

@@ -1,0 +1,20 @@
+-- heartbeat: extend a worker's expiry and return its slots (worker write).
+-- KEYS[1] workers zset, KEYS[2] worker hash, KEYS[3] slots hash
+-- ARGV[1] identity, ARGV[2] ttl_ms
+-- returns: {value of slot 0, ..., slot N-1} ("" free, else "run#token#task")
+-- errors: WS_UNKNOWN_WORKER (never registered or reaped), WS_INVALID
+-- replay: idempotent.
+local ttl = tonumber(ARGV[2])
+if not ttl or ttl < 1 then
+  return redis.error_reply('WS_INVALID worker ' .. ARGV[1] .. ': ttl must be >= 1ms')
+end
+local n = tonumber(redis.call('HGET', KEYS[2], 'slots') or '0')
+if n == 0 then
+  return redis.error_reply('WS_UNKNOWN_WORKER worker ' .. ARGV[1] .. ' is not registered (reaped?)')
+end
+redis.call('ZADD', KEYS[1], now_ms() + ttl, ARGV[1])
+local out = {}
+for i = 0, n - 1 do
+  out[#out + 1] = redis.call('HGET', KEYS[3], ARGV[1] .. '#' .. i) or ''
+end
+return out

@@ -1,0 +1,39 @@
+-- reap: remove heartbeat-expired workers and their slots (leader, fenced).
+-- KEYS[1] fence, KEYS[2] lock, KEYS[3] workers zset, KEYS[4] slots hash,
+-- KEYS[5] free zset, KEYS[6] restore set, KEYS[7..] worker hash of each candidate
+-- ARGV[1] epoch, ARGV[2] holder, ARGV[3..] candidate identities (same order as KEYS[7..])
+-- returns: {{reaped identities}, {affected run ids}}
+-- A candidate that heartbeated since (expiry > now) or is gone is skipped.
+-- writes: deletes the worker's slots (free or not), worker hash, workers
+-- entry; runs that held a slot go into restore.
+-- errors: WS_FENCED, WS_INVALID (arity). replay: idempotent (reaped workers are gone).
+if #KEYS - 6 ~= #ARGV - 2 then
+  return redis.error_reply('WS_INVALID reap: worker keys and identities differ')
+end
+local now = now_ms()
+local reaped, affected, seen = {}, {}, {}
+for j = 3, #ARGV do
+  local w, wk = ARGV[j], KEYS[4 + j]
+  local sc = redis.call('ZSCORE', KEYS[3], w)
+  if sc and tonumber(sc) <= now then
+    local n = tonumber(redis.call('HGET', wk, 'slots') or '0')
+    for i = 0, n - 1 do
+      local f = w .. '#' .. i
+      local v = redis.call('HGET', KEYS[4], f)
+      if v and v ~= '' then
+        local run = string.match(v, '^([^#]+)#')
+        if run and not seen[run] then
+          seen[run] = true
+          affected[#affected + 1] = run
+          redis.call('SADD', KEYS[6], run)
+        end
+      end
+      redis.call('HDEL', KEYS[4], f)
+      redis.call('ZREM', KEYS[5], f)
+    end
+    redis.call('DEL', wk)
+    redis.call('ZREM', KEYS[3], w)
+    reaped[#reaped + 1] = w
+  end
+end
+return {reaped, affected}

@@ -1,0 +1,32 @@
+-- register_worker: register a worker with N slots, or refresh / resize it (worker write).
+-- KEYS[1] workers zset, KEYS[2] worker hash, KEYS[3] slots hash, KEYS[4] free zset
+-- ARGV[1] identity, ARGV[2] slots N (>= 1), ARGV[3] ttl_ms
+-- returns: N
+-- errors: WS_INVALID, WS_BAD_STATE (shrinking would drop an assigned slot; nothing written)
+-- replay: idempotent (same N: only the expiry moves).
+local n, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
+if not n or n < 1 or not ttl or ttl < 1 then
+  return redis.error_reply('WS_INVALID worker ' .. ARGV[1] .. ': slots and ttl must be >= 1')
+end
+local old = tonumber(redis.call('HGET', KEYS[2], 'slots') or '0')
+for i = n, old - 1 do
+  local v = redis.call('HGET', KEYS[3], ARGV[1] .. '#' .. i)
+  if v and v ~= '' then
+    return redis.error_reply('WS_BAD_STATE worker ' .. ARGV[1] .. ': slot ' .. i .. ' is assigned, cannot shrink to ' .. n)
+  end
+end
+local now = now_ms()
+if old == 0 then
+  redis.call('HSET', KEYS[2], 'registered_at', now)
+end
+redis.call('HSET', KEYS[2], 'slots', n)
+for i = old, n - 1 do
+  redis.call('HSET', KEYS[3], ARGV[1] .. '#' .. i, '')
+  redis.call('ZADD', KEYS[4], 0, ARGV[1] .. '#' .. i)
+end
+for i = n, old - 1 do
+  redis.call('HDEL', KEYS[3], ARGV[1] .. '#' .. i)
+  redis.call('ZREM', KEYS[4], ARGV[1] .. '#' .. i)
+end
+redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+return n

@@ -1,0 +1,46 @@
+-- report: the task-0 worker reports a run's outcome (worker write, token-guarded).
+-- KEYS[1] run hash, KEYS[2] slots hash, KEYS[3] free zset, KEYS[4] group hash,
+-- KEYS[5] active zset, KEYS[6] launched zset, KEYS[7] restore set, KEYS[8] dirty set
+-- ARGV[1] worker identity, ARGV[2] run id, ARGV[3] token, ARGV[4] outcome
+-- (SUCCEEDED|FAILED|STOPPED), ARGV[5] reason, ARGV[6] group
+-- returns: 1 (0 = replay of an accepted report, nothing written)
+-- errors (nothing written): WS_NOT_FOUND, WS_INVALID, WS_NOT_OWNER (not the
+-- task-0 worker + token), WS_BAD_STATE (run not RUNNING/STOPPING)
+-- writes: state, finished_at, reason, report_token; releases every slot of
+-- the run whose value is still run#token#task; removes from active/launched/
+-- restore; group version+1, dirty.
+-- replay: a retried report finds report_token == token on the final run and returns 0.
+local o = ARGV[4]
+if o ~= 'SUCCEEDED' and o ~= 'FAILED' and o ~= 'STOPPED' then
+  return redis.error_reply('WS_INVALID outcome ' .. o .. ' (want SUCCEEDED, FAILED or STOPPED)')
+end
+local r = redis.call('HMGET', KEYS[1], 'state', 'group', 'assign', 'report_token')
+if not r[1] or r[2] ~= ARGV[6] then
+  return redis.error_reply('WS_NOT_FOUND run ' .. ARGV[2] .. ' does not exist')
+end
+if r[4] and r[4] == ARGV[3] then return 0 end
+local as = parse_assign(r[3])
+local owner = false
+for _, a in ipairs(as) do
+  if a.task == 0 and a.w == ARGV[1] and a.tok == ARGV[3] then owner = true end
+end
+if not owner then
+  return redis.error_reply('WS_NOT_OWNER worker ' .. ARGV[1] .. ' token ' .. ARGV[3] .. ' does not hold task 0 of run ' .. ARGV[2])
+end
+if r[1] ~= 'RUNNING' and r[1] ~= 'STOPPING' then
+  return redis.error_reply('WS_BAD_STATE report run ' .. ARGV[2] .. ': run is ' .. r[1] .. ', want RUNNING or STOPPING')
+end
+redis.call('HSET', KEYS[1], 'state', o, 'finished_at', now_ms(), 'reason', ARGV[5], 'report_token', ARGV[3])
+for _, a in ipairs(as) do
+  local f = a.w .. '#' .. a.i
+  if redis.call('HGET', KEYS[2], f) == ARGV[2] .. '#' .. a.tok .. '#' .. a.task then
+    redis.call('HSET', KEYS[2], f, '')
+    redis.call('ZADD', KEYS[3], 0, f)
+  end
+end
+redis.call('ZREM', KEYS[5], ARGV[2])
+redis.call('ZREM', KEYS[6], ARGV[2])
+redis.call('SREM', KEYS[7], ARGV[2])
+redis.call('HINCRBY', KEYS[4], 'version', 1)
+redis.call('SADD', KEYS[8], ARGV[6])
+return 1

@@ -1,0 +1,35 @@
+-- request_stop: a client asks to stop a run (unfenced).
+-- KEYS[1] run hash, KEYS[2] group hash, KEYS[3] waiting zset, KEYS[4] active zset,
+-- KEYS[5] launched zset, KEYS[6] dirty set
+-- ARGV[1] run id, ARGV[2] group, ARGV[3] reason
+-- returns: the new state. WAITING -> DISCARDED, LAUNCHED -> STOPPED,
+-- RUNNING -> STOPPING (the worker finishes it), STOPPING -> STOPPING (no write)
+-- errors: WS_NOT_FOUND, WS_BAD_STATE (final)
+-- replay: a retried call on a run it already stopped returns WS_BAD_STATE
+-- (DISCARDED/STOPPED) or STOPPING; the caller re-reads the run.
+local r = redis.call('HMGET', KEYS[1], 'state', 'group')
+if not r[1] or r[2] ~= ARGV[2] then
+  return redis.error_reply('WS_NOT_FOUND run ' .. ARGV[1] .. ' does not exist')
+end
+local st = r[1]
+if st == 'STOPPING' then return st end
+local now = now_ms()
+local new
+if st == 'WAITING' then
+  new = 'DISCARDED'
+  redis.call('HSET', KEYS[1], 'state', new, 'finished_at', now, 'reason', ARGV[3])
+  redis.call('ZREM', KEYS[3], ARGV[1])
+elseif st == 'LAUNCHED' then
+  new = 'STOPPED'
+  redis.call('HSET', KEYS[1], 'state', new, 'finished_at', now, 'reason', ARGV[3])
+  redis.call('ZREM', KEYS[4], ARGV[1])
+  redis.call('ZREM', KEYS[5], ARGV[1])
+elseif st == 'RUNNING' then
+  new = 'STOPPING'
+  redis.call('HSET', KEYS[1], 'state', new, 'reason', ARGV[3])
+else
+  return redis.error_reply('WS_BAD_STATE stop run ' .. ARGV[1] .. ': run is ' .. st)
+end
+redis.call('HINCRBY', KEYS[2], 'version', 1)
+redis.call('SADD', KEYS[6], ARGV[2])
+return new

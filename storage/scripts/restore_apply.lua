@@ -1,0 +1,79 @@
+-- restore_apply: apply a slot-reuse decision for a restored run (leader, fenced).
+-- KEYS[1] fence, KEYS[2] lock, KEYS[3] run hash, KEYS[4] workers zset,
+-- KEYS[5] slots hash, KEYS[6] free zset, KEYS[7] restore set, KEYS[8] tokens counter
+-- ARGV[1] epoch, ARGV[2] holder, ARGV[3] run id, ARGV[4] op id, ARGV[5] number
+-- of reused tasks R, ARGV[6..5+R] reused tasks, ARGV[6+R..] reallocated tasks
+-- returns: flat {worker, index, token, task, ...} (all tasks, after the change)
+-- errors (nothing written): WS_FENCED, WS_NOT_FOUND, WS_BAD_STATE (not
+-- RUNNING/STOPPING), WS_INVALID (tasks not a partition of 0..k-1),
+-- WS_STALE (a reused slot's worker is dead or the slot no longer holds
+-- run#token#task: re-check), WS_NO_SLOTS (realloc needs more free slots;
+-- the retained slots stay with the run)
+-- writes: new slots for reallocated tasks (fresh tokens), releases the old
+-- slot of a reallocated task only if it still holds run#token#task, assign,
+-- restore_op; SREM restore.
+-- replay: a retried call finds restore_op == op and returns the assignments.
+local r = redis.call('HMGET', KEYS[3], 'state', 'slots', 'assign', 'restore_op')
+if not r[1] then
+  return redis.error_reply('WS_NOT_FOUND run ' .. ARGV[3] .. ' does not exist')
+end
+if r[4] == ARGV[4] then
+  return flat_assign(parse_assign(r[3]))
+end
+if r[1] ~= 'RUNNING' and r[1] ~= 'STOPPING' then
+  return redis.error_reply('WS_BAD_STATE restore run ' .. ARGV[3] .. ': run is ' .. r[1] .. ', want RUNNING or STOPPING')
+end
+local k = tonumber(r[2]) or 1
+local nre = tonumber(ARGV[5]) or -1
+local byTask = {}
+for _, a in ipairs(parse_assign(r[3])) do byTask[a.task] = a end
+local seen, reuse, realloc = {}, {}, {}
+for j = 6, #ARGV do
+  local t = tonumber(ARGV[j])
+  if not t or t < 0 or t >= k or seen[t] then
+    return redis.error_reply('WS_INVALID restore run ' .. ARGV[3] .. ': bad or repeated task ' .. ARGV[j])
+  end
+  seen[t] = true
+  if j < 6 + nre then reuse[#reuse + 1] = t else realloc[#realloc + 1] = t end
+end
+if #ARGV - 5 ~= k or nre < 0 or nre > k then
+  return redis.error_reply('WS_INVALID restore run ' .. ARGV[3] .. ': reuse + realloc must cover tasks 0..' .. (k - 1))
+end
+local now = now_ms()
+for _, t in ipairs(reuse) do
+  local a = byTask[t]
+  if not a then
+    return redis.error_reply('WS_STALE restore run ' .. ARGV[3] .. ': task ' .. t .. ' has no recorded slot to reuse')
+  end
+  local sc = redis.call('ZSCORE', KEYS[4], a.w)
+  if not sc or tonumber(sc) <= now then
+    return redis.error_reply('WS_STALE restore run ' .. ARGV[3] .. ': worker ' .. a.w .. ' of task ' .. t .. ' is not alive')
+  end
+  if redis.call('HGET', KEYS[5], a.w .. '#' .. a.i) ~= ARGV[3] .. '#' .. a.tok .. '#' .. t then
+    return redis.error_reply('WS_STALE restore run ' .. ARGV[3] .. ': slot ' .. a.w .. '#' .. a.i .. ' no longer holds task ' .. t)
+  end
+end
+local got = pick_free(KEYS[6], KEYS[4], KEYS[5], #realloc, now)
+if #got < #realloc then
+  return redis.error_reply('WS_NO_SLOTS restore run ' .. ARGV[3] .. ' needs ' .. #realloc .. ' slots, ' .. #got .. ' free on live workers')
+end
+for j, t in ipairs(realloc) do
+  local old = byTask[t]
+  if old then
+    local f = old.w .. '#' .. old.i
+    if redis.call('HGET', KEYS[5], f) == ARGV[3] .. '#' .. old.tok .. '#' .. t then
+      redis.call('HSET', KEYS[5], f, '')
+      redis.call('ZADD', KEYS[6], 0, f)
+    end
+  end
+  local s = got[j]
+  local tok = new_token(KEYS[8], now)
+  redis.call('HSET', KEYS[5], s.f, ARGV[3] .. '#' .. tok .. '#' .. t)
+  redis.call('ZREM', KEYS[6], s.f)
+  byTask[t] = {w = s.w, i = s.i, tok = tok, task = t}
+end
+local as = {}
+for t = 0, k - 1 do as[#as + 1] = byTask[t] end
+redis.call('HSET', KEYS[3], 'assign', join_assign(as), 'restore_op', ARGV[4])
+redis.call('SREM', KEYS[7], ARGV[3])
+return flat_assign(as)

@@ -1,0 +1,33 @@
+-- submit: add a WAITING run to a group (client write, unfenced).
+-- KEYS[1] seq, KEYS[2] groups set, KEYS[3] group hash, KEYS[4] waiting zset,
+-- KEYS[5] dirty set, KEYS[6] run hash, KEYS[7] runs zset
+-- ARGV[1] group, ARGV[2] run id, ARGV[3] slots (>= 1), ARGV[4] priority,
+-- ARGV[5] payload, ARGV[6] duration_ms, ARGV[7] op id (random per call)
+-- returns: {seq, submitted_at_ms, replayed (0|1)}
+-- errors: WS_DUP (run id exists, submitted by another call), WS_INVALID
+-- replay: a retried call (same op id) finds its own run and returns it, replayed = 1.
+local slots = tonumber(ARGV[3])
+if not slots or slots < 1 then
+  return redis.error_reply('WS_INVALID run ' .. ARGV[2] .. ': slots must be >= 1')
+end
+if redis.call('EXISTS', KEYS[6]) == 1 then
+  local r = redis.call('HMGET', KEYS[6], 'op', 'seq', 'submitted_at')
+  if r[1] == ARGV[7] then
+    return {tonumber(r[2]), tonumber(r[3]), 1}
+  end
+  return redis.error_reply('WS_DUP run ' .. ARGV[2] .. ' already exists')
+end
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  redis.call('SADD', KEYS[2], ARGV[1])
+  redis.call('HSET', KEYS[3], 'name', ARGV[1], 'policy', 'wait', 'max_active', 1, 'version', 0)
+end
+local now = now_ms()
+local seq = redis.call('INCR', KEYS[1])
+redis.call('HSET', KEYS[6], 'id', ARGV[2], 'group', ARGV[1], 'seq', seq, 'state', 'WAITING',
+  'slots', slots, 'priority', ARGV[4], 'payload', ARGV[5], 'duration_ms', ARGV[6],
+  'submitted_at', now, 'op', ARGV[7])
+redis.call('ZADD', KEYS[4], seq, ARGV[2])
+redis.call('ZADD', KEYS[7], seq, ARGV[2])
+redis.call('HINCRBY', KEYS[3], 'version', 1)
+redis.call('SADD', KEYS[5], ARGV[1])
+return {seq, now, 0}

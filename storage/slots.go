@@ -1,0 +1,438 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ValidateWorker checks a worker identity. Unlike ValidateName it allows
+// '#' (identity stamps are ADDR#START#RANDOM) and up to 256 bytes; it
+// rejects empty, '{', '}', ',', whitespace and control characters.
+func ValidateWorker(id string) error {
+	if id == "" || len(id) > 256 {
+		return fmt.Errorf("storage: worker identity %q: empty or longer than 256 bytes: %w", id, ErrInvalid)
+	}
+	if strings.ContainsAny(id, "{},") {
+		return fmt.Errorf("storage: worker identity %q contains '{', '}' or ',': %w", id, ErrInvalid)
+	}
+	for _, r := range id {
+		if unicode.IsSpace(r) || unicode.IsControl(r) || r == unicode.ReplacementChar {
+			return fmt.Errorf("storage: worker identity %q contains whitespace or a control character: %w", id, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+func ttlMS(op string, ttl time.Duration) (int64, error) {
+	if ttl < time.Millisecond {
+		return 0, invalid(op, "ttl %v is below 1ms", ttl)
+	}
+	return ttl.Milliseconds(), nil
+}
+
+// RegisterWorker registers identity with slots fixed slots and a heartbeat
+// expiry of now+ttl. Registering again refreshes the expiry; a different
+// slot count grows or shrinks the worker (shrinking past an assigned slot is
+// ErrBadState).
+func (s *Store) RegisterWorker(ctx context.Context, identity string, slots int, ttl time.Duration) error {
+	const op = "register worker"
+	if err := ValidateWorker(identity); err != nil {
+		return err
+	}
+	if slots < 1 {
+		return invalid(op, "worker %s: slots %d, want >= 1", identity, slots)
+	}
+	ms, err := ttlMS(op, ttl)
+	if err != nil {
+		return err
+	}
+	k := s.k
+	_, err = s.run(ctx, op, "register_worker", []string{k.Workers(), k.Worker(identity), k.Slots(), k.Free()}, identity, slots, ms)
+	return err
+}
+
+// SlotState is one slot of a worker. Run "" = free.
+type SlotState struct {
+	Index    int
+	Run      string
+	Token    string
+	Task     int
+	RunState State // state of Run ("" when free or the run is gone)
+}
+
+func parseSlotValue(i int, v string) SlotState {
+	st := SlotState{Index: i}
+	if v == "" {
+		return st
+	}
+	p := strings.Split(v, "#")
+	if len(p) == 3 {
+		st.Run, st.Token = p[0], p[1]
+		st.Task, _ = strconv.Atoi(p[2])
+	}
+	return st
+}
+
+// fillRunStates reads the states of the slots' runs in one pipelined round trip.
+func (s *Store) fillRunStates(ctx context.Context, sl []SlotState) error {
+	idx := map[string][]int{}
+	for i, x := range sl {
+		if x.Run != "" {
+			idx[x.Run] = append(idx[x.Run], i)
+		}
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	cmds := map[string]*redis.StringCmd{}
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for r := range idx {
+			cmds[r] = p.HGet(ctx, s.k.Run(r), "state")
+		}
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return err
+	}
+	for r, c := range cmds {
+		for _, i := range idx[r] {
+			sl[i].RunState = State(c.Val())
+		}
+	}
+	return nil
+}
+
+// Heartbeat extends the worker's expiry to now+ttl and returns its slots
+// with the state of each assigned run (one script + one pipelined read).
+// ErrUnknownWorker when the worker was reaped or never registered.
+func (s *Store) Heartbeat(ctx context.Context, identity string, ttl time.Duration) ([]SlotState, error) {
+	const op = "heartbeat"
+	if err := ValidateWorker(identity); err != nil {
+		return nil, err
+	}
+	ms, err := ttlMS(op, ttl)
+	if err != nil {
+		return nil, err
+	}
+	k := s.k
+	v, err := s.run(ctx, op, "heartbeat", []string{k.Workers(), k.Worker(identity), k.Slots()}, identity, ms)
+	if err != nil {
+		return nil, err
+	}
+	vals := v.([]any)
+	out := make([]SlotState, len(vals))
+	for i, x := range vals {
+		out[i] = parseSlotValue(i, str(x))
+	}
+	if err := s.fillRunStates(ctx, out); err != nil {
+		return nil, fmt.Errorf("storage: %s: run states: %w", op, err)
+	}
+	return out, nil
+}
+
+// Report records the outcome (SUCCEEDED, FAILED or STOPPED) of a run. Only
+// the worker holding task 0 with its token may report (else ErrNotOwner and
+// nothing is written). It releases every slot of the run that still holds
+// run#token#task, bumps the group version and marks it dirty. A retried
+// report (same token) succeeds without writing.
+func (s *Store) Report(ctx context.Context, identity, runID, token string, outcome State, reason string) error {
+	const op = "report"
+	if err := ValidateWorker(identity); err != nil {
+		return err
+	}
+	switch outcome {
+	case StateSucceeded, StateFailed, StateStopped:
+	default:
+		return invalid(op, "run %s: outcome %q, want SUCCEEDED, FAILED or STOPPED", runID, outcome)
+	}
+	if token == "" {
+		return invalid(op, "run %s: empty token", runID)
+	}
+	g, err := s.runGroup(ctx, op, runID)
+	if err != nil {
+		return err
+	}
+	k := s.k
+	_, err = s.run(ctx, op, "report",
+		[]string{k.Run(runID), k.Slots(), k.Free(), k.Group(g), k.Active(g), k.Launched(), k.Restore(), k.Dirty()},
+		identity, runID, token, string(outcome), reason, g)
+	return err
+}
+
+// LaunchedRuns returns up to limit (<= 0: all) LAUNCHED runs waiting for
+// slots, FIFO by seq.
+func (s *Store) LaunchedRuns(ctx context.Context, limit int) ([]string, error) {
+	ids, err := s.c.ZRange(ctx, s.k.Launched(), 0, int64(limit)-1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("storage: launched runs: %w", err)
+	}
+	return ids, nil
+}
+
+// Allocate gives the LAUNCHED run runID all of its k slots on live workers,
+// each with a fresh token, or none (ErrNoSlots, nothing written), and makes
+// it RUNNING. Fenced. A go-redis retry returns the same assignments.
+func (s *Store) Allocate(ctx context.Context, f Fence, runID string) ([]Assignment, error) {
+	const op = "allocate"
+	if err := ValidateName("run", runID); err != nil {
+		return nil, err
+	}
+	k := s.k
+	args := append(f.args(), runID, newID("op-"))
+	v, err := s.run(ctx, op, "allocate",
+		[]string{k.Fence(), k.Lock(), k.Run(runID), k.Workers(), k.Slots(), k.Free(), k.Launched(), k.Tokens()}, args...)
+	if err != nil {
+		return nil, err
+	}
+	return flatAssign(v), nil
+}
+
+// WorkerView is one worker in a SlotsView.
+type WorkerView struct {
+	Identity string
+	Alive    bool      // heartbeat expiry in the future (Redis time)
+	Expires  time.Time // heartbeat expiry
+	Slots    []SlotState
+}
+
+// SlotsView is the slot table of the namespace.
+type SlotsView struct {
+	Workers        []WorkerView // by identity
+	Free, Assigned int          // slots of live workers
+}
+
+// Slots reads every worker and slot (one pipelined round trip + run states).
+func (s *Store) Slots(ctx context.Context) (SlotsView, error) {
+	var (
+		ws    *redis.ZSliceCmd
+		sl    *redis.MapStringStringCmd
+		tnow  *redis.TimeCmd
+		view  SlotsView
+		byW   = map[string]*WorkerView{}
+		slots []SlotState
+		owner []*WorkerView
+	)
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		ws = p.ZRangeWithScores(ctx, s.k.Workers(), 0, -1)
+		sl = p.HGetAll(ctx, s.k.Slots())
+		tnow = p.Time(ctx)
+		return nil
+	})
+	if err != nil {
+		return view, fmt.Errorf("storage: slots: %w", err)
+	}
+	now := tnow.Val()
+	for _, z := range ws.Val() {
+		id := z.Member.(string)
+		exp := time.UnixMilli(int64(z.Score))
+		view.Workers = append(view.Workers, WorkerView{Identity: id, Alive: exp.After(now), Expires: exp})
+	}
+	sort.Slice(view.Workers, func(i, j int) bool { return view.Workers[i].Identity < view.Workers[j].Identity })
+	for i := range view.Workers {
+		byW[view.Workers[i].Identity] = &view.Workers[i]
+	}
+	for field, v := range sl.Val() {
+		j := strings.LastIndexByte(field, '#')
+		if j < 0 {
+			continue
+		}
+		w := byW[field[:j]]
+		if w == nil {
+			continue
+		}
+		idx, _ := strconv.Atoi(field[j+1:])
+		slots = append(slots, parseSlotValue(idx, v))
+		owner = append(owner, w)
+	}
+	if err := s.fillRunStates(ctx, slots); err != nil {
+		return view, fmt.Errorf("storage: slots: run states: %w", err)
+	}
+	for i, st := range slots {
+		w := owner[i]
+		w.Slots = append(w.Slots, st)
+		if w.Alive {
+			if st.Run == "" {
+				view.Free++
+			} else {
+				view.Assigned++
+			}
+		}
+	}
+	for i := range view.Workers {
+		w := &view.Workers[i]
+		sort.Slice(w.Slots, func(a, b int) bool { return w.Slots[a].Index < w.Slots[b].Index })
+	}
+	return view, nil
+}
+
+// ReapDeadWorkers removes heartbeat-expired workers and all their slots and
+// records the runs that held one of them in the restore set. Fenced.
+// Returns the reaped identities and the affected run ids.
+func (s *Store) ReapDeadWorkers(ctx context.Context, f Fence) (reaped []string, affected []string, err error) {
+	const op = "reap"
+	k := s.k
+	v, err := s.run(ctx, op, "expired_workers", []string{k.Workers()}, 100)
+	if err != nil {
+		return nil, nil, err
+	}
+	cands := toStrings(v)
+	if len(cands) == 0 {
+		// still check the fence so a deposed leader learns it
+		return nil, nil, s.CheckFence(ctx, f)
+	}
+	keys := []string{k.Fence(), k.Lock(), k.Workers(), k.Slots(), k.Free(), k.Restore()}
+	args := f.args()
+	for _, w := range cands {
+		keys = append(keys, k.Worker(w))
+		args = append(args, w)
+	}
+	v, err = s.run(ctx, op, "reap", keys, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	a := v.([]any)
+	return toStrings(a[0]), toStrings(a[1]), nil
+}
+
+func toStrings(v any) []string {
+	a, _ := v.([]any)
+	out := make([]string, 0, len(a))
+	for _, x := range a {
+		out = append(out, str(x))
+	}
+	return out
+}
+
+// ActiveRunIDs returns every LAUNCHED/RUNNING/STOPPING run id, by seq
+// (what a new leader restores).
+func (s *Store) ActiveRunIDs(ctx context.Context) ([]string, error) {
+	groups, err := s.c.SMembers(ctx, s.k.Groups()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("storage: active runs: %w", err)
+	}
+	cmds := make([]*redis.ZSliceCmd, len(groups))
+	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, g := range groups {
+			cmds[i] = p.ZRangeWithScores(ctx, s.k.Active(g), 0, -1)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: active runs: %w", err)
+	}
+	var all []redis.Z
+	for _, c := range cmds {
+		all = append(all, c.Val()...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Score < all[j].Score })
+	out := make([]string, len(all))
+	for i, z := range all {
+		out[i] = z.Member.(string)
+	}
+	return out, nil
+}
+
+// RestoreQueue returns up to limit (<= 0: all) members of the restore set, sorted.
+func (s *Store) RestoreQueue(ctx context.Context, limit int) ([]string, error) {
+	ids, err := s.c.SMembers(ctx, s.k.Restore()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("storage: restore queue: %w", err)
+	}
+	sort.Strings(ids)
+	if limit > 0 && len(ids) > limit {
+		ids = ids[:limit]
+	}
+	return ids, nil
+}
+
+// CheckedSlot is a recorded slot of a run with its verification.
+type CheckedSlot struct {
+	Assignment
+	Alive bool // the worker's heartbeat has not expired
+	Held  bool // the slot still holds run#token#task
+}
+
+// RestoreCheck is the input of a slot-reuse decision.
+type RestoreCheck struct {
+	Run   Run
+	Slots []CheckedSlot // by task
+}
+
+// RestoreCheck verifies, inside one script, each recorded slot of runID.
+func (s *Store) RestoreCheck(ctx context.Context, runID string) (RestoreCheck, error) {
+	const op = "restore check"
+	if err := ValidateName("run", runID); err != nil {
+		return RestoreCheck{}, err
+	}
+	k := s.k
+	args := append([]any{runID}, runFieldArgs()...)
+	v, err := s.run(ctx, op, "restore_check", []string{k.Run(runID), k.Workers(), k.Slots()}, args...)
+	if err != nil {
+		return RestoreCheck{}, err
+	}
+	a := v.([]any)
+	r, _ := parseRun(a[0].([]any))
+	rc := RestoreCheck{Run: r}
+	sl := a[1].([]any)
+	for i := 0; i+5 < len(sl); i += 6 {
+		idx, _ := strconv.Atoi(str(sl[i+1]))
+		task, _ := strconv.Atoi(str(sl[i+3]))
+		rc.Slots = append(rc.Slots, CheckedSlot{
+			Assignment: Assignment{Worker: str(sl[i]), Slot: idx, Token: str(sl[i+2]), Task: task},
+			Alive:      toInt64(sl[i+4]) == 1, Held: toInt64(sl[i+5]) == 1,
+		})
+	}
+	sort.Slice(rc.Slots, func(i, j int) bool { return rc.Slots[i].Task < rc.Slots[j].Task })
+	return rc, nil
+}
+
+// RestoreApply applies a slot-reuse decision for a RUNNING/STOPPING run:
+// reuseTasks keep their slot (re-verified in the script: worker alive and
+// slot still holding run#token#task, else ErrStale), reallocTasks get new
+// slots all-or-nothing (ErrNoSlots: nothing written, retained slots stay).
+// The two lists must partition 0..k-1 (ErrInvalid). The old slot of a
+// reallocated task is released only if it still holds run#token#task. On
+// success the run leaves the restore set. Fenced. Returns all assignments.
+func (s *Store) RestoreApply(ctx context.Context, f Fence, runID string, reuseTasks, reallocTasks []int) ([]Assignment, error) {
+	const op = "restore apply"
+	if err := ValidateName("run", runID); err != nil {
+		return nil, err
+	}
+	k := s.k
+	args := append(f.args(), runID, newID("op-"), len(reuseTasks))
+	for _, t := range reuseTasks {
+		args = append(args, t)
+	}
+	for _, t := range reallocTasks {
+		args = append(args, t)
+	}
+	v, err := s.run(ctx, op, "restore_apply",
+		[]string{k.Fence(), k.Lock(), k.Run(runID), k.Workers(), k.Slots(), k.Free(), k.Restore(), k.Tokens()}, args...)
+	if err != nil {
+		return nil, err
+	}
+	return flatAssign(v), nil
+}
+
+// FailRun makes an active run FAILED (reason recorded), releases the slots
+// it still holds and removes it from active/launched/restore. Fenced. An
+// already FAILED run is a no-op; WAITING or other final states ErrBadState.
+func (s *Store) FailRun(ctx context.Context, f Fence, runID, reason string) error {
+	const op = "fail run"
+	g, err := s.runGroup(ctx, op, runID)
+	if err != nil {
+		return err
+	}
+	k := s.k
+	args := append(f.args(), runID, reason, g)
+	_, err = s.run(ctx, op, "fail_run",
+		[]string{k.Fence(), k.Lock(), k.Run(runID), k.Group(g), k.Active(g), k.Launched(), k.Restore(), k.Slots(), k.Free(), k.Dirty()}, args...)
+	return err
+}

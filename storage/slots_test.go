@@ -1,0 +1,232 @@
+package storage_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+func mustNil(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// launched: group g with runs of the given slot counts, all LAUNCHED.
+func launched(t *testing.T, e *env, slots ...int) storage.Fence {
+	t.Helper()
+	f := e.lead(t, "L#1#a")
+	ok(e.s.SetGroup(ctx, "g", "wait", 100))(t)
+	var acts []storage.Action
+	for i, k := range slots {
+		id := "r" + string(rune('a'+i))
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: id, Slots: k}))(t)
+		acts = append(acts, storage.Action{Kind: storage.ActionLaunch, Run: id})
+	}
+	v := ok(e.s.GetGroup(ctx, "g"))(t).Version
+	ok(e.s.Apply(ctx, f, "g", storage.Decision{Version: v, ClaimID: "c", Actions: acts}))(t)
+	return f
+}
+
+func TestStore_Workers(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		id := "10.0.0.1:80#1700000000#ab"
+		if _, err := e.s.Heartbeat(ctx, id, time.Minute); !errors.Is(err, storage.ErrUnknownWorker) {
+			t.Fatalf("heartbeat unknown = %v", err)
+		}
+		mustNil(t, e.s.RegisterWorker(ctx, id, 2, time.Minute))
+		mustNil(t, e.s.RegisterWorker(ctx, id, 3, time.Minute)) // grow
+		st := ok(e.s.Heartbeat(ctx, id, time.Minute))(t)
+		if len(st) != 3 || st[0].Run != "" {
+			t.Fatalf("heartbeat = %+v", st)
+		}
+		for _, tc := range []struct {
+			name  string
+			id    string
+			slots int
+			ttl   time.Duration
+		}{
+			{"negative-slots", "w2", -1, time.Minute}, {"zero-slots", "w2", 0, time.Minute},
+			{"space", "w 2", 1, time.Minute}, {"brace", "w{2", 1, time.Minute}, {"empty", "", 1, time.Minute}, {"ttl", "w2", 1, 0},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				e.unchanged(t, func() {
+					if err := e.s.RegisterWorker(ctx, tc.id, tc.slots, tc.ttl); !errors.Is(err, storage.ErrInvalid) {
+						t.Fatalf("err = %v", err)
+					}
+				})
+			})
+		}
+		v := ok(e.s.Slots(ctx))(t)
+		if len(v.Workers) != 1 || v.Free != 3 || v.Assigned != 0 || !v.Workers[0].Alive || len(v.Workers[0].Slots) != 3 {
+			t.Fatalf("slots view = %+v", v)
+		}
+	})
+}
+
+func TestStore_Allocate(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := launched(t, e, 2, 2, 1)
+		mustNil(t, e.s.RegisterWorker(ctx, "wA", 2, time.Minute))
+		mustNil(t, e.s.RegisterWorker(ctx, "wB", 1, time.Minute))
+		as := ok(e.s.Allocate(ctx, f, "ra"))(t)
+		if len(as) != 2 || as[0].Task != 0 || as[1].Task != 1 || as[0].Token == as[1].Token {
+			t.Fatalf("assignments = %+v", as)
+		}
+		r := ok(e.s.GetRun(ctx, "ra"))(t)
+		if r.State != storage.StateRunning || len(r.Assignments) != 2 || r.StartedAt.IsZero() || r.Assignments[0] != as[0] {
+			t.Fatalf("run = %+v", r)
+		}
+		for _, tc := range []struct {
+			name  string
+			fence storage.Fence
+			run   string
+			want  error
+		}{
+			{"no-slots", f, "rb", storage.ErrNoSlots},
+			{"not-launched", f, "ra", storage.ErrBadState},
+			{"unknown", f, "nope", storage.ErrNotFound},
+			{"fenced", storage.Fence{Epoch: f.Epoch + 1, Holder: f.Holder}, "rc", storage.ErrFenced},
+			{"bad-name", f, "r}", storage.ErrInvalid},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				e.unchanged(t, func() {
+					if _, err := e.s.Allocate(ctx, tc.fence, tc.run); !errors.Is(err, tc.want) {
+						t.Fatalf("err = %v, want %v", err, tc.want)
+					}
+				})
+			})
+		}
+		// heartbeat sees the assignment and the run state
+		st := ok(e.s.Heartbeat(ctx, as[0].Worker, time.Minute))(t)
+		if st[as[0].Slot].Run != "ra" || st[as[0].Slot].RunState != storage.StateRunning || st[as[0].Slot].Token != as[0].Token {
+			t.Fatalf("heartbeat = %+v", st)
+		}
+		// report: wrong token / wrong worker / task-1 holder: ErrNotOwner, nothing written
+		other := as[1]
+		for _, tc := range []struct{ name, w, tok string }{
+			{"stale-token", as[0].Worker, "1-1"}, {"wrong-worker", "wX", as[0].Token}, {"task1", other.Worker, other.Token},
+		} {
+			t.Run("report-"+tc.name, func(t *testing.T) {
+				e.unchanged(t, func() {
+					if err := e.s.Report(ctx, tc.w, "ra", tc.tok, storage.StateSucceeded, ""); !errors.Is(err, storage.ErrNotOwner) {
+						t.Fatalf("err = %v", err)
+					}
+				})
+			})
+		}
+		if err := e.s.Report(ctx, as[0].Worker, "ra", as[0].Token, "RUNNING", ""); !errors.Is(err, storage.ErrInvalid) {
+			t.Fatalf("bad outcome = %v", err)
+		}
+		mustNil(t, e.s.Report(ctx, as[0].Worker, "ra", as[0].Token, storage.StateSucceeded, "ok"))
+		mustNil(t, e.s.Report(ctx, as[0].Worker, "ra", as[0].Token, storage.StateSucceeded, "ok")) // replay
+		if r := ok(e.s.GetRun(ctx, "ra"))(t); r.State != storage.StateSucceeded || r.FinishedAt.IsZero() {
+			t.Fatalf("run = %+v", r)
+		}
+		if v := ok(e.s.Slots(ctx))(t); v.Free != 3 {
+			t.Fatalf("free after report = %d", v.Free)
+		}
+		ok(e.s.Allocate(ctx, f, "rb"))(t)
+		mustNil(t, e.s.FailRun(ctx, f, "rb", "lost"))
+		mustNil(t, e.s.FailRun(ctx, f, "rb", "lost")) // replay
+		if err := e.s.FailRun(ctx, storage.Fence{Epoch: 99, Holder: "x"}, "rc", "x"); !errors.Is(err, storage.ErrFenced) {
+			t.Fatalf("fail fenced = %v", err)
+		}
+		if err := e.s.FailRun(ctx, f, "ra", "x"); !errors.Is(err, storage.ErrBadState) {
+			t.Fatalf("fail final = %v", err)
+		}
+		if v := ok(e.s.Slots(ctx))(t); v.Free != 3 {
+			t.Fatalf("free after fail = %d", v.Free)
+		}
+	})
+}
+
+func TestStore_Restore(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := launched(t, e, 3)
+		mustNil(t, e.s.RegisterWorker(ctx, "wA", 2, time.Minute))
+		mustNil(t, e.s.RegisterWorker(ctx, "wDead", 1, 300*time.Millisecond))
+		// fill wA first (free zset is lexicographic: wA#0, wA#1, wDead#0)
+		as := ok(e.s.Allocate(ctx, f, "ra"))(t)
+		if len(as) != 3 {
+			t.Fatalf("assign = %+v", as)
+		}
+		deadTask := -1
+		for _, a := range as {
+			if a.Worker == "wDead" {
+				deadTask = a.Task
+			}
+		}
+		time.Sleep(400 * time.Millisecond)
+		// new leader takes over
+		f2 := e.lead(t, "L#2#b")
+		if _, _, err := e.s.ReapDeadWorkers(ctx, f); !errors.Is(err, storage.ErrFenced) {
+			t.Fatalf("reap with old fence = %v", err)
+		}
+		reaped, affected := func() ([]string, []string) {
+			r, a, err := e.s.ReapDeadWorkers(ctx, f2)
+			mustNil(t, err)
+			return r, a
+		}()
+		if len(reaped) != 1 || reaped[0] != "wDead" || len(affected) != 1 || affected[0] != "ra" {
+			t.Fatalf("reap = %v %v", reaped, affected)
+		}
+		if q := ok(e.s.RestoreQueue(ctx, 0))(t); len(q) != 1 || q[0] != "ra" {
+			t.Fatalf("restore queue = %v", q)
+		}
+		if _, err := e.s.Heartbeat(ctx, "wDead", time.Minute); !errors.Is(err, storage.ErrUnknownWorker) {
+			t.Fatalf("heartbeat reaped = %v", err)
+		}
+		rc := ok(e.s.RestoreCheck(ctx, "ra"))(t)
+		var reuse, realloc []int
+		for _, s := range rc.Slots {
+			if s.Alive && s.Held {
+				reuse = append(reuse, s.Task)
+			} else {
+				realloc = append(realloc, s.Task)
+			}
+		}
+		if len(reuse) != 2 || len(realloc) != 1 || realloc[0] != deadTask {
+			t.Fatalf("check = %+v", rc)
+		}
+		for _, tc := range []struct {
+			name           string
+			fence          storage.Fence
+			reuse, realloc []int
+			want           error
+		}{
+			{"fenced", f, reuse, realloc, storage.ErrFenced},
+			{"no-slots", f2, reuse, realloc, storage.ErrNoSlots},
+			{"reuse-dead", f2, []int{0, 1, 2}, nil, storage.ErrStale},
+			{"not-partition", f2, reuse, nil, storage.ErrInvalid},
+			{"repeated", f2, []int{0, 0}, []int{1}, storage.ErrInvalid},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				e.unchanged(t, func() {
+					if _, err := e.s.RestoreApply(ctx, tc.fence, "ra", tc.reuse, tc.realloc); !errors.Is(err, tc.want) {
+						t.Fatalf("err = %v, want %v", err, tc.want)
+					}
+				})
+			})
+		}
+		mustNil(t, e.s.RegisterWorker(ctx, "wC", 1, time.Minute))
+		got := ok(e.s.RestoreApply(ctx, f2, "ra", reuse, realloc))(t)
+		if len(got) != 3 || got[deadTask].Worker != "wC" || got[reuse[0]] != as[reuse[0]] {
+			t.Fatalf("restore = %+v", got)
+		}
+		if q := ok(e.s.RestoreQueue(ctx, 0))(t); len(q) != 0 {
+			t.Fatalf("restore queue after = %v", q)
+		}
+		if v := ok(e.s.Slots(ctx))(t); v.Free != 0 || v.Assigned != 3 {
+			t.Fatalf("slots = %+v", v)
+		}
+		// a slot changed between check and apply: stale
+		e.c.HSet(ctx, e.s.Keys().Slots(), "wA#0", "")
+		if _, err := e.s.RestoreApply(ctx, f2, "ra", []int{0, 1, 2}, nil); !errors.Is(err, storage.ErrStale) {
+			t.Fatalf("changed slot = %v", err)
+		}
+	})
+}

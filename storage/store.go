@@ -1,0 +1,173 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Connect parses a redis:// or rediss:// URL (redis.ParseURL), connects and
+// PINGs. The error names the address. Cluster and Sentinel URLs come later.
+func Connect(ctx context.Context, url string) (redis.UniversalClient, error) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("storage: connect: bad redis URL %q: %v: %w", url, err, ErrInvalid)
+	}
+	c := redis.NewClient(opt)
+	if err := c.Ping(ctx).Err(); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("storage: connect: redis at %s: ping: %w", opt.Addr, err)
+	}
+	return c, nil
+}
+
+// MaxNameLen is the longest accepted name.
+const MaxNameLen = 128
+
+// ValidateName checks a namespace, group, run, worker or policy name: not
+// empty, at most MaxNameLen bytes, no '{', '}', '#', ',', whitespace or
+// control characters. The error (ErrInvalid) names kind and value.
+func ValidateName(kind, s string) error {
+	if s == "" {
+		return fmt.Errorf("storage: %s name is empty: %w", kind, ErrInvalid)
+	}
+	if len(s) > MaxNameLen {
+		return fmt.Errorf("storage: %s name %.20q... is %d bytes, max %d: %w", kind, s, len(s), MaxNameLen, ErrInvalid)
+	}
+	for _, r := range s {
+		switch {
+		case r == '{' || r == '}' || r == '#' || r == ',':
+			return fmt.Errorf("storage: %s name %q contains %q: %w", kind, s, r, ErrInvalid)
+		case unicode.IsSpace(r) || unicode.IsControl(r) || r == unicode.ReplacementChar:
+			return fmt.Errorf("storage: %s name %q contains whitespace or a control character: %w", kind, s, ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// Store is the typed API over one namespace's Redis state. It is safe for
+// concurrent use; every write goes through one Lua script.
+type Store struct {
+	c  redis.UniversalClient
+	ns string
+	k  Keys
+}
+
+// New returns a Store for namespace (validated with ValidateName). It does
+// not talk to Redis; call Load to preload scripts (optional).
+func New(c redis.UniversalClient, namespace string) (*Store, error) {
+	if c == nil {
+		return nil, fmt.Errorf("storage: new: nil client: %w", ErrInvalid)
+	}
+	if err := ValidateName("namespace", namespace); err != nil {
+		return nil, err
+	}
+	return &Store{c: c, ns: namespace, k: NewKeys(namespace)}, nil
+}
+
+// Namespace returns the namespace name.
+func (s *Store) Namespace() string { return s.ns }
+
+// Keys returns the namespace's key builder.
+func (s *Store) Keys() Keys { return s.k }
+
+// Client returns the underlying client.
+func (s *Store) Client() redis.UniversalClient { return s.c }
+
+// Fence is a leader's authority: the epoch it got from BecomeLeader and its
+// holder stamp. Every leader-authority write checks it inside the script.
+type Fence struct {
+	Epoch  int64
+	Holder string
+}
+
+func (f Fence) args() []any { return []any{strconv.FormatInt(f.Epoch, 10), f.Holder} }
+
+// BecomeLeader bumps the namespace epoch and records stamp as holder (and
+// since = Redis TIME), only if the lock key (Keys().Lock()) holds stamp;
+// else ErrNotHolder and nothing is written. Use redislock without Metadata,
+// so the lock value equals the stamp.
+func (s *Store) BecomeLeader(ctx context.Context, stamp string) (int64, error) {
+	if stamp == "" {
+		return 0, invalid("become leader", "empty holder stamp")
+	}
+	v, err := s.run(ctx, "become leader", "become_leader", []string{s.k.Fence(), s.k.Lock()}, stamp)
+	if err != nil {
+		return 0, err
+	}
+	return toInt64(v), nil
+}
+
+// LeaderInfo describes the namespace's leader. Identity is "" when the lock
+// is not held by the fence holder (lock absent, expired or moved); Epoch and
+// Since are the fence's (the last leader's) even then.
+type LeaderInfo struct {
+	Identity string
+	Epoch    int64
+	Since    time.Time
+}
+
+// Leader reads the fence and the lock in one round trip.
+func (s *Store) Leader(ctx context.Context) (LeaderInfo, error) {
+	var (
+		hm  *redis.SliceCmd
+		get *redis.StringCmd
+	)
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		hm = p.HMGet(ctx, s.k.Fence(), "epoch", "holder", "since")
+		get = p.Get(ctx, s.k.Lock())
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return LeaderInfo{}, fmt.Errorf("storage: leader: %w", err)
+	}
+	vals := hm.Val()
+	var li LeaderInfo
+	li.Epoch = toInt64(vals[0])
+	holder, _ := vals[1].(string)
+	li.Since = msTime(toInt64(vals[2]))
+	if lock := get.Val(); holder != "" && lock == holder {
+		li.Identity = holder
+	}
+	return li, nil
+}
+
+// CheckFence is a read-only check of f against the fence and the lock:
+// ErrFenced unless f is the current leader's.
+func (s *Store) CheckFence(ctx context.Context, f Fence) error {
+	li, err := s.Leader(ctx)
+	if err != nil {
+		return err
+	}
+	if li.Identity == "" || li.Identity != f.Holder || li.Epoch != f.Epoch {
+		return fmt.Errorf("storage: check fence: epoch %d holder %s is not the leader (epoch %d, holder %q): %w",
+			f.Epoch, f.Holder, li.Epoch, li.Identity, ErrFenced)
+	}
+	return nil
+}
+
+// toInt64 converts a script / HMGET value to int64 (0 if absent).
+func toInt64(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	case nil:
+		return 0
+	}
+	return 0
+}
+
+// msTime converts unix ms to time.Time (zero for 0).
+func msTime(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
