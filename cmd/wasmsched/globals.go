@@ -23,19 +23,28 @@ const (
 
 // globalFlags returns fresh flag values each call: urfave/cli records
 // "set" state on the flag object, so commands must not share instances.
-func globalFlags() []cli.Flag {
+// Only the app-level copy reads the environment (withEnv): a copy on a
+// command that read it too would look "set" and hide a flag typed before
+// the command name.
+func globalFlags(withEnv bool) []cli.Flag {
+	env := func(name string) []string {
+		if withEnv {
+			return []string{name}
+		}
+		return nil
+	}
 	return []cli.Flag{
 		&cli.StringFlag{
 			Name:    flagRedis,
 			Usage:   "Redis URL (redis://, rediss:// for TLS; user:password@ for auth)",
-			EnvVars: []string{"WASMSCHED_REDIS"},
+			EnvVars: env("WASMSCHED_REDIS"),
 			Value:   defaultRedisURL,
 		},
 		&cli.StringFlag{
 			Name:    flagNamespace,
 			Aliases: []string{"n"},
 			Usage:   "namespace: the unit of atomicity and leadership",
-			EnvVars: []string{"WASMSCHED_NAMESPACE"},
+			EnvVars: env("WASMSCHED_NAMESPACE"),
 			Value:   defaultNamespace,
 		},
 		&cli.StringFlag{
@@ -47,9 +56,9 @@ func globalFlags() []cli.Flag {
 	}
 }
 
-// globalString reads a global flag wherever the user typed it: the nearest
-// context in the lineage that set it wins; otherwise the leaf's value
-// (which carries the env var or default).
+// globalString reads a global flag wherever the user typed it: typed after
+// the command name wins, then typed before it, then the environment (both
+// seen on the app-level flag), then the default.
 func globalString(c *cli.Context, name string) string {
 	for _, ctx := range c.Lineage() {
 		if ctx.Command == nil && ctx.App == nil {

@@ -61,7 +61,7 @@ command name. Exit codes: 0 success, 1 a failed check or a runtime failure, 2 ba
 or bad input (the message names what was wrong).`,
 		Writer:                 stdout,
 		ErrWriter:              stderr,
-		Flags:                  globalFlags(),
+		Flags:                  globalFlags(true),
 		Commands:               withGlobalFlags(commands),
 		EnableBashCompletion:   true,
 		UseShortOptionHandling: false,
@@ -91,7 +91,7 @@ func withGlobalFlags(cmds []*cli.Command) []*cli.Command {
 			}
 		}
 		if !hasFlag(c.Flags, flagRedis) { // idempotent: run may be called again (tests)
-			c.Flags = append(c.Flags, globalFlags()...)
+			c.Flags = append(c.Flags, globalFlags(false)...)
 		}
 	}
 	return cmds

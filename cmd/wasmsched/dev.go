@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/storage"
+	"github.com/wasmsched/wasmsched/storage/embedded"
+)
+
+func init() {
+	commands = append(commands, devCommand())
+}
+
+// devOptions are the parsed flags of `dev`.
+type devOptions struct {
+	Addr         string
+	Slots        int
+	AdminAddr    string
+	LeaseTTL     time.Duration
+	HeartbeatTTL time.Duration
+	LogLevel     string
+}
+
+// Dev defaults: a short lease and heartbeat so a laptop session feels
+// immediate (one process: there is nobody to fail over to anyway).
+const (
+	defaultDevAddr         = "127.0.0.1:6380"
+	defaultDevAdminAddr    = "127.0.0.1:9090"
+	defaultDevLeaseTTL     = time.Second
+	defaultDevHeartbeatTTL = 600 * time.Millisecond
+)
+
+func devCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "dev",
+		Usage: "run everything in one process: embedded store, a host, a simulated worker",
+		Description: `Starts, in one process:
+   - an embedded Redis-compatible store (miniredis) on --addr, running the
+     same Lua scripts as Redis; its state lives in memory and is gone on exit;
+   - a host (the same runtime as "serve": leadership, serial coordinator,
+     slot manager, failover restore) with the built-in policies
+     (wait, discard, priority, reuse);
+   - a local simulated worker with --slots slots (a run "takes" its submitted
+     --duration, then SUCCEEDED; payload "fail" makes it FAILED);
+   - the admin server on --admin-addr (/healthz, /readyz, /metrics).
+
+It prints the --redis URL the other commands use (export WASMSCHED_REDIS=...)
+and a few commands to try. The global --redis flag is ignored (dev is the
+store). Ctrl-C (SIGINT/SIGTERM) stops the worker and the host, releases the
+leader lock and exits 0.
+
+Examples:
+   go run ./cmd/wasmsched dev
+   wasmsched dev --addr 127.0.0.1:0 --slots 8 --admin-addr ""
+   wasmsched -n demo dev --log-level warn`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "addr", Value: defaultDevAddr, Usage: "embedded store listen `ADDR` (127.0.0.1:0 = a free port)"},
+			&cli.IntFlag{Name: "slots", Value: 4, Usage: "slots `N` (>= 1) of the local simulated worker"},
+			&cli.StringFlag{Name: "admin-addr", Value: defaultDevAdminAddr, Usage: "admin HTTP `ADDR` (/healthz, /readyz, /metrics); \"\" disables"},
+			&cli.DurationFlag{Name: "lease-ttl", Value: defaultDevLeaseTTL, Usage: "leader lease TTL `D`"},
+			&cli.DurationFlag{Name: "heartbeat-ttl", Value: defaultDevHeartbeatTTL, Usage: "worker heartbeat TTL `D` (it heartbeats, and picks up work, every D/3)"},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log `LEVEL`: debug, info, warn, error"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 0 {
+				return usageErrorf("dev: unexpected arguments %q", c.Args().Slice())
+			}
+			o := devOptions{
+				Addr:         c.String("addr"),
+				Slots:        c.Int("slots"),
+				AdminAddr:    c.String("admin-addr"),
+				LeaseTTL:     c.Duration("lease-ttl"),
+				HeartbeatTTL: c.Duration("heartbeat-ttl"),
+				LogLevel:     c.String("log-level"),
+			}
+			if err := o.check(); err != nil {
+				return err
+			}
+			ns := globalString(c, flagNamespace)
+			if err := storage.ValidateName("namespace", ns); err != nil {
+				return asUsage(err)
+			}
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(o.LogLevel)); err != nil {
+				return usageErrorf("dev: --log-level %q: want debug, info, warn or error", o.LogLevel)
+			}
+			log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+			return runDev(c.Context, o, ns, c.App.Writer, log)
+		},
+	}
+}
+
+func (o devOptions) check() error {
+	if o.Slots < 1 {
+		return usageErrorf("dev: --slots must be >= 1, got %d", o.Slots)
+	}
+	if o.Addr == "" {
+		return usageErrorf("dev: --addr must not be empty (127.0.0.1:0 picks a free port)")
+	}
+	if o.LeaseTTL < host.MinLeaseTTL {
+		return usageErrorf("dev: --lease-ttl must be >= %v, got %v", host.MinLeaseTTL, o.LeaseTTL)
+	}
+	if o.HeartbeatTTL < 30*time.Millisecond {
+		return usageErrorf("dev: --heartbeat-ttl must be >= 30ms, got %v", o.HeartbeatTTL)
+	}
+	return nil
+}
+
+// runDev runs the embedded store, a host and a simulated worker until ctx
+// ends. The banner (URL and example commands) goes to out.
+func runDev(ctx context.Context, o devOptions, ns string, out io.Writer, log *slog.Logger) error {
+	srv, err := embedded.Start(o.Addr)
+	if err != nil {
+		return asUsage(fmt.Errorf("dev: --addr: %w", err))
+	}
+	defer srv.Close()
+	url := srv.URL()
+
+	rdb, err := storage.Connect(ctx, url)
+	if err != nil {
+		return fmt.Errorf("dev: %w", err)
+	}
+	defer rdb.Close()
+	st, err := storage.New(rdb, ns)
+	if err != nil {
+		return asUsage(err)
+	}
+	// Load the scripts before anything runs (the worker registers at once).
+	if err := st.Load(ctx); err != nil {
+		return fmt.Errorf("dev: %w", err)
+	}
+
+	var admin net.Listener
+	if o.AdminAddr != "" {
+		if admin, err = host.ListenAdmin(o.AdminAddr); err != nil {
+			return asUsage(fmt.Errorf("dev: --admin-addr: %w", err))
+		}
+		defer admin.Close()
+	}
+	h, err := newRuntimeHost(runtimeHostConfig{
+		Store:     st,
+		Advertise: "dev-host",
+		LeaseTTL:  o.LeaseTTL,
+		Logger:    log.With("component", "host"),
+		Admin:     admin,
+	})
+	if err != nil {
+		return err
+	}
+	w := &host.Worker{
+		Store:        st,
+		Advertise:    "dev-worker",
+		Slots:        o.Slots,
+		HeartbeatTTL: o.HeartbeatTTL,
+		Logger:       log.With("component", "worker", "namespace", ns),
+		Registerer:   h.Registry(),
+	}
+	if err := w.Validate(); err != nil {
+		return asUsage(err)
+	}
+
+	printDevBanner(out, url, ns, o, admin)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		defer cancel() // one part failing stops the whole dev process
+		errs[0] = h.Run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		defer cancel()
+		errs[1] = w.Run(ctx)
+	}()
+	wg.Wait()
+	fmt.Fprintln(out, "wasmsched dev: stopped")
+	return errors.Join(errs...)
+}
+
+func printDevBanner(out io.Writer, url, ns string, o devOptions, admin net.Listener) {
+	fmt.Fprintf(out, "wasmsched dev: embedded store at %s (namespace %s; in memory, gone on exit)\n", url, ns)
+	fmt.Fprintf(out, "wasmsched dev: one host (built-in policies wait, discard, priority, reuse) and one simulated worker with %d slots\n", o.Slots)
+	if admin != nil {
+		fmt.Fprintf(out, "wasmsched dev: admin server at http://%s (/healthz, /readyz, /metrics)\n", admin.Addr())
+	}
+	fmt.Fprintf(out, "\nIn another shell:\n\n")
+	fmt.Fprintf(out, "    export WASMSCHED_REDIS=%s\n", url)
+	if ns != defaultNamespace {
+		fmt.Fprintf(out, "    export WASMSCHED_NAMESPACE=%s\n", ns)
+	}
+	fmt.Fprintf(out, "    wasmsched submit demo --duration 2s\n")
+	fmt.Fprintf(out, "    wasmsched group set latest --policy priority\n")
+	fmt.Fprintf(out, "    wasmsched submit latest --duration 10s; wasmsched submit latest --duration 1s\n")
+	fmt.Fprintf(out, "    wasmsched runs\n")
+	fmt.Fprintf(out, "    wasmsched slots\n")
+	fmt.Fprintf(out, "    wasmsched leader\n\n")
+	fmt.Fprintf(out, "Ctrl-C stops it.\n")
+}
