@@ -31,7 +31,7 @@ type adminServer struct {
 
 // AdminHandler returns the admin HTTP handler: /healthz (200 while the
 // process runs), /readyz (200 once scripts are loaded and the elector runs,
-// else 503), /metrics (Prometheus), /leader (this host's view, text).
+// else 503), /metrics (Prometheus), /status (JSON, see Status).
 func (h *Host) AdminHandler() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -45,6 +45,7 @@ func (h *Host) AdminHandler() *http.ServeMux {
 		fmt.Fprintln(w, "ready")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(h.cfg.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /status", h.handleStatus) // status.go
 	return mux
 }
 

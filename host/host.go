@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -161,6 +162,8 @@ type Host struct {
 
 	leaderGauge *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
+
+	rt atomic.Pointer[Runtime] // set by NewRuntime (coordinator.go; served by /status)
 
 	mu      sync.Mutex
 	running bool

@@ -4,3 +4,5 @@
 // plugins/wat-wait directory holds a wait policy written in WAT, the proof
 // that the ABI is language-neutral.
 package plugins
+
+//go:generate wat2wasm wat-wait/wait.wat -o wat-wait/wat-wait.wasm

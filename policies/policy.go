@@ -27,6 +27,7 @@ type Policy struct {
 	compiled wazero.CompiledModule
 
 	sem    chan struct{} // one token per call in flight
+	done   chan struct{} // closed by Close
 	mu     sync.Mutex
 	free   []*instance
 	closed bool
@@ -51,6 +52,7 @@ func (p *Policy) Close(ctx context.Context) error {
 	if already {
 		return nil
 	}
+	close(p.done)
 	for range cap(p.sem) {
 		select {
 		case p.sem <- struct{}{}:
@@ -190,6 +192,8 @@ func (inst *instance) intern(s string) string {
 func (p *Policy) acquire(ctx context.Context) (*instance, error) {
 	select {
 	case p.sem <- struct{}{}:
+	case <-p.done:
+		return nil, fmt.Errorf("%w: %q", ErrClosed, p.name)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

@@ -125,6 +125,7 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Policy, 
 		name:    name,
 		version: hex.EncodeToString(sum[:]),
 		sem:     make(chan struct{}, r.cfg.PoolSize),
+		done:    make(chan struct{}),
 	}
 	compiled, err := r.rt.CompileModule(experimental.WithCompilationWorkers(ctx, 2), wasm)
 	if err != nil {

@@ -147,7 +147,7 @@ func runDev(ctx context.Context, o devOptions, ns string, out io.Writer, log *sl
 		}
 		defer admin.Close()
 	}
-	h, err := newRuntimeHost(runtimeHostConfig{
+	h, closeRT, err := newRuntimeHost(ctx, runtimeHostConfig{
 		Store:     st,
 		Advertise: "dev-host",
 		LeaseTTL:  o.LeaseTTL,
@@ -157,6 +157,7 @@ func runDev(ctx context.Context, o devOptions, ns string, out io.Writer, log *sl
 	if err != nil {
 		return err
 	}
+	defer closeRT()
 	w := &host.Worker{
 		Store:        st,
 		Advertise:    "dev-worker",
@@ -209,4 +210,43 @@ func printDevBanner(out io.Writer, url, ns string, o devOptions, admin net.Liste
 	fmt.Fprintf(out, "    wasmsched slots\n")
 	fmt.Fprintf(out, "    wasmsched leader\n\n")
 	fmt.Fprintf(out, "Ctrl-C stops it.\n")
+}
+
+// runtimeHostConfig is what dev and bench need of a host.
+type runtimeHostConfig struct {
+	Store     *storage.Store
+	Advertise string
+	LeaseTTL  time.Duration
+	Logger    *slog.Logger
+	Admin     net.Listener
+	Runtime   host.RuntimeConfig
+}
+
+// newRuntimeHost builds the same host runtime as `serve` (leadership plus
+// the leader tasks of host.NewRuntime: serial coordinator, slot manager,
+// failover restore, stats) for the in-process hosts of dev and bench. The
+// caller runs the host and then calls the returned close function.
+func newRuntimeHost(ctx context.Context, c runtimeHostConfig) (*host.Host, func(), error) {
+	h, err := host.New(host.Config{
+		Store:     c.Store,
+		Advertise: c.Advertise,
+		LeaseTTL:  c.LeaseTTL,
+		Logger:    c.Logger,
+		Admin:     c.Admin,
+	})
+	if err != nil {
+		return nil, nil, asUsage(err)
+	}
+	rt, err := host.NewRuntime(ctx, h, c.Runtime)
+	if err != nil {
+		return nil, nil, asUsage(err)
+	}
+	closeFn := func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := rt.Close(cctx); err != nil {
+			c.Logger.Warn("closing the policy runtime", "err", err)
+		}
+	}
+	return h, closeFn, nil
 }

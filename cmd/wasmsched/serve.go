@@ -1,16 +1,19 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/policies"
 )
 
 func init() {
@@ -24,6 +27,9 @@ type serveOptions struct {
 	AdminAddr      string
 	UncheckedTicks bool
 	LogLevel       string
+	Coordinators   int
+	PolicyTimeout  time.Duration
+	PolicyMemory   uint64
 }
 
 func serveCommand() *cli.Command {
@@ -34,16 +40,22 @@ func serveCommand() *cli.Command {
 ADDR#START_UNIX_NANO#RANDOM (ADDR from --advertise; a host restarted at the
 same address is a new identity and never adopts its predecessor's lease).
 The leader bumps the namespace's fencing epoch, refreshes the lock every
-TTL/3 and runs the leader tasks (for now: a fenced tick every TTL/3, shown by
-"wasmsched leader"). When a refresh fails, the lease runs out or a write is
+TTL/3 and runs the leader tasks: a fenced tick every TTL/3 (shown by
+"wasmsched leader"), the serial coordinator (--coordinators groups at a time;
+each group's policy runs in a wasm sandbox with --policy-timeout and
+--policy-memory), the slot manager (strict FIFO, all-or-nothing) and the
+failover restore (reuses slots that live workers still hold; reaps dead
+workers). When a refresh fails, the lease runs out or a write is
 fenced, it stops deciding at once, drains its tasks and stands by; standbys
 try to obtain the lock every ~TTL/4.
 
 SIGINT/SIGTERM: stop the leader tasks, release the lock (a standby takes over
 at once, without waiting for the TTL), exit 0.
 
-The admin server (--admin-addr, "" disables) serves /healthz, /readyz and
-/metrics (wasmsched_leader{namespace}, wasmsched_leader_transitions_total).
+The admin server (--admin-addr, "" disables) serves /healthz, /readyz,
+/metrics (wasmsched_leader, wasmsched_decisions_total, wasmsched_slots,
+wasmsched_runs, ...) and /status (JSON: leading, epoch, policies loaded,
+counters, last passes, slots free/assigned).
 Logs (text) go to stderr.
 
 Examples:
@@ -55,6 +67,9 @@ Examples:
 			&cli.DurationFlag{Name: "lease-ttl", Value: host.DefaultLeaseTTL, Usage: fmt.Sprintf("leader lease TTL `D` (>= %v); refresh every D/3", host.MinLeaseTTL)},
 			&cli.StringFlag{Name: "admin-addr", Value: host.DefaultAdminAddr, Usage: "admin HTTP `ADDR` (/healthz, /readyz, /metrics); \"\" disables"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log `LEVEL`: debug, info, warn, error"},
+			&cli.IntFlag{Name: "coordinators", Value: host.DefaultCoordinators, Usage: fmt.Sprintf("groups decided concurrently, `N` in 1..%d", host.MaxCoordinators)},
+			&cli.DurationFlag{Name: "policy-timeout", Value: policies.DefaultCallTimeout, Usage: "deadline `D` of one policy decide call (> 0)"},
+			&cli.StringFlag{Name: "policy-memory", Value: "32MiB", Usage: fmt.Sprintf("memory cap per policy instance, `BYTES` (plain or with KiB/MiB/GiB; >= %dMiB)", policies.MinMemoryLimit>>20)},
 			&cli.BoolFlag{Name: "debug-unchecked-ticks", Hidden: true, Usage: "test hook: the tick task skips the lease check and writes once more with its stale fence after losing leadership"},
 		},
 		Action: func(c *cli.Context) error {
@@ -67,7 +82,14 @@ Examples:
 				AdminAddr:      c.String("admin-addr"),
 				UncheckedTicks: c.Bool("debug-unchecked-ticks"),
 				LogLevel:       c.String("log-level"),
+				Coordinators:   c.Int("coordinators"),
+				PolicyTimeout:  c.Duration("policy-timeout"),
 			}
+			mem, err := parseBytes(c.String("policy-memory"))
+			if err != nil {
+				return usageErrorf("serve: --policy-memory: %v", err)
+			}
+			o.PolicyMemory = mem
 			if err := o.check(); err != nil {
 				return err
 			}
@@ -104,6 +126,15 @@ Examples:
 			if err != nil {
 				return asUsage(err)
 			}
+			rt, err := host.NewRuntime(c.Context, h, o.runtimeConfig())
+			if err != nil {
+				return asUsage(err)
+			}
+			defer func() {
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(c.Context), 5*time.Second)
+				defer cancel()
+				_ = rt.Close(cctx)
+			}()
 			return h.Run(c.Context)
 		},
 	}
@@ -114,10 +145,57 @@ func (o serveOptions) check() error {
 	if o.LeaseTTL < host.MinLeaseTTL {
 		return usageErrorf("serve: --lease-ttl must be >= %v, got %v", host.MinLeaseTTL, o.LeaseTTL)
 	}
+	if o.Coordinators < 1 || o.Coordinators > host.MaxCoordinators {
+		return usageErrorf("serve: --coordinators must be in 1..%d, got %d", host.MaxCoordinators, o.Coordinators)
+	}
+	if o.PolicyTimeout <= 0 {
+		return usageErrorf("serve: --policy-timeout must be > 0, got %v", o.PolicyTimeout)
+	}
+	if err := o.runtimeConfig().Validate(); err != nil {
+		return usageErrorf("serve: --policy-memory/--policy-timeout: %v", err)
+	}
 	if o.Advertise != "" && strings.ContainsAny(o.Advertise, "#{},| \t\r\n") {
 		return usageErrorf("serve: --advertise %q must not contain '#', '{', '}', ',', '|' or whitespace", o.Advertise)
 	}
 	return nil
+}
+
+// runtimeConfig is the leader runtime's configuration from the flags.
+func (o serveOptions) runtimeConfig() host.RuntimeConfig {
+	return host.RuntimeConfig{Coordinators: o.Coordinators, PolicyTimeout: o.PolicyTimeout, PolicyMemory: o.PolicyMemory}
+}
+
+// parseBytes parses a byte count: digits, optionally followed by K/KiB,
+// M/MiB or G/GiB (powers of 1024) or B.
+func parseBytes(s string) (uint64, error) {
+	t := strings.TrimSpace(s)
+	i := 0
+	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return 0, fmt.Errorf("%q: want a byte count like 33554432 or 32MiB", s)
+	}
+	n, err := strconv.ParseUint(t[:i], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q: %v", s, err)
+	}
+	var shift uint
+	switch strings.ToLower(strings.TrimSpace(t[i:])) {
+	case "", "b":
+	case "k", "kb", "kib":
+		shift = 10
+	case "m", "mb", "mib":
+		shift = 20
+	case "g", "gb", "gib":
+		shift = 30
+	default:
+		return 0, fmt.Errorf("%q: unknown unit %q (want B, KiB, MiB or GiB)", s, t[i:])
+	}
+	if n > (^uint64(0))>>shift {
+		return 0, fmt.Errorf("%q: too large", s)
+	}
+	return n << shift, nil
 }
 
 // defaultAdvertise is <hostname>:<admin port>, or <hostname> without an

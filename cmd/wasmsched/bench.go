@@ -1,0 +1,634 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/urfave/cli/v2"
+
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+func init() {
+	commands = append(commands, benchCommand())
+}
+
+// benchOptions are the parsed flags of `bench`.
+type benchOptions struct {
+	Namespace    string // "" = bench-<unix nanos>, deleted afterwards
+	Groups       int
+	Runs         int
+	Workers      int // 0 = use the workers already running in the namespace
+	Slots        int
+	Hosts        int // 0 = use the leader already running in the namespace
+	Duration     time.Duration
+	Clients      int
+	Coordinators int
+	Timeout      time.Duration
+	HeartbeatTTL time.Duration
+	LeaseTTL     time.Duration
+	Keep         bool
+	CPUProfile   string
+	LogLevel     slog.Level
+}
+
+// benchResult is the json of `bench` (durations in milliseconds).
+type benchResult struct {
+	Namespace      string         `json:"namespace"`
+	Groups         int            `json:"groups"`
+	Runs           int            `json:"runs"`
+	Hosts          int            `json:"hosts"`
+	Workers        int            `json:"workers"`
+	SlotsPerWorker int            `json:"slots_per_worker"`
+	RunDurationMS  float64        `json:"run_duration_ms"`
+	Clients        int            `json:"clients"`
+	SubmitSeconds  float64        `json:"submit_seconds"`
+	SubmitsPerSec  float64        `json:"submits_per_sec"`
+	LaunchSeconds  float64        `json:"launch_seconds"`
+	LaunchesPerSec float64        `json:"launches_per_sec"`
+	FinishSeconds  float64        `json:"finish_seconds"`
+	FinishesPerSec float64        `json:"finishes_per_sec"`
+	SubmitToLaunch latencyJSON    `json:"submit_to_launched_ms"`
+	LaunchToRun    latencyJSON    `json:"launched_to_running_ms"`
+	SubmitToRun    latencyJSON    `json:"submit_to_running_ms"`
+	SubmitToFinal  latencyJSON    `json:"submit_to_final_ms"`
+	States         map[string]int `json:"states"`
+	CleanedUp      bool           `json:"cleaned_up"`
+}
+
+type latencyJSON struct {
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "end-to-end load harness: submit zero-duration simulated runs over many groups, measure launches/s and latency",
+		Description: `Starts, in this process, --hosts hosts (the same runtime as "serve") and
+--workers simulated workers with --slots slots each, against --redis; submits
+--runs runs (default 10 per group) spread round-robin over --groups groups
+(policy wait, max_active 1: created by the first submit) from --clients
+concurrent clients, as fast as it can; waits until every run is final; and
+prints:
+
+   submits/s    runs / time to submit them all
+   launches/s   runs / (last run RUNNING - first submit), Redis time
+   finishes/s   runs / (last run final - first submit), Redis time
+   latency      submit -> RUNNING and submit -> final, p50/p90/p99/max,
+                from the runs' own Redis timestamps (ms resolution); it
+                includes the wait behind earlier runs of the same group.
+
+Namespace: by default a fresh one, bench-<unix nanos>, deleted afterwards
+(--keep keeps it; it can then be deleted with
+   redis-cli --scan --pattern 'ws:{NS}:*' | xargs redis-cli unlink).
+With an explicit --namespace the keys are kept. --workers 0 and --hosts 0
+use the workers / leader already running in that namespace (start them with
+"wasmsched worker --simulate" and "wasmsched serve").
+
+Everything is bounded by --timeout (exit 1 with the partial figures).
+--cpuprofile writes a CPU profile of this process (hosts + workers +
+clients) for "go tool pprof".
+
+Examples:
+   wasmsched bench --redis redis://127.0.0.1:6379/0
+   wasmsched bench --groups 1000 --runs 20000 --workers 4 --slots 128 -o json
+   wasmsched -n prod-like bench --workers 0 --hosts 0 --runs 5000`,
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "groups", Value: 1000, Usage: "spread the runs over `N` groups"},
+			&cli.IntFlag{Name: "runs", Usage: "submit `N` runs (default 10 x --groups)"},
+			&cli.IntFlag{Name: "workers", Value: 4, Usage: "in-process simulated workers `W` (0 = use the running ones)"},
+			&cli.IntFlag{Name: "slots", Value: 128, Usage: "slots `S` per in-process worker"},
+			&cli.IntFlag{Name: "hosts", Value: 1, Usage: "in-process hosts `H` (0 = use the running leader)"},
+			&cli.DurationFlag{Name: "duration", Value: 0, Usage: "simulated run duration `D`"},
+			&cli.IntFlag{Name: "clients", Value: 16, Usage: "concurrent submitting clients `C`"},
+			&cli.IntFlag{Name: "coordinators", Usage: "groups decided concurrently by the in-process hosts `N` (0 = the host default)"},
+			&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "give up after `D`"},
+			&cli.DurationFlag{Name: "heartbeat-ttl", Value: 150 * time.Millisecond, Usage: "heartbeat TTL `D` of the in-process workers (they pick up work every D/3)"},
+			&cli.DurationFlag{Name: "lease-ttl", Value: host.DefaultLeaseTTL, Usage: "leader lease TTL `D` of the in-process hosts"},
+			&cli.BoolFlag{Name: "keep", Usage: "keep the generated namespace's keys"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile to `FILE`"},
+			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "log `LEVEL` of the in-process hosts and workers"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 0 {
+				return usageErrorf("bench: unexpected arguments %q", c.Args().Slice())
+			}
+			o := benchOptions{
+				Groups:       c.Int("groups"),
+				Runs:         c.Int("runs"),
+				Workers:      c.Int("workers"),
+				Slots:        c.Int("slots"),
+				Hosts:        c.Int("hosts"),
+				Duration:     c.Duration("duration"),
+				Clients:      c.Int("clients"),
+				Coordinators: c.Int("coordinators"),
+				Timeout:      c.Duration("timeout"),
+				HeartbeatTTL: c.Duration("heartbeat-ttl"),
+				LeaseTTL:     c.Duration("lease-ttl"),
+				Keep:         c.Bool("keep"),
+				CPUProfile:   c.String("cpuprofile"),
+			}
+			if err := o.LogLevel.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+				return usageErrorf("bench: --log-level %q: want debug, info, warn or error", c.String("log-level"))
+			}
+			if globalIsSet(c, flagNamespace) {
+				o.Namespace = globalString(c, flagNamespace)
+			}
+			if err := o.check(); err != nil {
+				return err
+			}
+			if _, err := outputFormat(c); err != nil {
+				return err
+			}
+			log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: o.LogLevel}))
+			res, err := runBench(c.Context, globalString(c, flagRedis), o, c.App.ErrWriter, log)
+			if res != nil {
+				if rerr := render(c, res, func(w io.Writer) { benchTable(w, res) }); rerr != nil && err == nil {
+					err = rerr
+				}
+			}
+			return err
+		},
+	}
+}
+
+// globalIsSet reports whether a global flag was given (on any level of the
+// command line, or by its environment variable).
+func globalIsSet(c *cli.Context, name string) bool {
+	for _, ctx := range c.Lineage() {
+		if ctx.Command == nil && ctx.App == nil {
+			continue
+		}
+		if ctx.IsSet(name) {
+			return true
+		}
+	}
+	return false
+}
+
+func (o *benchOptions) check() error {
+	switch {
+	case o.Groups < 1:
+		return usageErrorf("bench: --groups must be >= 1, got %d", o.Groups)
+	case o.Runs < 0:
+		return usageErrorf("bench: --runs must be >= 0, got %d", o.Runs)
+	case o.Workers < 0:
+		return usageErrorf("bench: --workers must be >= 0, got %d", o.Workers)
+	case o.Slots < 1:
+		return usageErrorf("bench: --slots must be >= 1, got %d", o.Slots)
+	case o.Hosts < 0:
+		return usageErrorf("bench: --hosts must be >= 0, got %d", o.Hosts)
+	case o.Duration < 0:
+		return usageErrorf("bench: --duration must not be negative, got %v", o.Duration)
+	case o.Clients < 1:
+		return usageErrorf("bench: --clients must be >= 1, got %d", o.Clients)
+	case o.Timeout <= 0:
+		return usageErrorf("bench: --timeout must be positive, got %v", o.Timeout)
+	case o.HeartbeatTTL < 30*time.Millisecond:
+		return usageErrorf("bench: --heartbeat-ttl must be >= 30ms, got %v", o.HeartbeatTTL)
+	case o.LeaseTTL < host.MinLeaseTTL:
+		return usageErrorf("bench: --lease-ttl must be >= %v, got %v", host.MinLeaseTTL, o.LeaseTTL)
+	}
+	if o.Runs == 0 {
+		o.Runs = 10 * o.Groups
+	}
+	if o.Namespace != "" {
+		if err := storage.ValidateName("namespace", o.Namespace); err != nil {
+			return asUsage(err)
+		}
+	}
+	return nil
+}
+
+// runBench runs the harness. It returns the (possibly partial) result
+// unless nothing was measured.
+func runBench(ctx context.Context, url string, o benchOptions, errw io.Writer, log *slog.Logger) (*benchResult, error) {
+	generated := o.Namespace == ""
+	if generated {
+		o.Namespace = fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+
+	// Separate clients per role, so the submitters' bursts do not queue
+	// the leader's or the workers' commands behind them in one pool.
+	connect := func() (*storage.Store, func(), error) {
+		rdb, err := storage.Connect(ctx, url)
+		if err != nil {
+			return nil, nil, err
+		}
+		st, err := storage.New(rdb, o.Namespace)
+		if err != nil {
+			rdb.Close()
+			return nil, nil, asUsage(err)
+		}
+		if err := st.Load(ctx); err != nil {
+			rdb.Close()
+			return nil, nil, err
+		}
+		return st, func() { rdb.Close() }, nil
+	}
+	st, closeSt, err := connect()
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	defer closeSt()
+	fmt.Fprintf(errw, "bench: namespace %s on %s\n", o.Namespace, url)
+	cleaned := false
+	if generated && !o.Keep {
+		defer func() {
+			if !cleaned {
+				_, _ = deleteNamespace(context.WithoutCancel(ctx), st)
+			}
+		}()
+	}
+
+	if o.CPUProfile != "" {
+		f, err := os.Create(o.CPUProfile)
+		if err != nil {
+			return nil, asUsage(fmt.Errorf("bench: --cpuprofile: %w", err))
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, fmt.Errorf("bench: --cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	// Start the in-process hosts and workers.
+	runCtx, stopRuntime := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var closers []func() // run after the hosts and workers stopped
+	defer func() {
+		stopRuntime()
+		wg.Wait()
+		for _, f := range slices.Backward(closers) {
+			f()
+		}
+	}()
+	for i := range o.Hosts {
+		hst, closeH, err := connect()
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		closers = append(closers, closeH)
+		h, closeRT, err := newRuntimeHost(ctx, runtimeHostConfig{
+			Store: hst, Advertise: fmt.Sprintf("bench-host-%d", i), LeaseTTL: o.LeaseTTL,
+			Logger:  log.With("component", "host", "host", i),
+			Runtime: host.RuntimeConfig{Coordinators: o.Coordinators},
+		})
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, closeRT)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := h.Run(runCtx); err != nil {
+				log.Error("bench: host stopped", "err", err)
+			}
+		}()
+	}
+	if o.Workers > 0 {
+		wst, closeW, err := connect()
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		closers = append(closers, closeW)
+		for i := range o.Workers {
+			w := &host.Worker{Store: wst, Advertise: fmt.Sprintf("bench-worker-%d", i), Slots: o.Slots,
+				HeartbeatTTL: o.HeartbeatTTL, Logger: log.With("component", "worker", "worker", i)}
+			if err := w.Validate(); err != nil {
+				return nil, asUsage(err)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := w.Run(runCtx); err != nil && runCtx.Err() == nil {
+					log.Error("bench: worker stopped", "err", err)
+				}
+			}()
+		}
+	}
+	if err := benchWaitReady(ctx, st, o); err != nil {
+		return nil, err
+	}
+
+	// Submit.
+	sst, closeS, err := connect()
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	defer closeS()
+	ids := make([]string, o.Runs)
+	var next atomic.Int64
+	var submitErr error
+	var errOnce sync.Once
+	t0 := time.Now()
+	var swg sync.WaitGroup
+	for range o.Clients {
+		swg.Add(1)
+		go func() {
+			defer swg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= o.Runs || ctx.Err() != nil {
+					return
+				}
+				r, err := sst.Submit(ctx, storage.SubmitRequest{
+					Group:    fmt.Sprintf("g%05d", i%o.Groups),
+					ID:       fmt.Sprintf("r%07d", i),
+					Duration: o.Duration,
+				})
+				if err != nil {
+					errOnce.Do(func() { submitErr = err; cancel() })
+					return
+				}
+				ids[i] = r.ID
+			}
+		}()
+	}
+	swg.Wait()
+	submitTook := time.Since(t0)
+	if submitErr != nil {
+		return nil, fmt.Errorf("bench: submit: %w", submitErr)
+	}
+	fmt.Fprintf(errw, "bench: submitted %d runs in %v; waiting for them to finish\n", o.Runs, submitTook.Round(time.Millisecond))
+
+	recs, waitErr := benchWaitFinal(ctx, st, ids, o.Groups, errw)
+	res := benchSummarize(o, recs, submitTook)
+	stopRuntime()
+	wg.Wait()
+	if generated && !o.Keep {
+		if _, err := deleteNamespace(context.WithoutCancel(ctx), st); err != nil {
+			fmt.Fprintf(errw, "bench: cleaning up namespace %s: %v\n", o.Namespace, err)
+		} else {
+			cleaned = true
+		}
+	}
+	res.CleanedUp = cleaned
+	if waitErr != nil {
+		return res, fmt.Errorf("bench: %w (partial figures above)", waitErr)
+	}
+	return res, nil
+}
+
+// benchWaitReady waits for a leader and for the workers' slots.
+func benchWaitReady(ctx context.Context, st *storage.Store, o benchOptions) error {
+	want := o.Workers
+	if want == 0 {
+		want = 1
+	}
+	for {
+		li, err := st.Leader(ctx)
+		if err == nil && li.Identity != "" {
+			sv, err := st.Slots(ctx)
+			alive := 0
+			if err == nil {
+				for _, w := range sv.Workers {
+					if w.Alive {
+						alive++
+					}
+				}
+			}
+			if alive >= want {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("bench: no leader and %d live worker(s) in namespace %s before the timeout", want, o.Namespace)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// benchRec is what bench reads back of a run.
+type benchRec struct {
+	state                                  string
+	submitted, started, finished, launched int64 // unix ms (Redis TIME)
+}
+
+var benchFields = []string{"state", "submitted_at", "launched_at", "started_at", "finished_at"}
+
+// readRuns reads the bench fields of ids, pipelined in chunks.
+func readRuns(ctx context.Context, st *storage.Store, ids []string) ([]benchRec, error) {
+	out := make([]benchRec, len(ids))
+	const chunk = 1000
+	for lo := 0; lo < len(ids); lo += chunk {
+		hi := min(lo+chunk, len(ids))
+		cmds := make([]*redis.SliceCmd, hi-lo)
+		_, err := st.Client().Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i := lo; i < hi; i++ {
+				cmds[i-lo] = p.HMGet(ctx, st.Keys().Run(ids[i]), benchFields...)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		for i, c := range cmds {
+			v := c.Val()
+			ms := func(j int) int64 {
+				s, _ := v[j].(string)
+				n, _ := strconv.ParseInt(s, 10, 64)
+				return n
+			}
+			s, _ := v[0].(string)
+			out[lo+i] = benchRec{state: s, submitted: ms(1), launched: ms(2), started: ms(3), finished: ms(4)}
+		}
+	}
+	return out, nil
+}
+
+// benchWaitFinal waits until every run is final. It polls only the newest
+// run of each group (the policy is wait: a group's runs launch in seq order)
+// until those are final, then reads every run and keeps polling the
+// unfinished ones.
+func benchWaitFinal(ctx context.Context, st *storage.Store, ids []string, groups int, errw io.Writer) ([]benchRec, error) {
+	var last []string
+	for i := max(0, len(ids)-groups); i < len(ids); i++ {
+		last = append(last, ids[i])
+	}
+	report := time.Now()
+	// Poll the newest run of each group until all are final, dropping the
+	// final ones from the poll (polling is load on the Redis being measured).
+	for len(last) > 0 {
+		recs, err := readRuns(ctx, st, last)
+		if err == nil {
+			open := last[:0]
+			for i, r := range recs {
+				if !storage.State(r.state).Final() {
+					open = append(open, last[i])
+				}
+			}
+			last = open
+			if len(last) == 0 {
+				break
+			}
+		}
+		if time.Since(report) > 5*time.Second {
+			report = time.Now()
+			fmt.Fprintf(errw, "bench: %d groups not done yet\n", len(last))
+		}
+		select {
+		case <-ctx.Done():
+			recs, _ := readRuns(context.WithoutCancel(ctx), st, ids)
+			return recs, fmt.Errorf("timed out with %d groups not done", len(last))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	for {
+		recs, err := readRuns(ctx, st, ids)
+		if err == nil {
+			done := 0
+			for _, r := range recs {
+				if storage.State(r.state).Final() {
+					done++
+				}
+			}
+			if done == len(ids) {
+				return recs, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			recs, _ := readRuns(context.WithoutCancel(ctx), st, ids)
+			return recs, errors.New("timed out waiting for the last runs")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func benchSummarize(o benchOptions, recs []benchRec, submitTook time.Duration) *benchResult {
+	res := &benchResult{
+		Namespace: o.Namespace, Groups: o.Groups, Runs: o.Runs, Hosts: o.Hosts, Workers: o.Workers,
+		SlotsPerWorker: o.Slots, RunDurationMS: float64(o.Duration) / 1e6, Clients: o.Clients,
+		SubmitSeconds: submitTook.Seconds(), States: map[string]int{},
+	}
+	if submitTook > 0 {
+		res.SubmitsPerSec = float64(o.Runs) / submitTook.Seconds()
+	}
+	var first, lastStart, lastFinal int64
+	var toRun, toFinal, toLaunch, launchToRun []float64
+	for _, r := range recs {
+		st := r.state
+		if st == "" {
+			st = "MISSING"
+		}
+		res.States[st]++
+		if r.submitted > 0 && (first == 0 || r.submitted < first) {
+			first = r.submitted
+		}
+		if r.launched > 0 {
+			toLaunch = append(toLaunch, float64(r.launched-r.submitted))
+			if r.started > 0 {
+				launchToRun = append(launchToRun, float64(r.started-r.launched))
+			}
+		}
+		if r.started > 0 {
+			lastStart = max(lastStart, r.started)
+			toRun = append(toRun, float64(r.started-r.submitted))
+		}
+		if r.finished > 0 && storage.State(r.state).Final() {
+			lastFinal = max(lastFinal, r.finished)
+			toFinal = append(toFinal, float64(r.finished-r.submitted))
+		}
+	}
+	if lastStart > first {
+		res.LaunchSeconds = float64(lastStart-first) / 1e3
+		res.LaunchesPerSec = float64(len(toRun)) / res.LaunchSeconds
+	}
+	if lastFinal > first {
+		res.FinishSeconds = float64(lastFinal-first) / 1e3
+		res.FinishesPerSec = float64(len(toFinal)) / res.FinishSeconds
+	}
+	res.SubmitToLaunch = percentiles(toLaunch)
+	res.LaunchToRun = percentiles(launchToRun)
+	res.SubmitToRun = percentiles(toRun)
+	res.SubmitToFinal = percentiles(toFinal)
+	return res
+}
+
+func percentiles(v []float64) latencyJSON {
+	if len(v) == 0 {
+		return latencyJSON{}
+	}
+	slices.Sort(v)
+	at := func(p float64) float64 { return v[min(len(v)-1, int(p*float64(len(v))))] }
+	return latencyJSON{P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: v[len(v)-1]}
+}
+
+func benchTable(w io.Writer, r *benchResult) {
+	fmt.Fprintf(w, "namespace\t%s\n", r.Namespace)
+	fmt.Fprintf(w, "setup\t%d runs over %d groups; %d host(s); %d worker(s) x %d slots; run duration %gms; %d clients\n",
+		r.Runs, r.Groups, r.Hosts, r.Workers, r.SlotsPerWorker, r.RunDurationMS, r.Clients)
+	fmt.Fprintf(w, "submits/s\t%.0f\t(%.2fs)\n", r.SubmitsPerSec, r.SubmitSeconds)
+	fmt.Fprintf(w, "launches/s\t%.0f\t(%.2fs from first submit to last RUNNING)\n", r.LaunchesPerSec, r.LaunchSeconds)
+	fmt.Fprintf(w, "finishes/s\t%.0f\t(%.2fs from first submit to last final)\n", r.FinishesPerSec, r.FinishSeconds)
+	fmt.Fprintf(w, "submit->LAUNCHED ms\tp50 %.0f\tp90 %.0f\tp99 %.0f\tmax %.0f\t(coordinator)\n", r.SubmitToLaunch.P50, r.SubmitToLaunch.P90, r.SubmitToLaunch.P99, r.SubmitToLaunch.Max)
+	fmt.Fprintf(w, "LAUNCHED->RUNNING ms\tp50 %.0f\tp90 %.0f\tp99 %.0f\tmax %.0f\t(slot manager)\n", r.LaunchToRun.P50, r.LaunchToRun.P90, r.LaunchToRun.P99, r.LaunchToRun.Max)
+	fmt.Fprintf(w, "submit->RUNNING ms\tp50 %.0f\tp90 %.0f\tp99 %.0f\tmax %.0f\n", r.SubmitToRun.P50, r.SubmitToRun.P90, r.SubmitToRun.P99, r.SubmitToRun.Max)
+	fmt.Fprintf(w, "submit->final ms\tp50 %.0f\tp90 %.0f\tp99 %.0f\tmax %.0f\n", r.SubmitToFinal.P50, r.SubmitToFinal.P90, r.SubmitToFinal.P99, r.SubmitToFinal.Max)
+	states := make([]string, 0, len(r.States))
+	for s := range r.States {
+		states = append(states, s)
+	}
+	slices.Sort(states)
+	for _, s := range states {
+		fmt.Fprintf(w, "state %s\t%d\n", s, r.States[s])
+	}
+	fmt.Fprintf(w, "cleaned up\t%t\n", r.CleanedUp)
+}
+
+// deleteNamespace unlinks every key of st's namespace (ws:{NS}:*) and
+// returns how many it removed.
+func deleteNamespace(ctx context.Context, st *storage.Store) (int, error) {
+	pattern := globEscape(st.Keys().Prefix()) + "*"
+	var cursor uint64
+	n := 0
+	for {
+		keys, cur, err := st.Client().Scan(ctx, cursor, pattern, 1000).Result()
+		if err != nil {
+			return n, err
+		}
+		if len(keys) > 0 {
+			if err := st.Client().Unlink(ctx, keys...).Err(); err != nil {
+				return n, err
+			}
+			n += len(keys)
+		}
+		cursor = cur
+		if cursor == 0 {
+			return n, nil
+		}
+	}
+}
+
+// globEscape escapes the Redis glob metacharacters of s.
+func globEscape(s string) string {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '*', '?', '[', ']', '\\':
+			out = append(out, '\\')
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmsched/wasmsched/storage/redistest"
+)
+
+// TestBenchSmall runs a tiny bench end to end (in-process host and workers
+// against a real redis-server): every run succeeds, the figures are there,
+// and the generated namespace is deleted afterwards.
+func TestBenchSmall(t *testing.T) {
+	srv := redistest.Start(t)
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	resetCommandFlags()
+	code := run(ctx, []string{"wasmsched", "bench", "--redis", srv.URL(), "--groups", "5", "--runs", "40",
+		"--workers", "2", "--slots", "4", "--lease-ttl", "500ms", "--timeout", "50s", "-o", "json"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("bench: exit %d, stderr %s", code, errb.String())
+	}
+	var res benchResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("bench -o json: %v: %q", err, out.String())
+	}
+	if res.States["SUCCEEDED"] != 40 || len(res.States) != 1 {
+		t.Fatalf("bench states %v, want 40 SUCCEEDED", res.States)
+	}
+	if res.LaunchesPerSec <= 0 || res.SubmitToRun.Max < res.SubmitToRun.P50 || !res.CleanedUp {
+		t.Fatalf("bench result %+v: want figures and cleaned_up", res)
+	}
+	if !strings.HasPrefix(res.Namespace, "bench-") {
+		t.Fatalf("namespace %q: want a generated bench-<unix>", res.Namespace)
+	}
+	keys, err := srv.Client(t).Keys(ctx, "ws:{"+res.Namespace+"}:*").Result()
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("keys left in %s: %v %v", res.Namespace, keys, err)
+	}
+}
+
+func TestBenchDevUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "--groups", "0"}, "--groups"},
+		{[]string{"bench", "--clients", "0"}, "--clients"},
+		{[]string{"bench", "--heartbeat-ttl", "1ms"}, "--heartbeat-ttl"},
+		{[]string{"bench", "extra"}, "unexpected arguments"},
+		{[]string{"dev", "--slots", "0"}, "--slots"},
+		{[]string{"dev", "--addr", ""}, "--addr"},
+		{[]string{"dev", "--log-level", "loud"}, "--log-level"},
+	} {
+		var out, errb bytes.Buffer
+		resetCommandFlags()
+		code := run(context.Background(), append([]string{"wasmsched"}, tc.args...), &out, &errb)
+		if code != exitUsage || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 naming %s", tc.args, code, errb.String(), tc.want)
+		}
+	}
+}

@@ -1,0 +1,1229 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/urfave/cli/v2"
+
+	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/policies"
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+func init() {
+	commands = append(commands, withInterspersed(policyCommand()))
+}
+
+func policyCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "policy",
+		Usage: "build, inspect, test, dry-run, push, list, activate and roll back policies",
+		Description: `A policy is a wasm plugin (ABI v1, see abi/ABI.md). Built-in names: wait,
+discard, priority (serial) and reuse (slot-reuse). Where a command takes
+FILE|NAME, an existing file (or a path ending in .wasm) is read from disk;
+otherwise NAME is the active pushed version in the namespace's registry, or
+the embedded built-in of that name (no Redis needed for built-ins when Redis
+is unreachable).
+
+Exit codes: 0 success, 1 a failed check (a failing scenario, an invalid
+dry-run decision) or Redis unreachable, 2 bad usage or bad input.
+
+Examples:
+   wasmsched policy build ./mypolicy -o mypolicy.wasm
+   wasmsched policy test mypolicy.wasm ./scenarios
+   wasmsched policy dry-run --policy mypolicy.wasm --group nightly
+   wasmsched policy push nightly-policy mypolicy.wasm --note "oldest first"
+   wasmsched policy rollback nightly-policy`,
+		Subcommands: []*cli.Command{
+			policyBuildCommand(), policyInspectCommand(), policyTestCommand(), policyDryRunCommand(),
+			policyPushCommand(), policyListCommand(), policyActivateCommand(), policyRollbackCommand(),
+		},
+	}
+}
+
+// quietLogger drops the runtime's own warnings: the CLI reports errors itself.
+var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// newPolicyRuntime returns a runtime for one CLI command (compilation cache
+// in the user cache dir, or none if WASMSCHED_NO_CACHE is set).
+func newPolicyRuntime(ctx context.Context) (*policies.Runtime, error) {
+	cfg := policies.Config{Logger: quietLogger, PoolSize: 1}
+	if os.Getenv("WASMSCHED_NO_CACHE") != "" {
+		cfg.CacheDir = "-"
+	} else if _, err := policies.DefaultCacheDir(); err != nil {
+		cfg.CacheDir = "-"
+	}
+	return policies.NewRuntime(ctx, cfg)
+}
+
+// loadUsage marks load and gate errors (bad plugin bytes) as usage errors.
+func loadUsage(err error) error {
+	for _, s := range []error{policies.ErrNotWasm, policies.ErrABIVersion, policies.ErrMissingExport,
+		policies.ErrKind, policies.ErrInstantiate, policies.ErrConformance} {
+		if errors.Is(err, s) {
+			return asUsage(err)
+		}
+	}
+	return err
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// --- resolving FILE|NAME ---
+
+// resolvedPolicy is a policy's wasm and where it came from.
+type resolvedPolicy struct {
+	Name     string // file path or policy name
+	Source   string // file, builtin, registry
+	Version  int    // registry version (0 otherwise)
+	SHA256   string
+	Wasm     []byte
+	Registry string // note for humans, e.g. "registry v3"
+}
+
+func (r resolvedPolicy) label() string {
+	switch r.Source {
+	case "registry":
+		return fmt.Sprintf("%s v%d", r.Name, r.Version)
+	case "builtin":
+		return r.Name + " (built-in)"
+	}
+	return r.Name
+}
+
+func looksLikeFile(arg string) bool {
+	if strings.HasSuffix(arg, ".wasm") || strings.ContainsRune(arg, os.PathSeparator) {
+		return true
+	}
+	fi, err := os.Stat(arg)
+	return err == nil && !fi.IsDir()
+}
+
+func readWasmFile(path string) (resolvedPolicy, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return resolvedPolicy{}, asUsage(err)
+	}
+	return resolvedPolicy{Name: path, Source: "file", SHA256: sha256Hex(b), Wasm: b}, nil
+}
+
+// resolvePolicy reads a policy given as FILE or NAME. st may be nil (no
+// Redis): then only files and built-ins resolve.
+func resolvePolicy(ctx context.Context, st *storage.Store, arg string) (resolvedPolicy, error) {
+	if looksLikeFile(arg) {
+		return readWasmFile(arg)
+	}
+	if err := storage.ValidateName("policy", arg); err != nil {
+		return resolvedPolicy{}, asUsage(err)
+	}
+	if st != nil {
+		p, err := st.GetPolicy(ctx, arg)
+		switch {
+		case err == nil && p.Active > 0 && p.Active <= len(p.Versions):
+			v := p.Versions[p.Active-1]
+			b, err := st.PolicyBlob(ctx, v.SHA256)
+			if err != nil {
+				return resolvedPolicy{}, err
+			}
+			return resolvedPolicy{Name: arg, Source: "registry", Version: v.Version, SHA256: v.SHA256, Wasm: b}, nil
+		case err != nil && !errors.Is(err, storage.ErrNotFound):
+			return resolvedPolicy{}, err
+		}
+	}
+	if b, ok := policies.Builtin(arg); ok {
+		return resolvedPolicy{Name: arg, Source: "builtin", SHA256: sha256Hex(b), Wasm: b}, nil
+	}
+	if st == nil {
+		return resolvedPolicy{}, usageErrorf("policy %q: no such file and not a built-in (%s); Redis is unreachable, so pushed policies cannot be read",
+			arg, strings.Join(policies.BuiltinNames(), ", "))
+	}
+	return resolvedPolicy{}, usageErrorf("policy %q: no such file, not a built-in (%s) and no active version in namespace %s",
+		arg, strings.Join(policies.BuiltinNames(), ", "), st.Namespace())
+}
+
+// tryStore opens the store, or returns nil (and a note on stderr) when
+// Redis is unreachable; bad flags are still errors.
+func tryStore(c *cli.Context) (*storage.Store, func(), error) {
+	// Probe the address first: go-redis would retry (and log) for seconds.
+	if opt, err := redis.ParseURL(globalString(c, flagRedis)); err == nil {
+		conn, err := net.DialTimeout("tcp", opt.Addr, time.Second)
+		if err != nil {
+			return nil, func() {}, nil
+		}
+		conn.Close()
+	}
+	st, closeFn, err := openStore(c)
+	if err != nil {
+		var u *usageError
+		if errors.As(err, &u) {
+			return nil, nil, err
+		}
+		return nil, func() {}, nil
+	}
+	return st, closeFn, nil
+}
+
+// --- build ---
+
+type buildJSON struct {
+	File       string `json:"file"`
+	Kind       string `json:"kind"`
+	ABIVersion int    `json:"abi_version"`
+	Size       int    `json:"size"`
+	SHA256     string `json:"sha256"`
+}
+
+func policyBuildCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "build",
+		Usage:     "compile a Go policy package to a wasm plugin and check that it loads",
+		ArgsUsage: "DIR",
+		Description: `Runs, in DIR's module, with the environment inherited:
+
+   GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o FILE DIR
+
+then loads the result once with the policy runtime (ABI version, exports,
+kind, _initialize) and prints its kind, ABI version, size and sha256. The
+package must be "package main", import github.com/wasmsched/wasmsched/abi/sdk
+and call sdk.Register from an init function (see docs/plugin-authors.md).
+A compile error exits 2 with the compiler's output.
+
+Examples:
+   wasmsched policy build ./mypolicy -o mypolicy.wasm
+   wasmsched -o json policy build . -o /tmp/p.wasm
+
+Here -o names the output file (as in go build); to get json, put the global
+-o before the command name.`,
+		// -o is the output FILE here, as in go build; build therefore takes
+		// no global flags after the command name (it needs no Redis); give
+		// the output format before it: wasmsched -o json policy build ...
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the plugin to `FILE` (default DIR's base name + .wasm)"},
+			&cli.StringFlag{Name: "go", Value: "go", Usage: "the go `COMMAND` to run"},
+			// Present so withGlobalFlags adds no -o/--output here.
+			&cli.StringFlag{Name: flagRedis, Hidden: true},
+		},
+		Action: func(c *cli.Context) error {
+			if err := exactArgs(c, 1, "DIR"); err != nil {
+				return err
+			}
+			b, err := buildPolicy(c.Context, c.String("go"), c.Args().First(), c.String("out"), c.App.ErrWriter)
+			if err != nil {
+				return err
+			}
+			return render(c, b, func(w io.Writer) {
+				fmt.Fprintf(w, "FILE\t%s\nKIND\t%s\nABI\t%d\nSIZE\t%d\nSHA256\t%s\n", b.File, b.Kind, b.ABIVersion, b.Size, b.SHA256)
+			})
+		},
+	}
+}
+
+func buildPolicy(ctx context.Context, gocmd, dir, out string, stderr io.Writer) (buildJSON, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return buildJSON{}, asUsage(err)
+	}
+	if !fi.IsDir() {
+		return buildJSON{}, usageErrorf("build: %s is not a directory", dir)
+	}
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return buildJSON{}, err
+	}
+	if out == "" {
+		out = filepath.Base(absDir) + ".wasm"
+	}
+	absOut, err := filepath.Abs(out)
+	if err != nil {
+		return buildJSON{}, err
+	}
+	cmd := exec.CommandContext(ctx, gocmd, "build", "-buildmode=c-shared", "-trimpath", "-o", absOut, ".")
+	cmd.Dir = absDir
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Run(); err != nil {
+		return buildJSON{}, usageErrorf("build %s: %v:\n%s", dir, err, strings.TrimSpace(buf.String()))
+	}
+	if buf.Len() > 0 {
+		_, _ = stderr.Write(buf.Bytes())
+	}
+	wasm, err := os.ReadFile(absOut)
+	if err != nil {
+		return buildJSON{}, err
+	}
+	rt, err := newPolicyRuntime(ctx)
+	if err != nil {
+		return buildJSON{}, err
+	}
+	defer rt.Close(context.Background())
+	p, err := rt.Load(ctx, out, wasm)
+	if err != nil {
+		return buildJSON{}, loadUsage(fmt.Errorf("built %s but it is not a valid plugin: %w", out, err))
+	}
+	defer p.Close(context.Background())
+	return buildJSON{File: out, Kind: p.Kind().String(), ABIVersion: abi.Version, Size: len(wasm), SHA256: sha256Hex(wasm)}, nil
+}
+
+// --- inspect ---
+
+type exportJSON struct {
+	Name    string   `json:"name"`
+	Type    string   `json:"type"` // func, memory, global, table
+	Params  []string `json:"params,omitempty"`
+	Results []string `json:"results,omitempty"`
+}
+
+type inspectJSON struct {
+	File       string       `json:"file"`
+	Size       int          `json:"size"`
+	SHA256     string       `json:"sha256"`
+	ABIVersion int          `json:"abi_version"`
+	Kind       string       `json:"kind"`
+	Exports    []exportJSON `json:"exports"`
+	Imports    []string     `json:"imports"`
+}
+
+func policyInspectCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "inspect",
+		Usage:     "show a plugin's ABI version, kind, exports, size and sha256",
+		ArgsUsage: "FILE",
+		Description: `Compiles FILE, lists its exports (with signatures) and imports, then loads it
+with the policy runtime to read its ABI version and kind. A file that is not
+wasm, lacks an ABI export, has a wrong signature, ABI version or kind exits 2
+naming the problem.
+
+Examples:
+   wasmsched policy inspect mypolicy.wasm
+   wasmsched policy inspect mypolicy.wasm -o json`,
+		Action: func(c *cli.Context) error {
+			if err := exactArgs(c, 1, "FILE"); err != nil {
+				return err
+			}
+			r, err := inspectPolicy(c.Context, c.Args().First())
+			if err != nil {
+				return err
+			}
+			return render(c, r, func(w io.Writer) {
+				fmt.Fprintf(w, "FILE\t%s\nSIZE\t%d\nSHA256\t%s\nABI\t%d\nKIND\t%s\n\nEXPORT\tTYPE\tSIGNATURE\n", r.File, r.Size, r.SHA256, r.ABIVersion, r.Kind)
+				for _, e := range r.Exports {
+					sig := "-"
+					if e.Type == "func" {
+						sig = "(" + strings.Join(e.Params, ",") + ") -> (" + strings.Join(e.Results, ",") + ")"
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\n", e.Name, e.Type, sig)
+				}
+				fmt.Fprintf(w, "\nIMPORTS\t%s\n", dash(strings.Join(r.Imports, " ")))
+			})
+		},
+	}
+}
+
+func inspectPolicy(ctx context.Context, path string) (inspectJSON, error) {
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return inspectJSON{}, asUsage(err)
+	}
+	r := inspectJSON{File: path, Size: len(wasm), SHA256: sha256Hex(wasm), Exports: []exportJSON{}, Imports: []string{}}
+	rt, err := newPolicyRuntime(ctx)
+	if err != nil {
+		return r, err
+	}
+	defer rt.Close(context.Background())
+	// Load first: it gives the precise message for non-wasm bytes, wrong
+	// exports, ABI version and kind.
+	p, err := rt.Load(ctx, path, wasm)
+	if err != nil {
+		return r, loadUsage(err)
+	}
+	r.Kind = p.Kind().String()
+	r.ABIVersion = abi.Version
+	_ = p.Close(ctx)
+
+	wr := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	defer wr.Close(context.Background())
+	cm, err := wr.CompileModule(ctx, wasm)
+	if err != nil {
+		return r, usageErrorf("inspect %s: %v", path, err)
+	}
+	types := func(ts []api.ValueType) []string {
+		out := make([]string, len(ts))
+		for i, t := range ts {
+			out[i] = api.ValueTypeName(t)
+		}
+		return out
+	}
+	for name, f := range cm.ExportedFunctions() {
+		r.Exports = append(r.Exports, exportJSON{Name: name, Type: "func", Params: types(f.ParamTypes()), Results: types(f.ResultTypes())})
+	}
+	for name := range cm.ExportedMemories() {
+		r.Exports = append(r.Exports, exportJSON{Name: name, Type: "memory"})
+	}
+	sort.Slice(r.Exports, func(i, j int) bool { return r.Exports[i].Name < r.Exports[j].Name })
+	for _, f := range cm.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		r.Imports = append(r.Imports, mod+"."+name)
+	}
+	sort.Strings(r.Imports)
+	r.Imports = slices.Compact(r.Imports)
+	return r, nil
+}
+
+// --- test ---
+
+type actionJSON struct {
+	Action string `json:"action"`
+	Run    string `json:"run"`
+	Reason string `json:"reason,omitempty"`
+}
+
+type scenarioResultJSON struct {
+	Name   string   `json:"name"`
+	File   string   `json:"file"`
+	Pass   bool     `json:"pass"`
+	Error  string   `json:"error,omitempty"`
+	Diff   []string `json:"diff"`
+	Actual any      `json:"actual"`
+}
+
+type testJSON struct {
+	Policy    string               `json:"policy"`
+	Version   string               `json:"version"`
+	Kind      string               `json:"kind"`
+	Passed    int                  `json:"passed"`
+	Failed    int                  `json:"failed"`
+	Scenarios []scenarioResultJSON `json:"scenarios"`
+}
+
+func policyTestCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "test",
+		Usage:     "run scenario files against a policy",
+		ArgsUsage: "FILE|NAME PATH...",
+		Description: `Runs every scenario of the given files (a directory means all *.json in it)
+against the policy and prints PASS or FAIL per scenario, with a diff of
+expected and actual actions. A file holds one scenario or a list:
+
+   {"name": "launch-oldest",
+    "snapshot": {"max_active": 1, "waiting": [{"id": "r1"}, {"id": "r2"}]},
+    "expect": [{"action": "launch", "run": "r1"}]}
+
+   {"name": "dead-worker",
+    "request": {"run": {"id": "x"}, "slots": [{"worker": "w1", "alive": false, "held": true}]},
+    "expect": {"fail": false, "verdicts": ["reallocate"]}}
+
+Serial actions are compared as a set keyed by run: the order of actions in
+a decision does not matter, each run gets at most one action. Verdicts are
+compared in task order. An invalid decision always fails. Snapshot fields
+follow the ABI (see "JSON form" in docs/plugin-authors.md); omitted states default to WAITING (waiting)
+and RUNNING (active), slots to 1, and seqs are numbered in order when no run
+has one.
+
+Exit 0 when all pass, 1 when any fails, 2 on a malformed scenario file.
+
+Examples:
+   wasmsched policy test mypolicy.wasm ./scenarios
+   wasmsched policy test priority scenarios.json -r '^stop-'`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "run", Aliases: []string{"r"}, Usage: "only scenarios whose name matches `REGEX`"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() < 2 {
+				return usageErrorf("test: want a policy (FILE|NAME) and at least one scenario PATH, got %d argument(s)", c.NArg())
+			}
+			var filter *regexp.Regexp
+			if s := c.String("run"); s != "" {
+				re, err := regexp.Compile(s)
+				if err != nil {
+					return usageErrorf("-r %q: %v", s, err)
+				}
+				filter = re
+			}
+			files, err := scenarioFiles(c.Args().Tail())
+			if err != nil {
+				return asUsage(err)
+			}
+			var scs []scenario
+			for _, f := range files {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					return asUsage(err)
+				}
+				s, err := parseScenarios(f, b)
+				if err != nil {
+					return asUsage(err)
+				}
+				for _, sc := range s {
+					if filter == nil || filter.MatchString(sc.Name) {
+						scs = append(scs, sc)
+					}
+				}
+			}
+			if len(scs) == 0 {
+				return usageErrorf("test: no scenarios to run (files %s, -r %q)", strings.Join(files, ", "), c.String("run"))
+			}
+			pol, closeFn, err := resolveArg(c, c.Args().First())
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			res, err := testPolicy(c.Context, pol, scs)
+			if err != nil {
+				return err
+			}
+			if err := render(c, res, func(w io.Writer) { testTable(w, res) }); err != nil {
+				return err
+			}
+			if res.Failed > 0 {
+				return &checkFailed{msg: fmt.Sprintf("%d of %d scenario(s) failed", res.Failed, res.Failed+res.Passed)}
+			}
+			return nil
+		},
+	}
+}
+
+// resolveArg resolves FILE|NAME, opening the store only for names.
+func resolveArg(c *cli.Context, arg string) (resolvedPolicy, func(), error) {
+	if looksLikeFile(arg) {
+		r, err := readWasmFile(arg)
+		return r, func() {}, err
+	}
+	st, closeFn, err := tryStore(c)
+	if err != nil {
+		return resolvedPolicy{}, nil, err
+	}
+	r, err := resolvePolicy(c.Context, st, arg)
+	if err != nil {
+		closeFn()
+		return r, nil, err
+	}
+	return r, closeFn, nil
+}
+
+func actionsJSON(d abi.SerialDecision) []actionJSON {
+	out := make([]actionJSON, 0, len(d.Actions))
+	for _, a := range d.Actions {
+		out = append(out, actionJSON{Action: a.Kind.String(), Run: a.Run, Reason: a.Reason})
+	}
+	return out
+}
+
+// decisionProblems splits a decide error into validation problems (the
+// decision is returned but invalid) or one call error.
+func decisionProblems(err error) []string {
+	var ve *policies.ValidationError
+	if errors.As(err, &ve) {
+		return append([]string(nil), ve.Problems...)
+	}
+	return []string{err.Error()}
+}
+
+func testPolicy(ctx context.Context, pol resolvedPolicy, scs []scenario) (testJSON, error) {
+	rt, err := newPolicyRuntime(ctx)
+	if err != nil {
+		return testJSON{}, err
+	}
+	defer rt.Close(context.Background())
+	p, err := rt.Load(ctx, pol.Name, pol.Wasm)
+	if err != nil {
+		return testJSON{}, loadUsage(err)
+	}
+	defer p.Close(context.Background())
+	res := testJSON{Policy: pol.label(), Version: pol.SHA256, Kind: p.Kind().String(), Scenarios: []scenarioResultJSON{}}
+	for _, sc := range scs {
+		r := scenarioResultJSON{Name: sc.Name, File: filepath.ToSlash(sc.File), Diff: []string{}}
+		switch {
+		case sc.Snap != nil && p.Kind() != abi.KindSerial, sc.Req != nil && p.Kind() != abi.KindSlotReuse:
+			r.Error = fmt.Sprintf("scenario is for a %s policy, the policy is %s", map[bool]string{true: "serial", false: "slot-reuse"}[sc.Snap != nil], p.Kind())
+		case sc.Snap != nil:
+			d, err := p.DecideSerial(ctx, sc.Snap)
+			r.Actual = actionsJSON(d)
+			if err != nil {
+				r.Error = strings.Join(decisionProblems(err), "; ")
+			}
+			r.Diff = serialDiff(sc.Want, d)
+		default:
+			d, err := p.DecideReuse(ctx, sc.Req)
+			vs := make([]string, 0, len(d.Verdicts))
+			for _, v := range d.Verdicts {
+				vs = append(vs, v.String())
+			}
+			r.Actual = map[string]any{"fail": d.Fail, "reason": d.Reason, "verdicts": vs}
+			if err != nil {
+				r.Error = strings.Join(decisionProblems(err), "; ")
+			}
+			if d.Fail != sc.WantReuse.Fail {
+				r.Diff = append(r.Diff, fmt.Sprintf("- fail %t", sc.WantReuse.Fail), fmt.Sprintf("+ fail %t", d.Fail))
+			}
+			if !d.Fail && !sc.WantReuse.Fail && !slices.Equal(vs, sc.WantReuse.Verdicts) {
+				r.Diff = append(r.Diff, "- verdicts ["+strings.Join(sc.WantReuse.Verdicts, " ")+"]", "+ verdicts ["+strings.Join(vs, " ")+"]")
+			}
+		}
+		r.Pass = r.Error == "" && len(r.Diff) == 0
+		if r.Pass {
+			res.Passed++
+		} else {
+			res.Failed++
+		}
+		res.Scenarios = append(res.Scenarios, r)
+	}
+	return res, nil
+}
+
+// serialDiff compares expected and actual actions as sets keyed by run:
+// "- ACTION RUN" expected but not made, "+ ACTION RUN" made but not expected.
+func serialDiff(want map[string]abi.ActionKind, d abi.SerialDecision) []string {
+	got := map[string]abi.ActionKind{}
+	for _, a := range d.Actions {
+		got[a.Run] = a.Kind
+	}
+	runs := make([]string, 0, len(want)+len(got))
+	for r := range want {
+		runs = append(runs, r)
+	}
+	for r := range got {
+		if _, ok := want[r]; !ok {
+			runs = append(runs, r)
+		}
+	}
+	sort.Strings(runs)
+	diff := []string{}
+	for _, r := range runs {
+		w, wok := want[r]
+		g, gok := got[r]
+		if wok && gok && w == g {
+			continue
+		}
+		if wok {
+			diff = append(diff, fmt.Sprintf("- %s %s", w, r))
+		}
+		if gok {
+			diff = append(diff, fmt.Sprintf("+ %s %s", g, r))
+		}
+	}
+	return diff
+}
+
+func testTable(w io.Writer, res testJSON) {
+	for _, s := range res.Scenarios {
+		status := "PASS"
+		if !s.Pass {
+			status = "FAIL"
+		}
+		fmt.Fprintf(w, "%s\t%s\t(%s)\n", status, s.Name, s.File)
+		if s.Error != "" {
+			fmt.Fprintf(w, "\terror: %s\n", s.Error)
+		}
+		for _, d := range s.Diff {
+			fmt.Fprintf(w, "\t%s\n", d)
+		}
+	}
+	fmt.Fprintf(w, "%s: %d passed, %d failed\n", res.Policy, res.Passed, res.Failed)
+}
+
+// --- dry-run ---
+
+type decisionJSON struct {
+	Policy  string       `json:"policy"`
+	Version string       `json:"version"`
+	Valid   bool         `json:"valid"`
+	Errors  []string     `json:"errors"`
+	Actions []actionJSON `json:"actions"`
+}
+
+type diffJSON struct {
+	Run       string `json:"run"`
+	Active    string `json:"active"`
+	Candidate string `json:"candidate"`
+}
+
+type dryRunJSON struct {
+	decisionJSON
+	Group  string        `json:"group,omitempty"`
+	Active *decisionJSON `json:"active,omitempty"`
+	Diff   []diffJSON    `json:"diff,omitempty"`
+}
+
+func policyDryRunCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "dry-run",
+		Usage: "show what a policy would decide for a snapshot file or a live group, writing nothing",
+		Description: `--policy takes a .wasm file, a built-in name (wait, discard, priority; works
+with no Redis at all) or a pushed name (its active version). The snapshot is
+read from --snapshot FILE (the JSON form in docs/plugin-authors.md; "-" = stdin; a scenario
+file's "snapshot" also works) or from the live --group in Redis (one
+read-only script; nothing is written). With --group the group's active
+policy decides too, and the difference is shown (per run: active's action
+vs the candidate's, "none" for no action).
+
+Prints each action with its reason and the validation verdict. Exit 0 when
+the candidate's decision is valid, 1 when it is invalid (or the policy
+trapped or timed out), 2 on bad input.
+
+Examples:
+   wasmsched policy dry-run --policy priority --snapshot snap.json
+   wasmsched policy dry-run --policy mypolicy.wasm --group nightly -o json`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "policy", Aliases: []string{"p"}, Usage: "the candidate: `FILE|NAME`"},
+			&cli.StringFlag{Name: "snapshot", Aliases: []string{"s"}, Usage: "snapshot JSON `FILE` (- = stdin)"},
+			&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Usage: "read the live group `G` from Redis"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := exactArgs(c, 0, "none; use --policy and --snapshot or --group"); err != nil {
+				return err
+			}
+			polArg, snapFile, group := c.String("policy"), c.String("snapshot"), c.String("group")
+			if polArg == "" {
+				return usageErrorf("dry-run: --policy FILE|NAME is required")
+			}
+			if (snapFile == "") == (group == "") {
+				return usageErrorf("dry-run: give exactly one of --snapshot FILE and --group G")
+			}
+			var snap *abi.SerialSnapshot
+			var st *storage.Store
+			closeFn := func() {}
+			var err error
+			if group != "" {
+				if err := storage.ValidateName("group", group); err != nil {
+					return asUsage(err)
+				}
+				st, closeFn, err = openStore(c)
+				if err != nil {
+					return err
+				}
+			} else {
+				if snap, err = readSnapshotFile(snapFile); err != nil {
+					return asUsage(err)
+				}
+				if !looksLikeFile(polArg) {
+					if st, closeFn, err = tryStore(c); err != nil {
+						return err
+					}
+				}
+			}
+			defer closeFn()
+			res, err := dryRun(c.Context, st, polArg, snap, group)
+			if err != nil {
+				return err
+			}
+			if err := render(c, res, func(w io.Writer) { dryRunTable(w, res) }); err != nil {
+				return err
+			}
+			if !res.Valid {
+				return &checkFailed{msg: fmt.Sprintf("policy %s: invalid decision: %s", res.Policy, strings.Join(res.Errors, "; "))}
+			}
+			return nil
+		},
+	}
+}
+
+func decide(ctx context.Context, rt *policies.Runtime, pol resolvedPolicy, snap *abi.SerialSnapshot) (decisionJSON, error) {
+	out := decisionJSON{Policy: pol.label(), Version: pol.SHA256, Errors: []string{}, Actions: []actionJSON{}}
+	p, err := rt.Load(ctx, pol.Name, pol.Wasm)
+	if err != nil {
+		return out, loadUsage(err)
+	}
+	defer p.Close(context.Background())
+	if p.Kind() != abi.KindSerial {
+		return out, usageErrorf("policy %s is %s; dry-run decides for serial groups (use policy test with a \"request\" scenario for slot-reuse)", pol.label(), p.Kind())
+	}
+	d, err := p.DecideSerial(ctx, snap)
+	if errors.Is(err, policies.ErrInvalidSnapshot) {
+		return out, asUsage(err)
+	}
+	out.Actions = actionsJSON(d)
+	out.Valid = err == nil
+	if err != nil {
+		out.Errors = decisionProblems(err)
+	}
+	return out, nil
+}
+
+func dryRun(ctx context.Context, st *storage.Store, polArg string, snap *abi.SerialSnapshot, group string) (dryRunJSON, error) {
+	var active resolvedPolicy
+	if group != "" {
+		sn, err := st.Snapshot(ctx, group)
+		if errors.Is(err, storage.ErrNotFound) {
+			return dryRunJSON{}, usageErrorf("group %s not found in namespace %s", group, st.Namespace())
+		}
+		if err != nil {
+			return dryRunJSON{}, storeUsage(err)
+		}
+		if sn.Group.Policy == "" {
+			return dryRunJSON{}, usageErrorf("group %s not found in namespace %s", group, st.Namespace())
+		}
+		if snap, err = snapshotFromStore(sn); err != nil {
+			return dryRunJSON{}, err
+		}
+		if active, err = resolvePolicy(ctx, st, sn.Group.Policy); err != nil {
+			return dryRunJSON{}, fmt.Errorf("group %s: active policy: %w", group, err)
+		}
+	}
+	cand, err := resolvePolicy(ctx, st, polArg)
+	if err != nil {
+		return dryRunJSON{}, err
+	}
+	rt, err := newPolicyRuntime(ctx)
+	if err != nil {
+		return dryRunJSON{}, err
+	}
+	defer rt.Close(context.Background())
+	cd, err := decide(ctx, rt, cand, snap)
+	if err != nil {
+		return dryRunJSON{}, err
+	}
+	res := dryRunJSON{decisionJSON: cd, Group: group}
+	if group == "" {
+		return res, nil
+	}
+	ad, err := decide(ctx, rt, active, snap)
+	if err != nil {
+		return dryRunJSON{}, fmt.Errorf("group %s: active policy: %w", group, err)
+	}
+	res.Active = &ad
+	res.Diff = decisionDiff(ad.Actions, cd.Actions)
+	return res, nil
+}
+
+// decisionDiff lists the runs on which two decisions differ, sorted by run.
+func decisionDiff(active, cand []actionJSON) []diffJSON {
+	a, c := map[string]string{}, map[string]string{}
+	for _, x := range active {
+		a[x.Run] = x.Action
+	}
+	for _, x := range cand {
+		c[x.Run] = x.Action
+	}
+	var runs []string
+	for r := range a {
+		runs = append(runs, r)
+	}
+	for r := range c {
+		if _, ok := a[r]; !ok {
+			runs = append(runs, r)
+		}
+	}
+	sort.Strings(runs)
+	out := []diffJSON{}
+	none := func(s string) string {
+		if s == "" {
+			return "none"
+		}
+		return s
+	}
+	for _, r := range runs {
+		if a[r] != c[r] {
+			out = append(out, diffJSON{Run: r, Active: none(a[r]), Candidate: none(c[r])})
+		}
+	}
+	return out
+}
+
+func decisionTable(w io.Writer, title string, d decisionJSON) {
+	verdict := "valid"
+	if !d.Valid {
+		verdict = "INVALID"
+	}
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", title, d.Policy, short12(d.Version), verdict)
+	if len(d.Actions) == 0 {
+		fmt.Fprintln(w, "\t(no actions)")
+	}
+	for _, a := range d.Actions {
+		fmt.Fprintf(w, "\t%s\t%s\t%s\n", a.Action, a.Run, a.Reason)
+	}
+	for _, e := range d.Errors {
+		fmt.Fprintf(w, "\terror:\t%s\n", e)
+	}
+}
+
+func short12(s string) string { return s[:min(12, len(s))] }
+
+func dryRunTable(w io.Writer, r dryRunJSON) {
+	decisionTable(w, "CANDIDATE", r.decisionJSON)
+	if r.Active != nil {
+		decisionTable(w, "ACTIVE", *r.Active)
+		if len(r.Diff) == 0 {
+			fmt.Fprintf(w, "DIFF\tnone: both decide the same for group %s\n", r.Group)
+		} else {
+			fmt.Fprintln(w, "DIFF\tRUN\tACTIVE\tCANDIDATE")
+			for _, d := range r.Diff {
+				fmt.Fprintf(w, "\t%s\t%s\t%s\n", d.Run, d.Active, d.Candidate)
+			}
+		}
+	}
+}
+
+// --- push / list / activate / rollback ---
+
+type versionJSON struct {
+	Version  int     `json:"version"`
+	SHA256   string  `json:"sha256"`
+	PushedAt *string `json:"pushed_at"`
+	Who      string  `json:"who"`
+	Note     string  `json:"note"`
+}
+
+type eventJSON struct {
+	At      *string `json:"at"`
+	Who     string  `json:"who"`
+	Action  string  `json:"action"`
+	Version int     `json:"version"`
+	Note    string  `json:"note"`
+}
+
+type policyJSON struct {
+	Name     string        `json:"name"`
+	Kind     string        `json:"kind"`
+	Active   int           `json:"active"` // 0 = the built-in
+	Builtin  bool          `json:"builtin"`
+	Versions []versionJSON `json:"versions"`
+	History  []eventJSON   `json:"history"`
+}
+
+func toPolicyJSON(p storage.Policy) policyJSON {
+	_, bi := policies.Builtin(p.Name)
+	out := policyJSON{Name: p.Name, Kind: p.Kind, Active: p.Active, Builtin: bi, Versions: []versionJSON{}, History: []eventJSON{}}
+	for _, v := range p.Versions {
+		out.Versions = append(out.Versions, versionJSON{Version: v.Version, SHA256: v.SHA256, PushedAt: jsonTime(v.PushedAt), Who: v.Who, Note: v.Note})
+	}
+	for _, e := range p.History {
+		out.History = append(out.History, eventJSON{At: jsonTime(e.At), Who: e.Who, Action: e.Action, Version: e.Version, Note: e.Note})
+	}
+	return out
+}
+
+func builtinPolicyJSON(name string) policyJSON {
+	k, _ := policies.BuiltinKind(name)
+	return policyJSON{Name: name, Kind: k.String(), Builtin: true, Versions: []versionJSON{}, History: []eventJSON{}}
+}
+
+// whoAmI is recorded with registry writes: user@host.
+func whoAmI() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	h, _ := os.Hostname()
+	if h == "" {
+		return name
+	}
+	return name + "@" + h
+}
+
+type pushJSON struct {
+	Name    string `json:"name"`
+	Version int    `json:"version"`
+	SHA256  string `json:"sha256"`
+	Kind    string `json:"kind"`
+	Active  bool   `json:"active"`
+	Cases   int    `json:"conformance_cases"`
+}
+
+func policyPushCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "push",
+		Usage:     "gate a plugin and push it as a new version of NAME (activated unless --no-activate)",
+		ArgsUsage: "NAME FILE",
+		Description: `The push gate runs before anything is written: the plugin must compile,
+match ABI v1, have the kind of NAME (built-ins: wait, discard and priority are
+serial, reuse is slot-reuse; a new name takes the plugin's kind, later pushes
+must match it), and pass a conformance run on canned snapshots (empty, only
+waiting, with active runs, STOPPING, max_active 2 and 3, ...) with a valid
+decision for each, within --deadline. Any failure exits 2 naming the problem,
+and Redis is unchanged. Pushing bytes already pushed under NAME exits 2 and
+names that version.
+
+Activation bumps the policy generation and notifies every host (pub/sub);
+each host switches on its next pass.
+
+Examples:
+   wasmsched policy push oldest-first mypolicy.wasm --note "first cut"
+   wasmsched policy push priority mypriority.wasm --no-activate`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "note", Usage: "free `TEXT` recorded with the version"},
+			&cli.BoolFlag{Name: "no-activate", Usage: "store the version without activating it"},
+			&cli.DurationFlag{Name: "deadline", Value: policies.DefaultGateDeadline, Usage: "bound of the conformance run"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := exactArgs(c, 2, "NAME FILE"); err != nil {
+				return err
+			}
+			name, file := c.Args().Get(0), c.Args().Get(1)
+			if err := storage.ValidateName("policy", name); err != nil {
+				return asUsage(err)
+			}
+			wasm, err := os.ReadFile(file)
+			if err != nil {
+				return asUsage(err)
+			}
+			st, closeFn, err := openStore(c)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			res, err := pushPolicy(c.Context, st, name, wasm, c.String("note"), !c.Bool("no-activate"), c.Duration("deadline"))
+			if err != nil {
+				return err
+			}
+			return render(c, res, func(w io.Writer) {
+				state := "active"
+				if !res.Active {
+					state = "not activated"
+				}
+				fmt.Fprintf(w, "pushed %s version %d (%s, sha256 %s, %d conformance cases passed): %s\n",
+					res.Name, res.Version, res.Kind, short12(res.SHA256), res.Cases, state)
+			})
+		},
+	}
+}
+
+// pushPolicy gates wasm and pushes it. Nothing is written unless the gate passes.
+func pushPolicy(ctx context.Context, st *storage.Store, name string, wasm []byte, note string, activate bool, deadline time.Duration) (pushJSON, error) {
+	want, builtin := policies.BuiltinKind(name)
+	if !builtin {
+		p, err := st.GetPolicy(ctx, name)
+		switch {
+		case err == nil:
+			k, kerr := abi.ParseKind(p.Kind)
+			if kerr != nil {
+				return pushJSON{}, fmt.Errorf("policy %s: registry kind: %w", name, kerr)
+			}
+			want = k
+		case !errors.Is(err, storage.ErrNotFound):
+			return pushJSON{}, err
+		}
+	}
+	rt, err := newPolicyRuntime(ctx)
+	if err != nil {
+		return pushJSON{}, err
+	}
+	defer rt.Close(context.Background())
+	rep, err := policies.Gate(ctx, rt, name, wasm, policies.GateOptions{Kind: want, Deadline: deadline})
+	if err != nil {
+		return pushJSON{}, loadUsage(fmt.Errorf("push %s refused, nothing written: %w", name, err))
+	}
+	v, err := st.PushPolicy(ctx, storage.PushRequest{Name: name, Kind: rep.Kind.String(), Who: whoAmI(), Note: note, Blob: wasm, Activate: activate})
+	if errors.Is(err, storage.ErrDuplicate) {
+		return pushJSON{}, usageErrorf("push %s refused: these bytes (sha256 %s) are already version %d; use policy activate %s %d", name, short12(rep.SHA256), v.Version, name, v.Version)
+	}
+	if err != nil {
+		return pushJSON{}, storeUsage(err)
+	}
+	return pushJSON{Name: name, Version: v.Version, SHA256: v.SHA256, Kind: rep.Kind.String(), Active: activate, Cases: rep.Cases}, nil
+}
+
+func policyListCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "list",
+		Usage:     "list policies (pushed and built-in) with versions and history",
+		ArgsUsage: "[NAME]",
+		Description: `Lists every pushed policy and every built-in, with its kind, active version
+(0 = the embedded built-in), versions (sha256, when, who, note) and history
+(push, activate, rollback). With NAME, only that policy.
+
+Examples:
+   wasmsched policy list
+   wasmsched policy list oldest-first -o json`,
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 1 {
+				return usageErrorf("list: want at most one argument (NAME), got %d", c.NArg())
+			}
+			st, closeFn, err := openStore(c)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			ps, err := listPolicies(c.Context, st, c.Args().First())
+			if err != nil {
+				return err
+			}
+			return render(c, ps, func(w io.Writer) { policyTable(w, ps) })
+		},
+	}
+}
+
+func listPolicies(ctx context.Context, st *storage.Store, name string) ([]policyJSON, error) {
+	if name != "" {
+		p, err := st.GetPolicy(ctx, name)
+		if errors.Is(err, storage.ErrNotFound) {
+			if _, ok := policies.Builtin(name); ok {
+				return []policyJSON{builtinPolicyJSON(name)}, nil
+			}
+			return nil, usageErrorf("policy %s not found in namespace %s", name, st.Namespace())
+		}
+		if err != nil {
+			return nil, storeUsage(err)
+		}
+		return []policyJSON{toPolicyJSON(p)}, nil
+	}
+	ps, err := st.ListPolicies(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []policyJSON{}
+	seen := map[string]bool{}
+	for _, p := range ps {
+		out = append(out, toPolicyJSON(p))
+		seen[p.Name] = true
+	}
+	for _, n := range policies.BuiltinNames() {
+		if !seen[n] {
+			out = append(out, builtinPolicyJSON(n))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func policyTable(w io.Writer, ps []policyJSON) {
+	fmt.Fprintln(w, "NAME\tKIND\tACTIVE\tVERSION\tSHA256\tPUSHED\tWHO\tNOTE")
+	for _, p := range ps {
+		act := strconv.Itoa(p.Active)
+		if p.Active == 0 {
+			act = "built-in"
+			if !p.Builtin {
+				act = "none"
+			}
+		}
+		if len(p.Versions) == 0 {
+			fmt.Fprintf(w, "%s\t%s\t%s\t-\t-\t-\t-\t-\n", p.Name, p.Kind, act)
+		}
+		for _, v := range p.Versions {
+			mark := ""
+			if v.Version == p.Active {
+				mark = "*"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d%s\t%s\t%s\t%s\t%s\n", p.Name, p.Kind, act, v.Version, mark,
+				short12(v.SHA256), derefDash(v.PushedAt), dash(v.Who), dash(v.Note))
+		}
+	}
+}
+
+type activeJSON struct {
+	Name    string `json:"name"`
+	Active  int    `json:"active"`
+	SHA256  string `json:"sha256"`
+	Message string `json:"message"`
+}
+
+func policyActivateCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "activate",
+		Usage:     "make a pushed version of NAME active",
+		ArgsUsage: "NAME VERSION",
+		Description: `VERSION is a version number (as in policy list) or a unique sha256 prefix
+(at least 8 hex digits). Every host switches on its next pass.
+
+Examples:
+   wasmsched policy activate oldest-first 2
+   wasmsched policy activate oldest-first 3fa2b9c01d`,
+		Flags: []cli.Flag{&cli.StringFlag{Name: "note", Usage: "free `TEXT` recorded in the history"}},
+		Action: func(c *cli.Context) error {
+			if err := exactArgs(c, 2, "NAME VERSION"); err != nil {
+				return err
+			}
+			st, closeFn, err := openStore(c)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			name := c.Args().Get(0)
+			p, err := st.GetPolicy(c.Context, name)
+			if err != nil {
+				return storeUsage(err)
+			}
+			ver, err := parseVersionArg(p, c.Args().Get(1))
+			if err != nil {
+				return err
+			}
+			if err := st.ActivatePolicy(c.Context, name, ver, whoAmI(), c.String("note")); err != nil {
+				return storeUsage(err)
+			}
+			res := activeJSON{Name: name, Active: ver, SHA256: p.Versions[ver-1].SHA256,
+				Message: fmt.Sprintf("policy %s: version %d is active", name, ver)}
+			return render(c, res, func(w io.Writer) { fmt.Fprintln(w, res.Message) })
+		},
+	}
+}
+
+func parseVersionArg(p storage.Policy, s string) (int, error) {
+	if n, err := strconv.Atoi(strings.TrimPrefix(s, "v")); err == nil {
+		if n < 1 || n > len(p.Versions) {
+			return 0, usageErrorf("policy %s has no version %d (versions 1..%d)", p.Name, n, len(p.Versions))
+		}
+		return n, nil
+	}
+	if len(s) < 8 {
+		return 0, usageErrorf("version %q: want a number or a sha256 prefix of at least 8 hex digits", s)
+	}
+	found := 0
+	for _, v := range p.Versions {
+		if strings.HasPrefix(v.SHA256, strings.ToLower(s)) {
+			if found != 0 {
+				return 0, usageErrorf("sha256 prefix %q matches more than one version of %s", s, p.Name)
+			}
+			found = v.Version
+		}
+	}
+	if found == 0 {
+		return 0, usageErrorf("policy %s has no version with sha256 prefix %q", p.Name, s)
+	}
+	return found, nil
+}
+
+func policyRollbackCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "rollback",
+		Usage:     "re-activate the version that was active before the current one",
+		ArgsUsage: "NAME",
+		Description: `Activations form a stack: rolling back twice goes two steps back. With no
+earlier active version, exit 2. Every host switches on its next pass.
+
+Examples:
+   wasmsched policy rollback oldest-first --note "v3 starves group nightly"`,
+		Flags: []cli.Flag{&cli.StringFlag{Name: "note", Usage: "free `TEXT` recorded in the history"}},
+		Action: func(c *cli.Context) error {
+			if err := exactArgs(c, 1, "NAME"); err != nil {
+				return err
+			}
+			st, closeFn, err := openStore(c)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			name := c.Args().First()
+			v, err := st.RollbackPolicy(c.Context, name, whoAmI(), c.String("note"))
+			if err != nil {
+				return storeUsage(err)
+			}
+			res := activeJSON{Name: name, Active: v.Version, SHA256: v.SHA256,
+				Message: fmt.Sprintf("policy %s: rolled back to version %d", name, v.Version)}
+			return render(c, res, func(w io.Writer) { fmt.Fprintln(w, res.Message) })
+		},
+	}
+}

@@ -1,0 +1,564 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/policies"
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// Runtime defaults (zero RuntimeConfig fields).
+const (
+	DefaultCoordinators    = 8
+	DefaultPollInterval    = 10 * time.Millisecond
+	DefaultSlotInterval    = 10 * time.Millisecond
+	DefaultRestoreInterval = 500 * time.Millisecond
+	DefaultStatsInterval   = 2 * time.Second
+	DefaultBackoff         = 100 * time.Millisecond
+	DefaultMaxBackoff      = 5 * time.Second
+	DefaultBatchSize       = 1000
+	DefaultReusePolicy     = "reuse"
+	// MaxCoordinators bounds RuntimeConfig.Coordinators.
+	MaxCoordinators = 256
+)
+
+// RuntimeConfig configures the leader-side runtime: serial coordinator,
+// slot manager, failover restore and stats. Zero fields take defaults.
+type RuntimeConfig struct {
+	// Coordinators is how many groups are decided concurrently (1..256);
+	// also the concurrency of the failover restore. Default 8.
+	Coordinators int
+	// PolicyTimeout is the deadline of one policy decide call; default
+	// policies.DefaultCallTimeout.
+	PolicyTimeout time.Duration
+	// PolicyMemory caps each policy instance's memory in bytes (>=
+	// policies.MinMemoryLimit); default policies.DefaultMemoryLimit.
+	PolicyMemory uint64
+	// PolicyPool is the number of instances per policy version; default GOMAXPROCS.
+	PolicyPool int
+	// PolicyCacheDir is the wazero compilation cache ("" default dir, "-" none).
+	PolicyCacheDir string
+	// Policies, if set, is a shared wasm runtime used instead of creating
+	// one (the Policy* fields above are then ignored); Runtime.Close does
+	// not close it.
+	Policies *policies.Runtime
+	// ReusePolicy is the slot-reuse policy name; default "reuse".
+	ReusePolicy string
+	// PollInterval is how often the coordinator polls the dirty set when
+	// idle (a pass that did work is followed at once by the next). Default 10ms.
+	PollInterval time.Duration
+	// SlotInterval is how often the slot manager polls the LAUNCHED queue
+	// when idle or short of slots. Default 10ms.
+	SlotInterval time.Duration
+	// RestoreInterval is the period of dead-worker reaping and restore-queue
+	// processing. Default 500ms.
+	RestoreInterval time.Duration
+	// StatsInterval is the period of the slots/runs gauges refresh; default
+	// 2s; negative disables the stats task.
+	StatsInterval time.Duration
+	// Backoff is the first delay before a group whose policy failed
+	// (invalid, trap, timeout, unknown) is decided again; it doubles up to
+	// MaxBackoff. Defaults 100ms and 5s.
+	Backoff, MaxBackoff time.Duration
+	// BatchSize bounds the groups read per coordinator pass and the runs per
+	// slot-manager pass. Default 1000.
+	BatchSize int
+}
+
+// Validate reports unusable values (zero is always fine).
+func (c RuntimeConfig) Validate() error {
+	switch {
+	case c.Coordinators < 0 || c.Coordinators > MaxCoordinators:
+		return fmt.Errorf("host: runtime: coordinators %d: want 1..%d", c.Coordinators, MaxCoordinators)
+	case c.PolicyTimeout < 0:
+		return fmt.Errorf("host: runtime: policy timeout %v: want > 0", c.PolicyTimeout)
+	case c.PolicyPool < 0:
+		return fmt.Errorf("host: runtime: policy pool %d: want >= 0", c.PolicyPool)
+	case c.PollInterval < 0 || c.SlotInterval < 0 || c.RestoreInterval < 0 || c.Backoff < 0 || c.MaxBackoff < 0:
+		return errors.New("host: runtime: negative interval")
+	case c.BatchSize < 0:
+		return fmt.Errorf("host: runtime: batch size %d: want >= 0", c.BatchSize)
+	}
+	if c.ReusePolicy != "" {
+		if err := storage.ValidateName("policy", c.ReusePolicy); err != nil {
+			return fmt.Errorf("host: runtime: reuse policy: %w", err)
+		}
+	}
+	if c.Policies == nil {
+		pc := policies.Config{MemoryLimit: c.PolicyMemory, CallTimeout: c.PolicyTimeout, PoolSize: c.PolicyPool}
+		if err := pc.Validate(); err != nil {
+			return fmt.Errorf("host: runtime: %w", err)
+		}
+	}
+	return nil
+}
+
+func (c RuntimeConfig) withDefaults() RuntimeConfig {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.Coordinators == 0 {
+		c.Coordinators = DefaultCoordinators
+	}
+	def(&c.PollInterval, DefaultPollInterval)
+	def(&c.SlotInterval, DefaultSlotInterval)
+	def(&c.RestoreInterval, DefaultRestoreInterval)
+	def(&c.StatsInterval, DefaultStatsInterval)
+	def(&c.Backoff, DefaultBackoff)
+	def(&c.MaxBackoff, DefaultMaxBackoff)
+	if c.MaxBackoff < c.Backoff {
+		c.MaxBackoff = c.Backoff
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.ReusePolicy == "" {
+		c.ReusePolicy = DefaultReusePolicy
+	}
+	return c
+}
+
+// Runtime is the leader-side runtime of one namespace: the serial
+// coordinator, the slot manager, the failover restore (with the dead-worker
+// reaper) and the stats refresher, sharing one PolicySet and one set of
+// metrics. NewRuntime registers them as leader tasks of a Host; they run
+// while the host leads.
+type Runtime struct {
+	cfg    RuntimeConfig
+	st     *storage.Store
+	log    *slog.Logger
+	m      *metrics
+	set    *PolicySet
+	wasm   *policies.Runtime
+	ownsRT bool
+
+	coord   *Coordinator
+	slots   *SlotManager
+	restore *Restorer
+
+	stats     atomic.Pointer[statsView]
+	counts    sync.Map // outcome key -> *atomic.Int64
+	closeOnce sync.Once
+}
+
+// NewRuntime builds the runtime for h's namespace (metrics on
+// h.Registry(), logs on h's logger), registers its leader tasks
+// ("coordinator", "slots", "restore", "stats") on h and serves its /status
+// section on h's admin server. Call it before h.Run; Close it after h.Run
+// returned.
+func NewRuntime(ctx context.Context, h *Host, cfg RuntimeConfig) (*Runtime, error) {
+	r, err := newRuntime(ctx, h.cfg.Store, h.cfg.Registry, h.log, cfg)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range r.Tasks() {
+		h.AddLeaderTask(t.Name, t.Run)
+	}
+	h.rt.Store(r)
+	return r, nil
+}
+
+func newRuntime(ctx context.Context, st *storage.Store, reg prometheus.Registerer, log *slog.Logger, cfg RuntimeConfig) (*Runtime, error) {
+	if st == nil {
+		return nil, errors.New("host: runtime: nil store")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if log == nil {
+		log = slog.Default()
+	}
+	m, err := newMetrics(reg, st.Namespace())
+	if err != nil {
+		return nil, err
+	}
+	r := &Runtime{cfg: cfg, st: st, log: log, m: m, wasm: cfg.Policies}
+	if r.wasm == nil {
+		r.wasm, err = policies.NewRuntime(ctx, policies.Config{MemoryLimit: cfg.PolicyMemory, CallTimeout: cfg.PolicyTimeout,
+			PoolSize: cfg.PolicyPool, CacheDir: cfg.PolicyCacheDir, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("host: runtime: %w", err)
+		}
+		r.ownsRT = true
+	}
+	r.set = NewPolicySet(st, r.wasm, log)
+	r.set.m = m
+	r.coord = &Coordinator{rt: r}
+	r.slots = &SlotManager{rt: r}
+	r.restore = &Restorer{rt: r}
+	return r, nil
+}
+
+// Tasks returns the runtime's leader tasks (NewRuntime registers them).
+func (r *Runtime) Tasks() []Task {
+	ts := []Task{
+		{Name: "coordinator", Run: r.coord.Run},
+		{Name: "slots", Run: r.slots.Run},
+		{Name: "restore", Run: r.restore.Run},
+	}
+	if r.cfg.StatsInterval > 0 {
+		ts = append(ts, Task{Name: "stats", Run: r.runStats})
+	}
+	return ts
+}
+
+// Config returns the effective configuration.
+func (r *Runtime) Config() RuntimeConfig { return r.cfg }
+
+// Policies returns the runtime's policy set.
+func (r *Runtime) Policies() *PolicySet { return r.set }
+
+// Coordinator returns the serial coordinator.
+func (r *Runtime) Coordinator() *Coordinator { return r.coord }
+
+// SlotManager returns the slot manager.
+func (r *Runtime) SlotManager() *SlotManager { return r.slots }
+
+// Restorer returns the failover restore task.
+func (r *Runtime) Restorer() *Restorer { return r.restore }
+
+// Close closes the loaded policies and, unless it was given in
+// RuntimeConfig.Policies, the wasm runtime. Call it after the host stopped.
+func (r *Runtime) Close(ctx context.Context) error {
+	var err error
+	r.closeOnce.Do(func() {
+		err = r.set.Close(ctx)
+		if r.ownsRT {
+			err = errors.Join(err, r.wasm.Close(ctx))
+		}
+	})
+	return err
+}
+
+// count bumps a /status counter ("decisions.applied", "allocations.no_slots", ...).
+func (r *Runtime) count(key string) {
+	v, ok := r.counts.Load(key)
+	if !ok {
+		v, _ = r.counts.LoadOrStore(key, new(atomic.Int64))
+	}
+	v.(*atomic.Int64).Add(1)
+}
+
+// Counts returns the runtime's counters since start ("decisions.applied",
+// "decisions.stale", "allocations.allocated", "restores.kept", ...).
+func (r *Runtime) Counts() map[string]int64 {
+	out := map[string]int64{}
+	r.counts.Range(func(k, v any) bool {
+		out[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return out
+}
+
+// Coordinator is the serial coordinator leader task. Each pass reads the
+// dirty groups (storage.Store.DirtyGroups, never a scan of all groups) and
+// decides them concurrently (RuntimeConfig.Coordinators at a time): one
+// snapshot script -> the group's policy (wasm, validated) -> one fenced,
+// version-checked apply script. See Run.
+type Coordinator struct {
+	rt *Runtime
+
+	mu      sync.Mutex
+	backoff map[string]backoffState // group -> when it may be decided again
+
+	lastPass atomic.Int64 // unix nano
+
+	// beforeApply, if set, runs right before each Apply (test hook).
+	beforeApply func(group string)
+}
+
+type backoffState struct {
+	until time.Time
+	delay time.Duration
+}
+
+// LastPass is when the last pass ended (zero before the first).
+func (c *Coordinator) LastPass() time.Time { return unixNano(c.lastPass.Load()) }
+
+func unixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// Run is the coordinator's LeaderTask: passes until ctx ends, polling every
+// PollInterval when idle and passing again at once after a pass that did
+// work. It returns storage.ErrFenced (demotion) when an apply is fenced;
+// other errors are logged, counted and retried.
+func (c *Coordinator) Run(ctx context.Context, lease *Lease) error {
+	c.rt.log.Info("serial coordinator started", "epoch", lease.Epoch(), "coordinators", c.rt.cfg.Coordinators)
+	defer c.rt.log.Info("serial coordinator stopped", "epoch", lease.Epoch())
+	for ctx.Err() == nil {
+		worked, err := c.Pass(ctx, lease)
+		if errors.Is(err, storage.ErrFenced) {
+			c.rt.m.fenced.WithLabelValues(c.rt.m.ns, "coordinator").Inc()
+			return err
+		}
+		if err != nil && ctx.Err() == nil {
+			c.rt.log.Warn("coordinator pass failed", "err", err)
+		}
+		if !worked {
+			sleepCtx(ctx, c.rt.cfg.PollInterval)
+		}
+	}
+	return nil
+}
+
+// Pass runs one coordinator pass and reports whether it did work (an apply
+// or a settle that changed something). It returns storage.ErrFenced when an
+// apply was fenced.
+func (c *Coordinator) Pass(ctx context.Context, lease *Lease) (bool, error) {
+	defer func() {
+		now := time.Now()
+		c.lastPass.Store(now.UnixNano())
+		c.rt.m.pass("coordinator", now)
+	}()
+	if !lease.Valid() {
+		return false, nil
+	}
+	changed, err := c.rt.set.Refresh(ctx)
+	if err != nil {
+		return false, err
+	}
+	if changed { // a new policy version may fix a broken group
+		c.mu.Lock()
+		c.backoff = nil
+		c.mu.Unlock()
+	}
+	groups, err := c.rt.st.DirtyGroups(ctx, c.rt.cfg.BatchSize)
+	if err != nil {
+		return false, err
+	}
+	now := time.Now()
+	c.mu.Lock()
+	todo := groups[:0]
+	for _, g := range groups {
+		if b, ok := c.backoff[g]; ok && now.Before(b.until) {
+			continue
+		}
+		todo = append(todo, g)
+	}
+	c.mu.Unlock()
+	if len(todo) == 0 {
+		return false, nil
+	}
+	var worked atomic.Bool
+	err = forEach(ctx, c.rt.cfg.Coordinators, todo, func(ctx context.Context, g string) error {
+		did, err := c.decide(ctx, lease, g)
+		if did {
+			worked.Store(true)
+		}
+		return err
+	})
+	return worked.Load(), err
+}
+
+// forEach runs fn for every item, n at a time. The first storage.ErrFenced
+// cancels the rest and is returned; other errors are the callee's to log.
+func forEach[T any](ctx context.Context, n int, items []T, fn func(context.Context, T) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg     sync.WaitGroup
+		once   sync.Once
+		fenced error
+		sem    = make(chan struct{}, max(n, 1))
+	)
+	for _, it := range items {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := fn(ctx, it); errors.Is(err, storage.ErrFenced) {
+				once.Do(func() { fenced = err; cancel() })
+			}
+		}()
+	}
+	wg.Wait()
+	return fenced
+}
+
+// fail records a policy failure of group: backoff doubling up to MaxBackoff.
+func (c *Coordinator) fail(group string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.backoff == nil {
+		c.backoff = map[string]backoffState{}
+	}
+	b := c.backoff[group]
+	if b.delay == 0 {
+		b.delay = c.rt.cfg.Backoff
+	} else {
+		b.delay = min(2*b.delay, c.rt.cfg.MaxBackoff)
+	}
+	b.until = time.Now().Add(b.delay)
+	c.backoff[group] = b
+}
+
+func (c *Coordinator) succeed(group string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.backoff, group)
+}
+
+// outcome counts a decision outcome (metrics + /status counters).
+func (c *Coordinator) outcome(policy, version, outcome string) {
+	c.rt.m.decision(policy, version, outcome)
+	c.rt.count("decisions." + outcome)
+}
+
+// policyOutcome classifies an error of DecideSerial.
+func policyOutcome(err error) string {
+	switch {
+	case errors.Is(err, policies.ErrTimeout):
+		return OutcomeTimeout
+	case errors.Is(err, policies.ErrTrap):
+		return OutcomeTrap
+	case errors.Is(err, policies.ErrInvalidDecision):
+		return OutcomeInvalid
+	}
+	return OutcomeError
+}
+
+// decide takes one group from snapshot to apply. It reports whether it
+// changed something; it returns only storage.ErrFenced or ctx errors.
+func (c *Coordinator) decide(ctx context.Context, lease *Lease, group string) (bool, error) {
+	log := c.rt.log
+	sn, err := c.rt.st.Snapshot(ctx, group)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		log.Warn("snapshot failed", "group", group, "err", err)
+		c.outcome("", "", OutcomeError)
+		c.fail(group)
+		return false, nil
+	}
+	policy := sn.Group.Policy
+	ref, err := c.rt.set.Acquire(ctx, policy)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		log.Warn("policy unavailable; group left dirty", "group", group, "policy", policy, "err", err)
+		c.outcome(policy, "", OutcomeError)
+		c.fail(group)
+		return false, nil
+	}
+	defer ref.Release()
+	in := toSerialSnapshot(sn)
+	t0 := time.Now()
+	dec, err := ref.Policy.DecideSerial(ctx, in)
+	c.rt.m.call(policy, "serial", time.Since(t0))
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		oc := policyOutcome(err)
+		log.Warn("policy decision rejected; group left dirty", "group", group, "policy", policy,
+			"version", ref.Version, "outcome", oc, "err", err)
+		c.outcome(policy, ref.Version, oc)
+		c.fail(group)
+		return false, nil
+	}
+	d := storage.Decision{
+		Version:       sn.Group.Version,
+		ClaimID:       fmt.Sprintf("%d:%s:%d", lease.Epoch(), group, sn.Group.Version),
+		Policy:        policy,
+		PolicyVersion: ref.Version,
+		Actions:       make([]storage.Action, len(dec.Actions)),
+	}
+	for i, a := range dec.Actions {
+		d.Actions[i] = storage.Action{Kind: storage.ActionKind(a.Kind.String()), Run: a.Run, Reason: a.Reason}
+	}
+	if c.beforeApply != nil {
+		c.beforeApply(group)
+	}
+	if !lease.Valid() {
+		return false, nil // the term is ending: decide nothing more
+	}
+	_, err = c.rt.st.Apply(ctx, lease.Fence(), group, d)
+	switch {
+	case err == nil || errors.Is(err, storage.ErrDuplicate):
+		c.succeed(group)
+		if len(d.Actions) == 0 {
+			c.outcome(policy, ref.Version, OutcomeSettled)
+			log.Debug("group settled", "group", group, "policy", policy, "version", ref.Version, "group_version", d.Version)
+		} else {
+			c.outcome(policy, ref.Version, OutcomeApplied)
+			log.Debug("decision applied", "group", group, "policy", policy, "version", ref.Version,
+				"group_version", d.Version, "actions", len(d.Actions))
+		}
+		return true, nil
+	case errors.Is(err, storage.ErrFenced):
+		c.outcome(policy, ref.Version, OutcomeFenced)
+		log.Warn("decision fenced: no longer the leader", "group", group, "epoch", lease.Epoch(), "err", err)
+		return false, err
+	case errors.Is(err, storage.ErrStale):
+		c.outcome(policy, ref.Version, OutcomeStale)
+		c.rt.m.stale.WithLabelValues(c.rt.m.ns, "apply").Inc()
+		log.Warn("decision stale: group changed since its snapshot; deciding again next pass", "group", group,
+			"group_version", d.Version, "err", err)
+		return true, nil // the group is still dirty: look again at once
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	default:
+		c.outcome(policy, ref.Version, OutcomeError)
+		log.Warn("apply failed; group left dirty", "group", group, "policy", policy, "err", err)
+		c.fail(group)
+		return false, nil
+	}
+}
+
+// toSerialSnapshot converts a storage snapshot into the ABI record.
+func toSerialSnapshot(sn storage.Snapshot) *abi.SerialSnapshot {
+	out := &abi.SerialSnapshot{
+		Group:     sn.Group.Name,
+		Policy:    sn.Group.Policy,
+		MaxActive: uint32(max(sn.Group.MaxActive, 0)),
+		Now:       sn.Now.UnixMilli(),
+		Active:    make([]abi.Run, 0, len(sn.Active)),
+		Waiting:   make([]abi.Run, 0, len(sn.Waiting)),
+	}
+	for _, r := range sn.Active {
+		out.Active = append(out.Active, toABIRun(r))
+	}
+	for _, r := range sn.Waiting {
+		out.Waiting = append(out.Waiting, toABIRun(r))
+	}
+	return out
+}
+
+func toABIRun(r storage.Run) abi.Run {
+	st, _ := abi.ParseState(string(r.State))
+	return abi.Run{
+		ID: r.ID, Seq: uint64(max(r.Seq, 0)), State: st, Priority: int32(r.Priority),
+		Slots: uint32(max(r.Slots, 0)), SubmittedAt: unixMilli(r.SubmittedAt), StartedAt: unixMilli(r.StartedAt),
+	}
+}
+
+func unixMilli(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}

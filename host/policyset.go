@@ -1,0 +1,369 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/wasmsched/wasmsched/policies"
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// ErrUnknownPolicy is returned (wrapped) by PolicySet.Acquire for a name that
+// is neither an active pushed policy nor a built-in.
+var ErrUnknownPolicy = errors.New("unknown policy")
+
+// VersionLen is the length of the sha256 prefix used as a policy version
+// label (metrics, runs' policy_version, /status).
+const VersionLen = 12
+
+// PolicySet resolves policy names to loaded policy versions for one
+// namespace: the active version of a pushed policy (registry, blob by
+// sha256), else the built-in of that name. Loaded versions are cached; the
+// resolution of names is cached per registry generation
+// (storage.Store.PolicyGeneration), checked by Refresh. When a generation
+// changes, every name in use is resolved again; a version that is no longer
+// active is closed as soon as no decision holds it (in-flight decisions
+// finish on the version they started with). Safe for concurrent use.
+type PolicySet struct {
+	st  *storage.Store
+	rt  *policies.Runtime
+	log *slog.Logger
+	m   *metrics // may be nil
+
+	mu       sync.Mutex
+	gen      int64
+	genKnown bool
+	active   map[string]*resolution // name -> resolution of the current generation
+	loaded   map[string]*PolicyRef  // name@sha -> loaded version
+	loading  map[string]chan struct{}
+	closed   bool
+}
+
+type resolution struct {
+	ref *PolicyRef
+	err error
+}
+
+// PolicyRef is one loaded policy version. Acquire returns it with a hold;
+// call Release when the decision is done.
+type PolicyRef struct {
+	// Policy is the loaded version (do not Close it: the set does).
+	Policy *policies.Policy
+	// Name is the policy name.
+	Name string
+	// SHA256 is the full content address of the wasm.
+	SHA256 string
+	// Version is SHA256[:VersionLen], recorded on launched runs.
+	Version string
+	// Registry is the registry version number, 0 for a built-in.
+	Registry int
+	// LoadedAt is when the version was loaded.
+	LoadedAt time.Time
+
+	set     *PolicySet
+	key     string
+	refs    int // guarded by set.mu
+	retired bool
+}
+
+// Release drops one hold taken by Acquire.
+func (r *PolicyRef) Release() {
+	s := r.set
+	s.mu.Lock()
+	r.refs--
+	closeNow := r.retired && r.refs == 0 && s.unload(r)
+	s.mu.Unlock()
+	if closeNow {
+		s.closeRef(r)
+	}
+}
+
+// LoadedPolicy describes one loaded version (for /status).
+type LoadedPolicy struct {
+	Name     string    `json:"name"`
+	Version  string    `json:"version"`
+	SHA256   string    `json:"sha256"`
+	Registry int       `json:"registry_version"` // 0 = built-in
+	Active   bool      `json:"active"`
+	InUse    int       `json:"in_use"`
+	LoadedAt time.Time `json:"loaded_at"`
+}
+
+// NewPolicySet returns a set loading policies into rt.
+func NewPolicySet(st *storage.Store, rt *policies.Runtime, log *slog.Logger) *PolicySet {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &PolicySet{st: st, rt: rt, log: log, active: map[string]*resolution{},
+		loaded: map[string]*PolicyRef{}, loading: map[string]chan struct{}{}}
+}
+
+// Refresh reads the registry generation (one GET) and, when it changed
+// since the last call, resolves again every name in use and retires the
+// versions that are no longer active. It reports whether the generation
+// changed. Call it at most once per coordinator pass.
+func (s *PolicySet) Refresh(ctx context.Context) (bool, error) {
+	gen, err := s.st.PolicyGeneration(ctx)
+	if err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	if s.genKnown && gen == s.gen {
+		s.mu.Unlock()
+		return false, nil
+	}
+	first := !s.genKnown
+	s.gen, s.genKnown = gen, true
+	names := make([]string, 0, len(s.active))
+	for n := range s.active {
+		names = append(names, n)
+	}
+	s.active = map[string]*resolution{}
+	s.mu.Unlock()
+	if !first {
+		s.log.Info("policy registry changed; reloading active versions", "generation", gen, "names", names)
+	}
+	for _, n := range names {
+		if r, err := s.Acquire(ctx, n); err == nil {
+			r.Release()
+		} else if ctx.Err() != nil {
+			return true, ctx.Err()
+		}
+	}
+	s.retireInactive()
+	return !first, nil
+}
+
+// retireInactive marks every loaded version that no name resolves to as
+// retired and closes those that nobody holds.
+func (s *PolicySet) retireInactive() {
+	s.mu.Lock()
+	inUse := map[*PolicyRef]bool{}
+	for _, res := range s.active {
+		if res.ref != nil {
+			inUse[res.ref] = true
+		}
+	}
+	var closeNow []*PolicyRef
+	for _, r := range s.loaded {
+		if !inUse[r] && !r.retired {
+			r.retired = true
+			if r.refs == 0 && s.unload(r) {
+				closeNow = append(closeNow, r)
+			}
+		}
+	}
+	s.mu.Unlock()
+	for _, r := range closeNow {
+		s.closeRef(r)
+	}
+}
+
+// unload removes r from the loaded versions (s.mu held); it reports
+// whether r was there (so exactly one caller closes it).
+func (s *PolicySet) unload(r *PolicyRef) bool {
+	if s.loaded[r.key] != r {
+		return false
+	}
+	delete(s.loaded, r.key)
+	return true
+}
+
+// closeRef closes a version already removed by unload.
+func (s *PolicySet) closeRef(r *PolicyRef) {
+	if s.m != nil {
+		s.m.loaded.DeleteLabelValues(s.m.ns, r.Name, r.Version)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.Policy.Close(ctx); err != nil {
+		s.log.Warn("closing retired policy version failed", "policy", r.Name, "version", r.Version, "err", err)
+		return
+	}
+	s.log.Info("retired policy version closed", "policy", r.Name, "version", r.Version)
+}
+
+// Acquire resolves name (cached for the current generation) and returns its
+// loaded version with a hold; call Release when done. Errors:
+// ErrUnknownPolicy (neither pushed-and-active nor built-in), storage errors,
+// policies load errors. Failed resolutions are cached for the generation
+// too, so a group naming an unknown policy costs no Redis reads per pass.
+func (s *PolicySet) Acquire(ctx context.Context, name string) (*PolicyRef, error) {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("host: policy %s: %w", name, policies.ErrClosed)
+		}
+		if res, ok := s.active[name]; ok {
+			if res.err != nil {
+				s.mu.Unlock()
+				return nil, res.err
+			}
+			res.ref.refs++
+			s.mu.Unlock()
+			return res.ref, nil
+		}
+		if ch, ok := s.loading[name]; ok {
+			s.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		s.loading[name] = ch
+		gen := s.gen
+		s.mu.Unlock()
+
+		ref, err := s.resolve(ctx, name)
+
+		s.mu.Lock()
+		delete(s.loading, name)
+		close(ch)
+		if ctx.Err() != nil && err != nil {
+			s.mu.Unlock()
+			return nil, err
+		}
+		if err == nil && s.loaded[ref.key] != ref { // retired and closed meanwhile: resolve again
+			s.mu.Unlock()
+			continue
+		}
+		if s.gen == gen && !s.closed { // else a Refresh raced us: don't cache
+			s.active[name] = &resolution{ref: ref, err: err}
+		}
+		if err != nil {
+			s.mu.Unlock()
+			return nil, err
+		}
+		ref.refs++
+		s.mu.Unlock()
+		return ref, nil
+	}
+}
+
+// resolve finds the active version of name and loads it (or reuses the
+// loaded one).
+func (s *PolicySet) resolve(ctx context.Context, name string) (*PolicyRef, error) {
+	var (
+		wasm []byte
+		sha  string
+		reg  int
+	)
+	p, err := s.st.GetPolicy(ctx, name)
+	switch {
+	case err == nil && p.Active > 0 && p.Active <= len(p.Versions):
+		reg = p.Active
+		sha = p.Versions[p.Active-1].SHA256
+	case err == nil || errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrInvalid):
+		b, ok := policies.Builtin(name)
+		if !ok {
+			return nil, fmt.Errorf("host: policy %q: not pushed and active, not a built-in (built-ins: %v): %w",
+				name, policies.BuiltinNames(), ErrUnknownPolicy)
+		}
+		wasm = b
+		sha = sha256hex(b)
+	default:
+		return nil, fmt.Errorf("host: resolve policy %s: %w", name, err)
+	}
+	key := name + "@" + sha
+	s.mu.Lock()
+	if r, ok := s.loaded[key]; ok {
+		r.retired = false
+		s.mu.Unlock()
+		return r, nil
+	}
+	s.mu.Unlock()
+	if wasm == nil {
+		if wasm, err = s.st.PolicyBlob(ctx, sha); err != nil {
+			return nil, fmt.Errorf("host: policy %s version %d: %w", name, reg, err)
+		}
+	}
+	pol, err := s.rt.Load(ctx, name, wasm)
+	if err != nil {
+		return nil, fmt.Errorf("host: load policy %s: %w", name, err)
+	}
+	r := &PolicyRef{Policy: pol, Name: name, SHA256: pol.Version(), Version: shortVersion(pol.Version()),
+		Registry: reg, LoadedAt: time.Now(), set: s, key: key}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = pol.Close(ctx)
+		return nil, fmt.Errorf("host: policy %s: %w", name, policies.ErrClosed)
+	}
+	if old, ok := s.loaded[key]; ok { // cannot happen (one loader per name), be safe
+		s.mu.Unlock()
+		_ = pol.Close(ctx)
+		return old, nil
+	}
+	s.loaded[key] = r
+	s.mu.Unlock()
+	if s.m != nil {
+		s.m.loaded.WithLabelValues(s.m.ns, name, r.Version).Set(1)
+	}
+	src := "built-in"
+	if reg > 0 {
+		src = fmt.Sprintf("registry v%d", reg)
+	}
+	s.log.Info("policy loaded", "policy", name, "version", r.Version, "source", src, "kind", pol.Kind().String())
+	return r, nil
+}
+
+// Loaded lists the loaded versions, by name and version.
+func (s *PolicySet) Loaded() []LoadedPolicy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	act := map[*PolicyRef]bool{}
+	for _, res := range s.active {
+		if res.ref != nil {
+			act[res.ref] = true
+		}
+	}
+	out := make([]LoadedPolicy, 0, len(s.loaded))
+	for _, r := range s.loaded {
+		out = append(out, LoadedPolicy{Name: r.Name, Version: r.Version, SHA256: r.SHA256, Registry: r.Registry,
+			Active: act[r], InUse: r.refs, LoadedAt: r.LoadedAt})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Version < out[j].Version
+	})
+	return out
+}
+
+// Close closes every loaded version (waiting for calls in flight up to
+// ctx). Later Acquires fail with policies.ErrClosed.
+func (s *PolicySet) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	refs := make([]*PolicyRef, 0, len(s.loaded))
+	for _, r := range s.loaded {
+		refs = append(refs, r)
+	}
+	s.loaded = map[string]*PolicyRef{}
+	s.active = map[string]*resolution{}
+	s.mu.Unlock()
+	var err error
+	for _, r := range refs {
+		err = errors.Join(err, r.Policy.Close(ctx))
+	}
+	return err
+}
+
+func shortVersion(sha string) string { return sha[:min(VersionLen, len(sha))] }
+
+func sha256hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,99 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// SlotManager is the leader task that gives LAUNCHED runs their slots:
+// strictly FIFO by seq, each run all of its k slots or none
+// (storage.Store.Allocate, fenced). When the oldest run does not fit, the
+// pass stops: younger (smaller) runs do not overtake it, so a big run is
+// never starved by a stream of small ones (RATIONALE.md "Slot manager is
+// strictly FIFO").
+type SlotManager struct {
+	rt       *Runtime
+	lastPass atomic.Int64
+	waiting  atomic.Bool // the last pass stopped on ErrNoSlots
+}
+
+// LastPass is when the last pass ended (zero before the first).
+func (s *SlotManager) LastPass() time.Time { return unixNano(s.lastPass.Load()) }
+
+// Run is the slot manager's LeaderTask: it passes until ctx ends, at once
+// again after a pass that allocated something, else every SlotInterval.
+// It returns storage.ErrFenced (demotion) when an allocation is fenced.
+func (s *SlotManager) Run(ctx context.Context, lease *Lease) error {
+	for ctx.Err() == nil {
+		n, err := s.Pass(ctx, lease)
+		if errors.Is(err, storage.ErrFenced) {
+			s.rt.m.fenced.WithLabelValues(s.rt.m.ns, "slots").Inc()
+			s.rt.log.Warn("allocation fenced: no longer the leader", "epoch", lease.Epoch(), "err", err)
+			return err
+		}
+		if err != nil && ctx.Err() == nil {
+			s.rt.log.Warn("slot manager pass failed", "err", err)
+		}
+		if n == 0 {
+			sleepCtx(ctx, s.rt.cfg.SlotInterval)
+		}
+	}
+	return nil
+}
+
+func (s *SlotManager) outcome(o string) {
+	s.rt.m.allocations.WithLabelValues(s.rt.m.ns, o).Inc()
+	s.rt.count("allocations." + o)
+}
+
+// Pass allocates slots to LAUNCHED runs in seq order until one does not
+// fit. It returns the number of runs made RUNNING.
+func (s *SlotManager) Pass(ctx context.Context, lease *Lease) (int, error) {
+	defer func() {
+		now := time.Now()
+		s.lastPass.Store(now.UnixNano())
+		s.rt.m.pass("slots", now)
+	}()
+	if !lease.Valid() {
+		return 0, nil
+	}
+	ids, err := s.rt.st.LaunchedRuns(ctx, s.rt.cfg.BatchSize)
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	n := 0
+	for _, id := range ids {
+		if !lease.Valid() {
+			return n, nil
+		}
+		as, err := s.rt.st.Allocate(ctx, lease.Fence(), id)
+		switch {
+		case err == nil:
+			n++
+			s.outcome("allocated")
+			s.rt.log.Debug("slots allocated", "run", id, "slots", len(as))
+		case errors.Is(err, storage.ErrNoSlots):
+			s.outcome("no_slots")
+			if !s.waiting.Swap(true) {
+				s.rt.log.Info("not enough free slots; the oldest launched run waits (FIFO)", "run", id, "err", err)
+			}
+			return n, nil
+		case errors.Is(err, storage.ErrFenced):
+			return n, err
+		case errors.Is(err, storage.ErrBadState) || errors.Is(err, storage.ErrNotFound):
+			// stopped or finished since the read: no longer ours to place
+			s.outcome("skipped")
+		case ctx.Err() != nil:
+			return n, nil
+		default:
+			s.outcome("error")
+			return n, err
+		}
+		s.waiting.Store(false)
+	}
+	return n, nil
+}

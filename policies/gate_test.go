@@ -1,0 +1,64 @@
+package policies
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmsched/wasmsched/abi"
+)
+
+func TestGate(t *testing.T) {
+	rt := newRT(t, Config{})
+	ctx := context.Background()
+	for _, name := range BuiltinNames() {
+		wasm, _ := Builtin(name)
+		want, _ := BuiltinKind(name)
+		rep, err := Gate(ctx, rt, name, wasm, GateOptions{Kind: want})
+		if err != nil {
+			t.Fatalf("built-in %s: %v", name, err)
+		}
+		n := len(ConformanceSerial())
+		if want == abi.KindSlotReuse {
+			n = len(ConformanceReuse())
+		}
+		if rep.Kind != want || rep.Cases != n || len(rep.SHA256) != 64 || rep.Size != len(wasm) {
+			t.Fatalf("built-in %s: report %+v", name, rep)
+		}
+	}
+	reuse, _ := Builtin("reuse")
+	wait, _ := Builtin("wait")
+	for _, c := range []struct {
+		name  string
+		wasm  []byte
+		kind  abi.Kind
+		want  []error
+		words string
+	}{
+		{"junk", []byte("definitely not wasm"), 0, []error{ErrNotWasm}, "wasm magic"},
+		{"truncated", wait[:len(wait)/2], 0, []error{ErrNotWasm}, "compile"},
+		{"reuse-as-serial", reuse, abi.KindSerial, []error{ErrKind}, "must be serial, the plugin is slot-reuse"},
+		{"badversion", readFile(t, "testdata/badversion.wasm"), 0, []error{ErrABIVersion}, "ABI version"},
+		{"missing", readFile(t, "testdata/missing.wasm"), 0, []error{ErrMissingExport}, "missing exports"},
+		{"loop", readFile(t, "testdata/loop.wasm"), 0, []error{ErrConformance, ErrTimeout}, `case "empty"`},
+	} {
+		_, err := Gate(ctx, rt, c.name, c.wasm, GateOptions{Kind: c.kind, Deadline: time.Second})
+		for _, w := range c.want {
+			if !errors.Is(err, w) {
+				t.Errorf("%s: error %v, want %v", c.name, err, w)
+			}
+		}
+		if err == nil || !strings.Contains(err.Error(), c.words) {
+			t.Errorf("%s: error %v does not mention %q", c.name, err, c.words)
+		}
+	}
+	// Every conformance snapshot is itself valid.
+	for _, c := range ConformanceSerial() {
+		var v validator
+		if probs := v.indexSerial(c.Snapshot); len(probs) > 0 {
+			t.Errorf("conformance case %s: %v", c.Name, probs)
+		}
+	}
+}
