@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"testing"
@@ -24,13 +25,17 @@ var (
 	wasmErr  error
 )
 
-// sharedWasm is one wasm runtime for the test binary (in-memory compile
-// cache), so every built-in compiles once per binary.
+// sharedWasm is one wasm runtime for the test binary. Its compilation
+// cache is a fixed directory under the temp dir, reused across runs (wazero
+// keys it by its version and the module hash): closing a policy drops the
+// in-memory compiled module, and compiling a Go plugin under -race takes
+// seconds.
 func sharedWasm(t *testing.T) *policies.Runtime {
 	t.Helper()
 	wasmOnce.Do(func() {
 		wasmRT, wasmErr = policies.NewRuntime(context.Background(), policies.Config{
-			CacheDir: "-", CallTimeout: 300 * time.Millisecond, PoolSize: 2,
+			CacheDir:    filepath.Join(os.TempDir(), "wasmsched-host-test-wazero"),
+			CallTimeout: 300 * time.Millisecond, PoolSize: 2,
 			Logger: slog.New(slog.DiscardHandler),
 		})
 	})
@@ -442,7 +447,7 @@ func TestCoordinatorFencedTaskReturnsErrFenced(t *testing.T) {
 	done := make(chan error, 1)
 	go func(l *Lease) { done <- e.rt.coord.Run(ctx, l) }(e.lease)
 	e.submit("gf", "f-1", 1)
-	waitFor(t, 10*time.Second, "f-1 launched", func() bool { return e.run("f-1").State == storage.StateLaunched })
+	waitFor(t, 60*time.Second, "f-1 launched", func() bool { return e.run("f-1").State == storage.StateLaunched })
 	// another leader takes over; the task's lease still looks valid locally
 	e.newTerm()
 	e.submit("gf", "f-2", 1) // dirty again: the settle apply is fenced
@@ -480,7 +485,7 @@ func TestCoordinatorManyGroupsConcurrently(t *testing.T) {
 	}
 	stopC := e.runTask(e.rt.coord.Run)
 	stopS := e.runTask(e.rt.slots.Run)
-	waitFor(t, 20*time.Second, "one running run per group", func() bool {
+	waitFor(t, 60*time.Second, "one running run per group", func() bool {
 		running := 0
 		for _, id := range ids {
 			if e.run(id).State == storage.StateRunning {

@@ -53,6 +53,9 @@ type Elector struct {
 	tasks []Task
 	lease *Lease // current term, nil while standing by
 
+	holdUntil atomic.Int64 // unix ns: do not campaign before (Resign, multi.go)
+	reluctant func() bool  // set before Run by Multi: wait a retry more before a campaign (multi.go)
+
 	active    atomic.Int32 // task sets running now (0 or 1)
 	maxActive atomic.Int32 // high-water mark of active
 	terms     atomic.Int64 // promotions so far
@@ -112,6 +115,9 @@ func (e *Elector) Run(ctx context.Context) error {
 
 	standbyLogged := false
 	for ctx.Err() == nil {
+		if !e.holdoff(ctx) { // multi.go: after a balancing Resign
+			break
+		}
 		lock, lease, wait := e.campaign(ctx, !standbyLogged)
 		if lease == nil {
 			standbyLogged = true

@@ -193,8 +193,8 @@ func (s *PolicySet) closeRef(r *PolicyRef) {
 // Acquire resolves name (cached for the current generation) and returns its
 // loaded version with a hold; call Release when done. Errors:
 // ErrUnknownPolicy (neither pushed-and-active nor built-in), storage errors,
-// policies load errors. Failed resolutions are cached for the generation
-// too, so a group naming an unknown policy costs no Redis reads per pass.
+// policies load errors. Unknown names are cached for the generation too,
+// so a group naming an unknown policy costs no Redis reads per pass.
 func (s *PolicySet) Acquire(ctx context.Context, name string) (*PolicyRef, error) {
 	for {
 		s.mu.Lock()
@@ -238,7 +238,10 @@ func (s *PolicySet) Acquire(ctx context.Context, name string) (*PolicyRef, error
 			s.mu.Unlock()
 			continue
 		}
-		if s.gen == gen && !s.closed { // else a Refresh raced us: don't cache
+		// Cache successes and unknown names for the generation; not other
+		// errors (a Redis blip or a failed load is retried, under the
+		// coordinator's per-group backoff). A racing Refresh: don't cache.
+		if s.gen == gen && !s.closed && (err == nil || errors.Is(err, ErrUnknownPolicy)) {
 			s.active[name] = &resolution{ref: ref, err: err}
 		}
 		if err != nil {

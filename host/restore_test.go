@@ -150,7 +150,7 @@ func TestRestoreTaskFailsOverWithRunningTasks(t *testing.T) {
 	e.worker("w3", 1, time.Hour)
 	e.expire("w2")
 	stop := e.runTask(e.rt.restore.Run)
-	waitFor(t, 10*time.Second, "w2's task moved to w3", func() bool {
+	waitFor(t, 60*time.Second, "w2's task moved to w3", func() bool {
 		r := e.run("r")
 		return len(r.Assignments) == 2 && r.Assignments[1].Worker == "w3"
 	})

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,7 +20,19 @@ type SlotManager struct {
 	rt       *Runtime
 	lastPass atomic.Int64
 	waiting  atomic.Bool // the last pass stopped on ErrNoSlots
+
+	// After ErrNoSlots the head run is retried only when the free-slot
+	// count grew, or after noSlotsRecheck (one ZCARD instead of an
+	// allocate script per poll).
+	mu          sync.Mutex
+	blockedHead string
+	blockedFree int64
+	blockedAt   time.Time
 }
+
+// noSlotsRecheck bounds how long a blocked head run waits without an
+// allocation attempt when the free count does not grow.
+const noSlotsRecheck = 250 * time.Millisecond
 
 // LastPass is when the last pass ended (zero before the first).
 func (s *SlotManager) LastPass() time.Time { return unixNano(s.lastPass.Load()) }
@@ -65,6 +78,19 @@ func (s *SlotManager) Pass(ctx context.Context, lease *Lease) (int, error) {
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
+	s.mu.Lock()
+	head, free0, at := s.blockedHead, s.blockedFree, s.blockedAt
+	s.blockedHead = ""
+	s.mu.Unlock()
+	if head == ids[0] && time.Since(at) < noSlotsRecheck {
+		free, err := s.rt.st.Client().ZCard(ctx, s.rt.st.Keys().Free()).Result()
+		if err == nil && free <= free0 {
+			s.mu.Lock()
+			s.blockedHead = head // still blocked: keep the mark
+			s.mu.Unlock()
+			return 0, nil // nothing was freed since the head did not fit
+		}
+	}
 	n := 0
 	for _, id := range ids {
 		if !lease.Valid() {
@@ -78,6 +104,11 @@ func (s *SlotManager) Pass(ctx context.Context, lease *Lease) (int, error) {
 			s.rt.log.Debug("slots allocated", "run", id, "slots", len(as))
 		case errors.Is(err, storage.ErrNoSlots):
 			s.outcome("no_slots")
+			if free, ferr := s.rt.st.Client().ZCard(ctx, s.rt.st.Keys().Free()).Result(); ferr == nil {
+				s.mu.Lock()
+				s.blockedHead, s.blockedFree, s.blockedAt = id, free, time.Now()
+				s.mu.Unlock()
+			}
 			if !s.waiting.Swap(true) {
 				s.rt.log.Info("not enough free slots; the oldest launched run waits (FIFO)", "run", id, "err", err)
 			}

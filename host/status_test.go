@@ -80,7 +80,7 @@ func TestRuntimeEndToEnd(t *testing.T) {
 			ids = append(ids, r.ID)
 		}
 	}
-	waitFor(t, 30*time.Second, "every run final", func() bool {
+	waitFor(t, 60*time.Second, "every run final", func() bool {
 		for _, id := range ids {
 			r, err := st.GetRun(bg, id)
 			if err != nil || !r.State.Final() {

@@ -103,3 +103,23 @@ func TestWATIsReproducible(t *testing.T) {
 		t.Fatal("plugins/wat-wait/wat-wait.wasm is stale: run go generate ./plugins/")
 	}
 }
+
+func BenchmarkDecide(b *testing.B) {
+	wat, err := os.ReadFile("wat-wait/wat-wait.wasm")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range []int{16, 256} {
+		s := cases.BenchSnapshot("wait", n)
+		b.Run(fmt.Sprintf("wat-wait/wasm/waiting=%d", n), func(b *testing.B) {
+			p := cases.Load(b, "wat-wait", wat)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.DecideSerial(ctx, s); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

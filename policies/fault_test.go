@@ -159,14 +159,17 @@ func TestBadOutputTraps(tt *testing.T) {
 }
 
 func TestGuestOutputCapturedAndBounded(tt *testing.T) {
-	r := &ring{max: 8}
+	r := &ring{max: 8} // head 2 bytes, tail 6
 	r.Write([]byte("hello "))
+	if got := r.String(); got != "hello " {
+		tt.Fatalf("ring = %q", got)
+	}
 	r.Write([]byte("world"))
-	if got := r.String(); got != "...lo world" {
+	if got := r.String(); got != "he\n...\n world" {
 		tt.Fatalf("ring = %q", got)
 	}
 	r.Write([]byte("0123456789abc"))
-	if got := r.String(); got != "...56789abc" {
+	if got := r.String(); got != "he\n...\n789abc" {
 		tt.Fatalf("ring = %q", got)
 	}
 	p := faulty(tt, Config{})

@@ -57,17 +57,23 @@ func TestCloseWaitsForCallsInFlight(tt *testing.T) {
 		done <- err
 	}()
 	<-started
-	time.Sleep(50 * time.Millisecond)
+	for len(p.sem) == 0 { // wait until the call holds its pool token
+		time.Sleep(time.Millisecond)
+	}
+	start := time.Now()
 	if err := p.Close(context.Background()); err != nil {
 		tt.Fatal(err)
+	}
+	if el := time.Since(start); el < 50*time.Millisecond {
+		tt.Fatalf("Close returned after %v, before the call in flight hit its 300ms deadline", el)
 	}
 	select {
 	case err := <-done:
 		if !errors.Is(err, ErrTimeout) {
 			tt.Fatalf("in-flight call: %v", err)
 		}
-	default:
-		tt.Fatal("Close returned before the call in flight finished")
+	case <-time.After(10 * time.Second):
+		tt.Fatal("in-flight call never returned")
 	}
 	if _, err := p.DecideSerial(context.Background(), mode(1)); !errors.Is(err, ErrClosed) {
 		tt.Fatalf("after Close: %v", err)

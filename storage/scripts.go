@@ -78,9 +78,20 @@ func ScriptNames() []string {
 // scripts include the prelude), "" if unknown.
 func ScriptSource(name string) string { return scriptSrc[name] }
 
-// Load preloads every script (SCRIPT LOAD). Calling it is optional: run
-// reloads a script on NOSCRIPT by itself.
+// Load preloads every script (SCRIPT LOAD). On Redis Cluster it loads
+// every script on every shard's master (ForEachShard). Calling it is
+// optional: run reloads a script on NOSCRIPT by itself.
 func (s *Store) Load(ctx context.Context) error {
+	if cc, ok := s.c.(*redis.ClusterClient); ok {
+		return cc.ForEachShard(ctx, func(ctx context.Context, shard *redis.Client) error {
+			for _, n := range ScriptNames() {
+				if err := shard.ScriptLoad(ctx, scriptSrc[n]).Err(); err != nil {
+					return fmt.Errorf("storage: load script %s on %s: %w", n, shard.Options().Addr, err)
+				}
+			}
+			return nil
+		})
+	}
 	for _, n := range ScriptNames() {
 		if err := scripts[n].Load(ctx, s.c).Err(); err != nil {
 			return fmt.Errorf("storage: load script %s: %w", n, err)
@@ -99,10 +110,18 @@ func (s *Store) run(ctx context.Context, op, name string, keys []string, args ..
 	}
 	v, err := sc.EvalSha(ctx, s.c, keys, args...).Result()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if lerr := sc.Load(ctx, s.c).Err(); lerr != nil {
-			return nil, fmt.Errorf("storage: %s: reload script %s: %w", op, name, lerr)
+		if _, cluster := s.c.(*redis.ClusterClient); cluster {
+			// One shard lost its script cache (failover to a replica,
+			// restart): EVAL is routed by the keys to that shard, runs the
+			// script once and caches it there, without depending on the
+			// other shards being reachable.
+			v, err = sc.Eval(ctx, s.c, keys, args...).Result()
+		} else {
+			if lerr := sc.Load(ctx, s.c).Err(); lerr != nil {
+				return nil, fmt.Errorf("storage: %s: reload script %s: %w", op, name, lerr)
+			}
+			v, err = sc.EvalSha(ctx, s.c, keys, args...).Result()
 		}
-		v, err = sc.EvalSha(ctx, s.c, keys, args...).Result()
 	}
 	if err == redis.Nil {
 		return nil, nil

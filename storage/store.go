@@ -10,21 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Connect parses a redis:// or rediss:// URL (redis.ParseURL), connects and
-// PINGs. The error names the address. Cluster and Sentinel URLs come later.
-func Connect(ctx context.Context, url string) (redis.UniversalClient, error) {
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("storage: connect: bad redis URL %q: %v: %w", url, err, ErrInvalid)
-	}
-	c := redis.NewClient(opt)
-	if err := c.Ping(ctx).Err(); err != nil {
-		_ = c.Close()
-		return nil, fmt.Errorf("storage: connect: redis at %s: ping: %w", opt.Addr, err)
-	}
-	return c, nil
-}
-
 // MaxNameLen is the longest accepted name.
 const MaxNameLen = 128
 

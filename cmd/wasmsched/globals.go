@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"slices"
 	"text/tabwriter"
@@ -36,7 +37,7 @@ func globalFlags(withEnv bool) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{
 			Name:    flagRedis,
-			Usage:   "Redis URL (redis://, rediss:// for TLS; user:password@ for auth)",
+			Usage:   "Redis `URL`: redis://[user:pass@]host:port/db (rediss:// = TLS); cluster: h1:p1,h2:p2 or redis+cluster://h1:p1,h2:p2; sentinel: redis+sentinel://s1:p1[,s2:p2]/MASTER[/db] (see docs/operations.md)",
 			EnvVars: env("WASMSCHED_REDIS"),
 			Value:   defaultRedisURL,
 		},
@@ -116,6 +117,9 @@ func openStore(c *cli.Context) (*storage.Store, func(), error) {
 	}
 	rdb, err := storage.Connect(c.Context, globalString(c, flagRedis))
 	if err != nil {
+		if errors.Is(err, storage.ErrInvalid) {
+			return nil, nil, asUsage(err) // malformed --redis: exit 2
+		}
 		return nil, nil, err
 	}
 	st, err := storage.New(rdb, ns)

@@ -70,6 +70,8 @@ Examples:
 			&cli.IntFlag{Name: "coordinators", Value: host.DefaultCoordinators, Usage: fmt.Sprintf("groups decided concurrently, `N` in 1..%d", host.MaxCoordinators)},
 			&cli.DurationFlag{Name: "policy-timeout", Value: policies.DefaultCallTimeout, Usage: "deadline `D` of one policy decide call (> 0)"},
 			&cli.StringFlag{Name: "policy-memory", Value: "32MiB", Usage: fmt.Sprintf("memory cap per policy instance, `BYTES` (plain or with KiB/MiB/GiB; >= %dMiB)", policies.MinMemoryLimit>>20)},
+			&cli.StringFlag{Name: "namespaces", Usage: "compete for each of `LIST` (comma-separated, or \"all\" = every registered namespace) instead of --namespace; see serve_multi.go"},
+			&cli.IntFlag{Name: "balance-slack", Usage: "with --namespaces: lead at most ceil(namespaces/hosts)+`N` before resigning one; -1 disables balancing"},
 			&cli.BoolFlag{Name: "debug-unchecked-ticks", Hidden: true, Usage: "test hook: the tick task skips the lease check and writes once more with its stale fence after losing leadership"},
 		},
 		Action: func(c *cli.Context) error {
@@ -114,6 +116,9 @@ Examples:
 			adv := o.Advertise
 			if adv == "" {
 				adv = defaultAdvertise(admin)
+			}
+			if c.IsSet("namespaces") {
+				return serveMulti(c, st.Client(), o, adv, log, admin) // serve_multi.go
 			}
 			h, err := host.New(host.Config{
 				Store:          st,

@@ -1,0 +1,487 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wasmsched/wasmsched/policies"
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// BalanceConfig configures how a Multi spreads leadership. The rule: with
+// M namespaces in this host's list and N hosts alive (the advisory presence
+// set storage.HostsKey, refreshed every Interval with a PresenceTTL expiry),
+// the target is ceil(M/N) + Slack. A host that leads more than the target
+// resigns one namespace (graceful release: the lock is deleted and the
+// release published, so a standby takes it at once), then waits Cooldown
+// before resigning another; it does not compete for a namespace it resigned
+// for Holdoff (unless the namespace stays without a leader: then it competes
+// again after two retry intervals). A host that leads target or more
+// namespaces is reluctant: it waits one more retry interval before each
+// campaign, so hosts below the target win free locks first. Balancing never
+// stops a namespace from being led: it only changes who leads.
+type BalanceConfig struct {
+	// Disabled turns balancing off (every host competes for everything).
+	Disabled bool
+	// Interval between two balance checks; default LeaseTTL/2.
+	Interval time.Duration
+	// Slack is added to ceil(M/N); default 0.
+	Slack int
+	// Cooldown is the minimum time between two resignations; default LeaseTTL.
+	Cooldown time.Duration
+	// Holdoff is how long a resigned namespace is not competed for;
+	// default 4*LeaseTTL.
+	Holdoff time.Duration
+	// PresenceTTL is how long a host counts as alive after its last
+	// presence refresh; default 3*Interval.
+	PresenceTTL time.Duration
+}
+
+// MultiConfig configures a Multi: one Host per namespace in one process.
+type MultiConfig struct {
+	// Client is the shared Redis client (single node, Sentinel or Cluster).
+	Client redis.UniversalClient
+	// Namespaces to compete for (validated, no duplicates, at least one).
+	Namespaces []string
+	// Host is the template of every namespace's Host. Store, Registry and
+	// Admin are ignored (a Store per namespace, a Registry per namespace
+	// gathered by the shared admin server). Identity is shared by all the
+	// namespaces (default NewIdentity(Advertise)).
+	Host Config
+	// Runtime, if not nil, gives every namespace a leader runtime
+	// (coordinator, slot manager, restore, stats). Unless Runtime.Policies
+	// is set, one wasm runtime is created and shared by all namespaces.
+	Runtime *RuntimeConfig
+	// Admin, if not nil, is where the shared admin server listens: /healthz,
+	// /readyz (every namespace ready), /metrics (all namespaces) and
+	// /status (JSON: identity, balance, and every namespace's Status;
+	// ?namespace=NS for one).
+	Admin net.Listener
+	// Balance is the leadership-balancing rule.
+	Balance BalanceConfig
+}
+
+// Multi runs one Host (elector + leader tasks) per namespace in one
+// process, sharing the Redis client, the wasm runtime and the admin server.
+type Multi struct {
+	cfg      MultiConfig
+	identity string
+	log      *slog.Logger
+	hosts    []*Host
+	byNS     map[string]*Host
+	rts      []*Runtime
+	wasm     *policies.Runtime
+	ownsWasm bool
+	reg      *prometheus.Registry
+
+	ledGauge   prometheus.Gauge
+	aliveGauge prometheus.Gauge
+	targetG    prometheus.Gauge
+	releases   prometheus.Counter
+
+	mu          sync.Mutex
+	alive       int
+	target      int
+	lastRelease time.Time
+	resigned    map[string]time.Time
+	closeOnce   sync.Once
+}
+
+// NewMulti validates cfg and builds the hosts (and runtimes); it does not
+// talk to Redis until Run. Close it after Run returned.
+func NewMulti(ctx context.Context, cfg MultiConfig) (*Multi, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("host: multi: Client is required")
+	}
+	if len(cfg.Namespaces) == 0 {
+		return nil, errors.New("host: multi: no namespaces")
+	}
+	seen := map[string]bool{}
+	for _, ns := range cfg.Namespaces {
+		if err := storage.ValidateName("namespace", ns); err != nil {
+			return nil, fmt.Errorf("host: multi: %w", err)
+		}
+		if seen[ns] {
+			return nil, fmt.Errorf("host: multi: namespace %q listed twice", ns)
+		}
+		seen[ns] = true
+	}
+	if cfg.Balance.Slack < 0 || cfg.Balance.Interval < 0 || cfg.Balance.Cooldown < 0 || cfg.Balance.Holdoff < 0 || cfg.Balance.PresenceTTL < 0 {
+		return nil, errors.New("host: multi: negative balance setting")
+	}
+	base := cfg.Host
+	base.Store, base.Registry, base.Admin = nil, nil, nil
+	// Validate the template with a placeholder store.
+	probe := base
+	probe.Store, _ = storage.New(cfg.Client, cfg.Namespaces[0])
+	if err := probe.Validate(); err != nil {
+		return nil, err
+	}
+	base = probe.withDefaults() // fills Identity, Advertise, LeaseTTL, Logger...
+	b := &cfg.Balance
+	if b.Interval == 0 {
+		b.Interval = base.LeaseTTL / 2
+	}
+	if b.Cooldown == 0 {
+		b.Cooldown = base.LeaseTTL
+	}
+	if b.Holdoff == 0 {
+		b.Holdoff = 4 * base.LeaseTTL
+	}
+	if b.PresenceTTL == 0 {
+		b.PresenceTTL = 3 * b.Interval
+	}
+	m := &Multi{cfg: cfg, identity: base.Identity, log: base.Logger.With("identity", base.Identity),
+		byNS: map[string]*Host{}, resigned: map[string]time.Time{}, alive: 1}
+	m.reg = prometheus.NewRegistry()
+	m.ledGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "wasmsched_namespaces_led", Help: "Namespaces this host leads now."})
+	m.aliveGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "wasmsched_hosts_alive", Help: "Hosts present in the balancing presence set at the last check."})
+	m.targetG = prometheus.NewGauge(prometheus.GaugeOpts{Name: "wasmsched_namespaces_target", Help: "Balancing target: ceil(namespaces/hosts alive) + slack."})
+	m.releases = prometheus.NewCounter(prometheus.CounterOpts{Name: "wasmsched_balance_releases_total", Help: "Namespaces resigned by the balancer."})
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.ledGauge, m.aliveGauge, m.targetG, m.releases)
+
+	if cfg.Runtime != nil {
+		m.wasm = cfg.Runtime.Policies
+		if m.wasm == nil {
+			if err := cfg.Runtime.Validate(); err != nil {
+				return nil, err
+			}
+			var err error
+			m.wasm, err = policies.NewRuntime(ctx, policies.Config{MemoryLimit: cfg.Runtime.PolicyMemory,
+				CallTimeout: cfg.Runtime.PolicyTimeout, PoolSize: cfg.Runtime.PolicyPool,
+				CacheDir: cfg.Runtime.PolicyCacheDir, Logger: base.Logger})
+			if err != nil {
+				return nil, fmt.Errorf("host: multi: %w", err)
+			}
+			m.ownsWasm = true
+		}
+	}
+	for _, ns := range cfg.Namespaces {
+		st, err := storage.New(cfg.Client, ns)
+		if err != nil {
+			m.Close(ctx)
+			return nil, err
+		}
+		hc := base
+		hc.Store = st
+		hc.Registry = prometheus.NewRegistry()
+		hc.Logger = base.Logger
+		h, err := New(hc)
+		if err != nil {
+			m.Close(ctx)
+			return nil, err
+		}
+		h.elector.reluctant = m.reluctant
+		if cfg.Runtime != nil {
+			rc := *cfg.Runtime
+			rc.Policies = m.wasm
+			rt, err := NewRuntime(ctx, h, rc)
+			if err != nil {
+				m.Close(ctx)
+				return nil, err
+			}
+			m.rts = append(m.rts, rt)
+		}
+		m.hosts = append(m.hosts, h)
+		m.byNS[ns] = h
+	}
+	return m, nil
+}
+
+// Identity is the identity stamp shared by every namespace's elector.
+func (m *Multi) Identity() string { return m.identity }
+
+// Hosts returns the per-namespace hosts, in the configured order.
+func (m *Multi) Hosts() []*Host { return slices.Clone(m.hosts) }
+
+// Host returns the host of namespace ns, or nil.
+func (m *Multi) Host(ns string) *Host { return m.byNS[ns] }
+
+// Leading lists the namespaces this process leads now (configured order).
+func (m *Multi) Leading() []string {
+	var out []string
+	for _, h := range m.hosts {
+		if h.Leading() {
+			out = append(out, h.ns)
+		}
+	}
+	return out
+}
+
+// Target is the last balancing target and the hosts alive it came from.
+func (m *Multi) Target() (target, alive int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.target, m.alive
+}
+
+// Gatherer gathers the shared and every namespace's metrics.
+func (m *Multi) Gatherer() prometheus.Gatherer {
+	gs := prometheus.Gatherers{m.reg}
+	for _, h := range m.hosts {
+		gs = append(gs, h.cfg.Registry)
+	}
+	return gs
+}
+
+// Run registers the namespaces (storage.NamespacesKey), serves the admin
+// server (if configured), runs every namespace's Host and the balancer until
+// ctx is cancelled. On return every leader task has stopped and every lock
+// held was released.
+func (m *Multi) Run(ctx context.Context) error {
+	if err := storage.RegisterNamespaces(ctx, m.cfg.Client, m.cfg.Namespaces...); err != nil {
+		m.log.Warn("namespace registry: register failed (advisory)", "err", err)
+	}
+	if m.cfg.Admin != nil {
+		srv := &http.Server{Handler: m.AdminHandler(), ReadHeaderTimeout: 5 * time.Second}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := srv.Serve(m.cfg.Admin); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				m.log.Error("admin server failed", "err", err)
+			}
+		}()
+		m.log.Info("admin server listening", "addr", m.cfg.Admin.Addr().String())
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+			<-done
+		}()
+	}
+	m.log.Info("multi-namespace host started", "namespaces", len(m.hosts), "balance", !m.cfg.Balance.Disabled)
+	var wg sync.WaitGroup
+	errs := make([]error, len(m.hosts))
+	for i, h := range m.hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = h.Run(ctx)
+		}()
+	}
+	if !m.cfg.Balance.Disabled {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.balanceLoop(ctx)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Close closes the runtimes and the shared wasm runtime (after Run).
+func (m *Multi) Close(ctx context.Context) error {
+	var err error
+	m.closeOnce.Do(func() {
+		for _, rt := range m.rts {
+			err = errors.Join(err, rt.Close(ctx))
+		}
+		if m.ownsWasm && m.wasm != nil {
+			err = errors.Join(err, m.wasm.Close(ctx))
+		}
+	})
+	return err
+}
+
+// reluctant reports whether this process already leads its target.
+func (m *Multi) reluctant() bool {
+	if m.cfg.Balance.Disabled {
+		return false
+	}
+	m.mu.Lock()
+	target := m.target
+	m.mu.Unlock()
+	return target > 0 && len(m.Leading()) >= target
+}
+
+func (m *Multi) balanceLoop(ctx context.Context) {
+	defer func() {
+		// Leave the presence set at once on shutdown.
+		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = m.cfg.Client.ZRem(rctx, storage.HostsKey, m.identity).Err()
+	}()
+	t := time.NewTicker(m.cfg.Balance.Interval)
+	defer t.Stop()
+	for {
+		m.balanceOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// BalanceOnce refreshes this host's presence, recomputes the target and
+// resigns at most one namespace if it leads more than the target and the
+// cooldown has passed. It returns the namespace resigned, if any.
+func (m *Multi) balanceOnce(ctx context.Context) string {
+	b := m.cfg.Balance
+	now := time.Now()
+	if tm, err := m.cfg.Client.Time(ctx).Result(); err == nil {
+		now = tm // one clock for every host's presence expiry
+	}
+	var card *redis.IntCmd
+	_, err := m.cfg.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZAdd(ctx, storage.HostsKey, redis.Z{Score: float64(now.Add(b.PresenceTTL).UnixMilli()), Member: m.identity})
+		p.ZRemRangeByScore(ctx, storage.HostsKey, "-inf", "("+strconv.FormatInt(now.UnixMilli(), 10))
+		card = p.ZCard(ctx, storage.HostsKey)
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			m.log.Warn("balance: presence update failed", "err", err)
+		}
+		return ""
+	}
+	alive := max(int(card.Val()), 1)
+	mns := len(m.hosts)
+	target := (mns+alive-1)/alive + b.Slack
+	leading := m.Leading()
+	m.ledGauge.Set(float64(len(leading)))
+	m.aliveGauge.Set(float64(alive))
+	m.targetG.Set(float64(target))
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.alive, m.target = alive, target
+	if len(leading) <= target || time.Since(m.lastRelease) < b.Cooldown {
+		return ""
+	}
+	ns := leading[rand.IntN(len(leading))]
+	h := m.byNS[ns]
+	if !h.elector.Resign(fmt.Sprintf("resigned for balance: leading %d > target %d (%d namespaces, %d hosts alive)",
+		len(leading), target, mns, alive), b.Holdoff) {
+		return ""
+	}
+	m.lastRelease = time.Now()
+	m.resigned[ns] = m.lastRelease
+	m.releases.Inc()
+	m.log.Info("balance: resigned namespace", "namespace", ns, "leading", len(leading), "target", target, "hosts_alive", alive)
+	return ns
+}
+
+// Resign ends the current term (if any) at once with reason (the lock is
+// released gracefully and a standby takes over) and keeps this elector
+// from competing for holdoff, unless the lock stays free: after two retry
+// intervals without a leader it competes again. It reports whether a term
+// was ended.
+func (e *Elector) Resign(reason string, holdoff time.Duration) bool {
+	e.holdUntil.Store(time.Now().Add(holdoff).UnixNano())
+	l := e.Lease()
+	if l == nil {
+		return false
+	}
+	return l.revoke(reason)
+}
+
+// holdoff waits out a Resign's holdoff (and, for a reluctant Multi member,
+// one more retry interval) before a campaign. It reports false if ctx ended.
+func (e *Elector) holdoff(ctx context.Context) bool {
+	since := time.Now()
+	for {
+		until := e.holdUntil.Load()
+		now := time.Now()
+		if until <= now.UnixNano() {
+			break
+		}
+		if !sleepCtx(ctx, min(time.Duration(until-now.UnixNano()), e.retry)) {
+			return false
+		}
+		if time.Since(since) >= 2*e.retry {
+			// Nobody took the namespace: stop holding off.
+			if n, err := e.client.Exists(ctx, e.key).Result(); err == nil && n == 0 {
+				e.holdUntil.Store(0)
+				e.log.Info("holdoff ended early: namespace has no leader")
+			}
+		}
+	}
+	if e.reluctant != nil && e.reluctant() {
+		return sleepCtx(ctx, jitter(e.retry))
+	}
+	return true
+}
+
+// MultiStatus is the shared admin server's /status.
+type MultiStatus struct {
+	Identity    string   `json:"identity"`
+	Namespaces  int      `json:"namespaces"`
+	Leading     []string `json:"leading"`
+	Target      int      `json:"target"`
+	HostsAlive  int      `json:"hosts_alive"`
+	Balance     bool     `json:"balance"`
+	PerNS       []Status `json:"namespace_status"`
+	ResignedRec []string `json:"recently_resigned,omitempty"`
+}
+
+// Status returns the process's multi-namespace view.
+func (m *Multi) Status() MultiStatus {
+	target, alive := m.Target()
+	s := MultiStatus{Identity: m.identity, Namespaces: len(m.hosts), Leading: m.Leading(), Target: target,
+		HostsAlive: alive, Balance: !m.cfg.Balance.Disabled}
+	if s.Leading == nil {
+		s.Leading = []string{}
+	}
+	for _, h := range m.hosts {
+		s.PerNS = append(s.PerNS, h.Status())
+	}
+	m.mu.Lock()
+	for ns, at := range m.resigned {
+		if time.Since(at) < m.cfg.Balance.Holdoff {
+			s.ResignedRec = append(s.ResignedRec, ns)
+		}
+	}
+	m.mu.Unlock()
+	slices.Sort(s.ResignedRec)
+	return s
+}
+
+// AdminHandler is the shared admin server's handler.
+func (m *Multi) AdminHandler() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		for _, h := range m.hosts {
+			if !h.Ready() {
+				http.Error(w, "not ready: namespace "+h.ns, http.StatusServiceUnavailable)
+				return
+			}
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Gatherer(), promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if ns := r.URL.Query().Get("namespace"); ns != "" {
+			h := m.byNS[ns]
+			if h == nil {
+				http.Error(w, "unknown namespace "+strconv.Quote(ns), http.StatusNotFound)
+				return
+			}
+			_ = enc.Encode(h.Status())
+			return
+		}
+		_ = enc.Encode(m.Status())
+	})
+	return mux
+}
