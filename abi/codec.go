@@ -287,8 +287,140 @@ func DecodeSerialSnapshot(b []byte, s *SerialSnapshot) error {
 // DecodeSerialSnapshotView is DecodeSerialSnapshot without copying: strings
 // in s alias b and are valid only while b is not modified. Used by the guest
 // SDK for a zero-allocation hot path.
+//
+// It accepts and rejects exactly what DecodeSerialSnapshot does (the fuzzer
+// checks), but is written for a Go wasm guest under wazero's deadline checks,
+// where every taken branch and every call exits to the host (~25-45 ns): the
+// run loop is unrolled by four and branch-free (string references are
+// checked arithmetically and the verdict is taken once, after the loop).
 func DecodeSerialSnapshotView(b []byte, s *SerialSnapshot) error {
-	return decodeSerialSnapshot(b, s, true)
+	s.Active, s.Waiting = s.Active[:0], s.Waiting[:0]
+	if len(b) < SerialSnapshotHeaderSize || le.Uint32(b[0:4]) != TagSerialSnapshot {
+		return decodeSerialSnapshot(b, s, true) // for the error
+	}
+	h := b[:SerialSnapshotHeaderSize]
+	na, nw := uint64(le.Uint32(h[32:36])), uint64(le.Uint32(h[36:40]))
+	if SerialSnapshotHeaderSize+(na+nw)*RunSize > uint64(len(b)) {
+		return decodeSerialSnapshot(b, s, true)
+	}
+	p, l := unsafe.Pointer(unsafe.SliceData(b)), uint64(len(b))
+	s.MaxActive = le.Uint32(h[4:8])
+	s.Now = int64(le.Uint64(h[8:16]))
+	var bad1, bad2 uint64
+	s.Group, bad1 = viewStr(p, l, h[16:24])
+	s.Policy, bad2 = viewStr(p, l, h[24:32])
+	if cap(s.Active) < int(na) {
+		s.Active = make([]Run, na)
+	}
+	if cap(s.Waiting) < int(nw) {
+		s.Waiting = make([]Run, nw)
+	}
+	s.Active, s.Waiting = s.Active[:na], s.Waiting[:nw]
+	bad := bad1 | bad2 |
+		viewRuns(p, l, b[SerialSnapshotHeaderSize:], s.Active) |
+		viewRuns(p, l, b[SerialSnapshotHeaderSize+na*RunSize:], s.Waiting)
+	if bad != 0 {
+		return errBadString
+	}
+	return nil
+}
+
+// viewStr resolves the string reference in ref[0:8] against the record at p
+// of l > 0 bytes without branching: bad is 1 if it lies outside the record
+// (the string is then empty). The data pointer always stays inside the
+// record, even for an empty string, so the GC never sees a pointer past it.
+func viewStr(p unsafe.Pointer, l uint64, ref []byte) (s string, bad uint64) {
+	ref = ref[:8]
+	o, n := uint64(le.Uint32(ref[0:4])), uint64(le.Uint32(ref[4:8]))
+	bad = (l - (o + n)) >> 63         // o+n > l; all values < 2^33
+	keep := -((-n) >> 63) & (bad - 1) // all ones if n > 0 and the reference is good
+	return unsafe.String((*byte)(unsafe.Add(p, o&keep)), n&keep), bad
+}
+
+// viewRuns decodes len(runs) run records from recs, strings aliasing the
+// record at p of l bytes (viewStr, written out by hand: the compiler does not
+// inline a whole record). It returns nonzero if any string reference is bad.
+// Unrolled by four: one loop iteration, so one deadline check, per four runs.
+func viewRuns(p unsafe.Pointer, l uint64, recs []byte, runs []Run) uint64 {
+	var bad uint64
+	i := 0
+	for ; i+4 <= len(runs); i += 4 {
+		_ = runs[i+3]
+		_ = recs[(i+4)*RunSize-1]
+		{
+			rec, r := recs[i*RunSize:(i+1)*RunSize], &runs[i]
+			r.Seq = le.Uint64(rec[0:8])
+			r.SubmittedAt = int64(le.Uint64(rec[8:16]))
+			r.StartedAt = int64(le.Uint64(rec[16:24]))
+			r.Priority = int32(le.Uint32(rec[24:28]))
+			r.Slots = le.Uint32(rec[28:32])
+			r.State = State(rec[40])
+			o, n := uint64(le.Uint32(rec[32:36])), uint64(le.Uint32(rec[36:40]))
+			b := (l - (o + n)) >> 63
+			keep := -((-n) >> 63) & (b - 1)
+			r.ID = unsafe.String((*byte)(unsafe.Add(p, o&keep)), n&keep)
+			bad |= b
+		}
+		{
+			rec, r := recs[(i+1)*RunSize:(i+2)*RunSize], &runs[i+1]
+			r.Seq = le.Uint64(rec[0:8])
+			r.SubmittedAt = int64(le.Uint64(rec[8:16]))
+			r.StartedAt = int64(le.Uint64(rec[16:24]))
+			r.Priority = int32(le.Uint32(rec[24:28]))
+			r.Slots = le.Uint32(rec[28:32])
+			r.State = State(rec[40])
+			o, n := uint64(le.Uint32(rec[32:36])), uint64(le.Uint32(rec[36:40]))
+			b := (l - (o + n)) >> 63
+			keep := -((-n) >> 63) & (b - 1)
+			r.ID = unsafe.String((*byte)(unsafe.Add(p, o&keep)), n&keep)
+			bad |= b
+		}
+		{
+			rec, r := recs[(i+2)*RunSize:(i+3)*RunSize], &runs[i+2]
+			r.Seq = le.Uint64(rec[0:8])
+			r.SubmittedAt = int64(le.Uint64(rec[8:16]))
+			r.StartedAt = int64(le.Uint64(rec[16:24]))
+			r.Priority = int32(le.Uint32(rec[24:28]))
+			r.Slots = le.Uint32(rec[28:32])
+			r.State = State(rec[40])
+			o, n := uint64(le.Uint32(rec[32:36])), uint64(le.Uint32(rec[36:40]))
+			b := (l - (o + n)) >> 63
+			keep := -((-n) >> 63) & (b - 1)
+			r.ID = unsafe.String((*byte)(unsafe.Add(p, o&keep)), n&keep)
+			bad |= b
+		}
+		{
+			rec, r := recs[(i+3)*RunSize:(i+4)*RunSize], &runs[i+3]
+			r.Seq = le.Uint64(rec[0:8])
+			r.SubmittedAt = int64(le.Uint64(rec[8:16]))
+			r.StartedAt = int64(le.Uint64(rec[16:24]))
+			r.Priority = int32(le.Uint32(rec[24:28]))
+			r.Slots = le.Uint32(rec[28:32])
+			r.State = State(rec[40])
+			o, n := uint64(le.Uint32(rec[32:36])), uint64(le.Uint32(rec[36:40]))
+			b := (l - (o + n)) >> 63
+			keep := -((-n) >> 63) & (b - 1)
+			r.ID = unsafe.String((*byte)(unsafe.Add(p, o&keep)), n&keep)
+			bad |= b
+		}
+	}
+	for ; i < len(runs); i++ {
+		{
+			rec, r := recs[i*RunSize:(i+1)*RunSize], &runs[i]
+			r.Seq = le.Uint64(rec[0:8])
+			r.SubmittedAt = int64(le.Uint64(rec[8:16]))
+			r.StartedAt = int64(le.Uint64(rec[16:24]))
+			r.Priority = int32(le.Uint32(rec[24:28]))
+			r.Slots = le.Uint32(rec[28:32])
+			r.State = State(rec[40])
+			o, n := uint64(le.Uint32(rec[32:36])), uint64(le.Uint32(rec[36:40]))
+			b := (l - (o + n)) >> 63
+			keep := -((-n) >> 63) & (b - 1)
+			r.ID = unsafe.String((*byte)(unsafe.Add(p, o&keep)), n&keep)
+			bad |= b
+		}
+	}
+	return bad
 }
 
 func decodeSerialDecision(b []byte, d *SerialDecision, view bool) error {

@@ -15,9 +15,16 @@ func FuzzDecodeSerialSnapshot(f *testing.F) {
 	f.Add(abi.AppendSerialSnapshot(nil, &abi.SerialSnapshot{}))
 	f.Add([]byte{1, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var s, s2 abi.SerialSnapshot
-		if abi.DecodeSerialSnapshotView(b, &s) != nil {
+		var s, s2, c abi.SerialSnapshot
+		errView, errCopy := abi.DecodeSerialSnapshotView(b, &s), abi.DecodeSerialSnapshot(b, &c)
+		if (errView == nil) != (errCopy == nil) {
+			t.Fatalf("view decoder err %v, copying decoder err %v", errView, errCopy)
+		}
+		if errView != nil {
 			return
+		}
+		if !reflect.DeepEqual(norm(s), norm(c)) {
+			t.Fatalf("view %+v != copy %+v", s, c)
 		}
 		if err := abi.DecodeSerialSnapshot(abi.AppendSerialSnapshot(nil, &s), &s2); err != nil {
 			t.Fatal(err)

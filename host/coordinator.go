@@ -72,6 +72,11 @@ type RuntimeConfig struct {
 	// BatchSize bounds the groups read per coordinator pass and the runs per
 	// slot-manager pass. Default 1000.
 	BatchSize int
+	// RollbackAfter is how many consecutive failed decisions (trap,
+	// timeout, invalid) of a pushed policy version make this host roll it
+	// back (storage.Store.AutoRollbackPolicy; hotswap.go). 0 =
+	// DefaultRollbackAfter (5); negative disables.
+	RollbackAfter int
 }
 
 // Validate reports unusable values (zero is always fine).
@@ -142,6 +147,7 @@ type Runtime struct {
 	set    *PolicySet
 	wasm   *policies.Runtime
 	ownsRT bool
+	hot    *hotSwap // policy-channel subscriber (hotswap.go)
 
 	coord   *Coordinator
 	slots   *SlotManager
@@ -166,6 +172,10 @@ func NewRuntime(ctx context.Context, h *Host, cfg RuntimeConfig) (*Runtime, erro
 		h.AddLeaderTask(t.Name, t.Run)
 	}
 	h.rt.Store(r)
+	if err := r.startHotSwap(ctx, h, h.cfg.Registry); err != nil { // hotswap.go
+		_ = r.Close(ctx)
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -234,6 +244,7 @@ func (r *Runtime) Restorer() *Restorer { return r.restore }
 func (r *Runtime) Close(ctx context.Context) error {
 	var err error
 	r.closeOnce.Do(func() {
+		r.stopHotSwap()
 		err = r.set.Close(ctx)
 		if r.ownsRT {
 			err = errors.Join(err, r.wasm.Close(ctx))
@@ -477,9 +488,11 @@ func (c *Coordinator) decide(ctx context.Context, lease *Lease, group string) (b
 		log.Warn("policy decision rejected; group left dirty", "group", group, "policy", policy,
 			"version", ref.Version, "outcome", oc, "err", err)
 		c.outcome(policy, ref.Version, oc)
+		ref.Failed(ctx, oc, err) // auto-rollback after K in a row (hotswap.go)
 		c.fail(group)
 		return false, nil
 	}
+	ref.Succeeded()
 	d := storage.Decision{
 		Version:       sn.Group.Version,
 		ClaimID:       fmt.Sprintf("%d:%s:%d", lease.Epoch(), group, sn.Group.Version),

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wasmsched/wasmsched/policies"
@@ -44,6 +45,14 @@ type PolicySet struct {
 	loaded   map[string]*PolicyRef  // name@sha -> loaded version
 	loading  map[string]chan struct{}
 	closed   bool
+
+	// Auto-rollback (hotswap.go): after rollbackAfter consecutive failures
+	// (trap, timeout, invalid decision) of a pushed version, the host asks
+	// storage to roll it back. 0 disables. Set before use.
+	rollbackAfter int
+	who           string            // recorded in the history; the host identity
+	rb            *rollbackMetrics  // may be nil
+	rollbackHook  func(name string) // after a rollback that happened (test hook, hotswap)
 }
 
 type resolution struct {
@@ -71,6 +80,9 @@ type PolicyRef struct {
 	key     string
 	refs    int // guarded by set.mu
 	retired bool
+
+	fails   atomic.Int32 // consecutive failed decisions (Failed / Succeeded)
+	rolling atomic.Bool  // an auto-rollback of this version was attempted
 }
 
 // Release drops one hold taken by Acquire.

@@ -12,7 +12,7 @@ import (
 
 // SlotManager is the leader task that gives LAUNCHED runs their slots:
 // strictly FIFO by seq, each run all of its k slots or none
-// (storage.Store.Allocate, fenced). When the oldest run does not fit, the
+// (storage.Store.AllocateBatch, fenced: up to allocChunk runs per script). When the oldest run does not fit, the
 // pass stops: younger (smaller) runs do not overtake it, so a big run is
 // never starved by a stream of small ones (RATIONALE.md "Slot manager is
 // strictly FIFO").
@@ -29,6 +29,10 @@ type SlotManager struct {
 	blockedFree int64
 	blockedAt   time.Time
 }
+
+// allocChunk is the most runs one AllocateBatch script places (bounds the
+// time Redis spends in one script).
+const allocChunk = 128
 
 // noSlotsRecheck bounds how long a blocked head run waits without an
 // allocation attempt when the free count does not grow.
@@ -92,39 +96,45 @@ func (s *SlotManager) Pass(ctx context.Context, lease *Lease) (int, error) {
 		}
 	}
 	n := 0
-	for _, id := range ids {
+	for lo := 0; lo < len(ids); lo += allocChunk {
 		if !lease.Valid() {
 			return n, nil
 		}
-		as, err := s.rt.st.Allocate(ctx, lease.Fence(), id)
+		chunk := ids[lo:min(lo+allocChunk, len(ids))]
+		res, err := s.rt.st.AllocateBatch(ctx, lease.Fence(), chunk)
 		switch {
-		case err == nil:
-			n++
-			s.outcome("allocated")
-			s.rt.log.Debug("slots allocated", "run", id, "slots", len(as))
-		case errors.Is(err, storage.ErrNoSlots):
-			s.outcome("no_slots")
-			if free, ferr := s.rt.st.Client().ZCard(ctx, s.rt.st.Keys().Free()).Result(); ferr == nil {
-				s.mu.Lock()
-				s.blockedHead, s.blockedFree, s.blockedAt = id, free, time.Now()
-				s.mu.Unlock()
-			}
-			if !s.waiting.Swap(true) {
-				s.rt.log.Info("not enough free slots; the oldest launched run waits (FIFO)", "run", id, "err", err)
-			}
-			return n, nil
 		case errors.Is(err, storage.ErrFenced):
 			return n, err
-		case errors.Is(err, storage.ErrBadState) || errors.Is(err, storage.ErrNotFound):
-			// stopped or finished since the read: no longer ours to place
-			s.outcome("skipped")
-		case ctx.Err() != nil:
+		case err != nil && ctx.Err() != nil:
 			return n, nil
-		default:
+		case err != nil:
 			s.outcome("error")
 			return n, err
 		}
-		s.waiting.Store(false)
+		for _, r := range res {
+			switch r.Outcome {
+			case storage.AllocAllocated:
+				n++
+				s.outcome("allocated")
+				s.rt.log.Debug("slots allocated", "run", r.Run, "slots", len(r.Assignments))
+				s.waiting.Store(false)
+			case storage.AllocSkipped:
+				// stopped or finished since the read: no longer ours to place
+				s.outcome("skipped")
+			case storage.AllocNoSlots:
+				s.outcome("no_slots")
+				if free, ferr := s.rt.st.Client().ZCard(ctx, s.rt.st.Keys().Free()).Result(); ferr == nil {
+					s.mu.Lock()
+					s.blockedHead, s.blockedFree, s.blockedAt = r.Run, free, time.Now()
+					s.mu.Unlock()
+				}
+				if !s.waiting.Swap(true) {
+					s.rt.log.Info("not enough free slots; the oldest launched run waits (FIFO)", "run", r.Run,
+						"needs", r.Needed, "free", r.Found)
+				}
+				return n, nil
+			}
+		}
 	}
 	return n, nil
 }

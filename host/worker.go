@@ -85,13 +85,15 @@ type Worker struct {
 	done     chan *finished
 	runsDone *prometheus.CounterVec
 	journal  *os.File
-	lastBeat time.Time // send time of the last successful heartbeat (main loop only)
+	lastBeat time.Time           // send time of the last successful heartbeat (main loop only)
+	events   []storage.SlotEvent // announced assignments not yet polled (under mu)
 	wg       sync.WaitGroup
 }
 
 // finished is the outcome of one execution, to be reported.
 type finished struct {
 	run, token string
+	group      string // "" if unknown (then Report reads it)
 	outcome    storage.State
 	reason     string
 	drop       bool // killed because the assignment is gone: do not report
@@ -193,6 +195,7 @@ func (w *Worker) Run(ctx context.Context) error {
 
 	tick := time.NewTicker(w.HeartbeatTTL / 3)
 	defer tick.Stop()
+	kick := w.subscribe(ctx)
 	w.heartbeat(ctx)
 	for {
 		select {
@@ -202,6 +205,94 @@ func (w *Worker) Run(ctx context.Context) error {
 			w.finish(ctx, f)
 		case <-tick.C:
 			w.heartbeat(ctx)
+		case <-kick:
+			w.poll(ctx)
+		}
+	}
+}
+
+// subscribe listens on the namespace's slot-events channel (the slot
+// manager announces each task-0 slot it assigns: storage.ParseSlotEvents),
+// queues the events naming this worker and returns a channel that gets a
+// token when there are some, so the worker starts the run at once instead
+// of at its next heartbeat. Best effort: without the subscription (or when
+// a message is lost) the heartbeat still picks the work up.
+func (w *Worker) subscribe(ctx context.Context) <-chan struct{} {
+	kick := make(chan struct{}, 1)
+	ps := w.Store.Client().Subscribe(ctx, w.Store.Keys().SlotEvents())
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer ps.Close()
+		ch := ps.Channel()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case m, ok := <-ch:
+				if !ok {
+					return
+				}
+				id := w.Identity()
+				n := 0
+				w.mu.Lock()
+				for _, e := range storage.ParseSlotEvents(m.Payload) {
+					if e.Worker == id {
+						w.events = append(w.events, e)
+						n++
+					}
+				}
+				w.mu.Unlock()
+				if n > 0 {
+					select {
+					case kick <- struct{}{}:
+					default: // a poll is already due
+					}
+				}
+			}
+		}
+	}()
+	return kick
+}
+
+// notStarted reports whether token is not yet executed or settled: the
+// slots read fetches the whole run record only for such task-0 slots.
+func (w *Worker) notStarted(token string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.started[token]
+}
+
+// poll is the read-only pickup after slot-events notifications: the
+// announced slots and their runs in one round trip (storage.PollAssigned),
+// then every announced run still assigned and RUNNING is started. It never
+// stops or drops anything (the heartbeat's reconcile does) and does not
+// extend the heartbeat (the ticker does).
+func (w *Worker) poll(ctx context.Context) {
+	w.mu.Lock()
+	evs := w.events
+	w.events = nil
+	id := w.identity
+	w.mu.Unlock()
+	if len(evs) == 0 {
+		return
+	}
+	states, err := w.Store.PollAssigned(ctx, id, evs)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.Logger.Debug("worker slot poll failed; the heartbeat picks the work up", "identity", id, "err", err)
+		}
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.identity != id {
+		return // re-registered meanwhile: these slots are not ours
+	}
+	for _, s := range states {
+		if s.RunState == storage.StateRunning && !w.started[s.Token] {
+			w.started[s.Token] = true
+			w.startLocked(ctx, s)
 		}
 	}
 }
@@ -238,7 +329,7 @@ func (w *Worker) register(ctx context.Context) error {
 func (w *Worker) heartbeat(ctx context.Context) {
 	id := w.Identity()
 	sent := time.Now()
-	states, err := w.Store.Heartbeat(ctx, id, w.HeartbeatTTL)
+	states, err := w.Store.HeartbeatDetail(ctx, id, w.HeartbeatTTL, w.notStarted)
 	if errors.Is(err, storage.ErrUnknownWorker) {
 		w.Logger.Warn("worker was reaped; dropping its work and registering again", "identity", id)
 		w.dropAll("worker was reaped")
@@ -344,22 +435,31 @@ func (w *Worker) stopReason(ctx context.Context, runID string) string {
 }
 
 // startLocked starts executing the run of assignment s. w.mu is held.
+// The run record comes with s (SlotState.Detail, read with the slots);
+// only without it is it read here.
 func (w *Worker) startLocked(ctx context.Context, s storage.SlotState) {
-	run, err := w.Store.GetRun(ctx, s.Run)
-	if err != nil {
-		w.Logger.Warn("cannot read assigned run; will retry", "run", s.Run, "err", err)
-		delete(w.started, s.Token)
-		return
+	var run storage.Run
+	if s.Detail != nil && s.Detail.ID == s.Run {
+		run = *s.Detail
+	} else {
+		r, err := w.Store.GetRun(ctx, s.Run)
+		if err != nil {
+			w.Logger.Warn("cannot read assigned run; will retry", "run", s.Run, "err", err)
+			delete(w.started, s.Token)
+			return
+		}
+		run = r
 	}
 	if w.journal != nil {
-		if _, err := fmt.Fprintf(w.journal, "%s %s\n", s.Run, s.Token); err == nil {
+		_, err := fmt.Fprintf(w.journal, "%s %s\n", s.Run, s.Token)
+		if err == nil {
 			err = w.journal.Sync()
 		}
 		if err != nil {
 			w.Logger.Error("journal write failed", "run", s.Run, "err", err)
 		}
 	}
-	e := &execution{run: s.Run, token: s.Token, stop: make(chan killReason, 1)}
+	e := &execution{run: s.Run, token: s.Token, group: run.Group, stop: make(chan killReason, 1)}
 	w.running[s.Token] = e
 	log := w.Logger.With("run", s.Run, "token", s.Token, "group", run.Group)
 	log.Info("run started", "mode", w.mode())
@@ -372,6 +472,7 @@ func (w *Worker) startLocked(ctx context.Context, s storage.SlotState) {
 		} else {
 			f = w.execute(e, run, log)
 		}
+		f.group = run.Group
 		w.done <- f
 	}()
 }
@@ -427,7 +528,12 @@ func (w *Worker) retryReports(ctx context.Context) {
 	id := w.identity
 	w.mu.Unlock()
 	for _, p := range todo {
-		err := w.Store.Report(ctx, id, p.run, p.token, p.outcome, p.reason)
+		var err error
+		if p.group != "" {
+			err = w.Store.ReportInGroup(ctx, id, p.group, p.run, p.token, p.outcome, p.reason)
+		} else {
+			err = w.Store.Report(ctx, id, p.run, p.token, p.outcome, p.reason)
+		}
 		switch {
 		case err == nil:
 			w.Logger.Info("run reported", "run", p.run, "token", p.token, "outcome", p.outcome)
@@ -515,6 +621,7 @@ func (k killReason) result(e *execution) *finished {
 // execution is one run being executed.
 type execution struct {
 	run, token string
+	group      string
 	stopReason string // set (under Worker.mu) before kill(killStop)
 	once       sync.Once
 	stop       chan killReason // gets the first kill reason

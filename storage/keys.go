@@ -76,6 +76,11 @@ func (k Keys) Slots() string { return k.p + "slots" }
 // Free is the zset of free "worker#index".
 func (k Keys) Free() string { return k.p + "free" }
 
+// SlotEvents is the pub/sub channel allocate_batch publishes on:
+// space-separated "worker#index#run" of the task-0 slots it just assigned
+// (ParseSlotEvents).
+func (k Keys) SlotEvents() string { return k.p + "slot-events" }
+
 // Policies is the set of policy names.
 func (k Keys) Policies() string { return k.p + "policies" }
 

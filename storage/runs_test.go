@@ -234,10 +234,17 @@ func TestStore_Apply(t *testing.T) {
 			}
 		})
 		t.Run("settle", func(t *testing.T) {
-			e, f, v := prep(t)
-			if !contains(ok(e.s.DirtyGroups(ctx, 0))(t), "g") {
-				t.Fatal("g not dirty (it has waiting runs)")
+			e, f, _ := prep(t)
+			// a decision is complete for its snapshot: the launch apply
+			// leaves g clean although it still has WAITING runs
+			if contains(ok(e.s.DirtyGroups(ctx, 0))(t), "g") {
+				t.Fatal("g dirty after a non-empty apply (re-dirty removed)")
 			}
+			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "w8"}))(t)
+			if !contains(ok(e.s.DirtyGroups(ctx, 0))(t), "g") {
+				t.Fatal("g not dirty after submit")
+			}
+			v := ok(e.s.GetGroup(ctx, "g"))(t).Version
 			// stale settle: nothing
 			e.unchanged(t, func() {
 				if _, err := e.s.Apply(ctx, f, "g", storage.Decision{Version: v - 1}); !errors.Is(err, storage.ErrStale) {

@@ -17,12 +17,13 @@ var scriptFS embed.FS
 // time. fenced lists the leader-authority scripts: _prelude.lua is prepended
 // to each as well, after the helpers (KEYS[1]=fence, KEYS[2]=lock, ARGV[1]=epoch, ARGV[2]=holder).
 var fenced = map[string]bool{
-	"apply":         true,
-	"allocate":      true,
-	"restore_apply": true,
-	"fail_run":      true,
-	"reap":          true,
-	"tick":          true,
+	"apply":          true,
+	"allocate":       true,
+	"allocate_batch": true,
+	"restore_apply":  true,
+	"fail_run":       true,
+	"reap":           true,
+	"tick":           true,
 }
 
 // scriptSrc holds the source of every script as sent to Redis, by name (file

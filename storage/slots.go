@@ -65,6 +65,10 @@ type SlotState struct {
 	Token    string
 	Task     int
 	RunState State // state of Run ("" when free or the run is gone)
+	// Detail is the whole run record, read in the same round trip as
+	// RunState, only for the task-0 slots the caller asked for (Heartbeat's
+	// need); nil otherwise.
+	Detail *Run
 }
 
 func parseSlotValue(i int, v string) SlotState {
@@ -80,21 +84,32 @@ func parseSlotValue(i int, v string) SlotState {
 	return st
 }
 
-// fillRunStates reads the states of the slots' runs in one pipelined round trip.
-func (s *Store) fillRunStates(ctx context.Context, sl []SlotState) error {
+// fillRunStates reads the states of the slots' runs in one pipelined round
+// trip; for a task-0 slot whose token satisfies need (nil: none) it reads
+// the whole run record instead (SlotState.Detail).
+func (s *Store) fillRunStates(ctx context.Context, sl []SlotState, need func(token string) bool) error {
 	idx := map[string][]int{}
+	full := map[string]bool{}
 	for i, x := range sl {
 		if x.Run != "" {
 			idx[x.Run] = append(idx[x.Run], i)
+			if need != nil && x.Task == 0 && x.Token != "" && need(x.Token) {
+				full[x.Run] = true
+			}
 		}
 	}
 	if len(idx) == 0 {
 		return nil
 	}
-	cmds := map[string]*redis.StringCmd{}
+	cmds := make(map[string]*redis.StringCmd, len(idx))
+	fulls := make(map[string]*redis.SliceCmd, len(full))
 	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for r := range idx {
-			cmds[r] = p.HGet(ctx, s.k.Run(r), "state")
+			if full[r] {
+				fulls[r] = p.HMGet(ctx, s.k.Run(r), runFields...)
+			} else {
+				cmds[r] = p.HGet(ctx, s.k.Run(r), "state")
+			}
 		}
 		return nil
 	})
@@ -106,6 +121,18 @@ func (s *Store) fillRunStates(ctx context.Context, sl []SlotState) error {
 			sl[i].RunState = State(c.Val())
 		}
 	}
+	for r, c := range fulls {
+		run, ok := parseRun(c.Val())
+		for _, i := range idx[r] {
+			if ok {
+				sl[i].RunState = run.State
+				if sl[i].Task == 0 {
+					d := run
+					sl[i].Detail = &d
+				}
+			}
+		}
+	}
 	return nil
 }
 
@@ -113,6 +140,14 @@ func (s *Store) fillRunStates(ctx context.Context, sl []SlotState) error {
 // with the state of each assigned run (one script + one pipelined read).
 // ErrUnknownWorker when the worker was reaped or never registered.
 func (s *Store) Heartbeat(ctx context.Context, identity string, ttl time.Duration) ([]SlotState, error) {
+	return s.HeartbeatDetail(ctx, identity, ttl, nil)
+}
+
+// HeartbeatDetail is Heartbeat that also reads the whole run record
+// (SlotState.Detail) of each task-0 slot whose token satisfies need, in
+// the same pipelined read as the run states: a worker passes "tokens I have
+// not started yet", so starting a run costs no extra round trip.
+func (s *Store) HeartbeatDetail(ctx context.Context, identity string, ttl time.Duration, need func(token string) bool) ([]SlotState, error) {
 	const op = "heartbeat"
 	if err := ValidateWorker(identity); err != nil {
 		return nil, err
@@ -131,8 +166,91 @@ func (s *Store) Heartbeat(ctx context.Context, identity string, ttl time.Duratio
 	for i, x := range vals {
 		out[i] = parseSlotValue(i, str(x))
 	}
-	if err := s.fillRunStates(ctx, out); err != nil {
+	if err := s.fillRunStates(ctx, out, need); err != nil {
 		return nil, fmt.Errorf("storage: %s: run states: %w", op, err)
+	}
+	return out, nil
+}
+
+// SlotEvent is one task-0 assignment announced on Keys().SlotEvents() by
+// AllocateBatch: worker identity, slot index, run id.
+type SlotEvent struct {
+	Worker string
+	Slot   int
+	Run    string
+}
+
+// ParseSlotEvents parses a SlotEvents message: space-separated
+// "worker#index#run" entries (worker identities may contain '#'; index and
+// run never do). Malformed entries are skipped.
+func ParseSlotEvents(payload string) []SlotEvent {
+	var out []SlotEvent
+	for _, e := range strings.Fields(payload) {
+		j := strings.LastIndexByte(e, '#')
+		if j <= 0 {
+			continue
+		}
+		i := strings.LastIndexByte(e[:j], '#')
+		if i <= 0 {
+			continue
+		}
+		idx, err := strconv.Atoi(e[i+1 : j])
+		if err != nil || idx < 0 || j+1 == len(e) {
+			continue
+		}
+		out = append(out, SlotEvent{Worker: e[:i], Slot: idx, Run: e[j+1:]})
+	}
+	return out
+}
+
+// PollAssigned is the read-only pickup of announced assignments: for each
+// event of worker identity it reads the slot's current value and the
+// announced run's record, all in ONE pipelined round trip. It returns the
+// slots that still hold task 0 of the announced run, with RunState and
+// Detail set (other events are dropped: the heartbeat reconciles them).
+// It does not extend the worker's expiry.
+func (s *Store) PollAssigned(ctx context.Context, identity string, evs []SlotEvent) ([]SlotState, error) {
+	const op = "poll assigned"
+	if err := ValidateWorker(identity); err != nil {
+		return nil, err
+	}
+	type cmds struct {
+		slot *redis.StringCmd
+		run  *redis.SliceCmd
+	}
+	cs := make([]cmds, 0, len(evs))
+	keep := make([]SlotEvent, 0, len(evs))
+	for _, e := range evs {
+		if e.Worker == identity && ValidateName("run", e.Run) == nil {
+			keep = append(keep, e)
+		}
+	}
+	if len(keep) == 0 {
+		return nil, nil
+	}
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, e := range keep {
+			cs = append(cs, cmds{p.HGet(ctx, s.k.Slots(), identity+"#"+strconv.Itoa(e.Slot)),
+				p.HMGet(ctx, s.k.Run(e.Run), runFields...)})
+		}
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return nil, fmt.Errorf("storage: %s: %w", op, err)
+	}
+	out := make([]SlotState, 0, len(keep))
+	for i, e := range keep {
+		st := parseSlotValue(e.Slot, cs[i].slot.Val())
+		if st.Run != e.Run || st.Task != 0 || st.Token == "" {
+			continue
+		}
+		r, ok := parseRun(cs[i].run.Val())
+		if !ok {
+			continue
+		}
+		st.RunState = r.State
+		st.Detail = &r
+		out = append(out, st)
 	}
 	return out, nil
 }
@@ -159,8 +277,38 @@ func (s *Store) Report(ctx context.Context, identity, runID, token string, outco
 	if err != nil {
 		return err
 	}
+	return s.report(ctx, identity, g, runID, token, outcome, reason)
+}
+
+// ReportInGroup is Report for a caller that knows the run's group (a
+// worker has it from the run record): it saves Report's read of the group.
+// A wrong group is ErrNotFound (checked in the script; nothing written).
+func (s *Store) ReportInGroup(ctx context.Context, identity, group, runID, token string, outcome State, reason string) error {
+	const op = "report"
+	if err := ValidateWorker(identity); err != nil {
+		return err
+	}
+	if err := ValidateName("group", group); err != nil {
+		return fmt.Errorf("storage: %s: %w", op, err)
+	}
+	if err := ValidateName("run", runID); err != nil {
+		return fmt.Errorf("storage: %s: %w", op, err)
+	}
+	switch outcome {
+	case StateSucceeded, StateFailed, StateStopped:
+	default:
+		return invalid(op, "run %s: outcome %q, want SUCCEEDED, FAILED or STOPPED", runID, outcome)
+	}
+	if token == "" {
+		return invalid(op, "run %s: empty token", runID)
+	}
+	return s.report(ctx, identity, group, runID, token, outcome, reason)
+}
+
+func (s *Store) report(ctx context.Context, identity, g, runID, token string, outcome State, reason string) error {
+	const op = "report"
 	k := s.k
-	_, err = s.run(ctx, op, "report",
+	_, err := s.run(ctx, op, "report",
 		[]string{k.Run(runID), k.Slots(), k.Free(), k.Group(g), k.Active(g), k.Launched(), k.Restore(), k.Dirty()},
 		identity, runID, token, string(outcome), reason, g)
 	return err
@@ -192,6 +340,82 @@ func (s *Store) Allocate(ctx context.Context, f Fence, runID string) ([]Assignme
 		return nil, err
 	}
 	return flatAssign(v), nil
+}
+
+// AllocOutcome is the result of one run of an AllocateBatch.
+type AllocOutcome string
+
+// AllocateBatch outcomes.
+const (
+	AllocAllocated AllocOutcome = "allocated" // all k slots assigned, run RUNNING
+	AllocSkipped   AllocOutcome = "skipped"   // not LAUNCHED (stopped or gone): nothing written
+	AllocNoSlots   AllocOutcome = "no_slots"  // fewer than k free slots: nothing written, batch stopped
+)
+
+// AllocResult is one run of an AllocateBatch, in the order given.
+type AllocResult struct {
+	Run         string
+	Outcome     AllocOutcome
+	State       State        // AllocSkipped: the run's state ("" if gone)
+	Needed      int          // AllocNoSlots: slots the run needs
+	Found       int          // AllocNoSlots: free slots on live workers
+	Assignments []Assignment // AllocAllocated, by task
+}
+
+// AllocateBatch is Allocate for up to len(runIDs) runs in ONE fenced script:
+// in the given order (pass the head of LaunchedRuns: FIFO by seq), each
+// LAUNCHED run gets all of its k slots or none; a run that is no longer
+// LAUNCHED is skipped; the first run that does not fit stops the batch
+// (AllocNoSlots, nothing written for it), so no younger run overtakes it.
+// The results are in order and end at the first AllocNoSlots; runs after it
+// are not in the results. The workers that got a task-0 slot are notified
+// on Keys().SlotEvents(). A go-redis retry finds the runs it already
+// allocated (same op id) and reports them allocated again, never twice.
+// Errors (nothing written): ErrFenced, ErrInvalid (a run id twice or invalid).
+func (s *Store) AllocateBatch(ctx context.Context, f Fence, runIDs []string) ([]AllocResult, error) {
+	const op = "allocate batch"
+	if len(runIDs) == 0 {
+		return nil, nil
+	}
+	k := s.k
+	keys := make([]string, 0, 7+len(runIDs))
+	keys = append(keys, k.Fence(), k.Lock(), k.Workers(), k.Slots(), k.Free(), k.Launched(), k.Tokens())
+	args := make([]any, 0, 4+len(runIDs))
+	args = append(args, f.args()...)
+	args = append(args, newID("op-"), k.SlotEvents())
+	for _, id := range runIDs {
+		if err := ValidateName("run", id); err != nil {
+			return nil, fmt.Errorf("storage: %s: %w", op, err)
+		}
+		keys = append(keys, k.Run(id))
+		args = append(args, id)
+	}
+	v, err := s.run(ctx, op, "allocate_batch", keys, args...)
+	if err != nil {
+		return nil, err
+	}
+	rows, _ := v.([]any)
+	out := make([]AllocResult, 0, len(rows))
+	for _, x := range rows {
+		row, _ := x.([]any)
+		if len(row) < 3 {
+			continue
+		}
+		r := AllocResult{Run: str(row[0]), Outcome: AllocOutcome(str(row[1]))}
+		switch r.Outcome {
+		case AllocAllocated:
+			r.Assignments = flatAssign(row[2])
+		case AllocSkipped:
+			r.State = State(str(row[2]))
+		case AllocNoSlots:
+			r.Needed = int(toInt64(row[2]))
+			if len(row) > 3 {
+				r.Found = int(toInt64(row[3]))
+			}
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // WorkerView is one worker in a SlotsView.
@@ -251,7 +475,7 @@ func (s *Store) Slots(ctx context.Context) (SlotsView, error) {
 		slots = append(slots, parseSlotValue(idx, v))
 		owner = append(owner, w)
 	}
-	if err := s.fillRunStates(ctx, slots); err != nil {
+	if err := s.fillRunStates(ctx, slots, nil); err != nil {
 		return view, fmt.Errorf("storage: slots: run states: %w", err)
 	}
 	for i, st := range slots {

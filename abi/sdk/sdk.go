@@ -1,7 +1,9 @@
 package sdk
 
 import (
+	"encoding/binary"
 	"fmt"
+	"unsafe"
 
 	"github.com/wasmsched/wasmsched/abi"
 )
@@ -22,14 +24,17 @@ type ReusePolicy interface {
 	DecideReuse(r *abi.ReuseRequest, d *abi.ReuseDecision)
 }
 
+var le = binary.LittleEndian
+
 // guest state: all buffers are globals so the guest GC keeps them alive
 // between wasmsched_input and wasmsched_decide, and reuses them across calls.
 var (
 	serialPolicy SerialPolicy
 	reusePolicy  ReusePolicy
 
-	inBuf  []byte
-	outBuf []byte
+	ioBuf  []byte // [reserve | input buffer | tail], see Input
+	inBuf  []byte // ioBuf[reserve:], what wasmsched_input hands out
+	outBuf []byte // decisions that do not fit the fast layout
 
 	snap abi.SerialSnapshot
 	sdec abi.SerialDecision
@@ -71,6 +76,12 @@ func Kind() abi.Kind {
 
 // Input returns the guest input buffer with room for size bytes (what
 // wasmsched_input exports). It returns nil if size exceeds abi.MaxRecordSize.
+//
+// The buffer sits inside a larger one: a reserve before it, where a serial
+// decision's header and actions are written so that the decision record
+// runs straight into the input and its run ids are references into the
+// snapshot's own bytes (nothing copied), and a tail after it for any other
+// string (reasons). See encodeSerialInPlace.
 func Input(size int) []byte {
 	if size < 0 || size > abi.MaxRecordSize {
 		return nil
@@ -80,10 +91,17 @@ func Input(size int) []byte {
 		for n < size {
 			n *= 2
 		}
-		inBuf = make([]byte, n)
+		// one action per run record the input can hold, and then some
+		reserve := abi.SerialDecisionHeaderSize + abi.ActionSize*(n/abi.RunSize+8)
+		ioBuf = make([]byte, reserve+n+tailSize)
+		inBuf = ioBuf[reserve : reserve+n : reserve+n]
 	}
 	return inBuf[:cap(inBuf)]
 }
+
+// tailSize is the room after the input for strings of a decision that are
+// not in the input (a policy's reasons, each distinct one written once).
+const tailSize = 4096
 
 // Decide decodes the first n bytes of the input buffer, runs the registered
 // policy and returns the encoded decision (what wasmsched_decide exports).
@@ -103,6 +121,9 @@ func decide(in []byte) ([]byte, error) {
 		}
 		sdec.Reset()
 		serialPolicy.DecideSerial(&snap, &sdec)
+		if out := encodeSerialInPlace(len(in)); out != nil {
+			return out, nil
+		}
 		outBuf = abi.AppendSerialDecision(outBuf[:0], &sdec)
 	case reusePolicy != nil:
 		if err := abi.DecodeReuseRequestView(in, &req); err != nil {
@@ -145,4 +166,65 @@ func CallReuse(p ReusePolicy, r *abi.ReuseRequest) (abi.ReuseDecision, error) {
 	var out abi.ReuseDecision
 	err := abi.DecodeReuseDecision(abi.AppendReuseDecision(nil, &d), &out)
 	return out, err
+}
+
+// encodeSerialInPlace encodes sdec around the n input bytes in ioBuf and
+// returns the record, or nil if it does not fit that layout (then the caller
+// encodes it the ordinary way). The record is
+//
+//	[header | actions] (end of the reserve) [input snapshot] [reasons] (tail)
+//
+// A run id that the policy took from the snapshot (the normal case) is a
+// reference into the snapshot's bytes, which are part of the record: the
+// ABI only requires string references to lie inside the record. Other
+// strings are copied to the tail, a reason only when it differs from the
+// previous action's (policies use a few constant reasons).
+//
+// One pass, no calls and no taken branches per action in the common case:
+// in a Go wasm guest under wazero's deadline checks every taken branch costs
+// an exit to the host, so bad references are accumulated arithmetically and
+// acted on once.
+func encodeSerialInPlace(n int) []byte {
+	acts := sdec.Actions
+	reserve := len(ioBuf) - cap(inBuf) - tailSize
+	fixed := abi.SerialDecisionHeaderSize + abi.ActionSize*len(acts)
+	if fixed > reserve || n > cap(inBuf) {
+		return nil
+	}
+	base := reserve - fixed
+	rec := ioBuf[base:]
+	inAddr := uintptr(unsafe.Pointer(unsafe.SliceData(inBuf)))
+	inOff := uintptr(fixed) // the input's offset in the record
+	next := fixed + n       // tail write position, relative to base
+	limit := len(rec)
+	le.PutUint64(rec[0:8], uint64(abi.TagSerialDecision)|uint64(len(acts))<<32)
+	le.PutUint64(rec[8:16], 0)
+	var bad uintptr
+	var lastReason *byte
+	lastLen, lastRef := -1, uint64(0)
+	for i := range acts {
+		a := &acts[i]
+		at := abi.SerialDecisionHeaderSize + abi.ActionSize*i
+		ar := rec[at : at+abi.ActionSize : at+abi.ActionSize]
+		// run: inside the input? rel wraps to a huge value below it
+		rel := uintptr(unsafe.Pointer(unsafe.StringData(a.Run))) - inAddr
+		rl := uintptr(len(a.Run))
+		bad |= rel>>32 | (uintptr(n)-(rel+rl))>>63
+		le.PutUint32(ar[0:4], uint32(a.Kind))
+		le.PutUint64(ar[4:12], uint64(inOff+rel)&0xffffffff|uint64(rl)<<32)
+		if unsafe.StringData(a.Reason) != lastReason || len(a.Reason) != lastLen {
+			if limit-next < len(a.Reason) {
+				return nil
+			}
+			copy(rec[next:], a.Reason)
+			lastReason, lastLen = unsafe.StringData(a.Reason), len(a.Reason)
+			lastRef = uint64(next) | uint64(len(a.Reason))<<32
+			next += len(a.Reason)
+		}
+		le.PutUint64(ar[12:20], lastRef)
+	}
+	if bad != 0 {
+		return nil // a run id from elsewhere (or empty): encode the ordinary way
+	}
+	return rec[:next]
 }

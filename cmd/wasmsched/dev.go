@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,7 +38,7 @@ type devOptions struct {
 const (
 	defaultDevAddr         = "127.0.0.1:6380"
 	defaultDevAdminAddr    = "127.0.0.1:9090"
-	defaultDevLeaseTTL     = time.Second
+	defaultDevLeaseTTL     = host.DefaultLeaseTTL
 	defaultDevHeartbeatTTL = 600 * time.Millisecond
 )
 
@@ -203,12 +205,13 @@ func printDevBanner(out io.Writer, url, ns string, o devOptions, admin net.Liste
 	if ns != defaultNamespace {
 		fmt.Fprintf(out, "    export WASMSCHED_NAMESPACE=%s\n", ns)
 	}
-	fmt.Fprintf(out, "    wasmsched submit demo --duration 2s\n")
-	fmt.Fprintf(out, "    wasmsched group set latest --policy priority\n")
-	fmt.Fprintf(out, "    wasmsched submit latest --duration 10s; wasmsched submit latest --duration 1s\n")
-	fmt.Fprintf(out, "    wasmsched runs\n")
-	fmt.Fprintf(out, "    wasmsched slots\n")
-	fmt.Fprintf(out, "    wasmsched leader\n\n")
+	cmd := selfCommand()
+	fmt.Fprintf(out, "    %s submit demo --duration 2s\n", cmd)
+	fmt.Fprintf(out, "    %s group set latest --policy priority\n", cmd)
+	fmt.Fprintf(out, "    %s submit latest --duration 10s; %s submit latest --duration 1s\n", cmd, cmd)
+	fmt.Fprintf(out, "    %s runs\n", cmd)
+	fmt.Fprintf(out, "    %s slots\n", cmd)
+	fmt.Fprintf(out, "    %s leader\n\n", cmd)
 	fmt.Fprintf(out, "Ctrl-C stops it.\n")
 }
 
@@ -249,4 +252,14 @@ func newRuntimeHost(ctx context.Context, c runtimeHostConfig) (*host.Host, func(
 		}
 	}
 	return h, closeFn, nil
+}
+
+// selfCommand is how the user can call this binary again: "go run
+// ./cmd/wasmsched" when started with go run (the binary then lives in a
+// temporary go-build directory), else "wasmsched".
+func selfCommand() string {
+	if exe, err := os.Executable(); err == nil && strings.Contains(exe, "go-build") {
+		return "go run ./cmd/wasmsched"
+	}
+	return "wasmsched"
 }

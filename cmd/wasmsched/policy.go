@@ -903,6 +903,26 @@ type policyJSON struct {
 	Builtin  bool          `json:"builtin"`
 	Versions []versionJSON `json:"versions"`
 	History  []eventJSON   `json:"history"`
+	// AutoRollback is the last automatic rollback by a host (omitted if none).
+	AutoRollback *autoRollbackJSON `json:"auto_rollback,omitempty"`
+}
+
+// autoRollbackJSON is storage.AutoRollbackInfo (to 0 = the built-in).
+type autoRollbackJSON struct {
+	From   int     `json:"from"`
+	To     int     `json:"to"`
+	At     *string `json:"at"`
+	Reason string  `json:"reason"`
+}
+
+// withAutoRollback adds the policy's last automatic rollback to p.
+func withAutoRollback(ctx context.Context, st *storage.Store, p policyJSON) (policyJSON, error) {
+	info, ok, err := st.LastAutoRollback(ctx, p.Name)
+	if err != nil || !ok {
+		return p, err
+	}
+	p.AutoRollback = &autoRollbackJSON{From: info.From, To: info.To, At: jsonTime(info.At), Reason: info.Reason}
+	return p, nil
 }
 
 func toPolicyJSON(p storage.Policy) policyJSON {
@@ -1044,7 +1064,9 @@ func policyListCommand() *cli.Command {
 		ArgsUsage: "[NAME]",
 		Description: `Lists every pushed policy and every built-in, with its kind, active version
 (0 = the embedded built-in), versions (sha256, when, who, note) and history
-(push, activate, rollback). With NAME, only that policy.
+(push, activate, rollback, auto-rollback). A host that rolled a version back
+after --rollback-after consecutive failed decisions is shown with the reason
+("auto_rollback" in json). With NAME, only that policy.
 
 Examples:
    wasmsched policy list
@@ -1079,7 +1101,11 @@ func listPolicies(ctx context.Context, st *storage.Store, name string) ([]policy
 		if err != nil {
 			return nil, storeUsage(err)
 		}
-		return []policyJSON{toPolicyJSON(p)}, nil
+		pj, err := withAutoRollback(ctx, st, toPolicyJSON(p))
+		if err != nil {
+			return nil, err
+		}
+		return []policyJSON{pj}, nil
 	}
 	ps, err := st.ListPolicies(ctx)
 	if err != nil {
@@ -1088,7 +1114,11 @@ func listPolicies(ctx context.Context, st *storage.Store, name string) ([]policy
 	out := []policyJSON{}
 	seen := map[string]bool{}
 	for _, p := range ps {
-		out = append(out, toPolicyJSON(p))
+		pj, err := withAutoRollback(ctx, st, toPolicyJSON(p))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, pj)
 		seen[p.Name] = true
 	}
 	for _, n := range policies.BuiltinNames() {
@@ -1120,6 +1150,15 @@ func policyTable(w io.Writer, ps []policyJSON) {
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%d%s\t%s\t%s\t%s\t%s\n", p.Name, p.Kind, act, v.Version, mark,
 				short12(v.SHA256), derefDash(v.PushedAt), dash(v.Who), dash(v.Note))
+		}
+	}
+	for _, p := range ps {
+		if a := p.AutoRollback; a != nil {
+			to := strconv.Itoa(a.To)
+			if a.To == 0 {
+				to = "the built-in"
+			}
+			fmt.Fprintf(w, "\n%s: auto-rolled back from version %d to %s at %s: %s\n", p.Name, a.From, to, derefDash(a.At), a.Reason)
 		}
 	}
 }

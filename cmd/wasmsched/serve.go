@@ -30,6 +30,7 @@ type serveOptions struct {
 	Coordinators   int
 	PolicyTimeout  time.Duration
 	PolicyMemory   uint64
+	RollbackAfter  int // --rollback-after: 0 disables
 }
 
 func serveCommand() *cli.Command {
@@ -70,6 +71,7 @@ Examples:
 			&cli.IntFlag{Name: "coordinators", Value: host.DefaultCoordinators, Usage: fmt.Sprintf("groups decided concurrently, `N` in 1..%d", host.MaxCoordinators)},
 			&cli.DurationFlag{Name: "policy-timeout", Value: policies.DefaultCallTimeout, Usage: "deadline `D` of one policy decide call (> 0)"},
 			&cli.StringFlag{Name: "policy-memory", Value: "32MiB", Usage: fmt.Sprintf("memory cap per policy instance, `BYTES` (plain or with KiB/MiB/GiB; >= %dMiB)", policies.MinMemoryLimit>>20)},
+			&cli.IntFlag{Name: "rollback-after", Value: host.DefaultRollbackAfter, Usage: "roll a pushed policy version back after `K` consecutive failed decisions (trap, timeout, invalid); 0 disables"},
 			&cli.StringFlag{Name: "namespaces", Usage: "compete for each of `LIST` (comma-separated, or \"all\" = every registered namespace) instead of --namespace; see serve_multi.go"},
 			&cli.IntFlag{Name: "balance-slack", Usage: "with --namespaces: lead at most ceil(namespaces/hosts)+`N` before resigning one; -1 disables balancing"},
 			&cli.BoolFlag{Name: "debug-unchecked-ticks", Hidden: true, Usage: "test hook: the tick task skips the lease check and writes once more with its stale fence after losing leadership"},
@@ -86,6 +88,7 @@ Examples:
 				LogLevel:       c.String("log-level"),
 				Coordinators:   c.Int("coordinators"),
 				PolicyTimeout:  c.Duration("policy-timeout"),
+				RollbackAfter:  c.Int("rollback-after"),
 			}
 			mem, err := parseBytes(c.String("policy-memory"))
 			if err != nil {
@@ -153,6 +156,9 @@ func (o serveOptions) check() error {
 	if o.Coordinators < 1 || o.Coordinators > host.MaxCoordinators {
 		return usageErrorf("serve: --coordinators must be in 1..%d, got %d", host.MaxCoordinators, o.Coordinators)
 	}
+	if o.RollbackAfter < 0 {
+		return usageErrorf("serve: --rollback-after must be >= 0 (0 disables), got %d", o.RollbackAfter)
+	}
 	if o.PolicyTimeout <= 0 {
 		return usageErrorf("serve: --policy-timeout must be > 0, got %v", o.PolicyTimeout)
 	}
@@ -167,7 +173,12 @@ func (o serveOptions) check() error {
 
 // runtimeConfig is the leader runtime's configuration from the flags.
 func (o serveOptions) runtimeConfig() host.RuntimeConfig {
-	return host.RuntimeConfig{Coordinators: o.Coordinators, PolicyTimeout: o.PolicyTimeout, PolicyMemory: o.PolicyMemory}
+	rollback := o.RollbackAfter
+	if rollback == 0 {
+		rollback = -1 // the flag's 0 disables; RuntimeConfig's 0 means the default
+	}
+	return host.RuntimeConfig{Coordinators: o.Coordinators, PolicyTimeout: o.PolicyTimeout, PolicyMemory: o.PolicyMemory,
+		RollbackAfter: rollback}
 }
 
 // parseBytes parses a byte count: digits, optionally followed by K/KiB,

@@ -10,8 +10,10 @@
 -- another group), WS_DUP (claim == group.last_claim), WS_STALE (version),
 -- WS_INVALID (arity, unknown kind, two actions on one run), WS_BAD_STATE
 -- zero actions = settle: SREM dirty (version matched), no bump.
--- non-empty: version+1, last_claim = claim, SREM dirty, SADD dirty again iff
--- the group still has WAITING runs.
+-- non-empty: version+1, last_claim = claim, SREM dirty. A decision is
+-- complete for its snapshot: the group is not re-marked dirty here; only a
+-- change from outside a decision (submit, report, fail_run, request_stop,
+-- set_group) marks it dirty again (README.md "Dirty contract").
 local n = #KEYS - 7
 if #ARGV ~= 7 + 3 * n then
   return redis.error_reply('WS_INVALID apply: ' .. n .. ' run keys for ' .. (#ARGV - 7) .. ' action args')
@@ -75,10 +77,7 @@ for _, a in ipairs(acts) do
     redis.call('HSET', a.key, 'state', 'STOPPING', 'reason', a.reason)
   end
 end
-local v = redis.call('HINCRBY', KEYS[3], 'version', 1)
-redis.call('HSET', KEYS[3], 'last_claim', ARGV[5])
+local v = tonumber(g[1]) + 1
+redis.call('HSET', KEYS[3], 'version', v, 'last_claim', ARGV[5])
 redis.call('SREM', KEYS[6], ARGV[3])
-if redis.call('ZCARD', KEYS[4]) > 0 then
-  redis.call('SADD', KEYS[6], ARGV[3])
-end
 return v

@@ -14,7 +14,11 @@ if n == 0 then
 end
 redis.call('ZADD', KEYS[1], now_ms() + ttl, ARGV[1])
 local out = {}
-for i = 0, n - 1 do
-  out[#out + 1] = redis.call('HGET', KEYS[3], ARGV[1] .. '#' .. i) or ''
+for lo = 0, n - 1, 1000 do
+  local fields = {}
+  for i = lo, math.min(lo + 999, n - 1) do fields[#fields + 1] = ARGV[1] .. '#' .. i end
+  for _, v in ipairs(redis.call('HMGET', KEYS[3], unpack(fields))) do
+    out[#out + 1] = v or ''
+  end
 end
 return out

@@ -1,0 +1,332 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wasmsched/wasmsched/policies"
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// Hot swap and auto-rollback (GitHub issue 6).
+//
+// Every host (leader or standby) subscribes to the namespace's policy
+// channel (storage.Keys.PolicyChannel; push, activate, rollback and
+// auto-rollback PUBLISH "name version gen"). On a message it refreshes its
+// PolicySet (one GET of the generation, then the names in use are resolved
+// again) and pre-loads the named policy's active version, so the leader's
+// next decision does not pay the compilation and a standby that takes over
+// is warm. The coordinator's per-pass generation check stays the safety net
+// for a missed message; after every (re)subscription the subscriber
+// refreshes once too. Decisions in flight finish on the version they
+// acquired; a retired version is closed by the last Release.
+//
+// A pushed version that fails RollbackAfter decisions in a row (trap,
+// timeout, invalid decision; a valid decision resets the count) is rolled
+// back with storage.Store.AutoRollbackPolicy, which only acts while that
+// version is still active, so several hosts reacting at once roll back once.
+
+// DefaultRollbackAfter is the default RuntimeConfig.RollbackAfter.
+const DefaultRollbackAfter = 5
+
+// hotSwapPing is how long the subscriber waits for a message before it
+// pings the connection (detects a half-open connection).
+const hotSwapPing = 15 * time.Second
+
+// rollbackMetrics are the hot-swap collectors.
+type rollbackMetrics struct {
+	ns        string
+	rollbacks *prometheus.CounterVec // policy, outcome
+	swaps     *prometheus.CounterVec // trigger
+}
+
+func newRollbackMetrics(reg prometheus.Registerer, ns string) (*rollbackMetrics, error) {
+	m := &rollbackMetrics{
+		ns: ns,
+		rollbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wasmsched_policy_auto_rollbacks_total",
+			Help: "Automatic rollbacks attempted by this host after consecutive failures of a pushed policy version, by policy and outcome (rolled_back; not_active: another host or an operator changed it first; error).",
+		}, []string{"namespace", "policy", "outcome"}),
+		swaps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "wasmsched_policy_refreshes_total",
+			Help: "Policy registry changes this host picked up, by trigger (message: the policy channel; subscribe: a (re)subscription; the coordinator's per-pass generation check is not counted here).",
+		}, []string{"namespace", "trigger"}),
+	}
+	for _, c := range []prometheus.Collector{m.rollbacks, m.swaps} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("host: register hot-swap metrics: %w", err)
+		}
+	}
+	for _, oc := range []string{"message", "subscribe"} {
+		m.swaps.WithLabelValues(ns, oc)
+	}
+	return m, nil
+}
+
+// Failed records a failed decision of r (outcome trap, timeout or invalid;
+// other outcomes are ignored). After the set's rollback threshold of
+// consecutive failures of a pushed version it asks storage to roll the
+// version back (once per loaded version). Call it from the coordinator.
+func (r *PolicyRef) Failed(ctx context.Context, outcome string, cause error) {
+	s := r.set
+	if s.rollbackAfter <= 0 || r.Registry == 0 {
+		return
+	}
+	switch outcome {
+	case OutcomeTrap, OutcomeTimeout, OutcomeInvalid:
+	default:
+		return
+	}
+	n := int(r.fails.Add(1))
+	if n < s.rollbackAfter || !r.rolling.CompareAndSwap(false, true) {
+		return
+	}
+	s.autoRollback(ctx, r, n, outcome, cause)
+}
+
+// Succeeded records a valid decision of r: the failure count restarts.
+func (r *PolicyRef) Succeeded() {
+	if r.fails.Load() != 0 {
+		r.fails.Store(0)
+	}
+}
+
+// autoRollback rolls r's version back if it is still active.
+func (s *PolicySet) autoRollback(ctx context.Context, r *PolicyRef, n int, outcome string, cause error) {
+	_, builtin := policies.Builtin(r.Name)
+	reason := rollbackReason(n, r, outcome, cause)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	res, err := s.st.AutoRollbackPolicy(rctx, r.Name, r.Registry, s.who, reason, builtin)
+	oc := "not_active"
+	switch {
+	case err != nil:
+		oc = "error"
+		r.rolling.Store(false) // try again after the next failures
+		r.fails.Store(0)
+		s.log.Error("policy auto-rollback failed", "policy", r.Name, "version", r.Registry, "sha", r.Version,
+			"reason", reason, "err", err)
+	case res.RolledBack:
+		oc = "rolled_back"
+		to := "the built-in"
+		if res.Active > 0 {
+			to = fmt.Sprintf("version %d", res.Active)
+		}
+		s.log.Error("policy auto-rolled back", "policy", r.Name, "from", r.Registry, "sha", r.Version,
+			"to", to, "reason", reason)
+	default:
+		s.log.Warn("policy auto-rollback not needed: the failing version is no longer active", "policy", r.Name,
+			"version", r.Registry, "active", res.Active)
+	}
+	if s.rb != nil {
+		s.rb.rollbacks.WithLabelValues(s.rb.ns, r.Name, oc).Inc()
+	}
+	if err == nil && s.rollbackHook != nil {
+		s.rollbackHook(r.Name)
+	}
+}
+
+// rollbackReason is the history note of an auto-rollback (no unit
+// separator, bounded).
+func rollbackReason(n int, r *PolicyRef, outcome string, cause error) string {
+	msg := ""
+	if cause != nil {
+		// Keep the error and the first line of the guest's output (a Go
+		// guest's panic message); drop the wasm stack trace.
+		msg = cause.Error()
+		guest := ""
+		if i := strings.Index(msg, "; guest output:"); i >= 0 {
+			guest = strings.TrimSpace(msg[i+len("; guest output:"):])
+			guest, _, _ = strings.Cut(guest, "\n")
+			msg = msg[:i]
+		}
+		if i := strings.Index(msg, "wasm stack trace"); i >= 0 {
+			msg = strings.TrimSpace(msg[:i])
+		}
+		if guest != "" {
+			msg += " (guest: " + guest + ")"
+		}
+	}
+	reason := fmt.Sprintf("%d consecutive failed decisions of version %d (%s); last: %s", n, r.Registry, r.Version, outcome)
+	if msg != "" {
+		reason += ": " + msg
+	}
+	reason = strings.Map(func(c rune) rune {
+		if c < 0x20 || c == 0x7f {
+			return ' '
+		}
+		return c
+	}, reason)
+	if len(reason) > 300 {
+		reason = reason[:300] + "..."
+	}
+	return reason
+}
+
+// Generation is the registry generation of the last Refresh (0 before).
+func (s *PolicySet) Generation() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen
+}
+
+// Preload makes sure name's active version is loaded (compiled and one
+// instance started), so the next decision with it pays nothing.
+func (s *PolicySet) Preload(ctx context.Context, name string) (*LoadedPolicy, error) {
+	ref, err := s.Acquire(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer ref.Release()
+	return &LoadedPolicy{Name: ref.Name, Version: ref.Version, SHA256: ref.SHA256, Registry: ref.Registry,
+		Active: true, LoadedAt: ref.LoadedAt}, nil
+}
+
+// hotSwap is the per-runtime policy-channel subscriber.
+type hotSwap struct {
+	r      *Runtime
+	client redis.UniversalClient
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+// startHotSwap configures auto-rollback on the runtime's policy set and
+// starts the policy-channel subscriber (until stopHotSwap or ctx ends).
+// Called by NewRuntime.
+func (r *Runtime) startHotSwap(ctx context.Context, h *Host, reg prometheus.Registerer) error {
+	rb, err := newRollbackMetrics(reg, r.st.Namespace())
+	if err != nil {
+		return err
+	}
+	k := r.cfg.RollbackAfter
+	switch {
+	case k == 0:
+		k = DefaultRollbackAfter
+	case k < 0:
+		k = 0
+	}
+	r.set.rollbackAfter = k
+	r.set.who = "host " + h.Identity()
+	r.set.rb = rb
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	hs := &hotSwap{r: r, client: r.st.Client(), cancel: cancel, done: make(chan struct{})}
+	r.hot = hs
+	go hs.run(ctx)
+	return nil
+}
+
+// stopHotSwap stops the subscriber and waits for it (idempotent).
+func (r *Runtime) stopHotSwap() {
+	if hs := r.hot; hs != nil {
+		hs.once.Do(func() {
+			hs.cancel()
+			<-hs.done
+		})
+	}
+}
+
+// clearBackoff lets every backed-off group be decided again at once (a new
+// policy version may fix it).
+func (c *Coordinator) clearBackoff() {
+	c.mu.Lock()
+	c.backoff = nil
+	c.mu.Unlock()
+}
+
+func (hs *hotSwap) run(ctx context.Context) {
+	defer close(hs.done)
+	r := hs.r
+	ch := r.st.Keys().PolicyChannel()
+	delay := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		ps := hs.client.Subscribe(ctx, ch)
+		err := hs.receive(ctx, ps)
+		_ = ps.Close()
+		if ctx.Err() != nil {
+			return
+		}
+		r.log.Warn("policy channel subscription lost; resubscribing", "channel", ch, "err", err, "in", delay)
+		if !sleepCtx(ctx, delay) {
+			return
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+// receive handles messages until the connection fails. go-redis
+// resubscribes by itself on the next receive after an error; a
+// (re)subscription confirmation triggers a refresh (messages may have been
+// missed while disconnected).
+func (hs *hotSwap) receive(ctx context.Context, ps *redis.PubSub) error {
+	r := hs.r
+	fails := 0
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, hotSwapPing)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				if perr := ps.Ping(ctx); perr != nil {
+					return perr
+				}
+				continue
+			}
+			if fails++; fails >= 3 {
+				return err
+			}
+			sleepCtx(ctx, 100*time.Millisecond)
+			continue
+		}
+		fails = 0
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				r.log.Debug("subscribed to the policy channel", "channel", m.Channel)
+				hs.refresh(ctx, "subscribe", "")
+			}
+		case *redis.Message:
+			name, _, _ := strings.Cut(m.Payload, " ")
+			hs.refresh(ctx, "message", name)
+		}
+	}
+}
+
+// refresh picks up a registry change and pre-loads name's active version.
+func (hs *hotSwap) refresh(ctx context.Context, trigger, name string) {
+	r := hs.r
+	t0 := time.Now()
+	changed, err := r.set.Refresh(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("policy refresh failed (the coordinator's next pass retries)", "trigger", trigger, "err", err)
+		}
+		return
+	}
+	if changed {
+		r.coord.clearBackoff()
+		r.set.rb.swaps.WithLabelValues(r.set.rb.ns, trigger).Inc()
+	}
+	if name == "" || storage.ValidateName("policy", name) != nil {
+		return
+	}
+	lp, err := r.set.Preload(ctx, name)
+	if err != nil {
+		if ctx.Err() == nil && !errors.Is(err, policies.ErrClosed) {
+			r.log.Warn("policy pre-load failed", "policy", name, "err", err)
+		}
+		return
+	}
+	r.log.Info("policy version ready", "policy", name, "version", lp.Version, "registry_version", lp.Registry,
+		"generation", r.set.Generation(), "trigger", trigger, "took", time.Since(t0).Round(time.Microsecond))
+}

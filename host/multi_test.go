@@ -1,0 +1,72 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/wasmsched/wasmsched/storage"
+	"github.com/wasmsched/wasmsched/storage/redistest"
+)
+
+// Two Multis over 4 namespaces balance to 2/2; when one stops (graceful),
+// the other leads all 4; the registry lists the namespaces.
+func TestMultiBalance(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client(t)
+	nss := []string{"m1", "m2", "m3", "m4"}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	start := func(name string) (*Multi, context.CancelFunc, chan error) {
+		m, err := NewMulti(context.Background(), MultiConfig{Client: c, Namespaces: nss,
+			Host: Config{Advertise: name, LeaseTTL: 400 * time.Millisecond, Logger: log}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() {
+			if err := m.Run(ctx); err != nil {
+				t.Errorf("%s: run: %v", name, err)
+			}
+			close(done)
+		}()
+		t.Cleanup(func() { cancel(); <-done })
+		return m, cancel, done
+	}
+	a, cancelA, doneA := start("a:1")
+	b, _, _ := start("b:1")
+	wait := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out: %s (a %v, b %v)", what, a.Leading(), b.Leading())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	wait("2/2", func() bool { return len(a.Leading()) == 2 && len(b.Leading()) == 2 })
+	rec := httptest.NewRecorder()
+	a.AdminHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/status", nil))
+	var st MultiStatus
+	if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil || st.Namespaces != 4 || st.HostsAlive != 2 || st.Target != 2 {
+		t.Fatalf("/status: %v %s", err, rec.Body.String())
+	}
+	got, err := storage.ListNamespaces(context.Background(), c)
+	if err != nil || len(got) != 4 {
+		t.Fatalf("registry: %v %v", got, err)
+	}
+	cancelA()
+	<-doneA
+	wait("b leads all 4", func() bool { return len(b.Leading()) == 4 })
+	// No namespace ever had two task sets in one process.
+	for _, h := range append(a.Hosts(), b.Hosts()...) {
+		if h.MaxActiveLoops() > 1 {
+			t.Errorf("%s: %d task sets at once", h.Namespace(), h.MaxActiveLoops())
+		}
+	}
+}

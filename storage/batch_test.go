@@ -1,0 +1,218 @@
+package storage_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// TestStore_AllocateBatch: FIFO in the given order, all-or-nothing per run,
+// stop at the first misfit (later runs untouched), skip runs that are no
+// longer LAUNCHED, fenced, replay-safe, and the slot-events announcement.
+func TestStore_AllocateBatch(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		// 3 slots; ra needs 2, rb 1, rc 4 (does not fit), rd 1 (would fit: must not overtake rc)
+		f := launched(t, e, 2, 1, 4, 1, 1)
+		mustNil(t, e.s.RegisterWorker(ctx, "wA#1", 2, time.Minute))
+		mustNil(t, e.s.RegisterWorker(ctx, "wB", 1, time.Minute))
+		// re stopped before the batch: skipped, not an error
+		ok(e.s.RequestStop(ctx, "re", "x"))(t)
+
+		t.Run("fenced", func(t *testing.T) {
+			e.unchanged(t, func() {
+				if _, err := e.s.AllocateBatch(ctx, storage.Fence{Epoch: f.Epoch + 1, Holder: f.Holder}, []string{"ra"}); !errors.Is(err, storage.ErrFenced) {
+					t.Fatalf("err = %v", err)
+				}
+			})
+		})
+		t.Run("invalid", func(t *testing.T) {
+			e.unchanged(t, func() {
+				if _, err := e.s.AllocateBatch(ctx, f, []string{"ra", "ra"}); !errors.Is(err, storage.ErrInvalid) {
+					t.Fatalf("twice = %v", err)
+				}
+				if _, err := e.s.AllocateBatch(ctx, f, []string{"r}"}); !errors.Is(err, storage.ErrInvalid) {
+					t.Fatalf("bad name = %v", err)
+				}
+			})
+		})
+		t.Run("nothing-fits", func(t *testing.T) {
+			e.unchanged(t, func() {
+				res := ok(e.s.AllocateBatch(ctx, f, []string{"rc", "rd"}))(t)
+				if len(res) != 1 || res[0].Run != "rc" || res[0].Outcome != storage.AllocNoSlots || res[0].Needed != 4 || res[0].Found != 3 {
+					t.Fatalf("res = %+v", res)
+				}
+			})
+		})
+
+		sub := e.c.Subscribe(ctx, e.s.Keys().SlotEvents())
+		defer sub.Close()
+		if _, err := sub.Receive(ctx); err != nil { // subscription confirmation
+			t.Fatal(err)
+		}
+		ids := []string{"re", "ra", "rb", "rc", "rd"}
+		res := ok(e.s.AllocateBatch(ctx, f, ids))(t)
+		want := []struct {
+			run string
+			oc  storage.AllocOutcome
+		}{{"re", storage.AllocSkipped}, {"ra", storage.AllocAllocated}, {"rb", storage.AllocAllocated}, {"rc", storage.AllocNoSlots}}
+		if len(res) != len(want) {
+			t.Fatalf("res = %+v", res)
+		}
+		for i, w := range want {
+			if res[i].Run != w.run || res[i].Outcome != w.oc {
+				t.Fatalf("res[%d] = %+v, want %s %s", i, res[i], w.run, w.oc)
+			}
+		}
+		if res[0].State != storage.StateStopped || len(res[1].Assignments) != 2 || len(res[2].Assignments) != 1 ||
+			res[3].Needed != 4 || res[3].Found != 0 {
+			t.Fatalf("res = %+v", res)
+		}
+		for id, st := range map[string]storage.State{"ra": storage.StateRunning, "rb": storage.StateRunning,
+			"rc": storage.StateLaunched, "rd": storage.StateLaunched, "re": storage.StateStopped} {
+			r := ok(e.s.GetRun(ctx, id))(t)
+			if r.State != st {
+				t.Errorf("%s = %s, want %s", id, r.State, st)
+			}
+			if id == "ra" && (len(r.Assignments) != 2 || r.Assignments[0] != res[1].Assignments[0] || r.StartedAt.IsZero()) {
+				t.Errorf("ra = %+v", r)
+			}
+		}
+		if l := ok(e.s.LaunchedRuns(ctx, 0))(t); strings.Join(l, ",") != "rc,rd" {
+			t.Fatalf("launched = %v", l)
+		}
+		// the announcement names the task-0 slot of each allocated run
+		msg, err := sub.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs := storage.ParseSlotEvents(msg.Payload)
+		if len(evs) != 2 || evs[0].Run != "ra" || evs[0].Worker != res[1].Assignments[0].Worker ||
+			evs[0].Slot != res[1].Assignments[0].Slot || evs[1].Run != "rb" {
+			t.Fatalf("events %q = %+v", msg.Payload, evs)
+		}
+		// PollAssigned reads the announced slots and runs
+		w0 := res[1].Assignments[0].Worker
+		st := ok(e.s.PollAssigned(ctx, w0, evs))(t)
+		found := false
+		for _, x := range st {
+			if x.Run == "ra" {
+				found = x.Token == res[1].Assignments[0].Token && x.RunState == storage.StateRunning && x.Detail != nil && x.Detail.Group == "g"
+			}
+		}
+		if !found {
+			t.Fatalf("poll = %+v", st)
+		}
+		v := ok(e.s.Slots(ctx))(t)
+		if v.Free != 0 || v.Assigned != 3 {
+			t.Fatalf("slots = %+v", v)
+		}
+	})
+}
+
+// TestStore_AllocateBatchReplay runs the script twice with the same op id
+// (what a go-redis retry after EOF does).
+func TestStore_AllocateBatchReplay(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := launched(t, e, 1, 1)
+		mustNil(t, e.s.RegisterWorker(ctx, "wA", 1, time.Minute))
+		k := e.s.Keys()
+		src := storage.ScriptSource("allocate_batch")
+		keys := []string{k.Fence(), k.Lock(), k.Workers(), k.Slots(), k.Free(), k.Launched(), k.Tokens(), k.Run("ra"), k.Run("rb")}
+		args := []any{f.Epoch, f.Holder, "op-x", "", "ra", "rb"}
+		first, err := redis.NewScript(src).Run(ctx, e.c, keys, args...).Slice()
+		mustNil(t, err)
+		before := e.dump(t)
+		second, err := redis.NewScript(src).Run(ctx, e.c, keys, args...).Slice()
+		mustNil(t, err)
+		if len(first) != 2 || len(second) != 2 {
+			t.Fatalf("first %v second %v", first, second)
+		}
+		a1, a2 := first[0].([]any), second[0].([]any)
+		if a1[1] != "allocated" || a2[1] != "allocated" || len(a1[2].([]any)) != 4 ||
+			a1[2].([]any)[2] != a2[2].([]any)[2] { // same token
+			t.Fatalf("first %v second %v", first, second)
+		}
+		if first[1].([]any)[1] != "no_slots" || second[1].([]any)[1] != "no_slots" {
+			t.Fatalf("first %v second %v", first, second)
+		}
+		if after := e.dump(t); before != after {
+			t.Fatalf("replay wrote: %v -> %v", before, after)
+		}
+	})
+}
+
+// TestStore_DirtyContract: a decision is complete for its snapshot (a
+// non-empty apply does not re-mark the group dirty), and every change from
+// outside a decision marks it dirty.
+func TestStore_DirtyContract(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		dirty := func(t *testing.T) bool { return contains(ok(e.s.DirtyGroups(ctx, 0))(t), "g") }
+		settle := func(t *testing.T) {
+			t.Helper()
+			v := ok(e.s.GetGroup(ctx, "g"))(t).Version
+			ok(e.s.Apply(ctx, f, "g", storage.Decision{Version: v}))(t)
+			if dirty(t) {
+				t.Fatal("dirty after settle")
+			}
+		}
+		ok(e.s.SetGroup(ctx, "g", "wait", 1))(t)
+		for _, id := range []string{"a", "b", "c", "d"} {
+			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: id}))(t)
+		}
+		v := ok(e.s.GetGroup(ctx, "g"))(t).Version
+		ok(e.s.Apply(ctx, f, "g", storage.Decision{Version: v, ClaimID: "c1",
+			Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "a"}}}))(t)
+		if dirty(t) {
+			t.Fatal("dirty after a launch apply with WAITING runs left")
+		}
+		mustNil(t, e.s.RegisterWorker(ctx, "wA", 2, time.Minute))
+		as := ok(e.s.Allocate(ctx, f, "a"))(t)
+		if dirty(t) {
+			t.Fatal("allocate marked the group dirty")
+		}
+		steps := []struct {
+			name string
+			do   func(t *testing.T)
+		}{
+			{"set_group", func(t *testing.T) { ok(e.s.SetGroup(ctx, "g", "wait", 2))(t) }},
+			{"submit", func(t *testing.T) { ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "e"}))(t) }},
+			{"request_stop-waiting", func(t *testing.T) { ok(e.s.RequestStop(ctx, "e", "x"))(t) }},
+			{"report", func(t *testing.T) {
+				mustNil(t, e.s.ReportInGroup(ctx, as[0].Worker, "g", "a", as[0].Token, storage.StateSucceeded, ""))
+			}},
+			{"request_stop-launched", func(t *testing.T) {
+				v := ok(e.s.GetGroup(ctx, "g"))(t).Version
+				ok(e.s.Apply(ctx, f, "g", storage.Decision{Version: v, ClaimID: "c2",
+					Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "b"}}}))(t)
+				if dirty(t) {
+					t.Fatal("dirty after launch")
+				}
+				ok(e.s.RequestStop(ctx, "b", "x"))(t)
+			}},
+			{"fail_run", func(t *testing.T) {
+				v := ok(e.s.GetGroup(ctx, "g"))(t).Version
+				ok(e.s.Apply(ctx, f, "g", storage.Decision{Version: v, ClaimID: "c3",
+					Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "c"}}}))(t)
+				if dirty(t) {
+					t.Fatal("dirty after launch")
+				}
+				mustNil(t, e.s.FailRun(ctx, f, "c", "lost"))
+			}},
+		}
+		for _, s := range steps {
+			t.Run(s.name, func(t *testing.T) {
+				settle(t)
+				s.do(t)
+				if !dirty(t) {
+					t.Fatalf("%s did not mark the group dirty", s.name)
+				}
+			})
+		}
+	})
+}

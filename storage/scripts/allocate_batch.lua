@@ -1,0 +1,66 @@
+-- allocate_batch: give up to n LAUNCHED runs, in the given order (the
+-- caller passes the head of the launched zset, FIFO by seq), all k of their
+-- slots on live workers or none, stopping at the first run that does not
+-- fit (leader, fenced).
+-- KEYS[1] fence, KEYS[2] lock, KEYS[3] workers zset, KEYS[4] slots hash,
+-- KEYS[5] free zset, KEYS[6] launched zset, KEYS[7] tokens counter,
+-- KEYS[8..7+n] run hash of run 1..n
+-- ARGV[1] epoch, ARGV[2] holder, ARGV[3] op id (random per call),
+-- ARGV[4] slot-events channel ("" = no notification), ARGV[5..4+n] run ids
+-- returns: {{run id, "allocated", {worker, index, token, task, ...}},
+--           {run id, "skipped", state or ""},      -- not LAUNCHED (stopped, gone): nothing written
+--           {run id, "no_slots", needed, found}}   -- the first misfit: nothing written for it, the rest untouched
+-- in run order; a run after the first no_slots is not in the reply.
+-- errors (nothing written): WS_FENCED, WS_INVALID (arity, a run id twice)
+-- writes, per allocated run (as allocate.lua): slot values run#token#task,
+-- free zset, run RUNNING + started_at + assign + alloc_op, removed from
+-- launched; then one PUBLISH on ARGV[4] of "worker#index#run" for each
+-- allocated run's task-0 slot, space-separated (storage.ParseSlotEvents:
+-- the worker picks the run up at once instead of at its next heartbeat).
+-- replay: a run whose alloc_op == op is reported "allocated" with its
+-- assignments (never allocated twice); later runs are tried again.
+local n = #KEYS - 7
+if n < 0 or #ARGV ~= 4 + n then
+  return redis.error_reply('WS_INVALID allocate batch: ' .. n .. ' run keys for ' .. (#ARGV - 4) .. ' run ids')
+end
+local seen = {}
+for j = 1, n do
+  local id = ARGV[4 + j]
+  if seen[id] then
+    return redis.error_reply('WS_INVALID allocate batch: run ' .. id .. ' twice')
+  end
+  seen[id] = true
+end
+local now = now_ms()
+local alive, out, notify = {}, {}, {}
+for j = 1, n do
+  local id, key = ARGV[4 + j], KEYS[7 + j]
+  local r = redis.call('HMGET', key, 'state', 'slots', 'alloc_op', 'assign')
+  if r[1] and r[3] == ARGV[3] then
+    out[#out + 1] = {id, 'allocated', flat_assign(parse_assign(r[4]))}
+  elseif r[1] ~= 'LAUNCHED' then
+    out[#out + 1] = {id, 'skipped', r[1] or ''}
+  else
+    local k = tonumber(r[2]) or 1
+    local got = pick_free(KEYS[5], KEYS[3], KEYS[4], k, now, alive)
+    if #got < k then
+      out[#out + 1] = {id, 'no_slots', k, #got}
+      break
+    end
+    local as = {}
+    for task, s in ipairs(got) do
+      local tok = new_token(KEYS[7], now)
+      redis.call('HSET', KEYS[4], s.f, id .. '#' .. tok .. '#' .. (task - 1))
+      redis.call('ZREM', KEYS[5], s.f)
+      as[#as + 1] = {w = s.w, i = s.i, tok = tok, task = task - 1}
+    end
+    redis.call('HSET', key, 'state', 'RUNNING', 'started_at', now, 'assign', join_assign(as), 'alloc_op', ARGV[3])
+    redis.call('ZREM', KEYS[6], id)
+    notify[#notify + 1] = as[1].w .. '#' .. as[1].i .. '#' .. id
+    out[#out + 1] = {id, 'allocated', flat_assign(as)}
+  end
+end
+if ARGV[4] ~= '' and #notify > 0 then
+  redis.call('PUBLISH', ARGV[4], table.concat(notify, ' '))
+end
+return out
