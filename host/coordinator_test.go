@@ -322,7 +322,9 @@ func TestCoordinatorWaitLaunchesInSeqOrderWithinMaxActive(t *testing.T) {
 	e.settle()
 	e.wantStates(ids, S, S, S, S, R)
 	oc := e.outcomes("wait")
-	if oc[OutcomeApplied] < 4 || oc[OutcomeSettled] < 1 || oc[OutcomeInvalid]+oc[OutcomeTrap]+oc[OutcomeError] != 0 {
+	// A decision is complete for its snapshot (no re-dirty): every finish
+	// leads to one launch decision; no empty settle decision is needed.
+	if oc[OutcomeApplied] < 4 || oc[OutcomeInvalid]+oc[OutcomeTrap]+oc[OutcomeError] != 0 {
 		t.Fatalf("outcomes %v", oc)
 	}
 }

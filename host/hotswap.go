@@ -200,8 +200,9 @@ type hotSwap struct {
 }
 
 // startHotSwap configures auto-rollback on the runtime's policy set and
-// starts the policy-channel subscriber (until stopHotSwap or ctx ends).
-// Called by NewRuntime.
+// starts the policy-channel subscriber. It runs until Runtime.Close
+// (stopHotSwap), not until ctx ends: NewRuntime's ctx may be a construction
+// deadline. Called by NewRuntime.
 func (r *Runtime) startHotSwap(ctx context.Context, h *Host, reg prometheus.Registerer) error {
 	rb, err := newRollbackMetrics(reg, r.st.Namespace())
 	if err != nil {

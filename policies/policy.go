@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -82,8 +83,62 @@ type instance struct {
 	inCap  uint32 // bytes it was granted for
 	enc    []byte // host encode buffer, reused
 	v      validator
-	// interned reasons: guests return the same few reason strings
+	dl     deadline
+	// interned reasons: guests return the same few reason strings; the
+	// latest few are compared first, then the map
+	recent  [4]string
+	nrecent int
 	reasons map[string]string
+}
+
+// deadline is an instance's reusable call context: its Done channel is
+// closed by a reusable timer when the call deadline passes. wazero (with
+// WithCloseOnContextDone) watches it and closes the module, which stops the
+// guest at its next check. It replaces a context.WithTimeout per call (a
+// timer context, its timer and the cancel closure); the channel and the
+// timer are made once per instance. Once the timer has fired the instance
+// is thrown away, so a closed channel is never reused.
+type deadline struct {
+	parent context.Context // the caller's context, for Value only
+	done   chan struct{}
+	fired  atomic.Bool
+	timer  *time.Timer
+}
+
+func (d *deadline) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (d *deadline) Done() <-chan struct{}       { return d.done }
+func (d *deadline) Value(key any) any           { return d.parent.Value(key) }
+func (d *deadline) Err() error {
+	if d.fired.Load() {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+func (d *deadline) fire() {
+	d.fired.Store(true)
+	close(d.done)
+}
+
+// call runs f under the call deadline (timeout, or ctx's own deadline if
+// sooner). ctx must not be done already. It reports whether the instance
+// is still usable: false if the timer fired, even if f completed.
+func (inst *instance) call(ctx context.Context, timeout time.Duration, f func(context.Context) error) (usable bool, err error) {
+	d := &inst.dl
+	if d.timer == nil {
+		d.done = make(chan struct{})
+		d.timer = time.AfterFunc(time.Hour, d.fire)
+		d.timer.Stop()
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	d.parent = ctx
+	d.timer.Reset(timeout)
+	err = f(d)
+	usable = d.timer.Stop()
+	d.parent = nil
+	return usable, err
 }
 
 func (p *Policy) newInstance(ctx context.Context) (*instance, error) {
@@ -179,13 +234,23 @@ func (inst *instance) run(ctx context.Context, in []byte) ([]byte, error) {
 }
 
 func (inst *instance) intern(s string) string {
-	if r, ok := inst.reasons[s]; ok {
-		return r
+	for _, r := range inst.recent[:inst.nrecent] {
+		if r == s {
+			return r
+		}
 	}
-	r := strings.Clone(s)
-	if len(inst.reasons) < 64 {
-		inst.reasons[r] = r
+	r, ok := inst.reasons[s]
+	if !ok {
+		r = strings.Clone(s)
+		if len(inst.reasons) < 64 {
+			inst.reasons[r] = r
+		}
 	}
+	if inst.nrecent < len(inst.recent) {
+		inst.nrecent++
+	}
+	copy(inst.recent[1:inst.nrecent], inst.recent[:inst.nrecent-1])
+	inst.recent[0] = r
 	return r
 }
 
@@ -266,11 +331,17 @@ func (p *Policy) DecideSerial(ctx context.Context, s *abi.SerialSnapshot) (abi.S
 		p.release(inst, true)
 		return abi.SerialDecision{}, &ValidationError{Problems: probs, snapshot: true}
 	}
+	if err := ctx.Err(); err != nil {
+		p.release(inst, true)
+		return abi.SerialDecision{}, fmt.Errorf("policies: policy %q: call canceled: %w", p.name, err)
+	}
 	inst.enc = abi.AppendSerialSnapshot(inst.enc[:0], s)
 	inst.out.Reset()
-	cctx, cancel := context.WithTimeout(ctx, p.rt.cfg.CallTimeout)
-	out, err := inst.run(cctx, inst.enc)
-	cancel()
+	var out []byte
+	usable, err := inst.call(ctx, p.rt.cfg.CallTimeout, func(cctx context.Context) (err error) {
+		out, err = inst.run(cctx, inst.enc)
+		return err
+	})
 	if err != nil {
 		err = p.callError(ctx, inst, err)
 		p.release(inst, false)
@@ -289,7 +360,7 @@ func (p *Policy) DecideSerial(ctx context.Context, s *abi.SerialSnapshot) (abi.S
 	d := abi.SerialDecision{Actions: make([]abi.Action, len(view.Actions))}
 	for i, a := range view.Actions {
 		run := a.Run
-		if j, ok := v.idx[run]; ok {
+		if j, ok := v.lookup(s, run); ok {
 			run = v.run(s, j).ID
 		} else {
 			run = strings.Clone(run)
@@ -297,7 +368,7 @@ func (p *Policy) DecideSerial(ctx context.Context, s *abi.SerialSnapshot) (abi.S
 		d.Actions[i] = abi.Action{Kind: a.Kind, Run: run, Reason: inst.intern(a.Reason)}
 	}
 	probs := v.checkSerial(s, &d)
-	p.release(inst, true)
+	p.release(inst, usable)
 	if len(probs) > 0 {
 		err := &ValidationError{Problems: probs}
 		p.rt.log.Warn("policy returned an invalid decision", "policy", p.name, "version", p.version, "group", s.Group, "err", err)
@@ -316,11 +387,17 @@ func (p *Policy) DecideReuse(ctx context.Context, r *abi.ReuseRequest) (abi.Reus
 	if err != nil {
 		return abi.ReuseDecision{}, err
 	}
+	if err := ctx.Err(); err != nil {
+		p.release(inst, true)
+		return abi.ReuseDecision{}, fmt.Errorf("policies: policy %q: call canceled: %w", p.name, err)
+	}
 	inst.enc = abi.AppendReuseRequest(inst.enc[:0], r)
 	inst.out.Reset()
-	cctx, cancel := context.WithTimeout(ctx, p.rt.cfg.CallTimeout)
-	out, err := inst.run(cctx, inst.enc)
-	cancel()
+	var out []byte
+	usable, err := inst.call(ctx, p.rt.cfg.CallTimeout, func(cctx context.Context) (err error) {
+		out, err = inst.run(cctx, inst.enc)
+		return err
+	})
 	if err != nil {
 		err = p.callError(ctx, inst, err)
 		p.release(inst, false)
@@ -332,7 +409,7 @@ func (p *Policy) DecideReuse(ctx context.Context, r *abi.ReuseRequest) (abi.Reus
 		p.release(inst, false)
 		return abi.ReuseDecision{}, err
 	}
-	p.release(inst, true)
+	p.release(inst, usable)
 	if err := ValidateReuse(r, &d); err != nil {
 		p.rt.log.Warn("policy returned an invalid decision", "policy", p.name, "version", p.version, "group", r.Group, "run", r.Run.ID, "err", err)
 		return d, fmt.Errorf("policy %q (%s): %w", p.name, short(p.version), err)

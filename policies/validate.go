@@ -2,6 +2,7 @@ package policies
 
 import (
 	"fmt"
+	"hash/maphash"
 
 	"github.com/wasmsched/wasmsched/abi"
 )
@@ -10,11 +11,17 @@ import (
 const MaxReasonLen = 256
 
 // validator holds reusable scratch for validation (one per instance, or a
-// fresh one for the package-level functions).
+// fresh one for the package-level functions). Once warm it validates
+// without allocating (unless it finds problems to report).
 type validator struct {
-	idx     map[string]int // run id -> index: active first, then waiting
-	seen    []int32        // per run: 1 + index of the action naming it, or 0
-	actions []abi.Action   // decode scratch
+	// run id -> index (active first, then waiting): an open-addressing
+	// table of 1+index (0 = empty), at least twice the number of runs,
+	// reused across calls. Cheaper than a Go map for the few dozen runs of
+	// a snapshot: no per-call clear of a map, one hash per id.
+	slots   []int32
+	seed    maphash.Seed
+	seen    []int32      // per run: 1 + index of the action naming it, or 0
+	actions []abi.Action // decode scratch
 }
 
 func (v *validator) run(s *abi.SerialSnapshot, j int) *abi.Run {
@@ -24,26 +31,66 @@ func (v *validator) run(s *abi.SerialSnapshot, j int) *abi.Run {
 	return &s.Waiting[j-len(s.Active)]
 }
 
+// lookup returns the index of the run with this id in the indexed s.
+func (v *validator) lookup(s *abi.SerialSnapshot, id string) (int, bool) {
+	mask := uint64(len(v.slots) - 1)
+	for i := maphash.String(v.seed, id) & mask; ; i = (i + 1) & mask {
+		e := v.slots[i]
+		if e == 0 {
+			return 0, false
+		}
+		if v.run(s, int(e-1)).ID == id {
+			return int(e - 1), true
+		}
+	}
+}
+
+// insert adds run j unless its id is already indexed; it reports whether
+// it added it.
+func (v *validator) insert(s *abi.SerialSnapshot, j int, id string) bool {
+	mask := uint64(len(v.slots) - 1)
+	for i := maphash.String(v.seed, id) & mask; ; i = (i + 1) & mask {
+		e := v.slots[i]
+		if e == 0 {
+			v.slots[i] = int32(j) + 1
+			return true
+		}
+		if v.run(s, int(e-1)).ID == id {
+			return false
+		}
+	}
+}
+
 // indexSerial indexes s's runs and returns the snapshot's problems: empty or
 // duplicate ids, wrong states, lists not sorted by seq.
 func (v *validator) indexSerial(s *abi.SerialSnapshot) []string {
-	if v.idx == nil {
-		v.idx = make(map[string]int, len(s.Active)+len(s.Waiting))
+	n := len(s.Active) + len(s.Waiting)
+	size := 16
+	for size < 2*n {
+		size *= 2
+	}
+	if len(v.slots) < size || len(v.slots) > 4*size {
+		v.slots = make([]int32, size)
+		if v.seed == (maphash.Seed{}) {
+			v.seed = maphash.MakeSeed()
+		}
 	} else {
-		clear(v.idx)
+		clear(v.slots)
 	}
 	var probs []string
-	add := func(list string, runs []abi.Run, base int, ok func(abi.State) bool) {
+	add := func(list string, runs []abi.Run, base int, active bool) {
 		for i := range runs {
 			r := &runs[i]
 			if r.ID == "" {
 				probs = append(probs, fmt.Sprintf("%s[%d]: empty run id", list, i))
-			} else if _, dup := v.idx[r.ID]; dup {
+			} else if !v.insert(s, base+i, r.ID) {
 				probs = append(probs, fmt.Sprintf("%s[%d]: duplicate run id %q", list, i, r.ID))
-			} else {
-				v.idx[r.ID] = base + i
 			}
-			if !ok(r.State) {
+			ok := r.State == abi.StateWaiting
+			if active {
+				ok = r.State.Active()
+			}
+			if !ok {
 				probs = append(probs, fmt.Sprintf("%s[%d] %q: state %s not allowed here", list, i, r.ID, r.State))
 			}
 			if i > 0 && runs[i-1].Seq >= r.Seq {
@@ -51,8 +98,8 @@ func (v *validator) indexSerial(s *abi.SerialSnapshot) []string {
 			}
 		}
 	}
-	add("active", s.Active, 0, abi.State.Active)
-	add("waiting", s.Waiting, len(s.Active), func(st abi.State) bool { return st == abi.StateWaiting })
+	add("active", s.Active, 0, true)
+	add("waiting", s.Waiting, len(s.Active), false)
 	return probs
 }
 
@@ -77,7 +124,7 @@ func (v *validator) checkSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) []
 			probs = append(probs, fmt.Sprintf("action %d on %q: unknown action kind %d", i, a.Run, a.Kind))
 			continue
 		}
-		j, ok := v.idx[a.Run]
+		j, ok := v.lookup(s, a.Run)
 		if !ok {
 			probs = append(probs, fmt.Sprintf("action %d: %s %q: unknown run (not in the snapshot)", i, a.Kind, a.Run))
 			continue

@@ -95,4 +95,37 @@ func BenchmarkStorage(b *testing.B) {
 			b.StartTimer()
 		}
 	})
+	// allocate-batch-32: one AllocateBatch of 32 one-slot runs per op
+	// (ns/op / 32 = per run); the slots are freed outside the measurement.
+	b.Run("allocate-batch-32", func(b *testing.B) {
+		const n = 32
+		e := newEnv(b, "redis", realSrv.URL())
+		f := e.lead(b, "L#1#a")
+		if err := e.s.RegisterWorker(ctx, "wk", 128, time.Hour); err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			ids := make([]string, n)
+			var acts []storage.Action
+			for j := range ids {
+				ids[j] = ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g"}))(b).ID
+				acts = append(acts, storage.Action{Kind: storage.ActionLaunch, Run: ids[j]})
+			}
+			v := ok(e.s.GetGroup(ctx, "g"))(b).Version
+			ok(e.s.Apply(ctx, f, "g", storage.Decision{Version: v, ClaimID: fmt.Sprint("c", i), Actions: acts}))(b)
+			b.StartTimer()
+			res, err := e.s.AllocateBatch(ctx, f, ids)
+			if err != nil || len(res) != n || res[n-1].Outcome != storage.AllocAllocated {
+				b.Fatal(err, res)
+			}
+			b.StopTimer()
+			for _, r := range res {
+				if err := e.s.ReportInGroup(ctx, r.Assignments[0].Worker, "g", r.Run, r.Assignments[0].Token, storage.StateSucceeded, ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StartTimer()
+		}
+	})
 }

@@ -149,7 +149,7 @@ func TestHotSwapUnderLoad(t *testing.T) {
 	}
 	short1, short2 := v1[:12], v2[:12]
 	var before, after, lateOld int
-	var maxLate time.Duration
+	maxLate := -time.Hour // latest v1 launch relative to the activation
 	states := map[storage.State]int{}
 	for id, r := range all {
 		states[r.State]++
@@ -176,7 +176,7 @@ func TestHotSwapUnderLoad(t *testing.T) {
 			t.Errorf("run %s launched by unknown version %q", id, r.PolicyVersion)
 		}
 	}
-	t.Logf("%d runs %v; launched by v1 %d, by v2 %d; latest v1 launch %v after the activation", len(all), states, before, after, maxLate)
+	t.Logf("%d runs %v; launched by v1 %d, by v2 %d; latest v1 launch %v relative to the activation", len(all), states, before, after, maxLate)
 	if before == 0 || after == 0 {
 		t.Errorf("want launches by both versions: v1 %d, v2 %d", before, after)
 	}

@@ -1,6 +1,10 @@
 package main
 
-import "github.com/wasmsched/wasmsched/abi"
+import (
+	"slices"
+
+	"github.com/wasmsched/wasmsched/abi"
+)
 
 // Priority is DolphinScheduler's PRIORITY generalised by max_active: the
 // newest max_active runs (by seq, among WAITING runs and active runs that are
@@ -31,16 +35,25 @@ func (Priority) DecideSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) {
 			kept = keep
 		}
 	}
-	for i := range s.Waiting {
-		if s.Waiting[i].Seq >= cutoff {
-			d.Launch(s.Waiting[i].ID, "newest run wins")
-		} else {
-			d.Discard(s.Waiting[i].ID, "superseded by a newer run")
+	// One append per waiting run, kind and reason chosen without a branch:
+	// in the wasm guest each taken branch costs a deadline check.
+	w := s.Waiting
+	d.Actions = slices.Grow(d.Actions, len(w)+len(s.Active))
+	for i := range w {
+		kind, why := abi.ActionDiscard, reasonSuperseded
+		if w[i].Seq >= cutoff {
+			kind, why = abi.ActionLaunch, reasonNewest
 		}
+		d.Actions = append(d.Actions, abi.Action{Kind: kind, Run: w[i].ID, Reason: why})
 	}
 	for i := range s.Active {
 		if s.Active[i].State != abi.StateStopping && s.Active[i].Seq < cutoff {
-			d.Stop(s.Active[i].ID, "superseded by a newer run")
+			d.Stop(s.Active[i].ID, reasonSuperseded)
 		}
 	}
 }
+
+const (
+	reasonNewest     = "newest run wins"
+	reasonSuperseded = "superseded by a newer run"
+)
