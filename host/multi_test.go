@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"runtime"
 	"testing"
 	"time"
 
@@ -34,7 +35,15 @@ func TestMultiBalance(t *testing.T) {
 			}
 			close(done)
 		}()
-		t.Cleanup(func() { cancel(); <-done })
+		t.Cleanup(func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				buf := make([]byte, 1<<20)
+				t.Errorf("%s: Run did not return 30s after cancel; goroutines:\n%s", name, buf[:runtime.Stack(buf, true)])
+			}
+		})
 		return m, cancel, done
 	}
 	a, cancelA, doneA := start("a:1")
