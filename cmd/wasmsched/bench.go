@@ -118,7 +118,7 @@ Examples:
 			&cli.IntFlag{Name: "clients", Value: 16, Usage: "concurrent submitting clients `C`"},
 			&cli.IntFlag{Name: "coordinators", Usage: "groups decided concurrently by the in-process hosts `N` (0 = the host default)"},
 			&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "give up after `D`"},
-			&cli.DurationFlag{Name: "heartbeat-ttl", Value: 150 * time.Millisecond, Usage: "heartbeat TTL `D` of the in-process workers (they pick up work every D/3)"},
+			&cli.DurationFlag{Name: "heartbeat-ttl", Value: 150 * time.Millisecond, Usage: "heartbeat TTL `D` of the in-process workers (they heartbeat every D/3; new runs are picked up at once via slot-events)"},
 			&cli.DurationFlag{Name: "lease-ttl", Value: host.DefaultLeaseTTL, Usage: "leader lease TTL `D` of the in-process hosts"},
 			&cli.BoolFlag{Name: "keep", Usage: "keep the generated namespace's keys"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile to `FILE`"},
