@@ -197,6 +197,9 @@ type hotSwap struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once
+
+	mu sync.Mutex
+	ps *redis.PubSub // the live subscription; closed by stop to unblock a read
 }
 
 // startHotSwap configures auto-rollback on the runtime's policy set and
@@ -230,6 +233,13 @@ func (r *Runtime) stopHotSwap() {
 	if hs := r.hot; hs != nil {
 		hs.once.Do(func() {
 			hs.cancel()
+			// go-redis does not interrupt a blocking pub/sub read when
+			// its ctx ends; closing the subscription does.
+			hs.mu.Lock()
+			if hs.ps != nil {
+				_ = hs.ps.Close()
+			}
+			hs.mu.Unlock()
 			<-hs.done
 		})
 	}
@@ -250,7 +260,17 @@ func (hs *hotSwap) run(ctx context.Context) {
 	delay := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		ps := hs.client.Subscribe(ctx, ch)
+		hs.mu.Lock()
+		hs.ps = ps
+		hs.mu.Unlock()
+		if ctx.Err() != nil { // stop ran before ps was published
+			_ = ps.Close()
+			return
+		}
 		err := hs.receive(ctx, ps)
+		hs.mu.Lock()
+		hs.ps = nil
+		hs.mu.Unlock()
 		_ = ps.Close()
 		if ctx.Err() != nil {
 			return
