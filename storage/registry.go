@@ -89,7 +89,7 @@ func (s *Store) PushPolicy(ctx context.Context, req PushRequest) (PolicyVersion,
 	}
 	v, err := s.run(ctx, op, "push_policy",
 		[]string{k.Policies(), k.Policy(req.Name), k.PolicyVersions(req.Name), k.PolicyHistory(req.Name),
-			k.PolicyActivations(req.Name), k.Blob(sha), k.PolicyGen()},
+			k.PolicyActivations(req.Name), k.Blob(sha), k.PolicyGen(), k.Dirty(), k.Groups()},
 		req.Name, req.Kind, sha, req.Blob, req.Who, req.Note, act, k.PolicyChannel())
 	if errors.Is(err, ErrDuplicate) {
 		if m := dupVersion.FindStringSubmatch(err.Error()); m != nil {
@@ -203,7 +203,8 @@ func (s *Store) activate(ctx context.Context, op, name, version, who, note strin
 	}
 	k := s.k
 	v, err := s.run(ctx, op, "activate_policy",
-		[]string{k.Policy(name), k.PolicyVersions(name), k.PolicyHistory(name), k.PolicyActivations(name), k.PolicyGen()},
+		[]string{k.Policy(name), k.PolicyVersions(name), k.PolicyHistory(name), k.PolicyActivations(name), k.PolicyGen(),
+			k.Dirty(), k.Groups()},
 		name, version, who, note, k.PolicyChannel(), newID("op-"))
 	if err != nil {
 		return 0, err

@@ -41,7 +41,7 @@ func (s *Store) AutoRollbackPolicy(ctx context.Context, name string, version int
 	}
 	k := s.k
 	v, err := s.run(ctx, op, "auto_rollback_policy",
-		[]string{k.Policy(name), k.PolicyHistory(name), k.PolicyActivations(name), k.PolicyGen()},
+		[]string{k.Policy(name), k.PolicyHistory(name), k.PolicyActivations(name), k.PolicyGen(), k.Dirty(), k.Groups()},
 		name, strconv.Itoa(version), who, reason, k.PolicyChannel(), allow)
 	if err != nil {
 		return AutoRollback{}, err

@@ -85,3 +85,54 @@ func TestStore_Policy(t *testing.T) {
 		}
 	})
 }
+
+// A change of a policy's active version (push with activation, activate,
+// rollback, auto-rollback) marks every group dirty, so each is decided again
+// with the new version instead of waiting for its next submit or finish.
+func TestStore_PolicyActivationMarksGroupsDirty(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		settle := func(t *testing.T) {
+			t.Helper()
+			mustNil(t, e.c.Del(ctx, e.s.Keys().Dirty()).Err())
+		}
+		wantDirty := func(t *testing.T, what string, want []string) {
+			t.Helper()
+			got := ok(e.s.DirtyGroups(ctx, 0))(t)
+			if len(got) != len(want) || (len(got) > 0 && (got[0] != want[0] || got[len(got)-1] != want[len(want)-1])) {
+				t.Fatalf("after %s: dirty = %v, want %v", what, got, want)
+			}
+		}
+		ok(e.s.SetGroup(ctx, "g1", "p", 1))(t)
+		ok(e.s.SetGroup(ctx, "g2", "wait", 1))(t)
+		all := []string{"g1", "g2"}
+
+		settle(t)
+		ok(e.s.PushPolicy(ctx, storage.PushRequest{Name: "p", Kind: "serial", Blob: []byte("v1"), Activate: true}))(t)
+		wantDirty(t, "push --activate", all)
+
+		settle(t)
+		ok(e.s.PushPolicy(ctx, storage.PushRequest{Name: "p", Kind: "serial", Blob: []byte("v2")}))(t)
+		wantDirty(t, "push --no-activate", nil)
+
+		mustNil(t, e.s.ActivatePolicy(ctx, "p", 2, "ops", ""))
+		wantDirty(t, "activate", all)
+
+		settle(t)
+		ok(e.s.RollbackPolicy(ctx, "p", "ops", ""))(t)
+		wantDirty(t, "rollback", all)
+
+		settle(t)
+		mustNil(t, e.s.ActivatePolicy(ctx, "p", 2, "ops", ""))
+		settle(t)
+		if rb := ok(e.s.AutoRollbackPolicy(ctx, "p", 2, "host", "traps", false))(t); !rb.RolledBack {
+			t.Fatalf("auto-rollback did not roll back: %+v", rb)
+		}
+		wantDirty(t, "auto-rollback", all)
+
+		settle(t)
+		if rb := ok(e.s.AutoRollbackPolicy(ctx, "p", 2, "host", "again", false))(t); rb.RolledBack {
+			t.Fatalf("second auto-rollback rolled back: %+v", rb)
+		}
+		wantDirty(t, "auto-rollback of a version no longer active", nil)
+	})
+}

@@ -1,6 +1,8 @@
 -- activate_policy: activate a version, or roll back to the previously active one (operator write).
 -- KEYS[1] policy hash, KEYS[2] versions list, KEYS[3] history list,
--- KEYS[4] activations list (stack of activated versions), KEYS[5] policygen counter
+-- KEYS[4] activations list (stack of activated versions), KEYS[5] policygen counter,
+-- KEYS[6] dirty set, KEYS[7] groups set (a change of the active version marks
+-- every group dirty, so each is decided again with it)
 -- ARGV[1] name, ARGV[2] version (activate) or "" (rollback), ARGV[3] who,
 -- ARGV[4] note, ARGV[5] channel, ARGV[6] op id (random per call)
 -- returns: the active version afterwards
@@ -38,5 +40,6 @@ end
 redis.call('HSET', KEYS[1], 'active', target, 'last_op', ARGV[6])
 local gen = redis.call('INCR', KEYS[5])
 redis.call('RPUSH', KEYS[3], string.format('%d', now_ms()) .. US .. ARGV[3] .. US .. action .. US .. target .. US .. ARGV[4])
+redis.call('SUNIONSTORE', KEYS[6], KEYS[6], KEYS[7])
 redis.call('PUBLISH', ARGV[5], ARGV[1] .. ' ' .. target .. ' ' .. gen)
 return target

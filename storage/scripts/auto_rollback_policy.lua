@@ -1,7 +1,8 @@
 -- auto_rollback_policy: roll a policy back only if the failing version is still active
 -- (called by hosts after K consecutive failures of a version; unfenced, conditional).
 -- KEYS[1] policy hash, KEYS[2] history list, KEYS[3] activations list (stack),
--- KEYS[4] policygen counter
+-- KEYS[4] policygen counter, KEYS[5] dirty set, KEYS[6] groups set (a rollback
+-- marks every group dirty, so each is decided again with the restored version)
 -- ARGV[1] name, ARGV[2] failing version (the caller saw it active), ARGV[3] who,
 -- ARGV[4] reason, ARGV[5] channel, ARGV[6] allow the built-in ("1": with no
 -- earlier active version, fall back to version 0 = the embedded built-in)
@@ -33,5 +34,6 @@ redis.call('HSET', KEYS[1], 'active', target, 'auto_rollback_from', active, 'aut
   'auto_rollback_at', now, 'auto_rollback_reason', ARGV[4])
 local gen = redis.call('INCR', KEYS[4])
 redis.call('RPUSH', KEYS[2], now .. US .. ARGV[3] .. US .. 'auto-rollback' .. US .. target .. US .. ARGV[4])
+redis.call('SUNIONSTORE', KEYS[5], KEYS[5], KEYS[6])
 redis.call('PUBLISH', ARGV[5], ARGV[1] .. ' ' .. target .. ' ' .. gen)
 return {1, target}

@@ -1,6 +1,8 @@
 -- push_policy: store a policy blob and append a version (operator write, unfenced).
 -- KEYS[1] policies set, KEYS[2] policy hash, KEYS[3] versions list, KEYS[4] history list,
--- KEYS[5] activations list, KEYS[6] blob string, KEYS[7] policygen counter
+-- KEYS[5] activations list, KEYS[6] blob string, KEYS[7] policygen counter,
+-- KEYS[8] dirty set, KEYS[9] groups set (an activation marks every group dirty,
+-- so each is decided again with the new version)
 -- ARGV[1] name, ARGV[2] kind, ARGV[3] sha256 hex, ARGV[4] blob, ARGV[5] who,
 -- ARGV[6] note, ARGV[7] activate ("1"|"0"), ARGV[8] pub/sub channel
 -- Entries are joined with "\31" (unit separator): versions "sha,at,who,note",
@@ -34,6 +36,7 @@ if ARGV[7] == '1' then
   redis.call('RPUSH', KEYS[5], ver)
   local gen = redis.call('INCR', KEYS[7])
   redis.call('RPUSH', KEYS[4], now .. US .. ARGV[5] .. US .. 'activate' .. US .. ver .. US .. ARGV[6])
+  redis.call('SUNIONSTORE', KEYS[8], KEYS[8], KEYS[9])
   redis.call('PUBLISH', ARGV[8], ARGV[1] .. ' ' .. ver .. ' ' .. gen)
 end
 return {ver, tonumber(now)}
