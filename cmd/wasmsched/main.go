@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"slices"
 	"syscall"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 )
 
@@ -38,8 +40,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	// go-redis logs dial failures itself; the error a command returns
+	// already says what failed, so its own lines go to slog at debug.
+	redis.SetLogger(redisLogger{})
+
 	app := newApp(stdout, stderr)
+	var unknown string
+	app.CommandNotFound = func(_ *cli.Context, name string) { unknown = name }
 	err := app.RunContext(ctx, args)
+	if unknown != "" {
+		fmt.Fprintf(stderr, "wasmsched: unknown command %q (see wasmsched --help)\n", unknown)
+		return exitUsage
+	}
 	if err == nil {
 		return exitOK
 	}
@@ -57,8 +69,9 @@ namespace, and asks sandboxed wasm policies (wait, discard, priority, reuse or
 your own) what to launch, discard, stop and reuse.
 
 Global flags (--redis, --namespace, -o) may be given before or after the
-command name. Exit codes: 0 success, 1 a failed check or a runtime failure, 2 bad usage
-or bad input (the message names what was wrong).`,
+command name. Exit codes: 0 success; 1 a failed check or a runtime failure
+(e.g. Redis unreachable); 2 bad usage or bad input (the message names what
+was wrong).`,
 		Writer:                 stdout,
 		ErrWriter:              stderr,
 		Flags:                  globalFlags(true),
@@ -92,6 +105,17 @@ func withGlobalFlags(cmds []*cli.Command) []*cli.Command {
 		}
 		if !hasFlag(c.Flags, flagRedis) { // idempotent: run may be called again (tests)
 			c.Flags = append(c.Flags, globalFlags(false)...)
+			before := c.Before
+			// Reject a bad -o before the command connects to anything.
+			c.Before = func(ctx *cli.Context) error {
+				if _, err := outputFormat(ctx); err != nil {
+					return err
+				}
+				if before != nil {
+					return before(ctx)
+				}
+				return nil
+			}
 		}
 	}
 	return cmds
@@ -143,4 +167,11 @@ func hasFlag(flags []cli.Flag, name string) bool {
 		}
 	}
 	return false
+}
+
+// redisLogger sends go-redis's internal log lines to slog at debug level.
+type redisLogger struct{}
+
+func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	slog.DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...))
 }
