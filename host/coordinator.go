@@ -34,8 +34,9 @@ const (
 // RuntimeConfig configures the leader-side runtime: serial coordinator,
 // slot manager, failover restore and stats. Zero fields take defaults.
 type RuntimeConfig struct {
-	// Coordinators is how many groups are decided concurrently (1..256);
-	// also the concurrency of the failover restore. Default 8.
+	// Coordinators is how many batches of groups (one pipelined snapshot +
+	// apply round trip each; see Coordinator) are decided concurrently
+	// (1..256); also the concurrency of the failover restore. Default 8.
 	Coordinators int
 	// PolicyTimeout is the deadline of one policy decide call; default
 	// policies.DefaultCallTimeout.
@@ -274,10 +275,11 @@ func (r *Runtime) Counts() map[string]int64 {
 }
 
 // Coordinator is the serial coordinator leader task. Each pass reads the
-// dirty groups (storage.Store.DirtyGroups, never a scan of all groups) and
-// decides them concurrently (RuntimeConfig.Coordinators at a time): one
-// snapshot script -> the group's policy (wasm, validated) -> one fenced,
-// version-checked apply script. See Run.
+// dirty groups (storage.Store.DirtyGroups, never a scan of all groups),
+// splits them into batches of 16-64 (pipeChunks) and decides the batches
+// concurrently (RuntimeConfig.Coordinators at a time): one pipeline of
+// snapshot scripts -> each group's policy (wasm, validated) -> one pipeline
+// of fenced, version-checked apply scripts, with per-group outcomes. See Run.
 type Coordinator struct {
 	rt *Runtime
 
@@ -367,14 +369,31 @@ func (c *Coordinator) Pass(ctx context.Context, lease *Lease) (bool, error) {
 		return false, nil
 	}
 	var worked atomic.Bool
-	err = forEach(ctx, c.rt.cfg.Coordinators, todo, func(ctx context.Context, g string) error {
-		did, err := c.decide(ctx, lease, g)
+	err = forEach(ctx, c.rt.cfg.Coordinators, pipeChunks(todo, c.rt.cfg.Coordinators), func(ctx context.Context, gs []string) error {
+		did, err := c.decideBatch(ctx, lease, gs)
 		if did {
 			worked.Store(true)
 		}
 		return err
 	})
 	return worked.Load(), err
+}
+
+// maxPipe bounds the groups of one pipelined snapshot / apply batch.
+const maxPipe = 64
+
+// pipeChunks splits the groups of a pass into batches of about
+// len/coordinators groups, at least min(len, 16) and at most maxPipe, so a
+// big pass is few pipelines (Redis pays per read/write, not per command)
+// that still run `coordinators` at a time.
+func pipeChunks(groups []string, coordinators int) [][]string {
+	size := (len(groups) + max(coordinators, 1) - 1) / max(coordinators, 1)
+	size = min(max(size, 16), maxPipe)
+	var out [][]string
+	for lo := 0; lo < len(groups); lo += size {
+		out = append(out, groups[lo:min(lo+size, len(groups))])
+	}
+	return out
 }
 
 // forEach runs fn for every item, n at a time. The first storage.ErrFenced
@@ -450,30 +469,110 @@ func policyOutcome(err error) string {
 	return OutcomeError
 }
 
-// decide takes one group from snapshot to apply. It reports whether it
+// decideBatch takes a batch of groups from snapshot to apply: their
+// snapshots in one pipeline (storage.Store.SnapshotBatch), each group's
+// policy decision, then the decisions' fenced applies in one pipeline
+// (storage.Store.ApplyBatch). Outcomes are per group. It reports whether it
 // changed something; it returns only storage.ErrFenced or ctx errors.
-func (c *Coordinator) decide(ctx context.Context, lease *Lease, group string) (bool, error) {
+func (c *Coordinator) decideBatch(ctx context.Context, lease *Lease, groups []string) (bool, error) {
 	log := c.rt.log
-	sn, err := c.rt.st.Snapshot(ctx, group)
-	if err != nil {
-		if ctx.Err() != nil {
-			return false, ctx.Err()
+	snaps := c.rt.st.SnapshotBatch(ctx, groups)
+	type pending struct {
+		policy, version string
+	}
+	var (
+		ds   []storage.GroupDecision
+		meta []pending
+	)
+	for i, group := range groups {
+		sn, err := snaps[i].Snapshot, snaps[i].Err
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			log.Warn("snapshot failed", "group", group, "err", err)
+			c.outcome("", "", OutcomeError)
+			c.fail(group)
+			continue
 		}
-		log.Warn("snapshot failed", "group", group, "err", err)
-		c.outcome("", "", OutcomeError)
-		c.fail(group)
+		d, ver, ok, err := c.decideOne(ctx, lease, sn)
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			ds = append(ds, storage.GroupDecision{Group: group, Decision: d})
+			meta = append(meta, pending{policy: d.Policy, version: ver})
+		}
+	}
+	if len(ds) == 0 {
 		return false, nil
 	}
-	policy := sn.Group.Policy
+	if c.beforeApply != nil {
+		for _, gd := range ds {
+			c.beforeApply(gd.Group)
+		}
+	}
+	if !lease.Valid() {
+		return false, nil // the term is ending: decide nothing more
+	}
+	res := c.rt.st.ApplyBatch(ctx, lease.Fence(), ds)
+	worked := false
+	var fenced error
+	for i, r := range res {
+		group, d, policy, ver, err := ds[i].Group, ds[i].Decision, meta[i].policy, meta[i].version, r.Err
+		switch {
+		case err == nil || errors.Is(err, storage.ErrDuplicate):
+			c.succeed(group)
+			if len(d.Actions) == 0 {
+				c.outcome(policy, ver, OutcomeSettled)
+				log.Debug("group settled", "group", group, "policy", policy, "version", ver, "group_version", d.Version)
+			} else {
+				c.outcome(policy, ver, OutcomeApplied)
+				log.Debug("decision applied", "group", group, "policy", policy, "version", ver,
+					"group_version", d.Version, "actions", len(d.Actions))
+			}
+			worked = true
+		case errors.Is(err, storage.ErrFenced):
+			c.outcome(policy, ver, OutcomeFenced)
+			if fenced == nil {
+				log.Warn("decision fenced: no longer the leader", "group", group, "epoch", lease.Epoch(), "err", err)
+				fenced = err
+			}
+		case errors.Is(err, storage.ErrStale):
+			c.outcome(policy, ver, OutcomeStale)
+			c.rt.m.stale.WithLabelValues(c.rt.m.ns, "apply").Inc()
+			log.Warn("decision stale: group changed since its snapshot; deciding again next pass", "group", group,
+				"group_version", d.Version, "err", err)
+			worked = true // the group is still dirty: look again at once
+		case ctx.Err() != nil:
+			return worked, ctx.Err()
+		default:
+			c.outcome(policy, ver, OutcomeError)
+			log.Warn("apply failed; group left dirty", "group", group, "policy", policy, "err", err)
+			c.fail(group)
+		}
+	}
+	if fenced != nil {
+		return false, fenced
+	}
+	return worked, nil
+}
+
+// decideOne asks the group's policy for a decision on sn. ok is false when
+// there is nothing to apply (policy unavailable or failed: counted, backed
+// off); err is only a ctx error.
+func (c *Coordinator) decideOne(ctx context.Context, lease *Lease, sn storage.Snapshot) (d storage.Decision, version string, ok bool, err error) {
+	log := c.rt.log
+	group, policy := sn.Group.Name, sn.Group.Policy
 	ref, err := c.rt.set.Acquire(ctx, policy)
 	if err != nil {
 		if ctx.Err() != nil {
-			return false, ctx.Err()
+			return d, "", false, ctx.Err()
 		}
 		log.Warn("policy unavailable; group left dirty", "group", group, "policy", policy, "err", err)
 		c.outcome(policy, "", OutcomeError)
 		c.fail(group)
-		return false, nil
+		return d, "", false, nil
 	}
 	defer ref.Release()
 	in := toSerialSnapshot(sn)
@@ -482,7 +581,7 @@ func (c *Coordinator) decide(ctx context.Context, lease *Lease, group string) (b
 	c.rt.m.call(policy, "serial", time.Since(t0))
 	if err != nil {
 		if ctx.Err() != nil {
-			return false, ctx.Err()
+			return d, "", false, ctx.Err()
 		}
 		oc := policyOutcome(err)
 		log.Warn("policy decision rejected; group left dirty", "group", group, "policy", policy,
@@ -490,10 +589,10 @@ func (c *Coordinator) decide(ctx context.Context, lease *Lease, group string) (b
 		c.outcome(policy, ref.Version, oc)
 		ref.Failed(ctx, oc, err) // auto-rollback after K in a row (hotswap.go)
 		c.fail(group)
-		return false, nil
+		return d, "", false, nil
 	}
 	ref.Succeeded()
-	d := storage.Decision{
+	d = storage.Decision{
 		Version:       sn.Group.Version,
 		ClaimID:       fmt.Sprintf("%d:%s:%d", lease.Epoch(), group, sn.Group.Version),
 		Policy:        policy,
@@ -503,43 +602,7 @@ func (c *Coordinator) decide(ctx context.Context, lease *Lease, group string) (b
 	for i, a := range dec.Actions {
 		d.Actions[i] = storage.Action{Kind: storage.ActionKind(a.Kind.String()), Run: a.Run, Reason: a.Reason}
 	}
-	if c.beforeApply != nil {
-		c.beforeApply(group)
-	}
-	if !lease.Valid() {
-		return false, nil // the term is ending: decide nothing more
-	}
-	_, err = c.rt.st.Apply(ctx, lease.Fence(), group, d)
-	switch {
-	case err == nil || errors.Is(err, storage.ErrDuplicate):
-		c.succeed(group)
-		if len(d.Actions) == 0 {
-			c.outcome(policy, ref.Version, OutcomeSettled)
-			log.Debug("group settled", "group", group, "policy", policy, "version", ref.Version, "group_version", d.Version)
-		} else {
-			c.outcome(policy, ref.Version, OutcomeApplied)
-			log.Debug("decision applied", "group", group, "policy", policy, "version", ref.Version,
-				"group_version", d.Version, "actions", len(d.Actions))
-		}
-		return true, nil
-	case errors.Is(err, storage.ErrFenced):
-		c.outcome(policy, ref.Version, OutcomeFenced)
-		log.Warn("decision fenced: no longer the leader", "group", group, "epoch", lease.Epoch(), "err", err)
-		return false, err
-	case errors.Is(err, storage.ErrStale):
-		c.outcome(policy, ref.Version, OutcomeStale)
-		c.rt.m.stale.WithLabelValues(c.rt.m.ns, "apply").Inc()
-		log.Warn("decision stale: group changed since its snapshot; deciding again next pass", "group", group,
-			"group_version", d.Version, "err", err)
-		return true, nil // the group is still dirty: look again at once
-	case ctx.Err() != nil:
-		return false, ctx.Err()
-	default:
-		c.outcome(policy, ref.Version, OutcomeError)
-		log.Warn("apply failed; group left dirty", "group", group, "policy", policy, "err", err)
-		c.fail(group)
-		return false, nil
-	}
+	return d, ref.Version, true, nil
 }
 
 // toSerialSnapshot converts a storage snapshot into the ABI record.

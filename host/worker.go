@@ -166,7 +166,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.running = map[string]*execution{}
 	w.started = map[string]bool{}
 	w.pending = map[string]*finished{}
-	w.done = make(chan *finished, 16)
+	w.done = make(chan *finished, 256) // room for a burst of finished runs, reported in one pipeline
 	w.runsDone = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "wasmsched_worker_runs_total",
 		Help: "Runs executed by this worker, by outcome (SUCCEEDED, FAILED, STOPPED, DROPPED).",
@@ -202,7 +202,21 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case f := <-w.done:
-			w.finish(ctx, f)
+			// Take every execution that has finished by now and report
+			// them together (one pipelined round trip: retryReports).
+			report := w.record(f)
+		drain:
+			for {
+				select {
+				case f := <-w.done:
+					report = w.record(f) || report
+				default:
+					break drain
+				}
+			}
+			if report {
+				w.retryReports(ctx)
+			}
 		case <-tick.C:
 			w.heartbeat(ctx)
 		case <-kick:
@@ -501,6 +515,14 @@ func (w *Worker) simulate(e *execution, run storage.Run) *finished {
 
 // finish handles a finished execution: report it unless dropped.
 func (w *Worker) finish(ctx context.Context, f *finished) {
+	if w.record(f) {
+		w.retryReports(ctx)
+	}
+}
+
+// record books a finished execution (pending report unless dropped) and
+// reports whether it has something to report.
+func (w *Worker) record(f *finished) bool {
 	w.mu.Lock()
 	delete(w.running, f.token)
 	outcome := string(f.outcome)
@@ -512,9 +534,7 @@ func (w *Worker) finish(ctx context.Context, f *finished) {
 	w.mu.Unlock()
 	w.runsDone.WithLabelValues(outcome).Inc()
 	w.Logger.Info("run finished", "run", f.run, "token", f.token, "outcome", outcome, "reason", f.reason)
-	if !f.drop {
-		w.retryReports(ctx)
-	}
+	return !f.drop
 }
 
 // retryReports sends every pending report; transient failures stay
@@ -527,13 +547,28 @@ func (w *Worker) retryReports(ctx context.Context) {
 	}
 	id := w.identity
 	w.mu.Unlock()
-	for _, p := range todo {
-		var err error
+	// Reports with a known group go in one pipeline (storage.ReportBatch,
+	// errors per run); the others read the run's group first.
+	errs := make([]error, len(todo))
+	var (
+		batch []storage.ReportReq
+		pos   []int
+	)
+	for i, p := range todo {
 		if p.group != "" {
-			err = w.Store.ReportInGroup(ctx, id, p.group, p.run, p.token, p.outcome, p.reason)
+			batch = append(batch, storage.ReportReq{Group: p.group, Run: p.run, Token: p.token, Outcome: p.outcome, Reason: p.reason})
+			pos = append(pos, i)
 		} else {
-			err = w.Store.Report(ctx, id, p.run, p.token, p.outcome, p.reason)
+			errs[i] = w.Store.Report(ctx, id, p.run, p.token, p.outcome, p.reason)
 		}
+	}
+	if len(batch) > 0 {
+		for j, err := range w.Store.ReportBatch(ctx, id, batch) {
+			errs[pos[j]] = err
+		}
+	}
+	for i, p := range todo {
+		err := errs[i]
 		switch {
 		case err == nil:
 			w.Logger.Info("run reported", "run", p.run, "token", p.token, "outcome", p.outcome)

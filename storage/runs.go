@@ -273,36 +273,88 @@ func (s *Store) DirtyGroups(ctx context.Context, limit int) ([]string, error) {
 // max_active 1. An existing ID is ErrDuplicate; a go-redis retry of the same
 // call is recognised by its op id and returns the run.
 func (s *Store) Submit(ctx context.Context, r SubmitRequest) (Run, error) {
+	r, c, err := s.submitCall(r)
+	if err != nil {
+		return Run{}, err
+	}
+	v, err := s.run(ctx, "submit", "submit", c.keys, c.args...)
+	if err != nil {
+		return Run{}, err
+	}
+	return submittedRun(r, v), nil
+}
+
+func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 	const op = "submit"
 	if err := ValidateName("group", r.Group); err != nil {
-		return Run{}, err
+		return r, scriptCall{}, err
 	}
 	if r.ID == "" {
 		r.ID = newID("r-")
 	}
 	if err := ValidateName("run", r.ID); err != nil {
-		return Run{}, err
+		return r, scriptCall{}, err
 	}
 	if r.Slots < 0 {
-		return Run{}, invalid(op, "run %s: slots %d is negative", r.ID, r.Slots)
+		return r, scriptCall{}, invalid(op, "run %s: slots %d is negative", r.ID, r.Slots)
 	}
 	if r.Slots == 0 {
 		r.Slots = 1
 	}
 	if r.Duration < 0 {
-		return Run{}, invalid(op, "run %s: duration %v is negative", r.ID, r.Duration)
+		return r, scriptCall{}, invalid(op, "run %s: duration %v is negative", r.ID, r.Duration)
 	}
 	k := s.k
-	v, err := s.run(ctx, op, "submit",
-		[]string{k.Seq(), k.Groups(), k.Group(r.Group), k.Waiting(r.Group), k.Dirty(), k.Run(r.ID), k.Runs()},
-		r.Group, r.ID, r.Slots, r.Priority, r.Payload, r.Duration.Milliseconds(), newID("op-"))
-	if err != nil {
-		return Run{}, err
+	return r, scriptCall{
+		keys: []string{k.Seq(), k.Groups(), k.Group(r.Group), k.Waiting(r.Group), k.Dirty(), k.Run(r.ID), k.Runs()},
+		args: []any{r.Group, r.ID, r.Slots, r.Priority, r.Payload, r.Duration.Milliseconds(), newID("op-")},
+	}, nil
+}
+
+func submittedRun(r SubmitRequest, v any) Run {
+	a, _ := v.([]any)
+	for len(a) < 2 {
+		a = append(a, nil)
 	}
-	a := v.([]any)
 	return Run{ID: r.ID, Group: r.Group, Seq: toInt64(a[0]), State: StateWaiting, Slots: r.Slots,
 		Priority: r.Priority, Payload: r.Payload, Duration: r.Duration.Truncate(time.Millisecond),
-		SubmittedAt: msTime(toInt64(a[1]))}, nil
+		SubmittedAt: msTime(toInt64(a[1]))}
+}
+
+// SubmitResult is one run of a SubmitBatch.
+type SubmitResult struct {
+	Run Run
+	Err error
+}
+
+// SubmitBatch is Submit for many runs: one submit script per run (same
+// checks, same replay rule), all sent in ONE pipelined round trip, in
+// order (seqs follow the order). Errors are per run (ErrDuplicate,
+// ErrInvalid), never for the batch.
+func (s *Store) SubmitBatch(ctx context.Context, reqs []SubmitRequest) []SubmitResult {
+	out := make([]SubmitResult, len(reqs))
+	filled := make([]SubmitRequest, len(reqs)) // with defaults (generated id, slots 1)
+	calls := make([]scriptCall, 0, len(reqs))
+	pos := make([]int, 0, len(reqs))
+	for i, r := range reqs {
+		r, c, err := s.submitCall(r)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		filled[i] = r
+		calls = append(calls, c)
+		pos = append(pos, i)
+	}
+	vals, errs := s.runPipe(ctx, "submit", "submit", calls)
+	for j, i := range pos {
+		if errs[j] != nil {
+			out[i].Err = errs[j]
+			continue
+		}
+		out[i].Run = submittedRun(filled[i], vals[j])
+	}
+	return out
 }
 
 // GetRun reads a run (ErrNotFound if absent).
@@ -391,18 +443,60 @@ func (s *Store) Snapshot(ctx context.Context, group string) (Snapshot, error) {
 	if err := ValidateName("group", group); err != nil {
 		return Snapshot{}, err
 	}
-	k := s.k
-	args := append([]any{k.RunPrefix()}, runFieldArgs()...)
-	v, err := s.run(ctx, "snapshot", "snapshot", []string{k.Group(group), k.Waiting(group), k.Active(group)}, args...)
+	c := s.snapshotCall(group, runFieldArgs())
+	v, err := s.run(ctx, "snapshot", "snapshot", c.keys, c.args...)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	a := v.([]any)
-	g := a[0].([]any)
+	return parseSnapshot(group, v, parseRun), nil
+}
+
+// DecisionFields are the run fields SnapshotBatch reads: the ones a policy
+// sees (abi.Run: id, seq, state, priority, slots, submitted_at, started_at).
+var DecisionFields = []string{"id", "seq", "state", "priority", "slots", "submitted_at", "started_at"}
+
+var decisionFieldArgs = func() []any {
+	a := make([]any, len(DecisionFields))
+	for i, f := range DecisionFields {
+		a[i] = f
+	}
+	return a
+}()
+
+// parseDecisionRun builds a Run from values in DecisionFields order (only
+// those fields set); ok false if absent.
+func parseDecisionRun(vals []any) (Run, bool) {
+	if len(vals) < len(DecisionFields) || vals[0] == nil {
+		return Run{}, false
+	}
+	atoi := func(i int) int { n, _ := strconv.Atoi(str(vals[i])); return n }
+	return Run{ID: str(vals[0]), Seq: toInt64(vals[1]), State: State(str(vals[2])), Priority: atoi(3), Slots: atoi(4),
+		SubmittedAt: msTime(toInt64(vals[5])), StartedAt: msTime(toInt64(vals[6]))}, true
+}
+
+func (s *Store) snapshotCall(group string, fields []any) scriptCall {
+	k := s.k
+	args := make([]any, 0, 1+len(fields))
+	args = append(args, k.RunPrefix())
+	args = append(args, fields...)
+	return scriptCall{keys: []string{k.Group(group), k.Waiting(group), k.Active(group)}, args: args}
+}
+
+func parseSnapshot(group string, v any, parse func([]any) (Run, bool)) Snapshot {
+	a, _ := v.([]any)
+	if len(a) < 4 {
+		return Snapshot{Group: Group{Name: group}}
+	}
+	g, _ := a[0].([]any)
+	for len(g) < 3 {
+		g = append(g, nil)
+	}
 	runs := func(x any) []Run {
-		var out []Run
-		for _, e := range x.([]any) {
-			if r, ok := parseRun(e.([]any)); ok {
+		xs, _ := x.([]any)
+		out := make([]Run, 0, len(xs))
+		for _, e := range xs {
+			ev, _ := e.([]any)
+			if r, ok := parse(ev); ok {
 				out = append(out, r)
 			}
 		}
@@ -411,7 +505,41 @@ func (s *Store) Snapshot(ctx context.Context, group string) (Snapshot, error) {
 	sn := Snapshot{Now: msTime(toInt64(a[1])), Active: runs(a[2]), Waiting: runs(a[3])}
 	sn.Group = Group{Name: group, Policy: str(g[0]), MaxActive: int(toInt64(g[1])), Version: toInt64(g[2]),
 		Waiting: len(sn.Waiting), Active: len(sn.Active)}
-	return sn, nil
+	return sn
+}
+
+// SnapshotResult is one group of a SnapshotBatch.
+type SnapshotResult struct {
+	Snapshot Snapshot
+	Err      error
+}
+
+// SnapshotBatch reads the snapshots of groups with one snapshot script per
+// group, all sent in ONE pipelined round trip (the coordinator's pass).
+// Runs carry only DecisionFields (what a policy sees; no payload, assign,
+// policy...). Results are in order; errors are per group (ErrNotFound,
+// ErrInvalid), never for the batch.
+func (s *Store) SnapshotBatch(ctx context.Context, groups []string) []SnapshotResult {
+	out := make([]SnapshotResult, len(groups))
+	calls := make([]scriptCall, 0, len(groups))
+	pos := make([]int, 0, len(groups))
+	for i, g := range groups {
+		if err := ValidateName("group", g); err != nil {
+			out[i].Err = err
+			continue
+		}
+		calls = append(calls, s.snapshotCall(g, decisionFieldArgs))
+		pos = append(pos, i)
+	}
+	vals, errs := s.runPipe(ctx, "snapshot", "snapshot", calls)
+	for j, i := range pos {
+		if errs[j] != nil {
+			out[i].Err = errs[j]
+			continue
+		}
+		out[i].Snapshot = parseSnapshot(groups[i], vals[j], parseDecisionRun)
+	}
+	return out
 }
 
 // ActionKind is the kind of a decision action.
@@ -446,9 +574,21 @@ type Decision struct {
 // ErrNotFound, ErrBadState, ErrInvalid. Zero actions settles the group
 // (removes it from dirty if still at d.Version; no bump).
 func (s *Store) Apply(ctx context.Context, f Fence, group string, d Decision) (int64, error) {
+	call, err := s.applyCall(f, group, d)
+	if err != nil {
+		return 0, err
+	}
+	v, err := s.run(ctx, "apply", "apply", call.keys, call.args...)
+	if err != nil {
+		return 0, err
+	}
+	return toInt64(v), nil
+}
+
+func (s *Store) applyCall(f Fence, group string, d Decision) (scriptCall, error) {
 	const op = "apply"
 	if err := ValidateName("group", group); err != nil {
-		return 0, err
+		return scriptCall{}, err
 	}
 	k := s.k
 	keys := make([]string, 0, 7+len(d.Actions))
@@ -458,21 +598,56 @@ func (s *Store) Apply(ctx context.Context, f Fence, group string, d Decision) (i
 	args = append(args, group, d.Version, d.ClaimID, d.Policy, d.PolicyVersion)
 	for _, a := range d.Actions {
 		if err := ValidateName("run", a.Run); err != nil {
-			return 0, fmt.Errorf("storage: %s: %w", op, err)
+			return scriptCall{}, fmt.Errorf("storage: %s: %w", op, err)
 		}
 		switch a.Kind {
 		case ActionLaunch, ActionDiscard, ActionStop:
 		default:
-			return 0, invalid(op, "unknown action kind %q on run %s", a.Kind, a.Run)
+			return scriptCall{}, invalid(op, "unknown action kind %q on run %s", a.Kind, a.Run)
 		}
 		keys = append(keys, k.Run(a.Run))
 		args = append(args, string(a.Kind), a.Run, a.Reason)
 	}
-	v, err := s.run(ctx, op, "apply", keys, args...)
-	if err != nil {
-		return 0, err
+	return scriptCall{keys: keys, args: args}, nil
+}
+
+// GroupDecision is one group's decision in an ApplyBatch.
+type GroupDecision struct {
+	Group    string
+	Decision Decision
+}
+
+// ApplyResult is the outcome of one decision of an ApplyBatch: the group's
+// version afterwards, or the error Apply would have returned.
+type ApplyResult struct {
+	Version int64
+	Err     error
+}
+
+// ApplyBatch applies every decision with its own fenced, version-checked
+// apply script (exactly Apply's semantics, one script per group), all sent
+// in ONE pipelined round trip. Results are in order and independent: one
+// group's ErrStale, ErrDuplicate, ErrFenced or ErrInvalid leaves the
+// others as they are (each script validates its own fence). NOSCRIPT is
+// handled as in every call (reload, resend the failed ones).
+func (s *Store) ApplyBatch(ctx context.Context, f Fence, ds []GroupDecision) []ApplyResult {
+	out := make([]ApplyResult, len(ds))
+	calls := make([]scriptCall, 0, len(ds))
+	pos := make([]int, 0, len(ds))
+	for i, gd := range ds {
+		c, err := s.applyCall(f, gd.Group, gd.Decision)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		calls = append(calls, c)
+		pos = append(pos, i)
 	}
-	return toInt64(v), nil
+	vals, errs := s.runPipe(ctx, "apply", "apply", calls)
+	for j, i := range pos {
+		out[i] = ApplyResult{Version: toInt64(vals[j]), Err: errs[j]}
+	}
+	return out
 }
 
 // RequestStop is a client's stop request: WAITING -> DISCARDED, LAUNCHED ->

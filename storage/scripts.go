@@ -132,3 +132,85 @@ func (s *Store) run(ctx context.Context, op, name string, keys []string, args ..
 	}
 	return v, nil
 }
+
+// scriptCall is one call of a pipelined batch (runPipe).
+type scriptCall struct {
+	keys []string
+	args []any
+}
+
+// runPipe sends every call of script name in ONE pipeline (EVALSHA each)
+// and returns each call's reply and error, in order: errors are per call
+// (mapped by scriptErr with op), never for the batch. Calls answered
+// NOSCRIPT (SCRIPT FLUSH, restart, failover) are sent again after reloading
+// the script (on a cluster: as EVAL, routed to the shard that lost it), in
+// a second pipeline.
+func (s *Store) runPipe(ctx context.Context, op, name string, calls []scriptCall) ([]any, []error) {
+	vals := make([]any, len(calls))
+	errs := make([]error, len(calls))
+	if len(calls) == 0 {
+		return vals, errs
+	}
+	sc := scripts[name]
+	if sc == nil {
+		for i := range errs {
+			errs[i] = fmt.Errorf("storage: %s: no script %q", op, name)
+		}
+		return vals, errs
+	}
+	_, cluster := s.c.(*redis.ClusterClient)
+	send := func(idx []int, eval bool) []*redis.Cmd {
+		cmds := make([]*redis.Cmd, len(idx))
+		_, _ = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for j, i := range idx {
+				if eval {
+					cmds[j] = sc.Eval(ctx, p, calls[i].keys, calls[i].args...)
+				} else {
+					cmds[j] = sc.EvalSha(ctx, p, calls[i].keys, calls[i].args...)
+				}
+			}
+			return nil
+		})
+		return cmds
+	}
+	all := make([]int, len(calls))
+	for i := range all {
+		all[i] = i
+	}
+	idx := all
+	cmds := send(idx, false)
+	var retry []int
+	for j, c := range cmds {
+		if err := c.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			retry = append(retry, idx[j])
+			continue
+		}
+		vals[idx[j]], errs[idx[j]] = pipeResult(op, c)
+	}
+	if len(retry) > 0 {
+		if !cluster {
+			if lerr := sc.Load(ctx, s.c).Err(); lerr != nil {
+				for _, i := range retry {
+					errs[i] = fmt.Errorf("storage: %s: reload script %s: %w", op, name, lerr)
+				}
+				return vals, errs
+			}
+		}
+		cmds = send(retry, cluster)
+		for j, c := range cmds {
+			vals[retry[j]], errs[retry[j]] = pipeResult(op, c)
+		}
+	}
+	return vals, errs
+}
+
+func pipeResult(op string, c *redis.Cmd) (any, error) {
+	v, err := c.Result()
+	if err == redis.Nil {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, scriptErr(op, err)
+	}
+	return v, nil
+}

@@ -305,12 +305,70 @@ func (s *Store) ReportInGroup(ctx context.Context, identity, group, runID, token
 	return s.report(ctx, identity, group, runID, token, outcome, reason)
 }
 
-func (s *Store) report(ctx context.Context, identity, g, runID, token string, outcome State, reason string) error {
+// ReportReq is one report of a ReportBatch (ReportInGroup's arguments).
+type ReportReq struct {
+	Group, Run, Token string
+	Outcome           State
+	Reason            string
+}
+
+func reportCheck(identity string, r ReportReq) error {
 	const op = "report"
+	if err := ValidateWorker(identity); err != nil {
+		return err
+	}
+	if err := ValidateName("group", r.Group); err != nil {
+		return fmt.Errorf("storage: %s: %w", op, err)
+	}
+	if err := ValidateName("run", r.Run); err != nil {
+		return fmt.Errorf("storage: %s: %w", op, err)
+	}
+	switch r.Outcome {
+	case StateSucceeded, StateFailed, StateStopped:
+	default:
+		return invalid(op, "run %s: outcome %q, want SUCCEEDED, FAILED or STOPPED", r.Run, r.Outcome)
+	}
+	if r.Token == "" {
+		return invalid(op, "run %s: empty token", r.Run)
+	}
+	return nil
+}
+
+// ReportBatch is ReportInGroup for many runs of worker identity: one
+// report script per run (same checks, same replay rule), all sent in ONE
+// pipelined round trip. Errors are per run, in order (ErrNotOwner,
+// ErrNotFound, ErrBadState, ErrInvalid...): one refused report does not
+// affect the others.
+func (s *Store) ReportBatch(ctx context.Context, identity string, reps []ReportReq) []error {
+	errs := make([]error, len(reps))
+	calls := make([]scriptCall, 0, len(reps))
+	pos := make([]int, 0, len(reps))
+	for i, r := range reps {
+		if err := reportCheck(identity, r); err != nil {
+			errs[i] = err
+			continue
+		}
+		calls = append(calls, s.reportCall(identity, r.Group, r.Run, r.Token, r.Outcome, r.Reason))
+		pos = append(pos, i)
+	}
+	_, perrs := s.runPipe(ctx, "report", "report", calls)
+	for j, i := range pos {
+		errs[i] = perrs[j]
+	}
+	return errs
+}
+
+func (s *Store) reportCall(identity, g, runID, token string, outcome State, reason string) scriptCall {
 	k := s.k
-	_, err := s.run(ctx, op, "report",
-		[]string{k.Run(runID), k.Slots(), k.Free(), k.Group(g), k.Active(g), k.Launched(), k.Restore(), k.Dirty()},
-		identity, runID, token, string(outcome), reason, g)
+	return scriptCall{
+		keys: []string{k.Run(runID), k.Slots(), k.Free(), k.Group(g), k.Active(g), k.Launched(), k.Restore(), k.Dirty()},
+		args: []any{identity, runID, token, string(outcome), reason, g},
+	}
+}
+
+func (s *Store) report(ctx context.Context, identity, g, runID, token string, outcome State, reason string) error {
+	c := s.reportCall(identity, g, runID, token, outcome, reason)
+	_, err := s.run(ctx, "report", "report", c.keys, c.args...)
 	return err
 }
 
