@@ -97,15 +97,19 @@ type instance struct {
 // deadline passes the timer's function (fire) stops the guest:
 //
 //   - inline mode (Config.Termination "inline"): it sets the instance's stop
-//     global, injected into the module at load by wasmrewrite. The global
-//     lives in Go memory owned by wazero (the module's context buffer);
-//     compiled code loads it afresh at every `global.get` at a function
-//     entry or loop header (each is the start of a basic block, so the
-//     compiler has no earlier value to reuse), so a write from the timer's
-//     goroutine is seen at the guest's next check, which traps with
-//     `unreachable`. The call's context has no Done channel, so wazero
-//     starts no watcher goroutine. The guest's sleeps (WASI poll_oneoff) are
-//     cut short by wake.
+//     global, then zeroes its budget global, both injected into the module
+//     at load by wasmrewrite. The globals live in Go memory owned by wazero
+//     (the module's context buffer); compiled code loads the budget afresh
+//     at every check at a function entry or loop header (each is the start
+//     of a basic block, so the compiler has no earlier value to reuse), so
+//     the guest sees the exhausted budget at its next check, calls the
+//     injected $yield, finds the stop flag set and traps with `unreachable`.
+//     $yield also runs every wasmrewrite.YieldEvery checks and exits to Go
+//     (memory.grow 0): compiled guest code is not preemptible, and a guest
+//     that never returned to Go would block a stop-the-world (GC) forever,
+//     with this timer unable to run. The call's context has no Done
+//     channel, so wazero starts no watcher goroutine. The guest's sleeps
+//     (WASI poll_oneoff) are cut short by wake.
 //   - wazero mode ("wazero"): its Done channel is closed; wazero (with
 //     WithCloseOnContextDone) watches it and closes the module, which stops
 //     the guest at its next check.
@@ -116,6 +120,7 @@ type deadline struct {
 	parent context.Context   // the caller's context, for Value only
 	done   chan struct{}     // wazero mode only; nil (never done) inline
 	stop   api.MutableGlobal // inline mode only
+	budget api.MutableGlobal // inline mode only
 	wake   chan struct{}     // cap 1: interrupts a guest sleep
 	fired  atomic.Bool
 	timer  *time.Timer
@@ -143,7 +148,10 @@ func (d *deadline) init(inline bool) {
 func (d *deadline) fire() {
 	d.fired.Store(true)
 	if d.stop != nil {
+		// $stop first: the guest traps when its next check finds $budget
+		// exhausted and then $stop set (see wasmrewrite).
 		d.stop.Set(1)
+		d.budget.Set(0)
 	}
 	if d.done != nil {
 		close(d.done)
@@ -220,11 +228,12 @@ func (p *Policy) newInstance(ctx context.Context) (*instance, error) {
 	inst.mod = mod
 	if inline {
 		g, ok := mod.ExportedGlobal(wasmrewrite.StopExport).(api.MutableGlobal)
-		if !ok {
+		b, ok2 := mod.ExportedGlobal(wasmrewrite.BudgetExport).(api.MutableGlobal)
+		if !ok || !ok2 {
 			inst.close()
-			return fail(fmt.Errorf("instance lacks the mutable %s global", wasmrewrite.StopExport))
+			return fail(fmt.Errorf("instance lacks the mutable %s/%s globals", wasmrewrite.StopExport, wasmrewrite.BudgetExport))
 		}
-		inst.dl.stop = g
+		inst.dl.stop, inst.dl.budget = g, b
 		if init := mod.ExportedFunction("_initialize"); init != nil {
 			_, err := inst.call(ctx, cfg.InitTimeout, func(c context.Context) error {
 				_, err := init.Call(c)

@@ -1,17 +1,47 @@
 // Package wasmrewrite injects an inline termination check into a core wasm
-// module: a new exported mutable i32 global (the stop flag) and, at the
-// start of every function body and right after every loop's block type,
+// module: two new mutable i32 globals, $stop (exported as StopExport, 0)
+// and $budget (exported as BudgetExport, YieldEvery), a new function
+// $yield, and, at the start of every function body and right after every
+// loop's block type,
 //
-//	global.get $stop
+//	global.get $budget
+//	i32.const 1
+//	i32.sub
+//	global.set $budget
+//	global.get $budget
+//	i32.const 0
+//	i32.le_s
 //	if (blocktype empty)
-//	  unreachable
+//	  call $yield
 //	end
 //
-// The host sets the flag from another goroutine when a call's deadline
-// passes; the guest traps at its next function entry or loop iteration.
+// where $yield is
+//
+//	global.get $stop
+//	if unreachable end
+//	i32.const YieldEvery
+//	global.set $budget
+//	i32.const 0
+//	memory.grow 0   ;; result dropped
+//
+// The host stops a runaway call from another goroutine by setting $stop to
+// 1 and then $budget to 0: the guest calls $yield at its next check and
+// traps. ($budget is also written by the guest, so the host's 0 may be
+// lost to a concurrent decrement; the guest then reaches $yield within
+// YieldEvery checks anyway, and $stop, written by the host only, is never
+// lost.)
+//
+// Why $yield exists: compiled guest code cannot be preempted by the Go
+// scheduler, so a guest that never leaves it blocks every stop-the-world
+// (GC, ReadMemStats) forever, and with the world stopped the host's timer
+// can never set $stop: a deadlock. memory.grow (even by 0 pages) is
+// executed by wazero's compiler as an exit to Go, where the goroutine can
+// be preempted; a guest therefore returns to Go at least every YieldEvery
+// checks. A module without a memory gets an unexported 0-page one for it.
+//
 // The inserted if-block closes immediately, so no existing label depth,
-// function, global or type index changes (the new global is appended after
-// every imported and defined global).
+// function, global or type index changes (the new type, globals and
+// function are appended after every existing one).
 //
 // The instruction decoder knows the MVP opcodes plus sign extension
 // (0xC0-0xC4), the 0xFC prefix (saturating truncation, bulk memory, table
@@ -26,8 +56,14 @@ import (
 	"fmt"
 )
 
-// StopExport is the export name of the injected stop global.
-const StopExport = "wasmsched_stop"
+// Export names of the injected globals.
+const (
+	StopExport   = "wasmsched_stop"
+	BudgetExport = "wasmsched_budget"
+)
+
+// YieldEvery is how many checks the guest runs between two exits to Go.
+const YieldEvery = 4096
 
 // Section ids.
 const (
@@ -55,10 +91,13 @@ var order = map[byte]int{
 
 // Stats describes a rewrite.
 type Stats struct {
-	StopGlobal uint32 // index of the injected global
-	Functions  int    // bodies instrumented (one check each at entry)
-	Loops      int    // loop checks inserted
-	HasStart   bool   // the module has a start section (runs at instantiation)
+	StopGlobal   uint32 // index of the injected stop global
+	BudgetGlobal uint32 // index of the injected budget global
+	YieldFunc    uint32 // index of the injected $yield function
+	AddedMemory  bool   // the module had no memory; a 0-page one was added
+	Functions    int    // bodies instrumented (one check each at entry)
+	Loops        int    // loop checks inserted
+	HasStart     bool   // the module has a start section (runs at instantiation)
 }
 
 // Error is a rewrite failure: a malformed or unsupported module.
@@ -122,21 +161,31 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 		r.pos += int(size)
 	}
 
-	var importedGlobals, definedGlobals uint32
+	var imp imports
+	var definedGlobals, definedFuncs, types uint32
+	var hasMemory bool
 	for _, s := range secs {
+		var n uint32
+		var err error
+		if s.id == secGlobal || s.id == secFunction || s.id == secType || s.id == secMemory {
+			n, err = (&reader{b: s.body, base: s.off}).u32()
+			if err != nil {
+				return nil, st, err
+			}
+		}
 		switch s.id {
 		case secImport:
-			n, err := countImportedGlobals(s)
+			imp, err = countImports(s)
 			if err != nil {
 				return nil, st, err
 			}
-			importedGlobals = n
+		case secType:
+			types = n
+		case secFunction:
+			definedFuncs = n
+		case secMemory:
+			hasMemory = hasMemory || n > 0
 		case secGlobal:
-			sr := &reader{b: s.body, base: s.off}
-			n, err := sr.u32()
-			if err != nil {
-				return nil, st, err
-			}
 			definedGlobals = n
 		case secExport:
 			if err := checkExportNames(s); err != nil {
@@ -146,36 +195,67 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 			st.HasStart = true
 		}
 	}
-	stop := importedGlobals + definedGlobals
-	st.StopGlobal = stop
+	hasMemory = hasMemory || imp.memories > 0
+	st.AddedMemory = !hasMemory
+	stop := imp.globals + definedGlobals
+	budget := stop + 1
+	st.StopGlobal, st.BudgetGlobal = stop, budget
+	st.YieldFunc = imp.funcs + definedFuncs
+	yieldType := types
 
-	// the new global: i32, mutable, init i32.const 0
-	newGlobal := []byte{0x7F, 0x01, 0x41, 0x00, 0x0B}
-	newExport := appendName(nil, StopExport)
-	newExport = append(newExport, 0x03)
-	newExport = appendU32(newExport, stop)
-	check := []byte{0x23}
-	check = appendU32(check, stop)
-	check = append(check, 0x04, 0x40, 0x00, 0x0B)
+	// the new globals: i32, mutable, init i32.const 0 / YieldEvery
+	newGlobals := []byte{0x7F, 0x01, 0x41, 0x00, 0x0B, 0x7F, 0x01, 0x41}
+	newGlobals = appendS32(newGlobals, YieldEvery)
+	newGlobals = append(newGlobals, 0x0B)
+	newExports := appendName(nil, StopExport)
+	newExports = append(newExports, 0x03)
+	newExports = appendU32(newExports, stop)
+	newExports = appendName(newExports, BudgetExport)
+	newExports = append(newExports, 0x03)
+	newExports = appendU32(newExports, budget)
+	newType := []byte{0x60, 0x00, 0x00}           // () -> ()
+	newFunc := appendU32(nil, yieldType)          // function section entry
+	newMemory := []byte{0x00, 0x00}               // limits: min 0, no max
+	check := appendU32([]byte{0x23}, budget)      // global.get $budget
+	check = append(check, 0x41, 0x01, 0x6B, 0x24) // i32.const 1; i32.sub; global.set
+	check = appendU32(check, budget)
+	check = appendU32(append(check, 0x23), budget)       // global.get $budget
+	check = append(check, 0x41, 0x00, 0x4C, 0x04, 0x40)  // i32.const 0; i32.le_s; if
+	check = appendU32(append(check, 0x10), st.YieldFunc) // call $yield
+	check = append(check, 0x0B)                          // end
+	yield := []byte{0x00}                                // no locals
+	yield = appendU32(append(yield, 0x23), stop)         // global.get $stop
+	yield = append(yield, 0x04, 0x40, 0x00, 0x0B, 0x41)  // if unreachable end; i32.const
+	yield = appendS32(yield, YieldEvery)
+	yield = appendU32(append(yield, 0x24), budget)            // global.set $budget
+	yield = append(yield, 0x41, 0x00, 0x40, 0x00, 0x1A, 0x0B) // i32.const 0; memory.grow 0; drop; end
+	newCode := appendU32(nil, uint32(len(yield)))
+	newCode = append(newCode, yield...)
 
-	out := make([]byte, 0, len(wasm)+len(wasm)/8+64)
+	out := make([]byte, 0, len(wasm)+len(wasm)/8+128)
 	out = append(out, wasm[:8]...)
-	var haveGlobal, haveExport bool
+	have := map[byte]bool{}
 	emit := func(id byte, body []byte) {
 		out = append(out, id)
 		out = appendU32(out, uint32(len(body)))
 		out = append(out, body...)
 	}
-	// emitMissing adds a global/export section before the first known
-	// section that must follow it, if the module has none.
+	added := map[byte][]byte{
+		secType: newType, secFunction: newFunc, secGlobal: newGlobals,
+		secExport: newExports, secCode: newCode,
+	}
+	counts := map[byte]uint32{secType: 1, secFunction: 1, secGlobal: 2, secExport: 2, secCode: 1}
+	if !hasMemory {
+		added[secMemory], counts[secMemory] = newMemory, 1
+	}
+	// emitMissing adds, with only the new entries, each section that must
+	// precede a section of order `before` and that the module lacks.
 	emitMissing := func(before int) {
-		if !haveGlobal && before > order[secGlobal] {
-			haveGlobal = true
-			emit(secGlobal, append([]byte{1}, newGlobal...))
-		}
-		if !haveExport && before > order[secExport] {
-			haveExport = true
-			emit(secExport, append([]byte{1}, newExport...))
+		for _, id := range []byte{secType, secFunction, secMemory, secGlobal, secExport, secCode} {
+			if e, ok := added[id]; ok && !have[id] && before > order[id] {
+				have[id] = true
+				emit(id, append(appendU32(nil, counts[id]), e...))
+			}
 		}
 	}
 	for _, s := range secs {
@@ -193,14 +273,16 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 				continue
 			}
 			emit(s.id, s.body)
-		case secGlobal:
-			haveGlobal = true
-			emit(s.id, appendVec(s, newGlobal))
-		case secExport:
-			haveExport = true
-			emit(s.id, appendVec(s, newExport))
+		case secType, secFunction, secMemory, secGlobal, secExport:
+			if e, ok := added[s.id]; ok {
+				have[s.id] = true
+				emit(s.id, appendVec(s, counts[s.id], e))
+			} else {
+				emit(s.id, s.body)
+			}
 		case secCode:
-			body, err := rewriteCode(s, check, &st)
+			have[secCode] = true
+			body, err := rewriteCode(s, check, newCode, &st)
 			if err != nil {
 				return nil, st, err
 			}
@@ -213,53 +295,57 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 	return out, st, nil
 }
 
-// appendVec returns a vector section's body with one more entry.
-func appendVec(s section, entry []byte) []byte {
+// appendVec returns a vector section's body with k more entries.
+func appendVec(s section, k uint32, entries []byte) []byte {
 	sr := &reader{b: s.body, base: s.off}
 	n, _ := sr.u32() // already read once by the caller's pass
-	b := appendU32(nil, n+1)
+	b := appendU32(nil, n+k)
 	b = append(b, s.body[sr.pos:]...)
-	return append(b, entry...)
+	return append(b, entries...)
 }
 
-func countImportedGlobals(s section) (uint32, error) {
+type imports struct{ funcs, memories, globals uint32 }
+
+func countImports(s section) (imports, error) {
+	var c imports
 	r := &reader{b: s.body, base: s.off}
 	n, err := r.u32()
 	if err != nil {
-		return 0, err
+		return c, err
 	}
-	var globals uint32
 	for range n {
 		if _, err := r.name(); err != nil {
-			return 0, err
+			return c, err
 		}
 		if _, err := r.name(); err != nil {
-			return 0, err
+			return c, err
 		}
 		kind, err := r.byte()
 		if err != nil {
-			return 0, err
+			return c, err
 		}
 		switch kind {
 		case 0: // func: type index
+			c.funcs++
 			_, err = r.u32()
 		case 1: // table: reftype, limits
 			if _, err = r.byte(); err == nil {
 				err = r.limits()
 			}
 		case 2: // memory: limits
+			c.memories++
 			err = r.limits()
 		case 3: // global: valtype, mutability
-			globals++
+			c.globals++
 			_, err = r.bytes(2)
 		default:
-			return 0, r.unsupported("import kind %d", kind)
+			return c, r.unsupported("import kind %d", kind)
 		}
 		if err != nil {
-			return 0, err
+			return c, err
 		}
 	}
-	return globals, nil
+	return c, nil
 }
 
 func checkExportNames(s section) error {
@@ -273,8 +359,8 @@ func checkExportNames(s section) error {
 		if err != nil {
 			return err
 		}
-		if string(name) == StopExport {
-			return r.errf("module already exports %q", StopExport)
+		if string(name) == StopExport || string(name) == BudgetExport {
+			return r.errf("module already exports %q", name)
 		}
 		if _, err := r.byte(); err != nil {
 			return err
@@ -286,13 +372,15 @@ func checkExportNames(s section) error {
 	return nil
 }
 
-func rewriteCode(s section, check []byte, st *Stats) ([]byte, error) {
+// rewriteCode instruments every body of the code section and appends the
+// extra (already encoded) entry.
+func rewriteCode(s section, check, extra []byte, st *Stats) ([]byte, error) {
 	r := &reader{b: s.body, base: s.off}
 	n, err := r.u32()
 	if err != nil {
 		return nil, err
 	}
-	out := appendU32(make([]byte, 0, len(s.body)+len(s.body)/8), n)
+	out := appendU32(make([]byte, 0, len(s.body)+len(s.body)/4+len(extra)), n+1)
 	var buf []byte
 	for range n {
 		size, err := r.u32()
@@ -314,7 +402,7 @@ func rewriteCode(s section, check []byte, st *Stats) ([]byte, error) {
 	if r.pos != len(r.b) {
 		return nil, r.errf("%d trailing bytes in the code section", len(r.b)-r.pos)
 	}
-	return out, nil
+	return append(out, extra...), nil
 }
 
 func rewriteBody(out []byte, r *reader, check []byte, st *Stats) ([]byte, error) {
@@ -567,4 +655,16 @@ func appendU32(b []byte, v uint32) []byte {
 func appendName(b []byte, s string) []byte {
 	b = appendU32(b, uint32(len(s)))
 	return append(b, s...)
+}
+
+// appendS32 appends v as a signed LEB128 (an i32.const immediate).
+func appendS32(b []byte, v int32) []byte {
+	for {
+		c := byte(v & 0x7F)
+		v >>= 7
+		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
 }

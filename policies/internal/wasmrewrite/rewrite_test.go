@@ -81,7 +81,7 @@ func TestRewriteMinimalModuleAddsSections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Loops != 1 || st.Functions != 1 || st.StopGlobal != 0 {
+	if st.Loops != 1 || st.Functions != 1 || st.StopGlobal != 0 || st.BudgetGlobal != 1 || st.YieldFunc != 1 || !st.AddedMemory {
 		t.Fatalf("stats %+v", st)
 	}
 	ctx := context.Background()
