@@ -39,7 +39,20 @@ type Config struct {
 	// StderrLimit bounds the captured guest stdout+stderr per instance (a
 	// ring keeping the latest bytes). 0 = DefaultStderrLimit (4 KiB).
 	StderrLimit int
+	// Termination selects how a call's deadline stops a running guest:
+	// TerminationInline ("" or "inline", the default) instruments the module
+	// at load with a stop flag checked at every function entry and loop
+	// header, set by a timer; TerminationWazero ("wazero") uses wazero's
+	// WithCloseOnContextDone (a watcher goroutine per call and an exit to Go
+	// at every check: about twice as slow). See README.md.
+	Termination string
 }
+
+// Termination modes (Config.Termination).
+const (
+	TerminationInline = "inline"
+	TerminationWazero = "wazero"
+)
 
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
@@ -56,6 +69,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("policies: negative PoolSize %d", c.PoolSize)
 	case c.StderrLimit < 0:
 		return fmt.Errorf("policies: negative StderrLimit %d", c.StderrLimit)
+	case c.Termination != "" && c.Termination != TerminationInline && c.Termination != TerminationWazero:
+		return fmt.Errorf("policies: Termination %q, want %q or %q", c.Termination, TerminationInline, TerminationWazero)
 	}
 	return nil
 }
@@ -78,6 +93,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StderrLimit == 0 {
 		c.StderrLimit = DefaultStderrLimit
+	}
+	if c.Termination == "" {
+		c.Termination = TerminationInline
 	}
 	return c
 }

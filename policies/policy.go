@@ -15,6 +15,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/policies/internal/wasmrewrite"
 )
 
 // Policy is one loaded policy version with its pool of instances. Safe for
@@ -91,16 +92,36 @@ type instance struct {
 	reasons map[string]string
 }
 
-// deadline is an instance's reusable call context: its Done channel is
-// closed by a reusable timer when the call deadline passes. wazero (with
-// WithCloseOnContextDone) watches it and closes the module, which stops the
-// guest at its next check. It replaces a context.WithTimeout per call (a
-// timer context, its timer and the cancel closure); the channel and the
-// timer are made once per instance. Once the timer has fired the instance
-// is thrown away, so a closed channel is never reused.
+// deadline is an instance's reusable call context, armed by a reusable
+// per-instance timer (made once per instance, not per call). When the call
+// deadline passes the timer's function (fire) stops the guest:
+//
+//   - inline mode (Config.Termination "inline"): it sets the instance's stop
+//     global, then zeroes its budget global, both injected into the module
+//     at load by wasmrewrite. The globals live in Go memory owned by wazero
+//     (the module's context buffer); compiled code loads the budget afresh
+//     at every check at a function entry or loop header (each is the start
+//     of a basic block, so the compiler has no earlier value to reuse), so
+//     the guest sees the exhausted budget at its next check, calls the
+//     injected $yield, finds the stop flag set and traps with `unreachable`.
+//     $yield also runs every wasmrewrite.YieldEvery checks and exits to Go
+//     (memory.grow 0): compiled guest code is not preemptible, and a guest
+//     that never returned to Go would block a stop-the-world (GC) forever,
+//     with this timer unable to run. The call's context has no Done
+//     channel, so wazero starts no watcher goroutine. The guest's sleeps
+//     (WASI poll_oneoff) are cut short by wake.
+//   - wazero mode ("wazero"): its Done channel is closed; wazero (with
+//     WithCloseOnContextDone) watches it and closes the module, which stops
+//     the guest at its next check.
+//
+// It replaces a context.WithTimeout per call. Once the timer has fired the
+// instance is thrown away, so a set flag or closed channel is never reused.
 type deadline struct {
-	parent context.Context // the caller's context, for Value only
-	done   chan struct{}
+	parent context.Context   // the caller's context, for Value only
+	done   chan struct{}     // wazero mode only; nil (never done) inline
+	stop   api.MutableGlobal // inline mode only
+	budget api.MutableGlobal // inline mode only
+	wake   chan struct{}     // cap 1: interrupts a guest sleep
 	fired  atomic.Bool
 	timer  *time.Timer
 }
@@ -115,9 +136,45 @@ func (d *deadline) Err() error {
 	return nil
 }
 
+func (d *deadline) init(inline bool) {
+	d.wake = make(chan struct{}, 1)
+	if !inline {
+		d.done = make(chan struct{})
+	}
+	d.timer = time.AfterFunc(time.Hour, d.fire)
+	d.timer.Stop()
+}
+
 func (d *deadline) fire() {
 	d.fired.Store(true)
-	close(d.done)
+	if d.stop != nil {
+		// $stop first: the guest traps when its next check finds $budget
+		// exhausted and then $stop set (see wasmrewrite).
+		d.stop.Set(1)
+		d.budget.Set(0)
+	}
+	if d.done != nil {
+		close(d.done)
+	}
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// sleep is the guest's nanosleep (WASI poll_oneoff on a clock): a real
+// sleep, cut short when the call deadline fires, so that a sleeping guest
+// cannot outlive its deadline; its next loop header or call then traps.
+func (d *deadline) sleep(ns int64) {
+	if ns <= 0 || d.fired.Load() {
+		return
+	}
+	t := time.NewTimer(time.Duration(ns))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-d.wake:
+	}
 }
 
 // call runs f under the call deadline (timeout, or ctx's own deadline if
@@ -125,11 +182,6 @@ func (d *deadline) fire() {
 // is still usable: false if the timer fired, even if f completed.
 func (inst *instance) call(ctx context.Context, timeout time.Duration, f func(context.Context) error) (usable bool, err error) {
 	d := &inst.dl
-	if d.timer == nil {
-		d.done = make(chan struct{})
-		d.timer = time.AfterFunc(time.Hour, d.fire)
-		d.timer.Stop()
-	}
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl))
 	}
@@ -143,29 +195,66 @@ func (inst *instance) call(ctx context.Context, timeout time.Duration, f func(co
 
 func (p *Policy) newInstance(ctx context.Context) (*instance, error) {
 	cfg := p.rt.cfg
+	inline := cfg.Termination == TerminationInline
 	out := &ring{max: cfg.StderrLimit}
+	inst := &instance{out: out, reasons: map[string]string{}}
+	inst.dl.init(inline)
 	mc := wazero.NewModuleConfig().
 		WithName(""). // anonymous: many instances of one module may coexist
 		WithStartFunctions("_initialize").
 		WithSysNanotime().WithSysWalltime().WithSysNanosleep().
 		WithRandSource(rand.Reader).
 		WithStdout(out).WithStderr(out)
-	ictx, cancel := context.WithTimeout(ctx, cfg.InitTimeout)
-	defer cancel()
-	mod, err := p.rt.rt.InstantiateModule(ictx, p.compiled, mc)
-	if err != nil {
+	// The guest's sleeps end when the call deadline fires (both modes).
+	mc = mc.WithNanosleep(inst.dl.sleep)
+	ictx := ctx
+	if inline {
+		// _initialize is called below, under the stop flag.
+		mc = mc.WithStartFunctions()
+	} else {
+		var cancel context.CancelFunc
+		ictx, cancel = context.WithTimeout(ctx, cfg.InitTimeout)
+		defer cancel()
+	}
+	fail := func(err error) (*instance, error) {
 		err = fmt.Errorf("%w: policy %q (%s): %v%s", ErrInstantiate, p.name, short(p.version), err, guestOutput(out))
 		p.rt.log.Warn("policy instantiate failed", "policy", p.name, "version", p.version, "err", err)
 		return nil, err
 	}
-	inst := &instance{
-		mod:     mod,
-		mem:     mod.Memory(),
-		input:   mod.ExportedFunction(ExportInput),
-		decide:  mod.ExportedFunction(ExportDecide),
-		out:     out,
-		reasons: map[string]string{},
+	mod, err := p.rt.rt.InstantiateModule(ictx, p.compiled, mc)
+	if err != nil {
+		return fail(err)
 	}
+	inst.mod = mod
+	if inline {
+		g, ok := mod.ExportedGlobal(wasmrewrite.StopExport).(api.MutableGlobal)
+		b, ok2 := mod.ExportedGlobal(wasmrewrite.BudgetExport).(api.MutableGlobal)
+		if !ok || !ok2 {
+			inst.close()
+			return fail(fmt.Errorf("instance lacks the mutable %s/%s globals", wasmrewrite.StopExport, wasmrewrite.BudgetExport))
+		}
+		inst.dl.stop, inst.dl.budget = g, b
+		if init := mod.ExportedFunction("_initialize"); init != nil {
+			_, err := inst.call(ctx, cfg.InitTimeout, func(c context.Context) error {
+				_, err := init.Call(c)
+				return err
+			})
+			if err != nil {
+				inst.close()
+				if inst.dl.fired.Load() {
+					err = fmt.Errorf("_initialize exceeded InitTimeout %v: %w", cfg.InitTimeout, err)
+				}
+				return fail(err)
+			}
+			if inst.dl.fired.Load() {
+				inst.close()
+				return fail(fmt.Errorf("_initialize exceeded InitTimeout %v", cfg.InitTimeout))
+			}
+		}
+	}
+	inst.mem = mod.Memory()
+	inst.input = mod.ExportedFunction(ExportInput)
+	inst.decide = mod.ExportedFunction(ExportDecide)
 	if inst.mem == nil || inst.input == nil || inst.decide == nil {
 		inst.close()
 		return nil, fmt.Errorf("%w: policy %q: instance lacks memory or exports", ErrMissingExport, p.name)
@@ -188,10 +277,14 @@ func short(v string) string { return v[:min(12, len(v))] }
 // call0 calls a no-argument export returning i32.
 func (inst *instance) call0(ctx context.Context, timeout time.Duration, name string) (uint32, error) {
 	f := inst.mod.ExportedFunction(name)
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := f.CallWithStack(cctx, inst.stack[:]); err != nil {
+	usable, err := inst.call(ctx, timeout, func(c context.Context) error {
+		return f.CallWithStack(c, inst.stack[:])
+	})
+	if err != nil {
 		return 0, err
+	}
+	if !usable {
+		return 0, fmt.Errorf("%s exceeded its deadline", name)
 	}
 	return uint32(inst.stack[0]), nil
 }
@@ -299,7 +392,10 @@ func (p *Policy) release(inst *instance, healthy bool) {
 func (p *Policy) callError(ctx context.Context, inst *instance, err error) error {
 	sentinel := ErrTrap
 	var exit *sys.ExitError
-	if errors.As(err, &exit) {
+	if inst.dl.fired.Load() {
+		// inline mode: the stop flag made the guest trap (unreachable)
+		sentinel = ErrTimeout
+	} else if errors.As(err, &exit) {
 		switch exit.ExitCode() {
 		case sys.ExitCodeDeadlineExceeded:
 			sentinel = ErrTimeout

@@ -19,6 +19,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/policies/internal/wasmrewrite"
 )
 
 // Export names of ABI v1 (see abi/ABI.md).
@@ -69,7 +70,7 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	cfg = cfg.withDefaults()
 	r := &Runtime{cfg: cfg, log: cfg.Logger}
 	rc := wazero.NewRuntimeConfigCompiler().
-		WithCloseOnContextDone(true).
+		WithCloseOnContextDone(cfg.Termination == TerminationWazero).
 		WithMemoryLimitPages(uint32(cfg.MemoryLimit / wasmPageSize))
 	if cfg.CacheDir != "-" {
 		dir := cfg.CacheDir
@@ -127,7 +128,18 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Policy, 
 		sem:     make(chan struct{}, r.cfg.PoolSize),
 		done:    make(chan struct{}),
 	}
-	compiled, err := r.rt.CompileModule(experimental.WithCompilationWorkers(ctx, 2), wasm)
+	code := wasm
+	if r.cfg.Termination == TerminationInline {
+		rw, st, err := wasmrewrite.Rewrite(wasm)
+		if err != nil {
+			return nil, fmt.Errorf("%w: policy %q: compile: instrumenting for the call deadline: %v (Config.Termination %q does not need it)", ErrNotWasm, name, err, TerminationWazero)
+		}
+		if st.HasStart {
+			return nil, fmt.Errorf("%w: policy %q has a start function, which no deadline could stop under Config.Termination %q (use %q, or export _initialize instead)", ErrNotWasm, name, TerminationInline, TerminationWazero)
+		}
+		code = rw
+	}
+	compiled, err := r.rt.CompileModule(experimental.WithCompilationWorkers(ctx, 2), code)
 	if err != nil {
 		return nil, fmt.Errorf("%w: policy %q: compile: %v", ErrNotWasm, name, err)
 	}
