@@ -54,7 +54,12 @@ type Elector struct {
 	lease *Lease // current term, nil while standing by
 
 	holdUntil atomic.Int64 // unix ns: do not campaign before (Resign, multi.go)
-	reluctant func() bool  // set before Run by Multi: wait a retry more before a campaign (multi.go)
+	// Set before Run by Multi (multi.go): beginCampaign reports whether the
+	// process is reluctant (it then waits a retry more before campaigning)
+	// and counts this campaign in flight until endCampaign, which runs once
+	// the campaign failed or its lease is visible in Leading.
+	beginCampaign func() (reluctant bool)
+	endCampaign   func()
 
 	active    atomic.Int32 // task sets running now (0 or 1)
 	maxActive atomic.Int32 // high-water mark of active
@@ -118,8 +123,12 @@ func (e *Elector) Run(ctx context.Context) error {
 		if !e.holdoff(ctx) { // multi.go: after a balancing Resign
 			break
 		}
+		if !e.admit(ctx) { // multi.go: reluctance, campaigns in flight
+			break
+		}
 		lock, lease, wait := e.campaign(ctx, !standbyLogged)
 		if lease == nil {
+			e.campaignEnded()
 			standbyLogged = true
 			if !sleepWake(ctx, wait, wake) {
 				break
@@ -204,6 +213,7 @@ func (e *Elector) lead(ctx context.Context, lock *redislock.Lock, lease *Lease) 
 	tasks := append([]Task(nil), e.tasks...)
 	e.lease = lease
 	e.mu.Unlock()
+	e.campaignEnded() // the lease is visible in Leading from here on
 	e.terms.Add(1)
 	e.log.Info("became leader", "identity", e.identity, "epoch", lease.Epoch(), "lease_ttl", e.ttl)
 	if e.onChange != nil {

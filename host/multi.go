@@ -32,8 +32,10 @@ import (
 // before resigning another; it does not compete for a namespace it resigned
 // for Holdoff (unless the namespace stays without a leader: then it competes
 // again after two retry intervals). A host that leads target or more
-// namespaces is reluctant: it waits one more retry interval before each
-// campaign, so hosts below the target win free locks first. Balancing never
+// namespaces, counting its campaigns in flight as won, is reluctant: it
+// waits one more retry interval before each campaign, so hosts below the
+// target win free locks first, and a host below the target does not take
+// every namespace freed at once. Balancing never
 // stops a namespace from being led: it only changes who leads.
 type BalanceConfig struct {
 	// Disabled turns balancing off (every host competes for everything).
@@ -42,7 +44,8 @@ type BalanceConfig struct {
 	Interval time.Duration
 	// Slack is added to ceil(M/N); default 0.
 	Slack int
-	// Cooldown is the minimum time between two resignations; default LeaseTTL.
+	// Cooldown is the minimum time between two resignations; default
+	// Interval (one resignation per balance check at most).
 	Cooldown time.Duration
 	// Holdoff is how long a resigned namespace is not competed for;
 	// default 4*LeaseTTL.
@@ -99,6 +102,7 @@ type Multi struct {
 	target      int
 	lastRelease time.Time
 	resigned    map[string]time.Time
+	inflight    int // campaigns between beginCampaign and endCampaign
 	closeOnce   sync.Once
 }
 
@@ -138,7 +142,7 @@ func NewMulti(ctx context.Context, cfg MultiConfig) (*Multi, error) {
 		b.Interval = base.LeaseTTL / 2
 	}
 	if b.Cooldown == 0 {
-		b.Cooldown = base.LeaseTTL
+		b.Cooldown = b.Interval
 	}
 	if b.Holdoff == 0 {
 		b.Holdoff = 4 * base.LeaseTTL
@@ -187,7 +191,7 @@ func NewMulti(ctx context.Context, cfg MultiConfig) (*Multi, error) {
 			m.Close(ctx)
 			return nil, err
 		}
-		h.elector.reluctant = m.reluctant
+		h.elector.beginCampaign, h.elector.endCampaign = m.beginCampaign, m.endCampaign
 		if cfg.Runtime != nil {
 			rc := *cfg.Runtime
 			rc.Policies = m.wasm
@@ -300,15 +304,25 @@ func (m *Multi) Close(ctx context.Context) error {
 	return err
 }
 
-// reluctant reports whether this process already leads its target.
-func (m *Multi) reluctant() bool {
-	if m.cfg.Balance.Disabled {
-		return false
-	}
+// beginCampaign counts one campaign in flight and reports whether this
+// process is reluctant: it leads its target already, counting the
+// campaigns in flight as won. Counting those is what keeps a host below
+// the target from taking every namespace freed at once (a peer's lease
+// losses, a burst of releases): its first target-minus-leading campaigns
+// go ahead, the rest wait a retry interval so peers get their chance.
+func (m *Multi) beginCampaign() bool {
 	m.mu.Lock()
-	target := m.target
+	defer m.mu.Unlock()
+	reluctant := !m.cfg.Balance.Disabled && m.target > 0 && len(m.Leading())+m.inflight >= m.target
+	m.inflight++
+	return reluctant
+}
+
+// endCampaign ends a campaign counted by beginCampaign.
+func (m *Multi) endCampaign() {
+	m.mu.Lock()
+	m.inflight--
 	m.mu.Unlock()
-	return target > 0 && len(m.Leading()) >= target
 }
 
 func (m *Multi) balanceLoop(ctx context.Context) {
@@ -414,10 +428,28 @@ func (e *Elector) holdoff(ctx context.Context) bool {
 			}
 		}
 	}
-	if e.reluctant != nil && e.reluctant() {
-		return sleepCtx(ctx, jitter(e.retry))
+	return true
+}
+
+// admit counts a campaign in flight for a Multi member and, when the
+// process is reluctant, waits one more retry interval first. It reports
+// false if ctx ended (the campaign is then not counted).
+func (e *Elector) admit(ctx context.Context) bool {
+	if e.beginCampaign == nil {
+		return true
+	}
+	if e.beginCampaign() && !sleepCtx(ctx, jitter(e.retry)) {
+		e.campaignEnded()
+		return false
 	}
 	return true
+}
+
+// campaignEnded ends what admit counted.
+func (e *Elector) campaignEnded() {
+	if e.endCampaign != nil {
+		e.endCampaign()
+	}
 }
 
 // MultiStatus is the shared admin server's /status.

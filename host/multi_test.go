@@ -86,3 +86,51 @@ func TestMultiBalance(t *testing.T) {
 		}
 	}
 }
+
+// A host below its target is eager for target-minus-leading campaigns at a
+// time; the campaigns in flight count as won, so the next is reluctant
+// until one ends. Balancing off: never reluctant.
+func TestMulti_beginCampaign(t *testing.T) {
+	r := redistest.Start(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, tc := range []struct {
+		name     string
+		disabled bool
+		target   int
+		want     []bool // beginCampaign results in order, before any end
+	}{
+		{"target 2", false, 2, []bool{false, false, true, true}},
+		{"target 1", false, 1, []bool{false, true}},
+		{"no target yet", false, 0, []bool{false, false, false}},
+		{"balance disabled", true, 1, []bool{false, false, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := NewMulti(context.Background(), MultiConfig{Client: r.Client(t), Namespaces: []string{"c1", "c2", "c3", "c4"},
+				Host: Config{Advertise: "c:1", Logger: log}, Balance: BalanceConfig{Disabled: tc.disabled}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.target = tc.target
+			for i, want := range tc.want {
+				if got := m.beginCampaign(); got != want {
+					t.Fatalf("campaign %d: reluctant=%v, want %v", i+1, got, want)
+				}
+			}
+			if tc.target > 0 && !tc.disabled {
+				// Down to target campaigns in flight: still reluctant;
+				// one fewer: eager again.
+				for range len(tc.want) - tc.target {
+					m.endCampaign()
+				}
+				if !m.beginCampaign() {
+					t.Fatalf("%d in flight: eager, want reluctant", tc.target)
+				}
+				m.endCampaign()
+				m.endCampaign()
+				if m.beginCampaign() {
+					t.Fatalf("%d in flight: reluctant, want eager", tc.target-1)
+				}
+			}
+		})
+	}
+}

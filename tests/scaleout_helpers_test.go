@@ -3,7 +3,9 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -107,4 +109,21 @@ func checkJournals(t testing.TB, all map[string]storage.Run, journals map[string
 			t.Errorf("journal has unknown run %s", id)
 		}
 	}
+}
+
+// distribution renders leaders-per-host counts by process name, sorted,
+// with "none" for namespaces without a leader: "host-0=5 host-1=4 none=3".
+func distribution(by map[string]int, hosts map[string]*Proc) string {
+	var parts []string
+	for id, n := range by {
+		name := "none"
+		if p := hosts[id]; p != nil {
+			name = p.Name
+		} else if id != "" {
+			name = "other:" + id
+		}
+		parts = append(parts, fmt.Sprintf("%s=%d", name, n))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
 }

@@ -64,8 +64,15 @@ func TestClusterScaleOut(t *testing.T) {
 	}
 	// Every namespace gets a leader; balancing spreads them: each host
 	// leads ceil(12/3) = 4.
-	WaitFor(t, 30*time.Second, "12 namespaces led, 4 per host", func() bool {
+	// The trajectory is logged (each distinct distribution, with the time
+	// since the hosts started) so a slow convergence can be read in CI.
+	balanceStart, last := time.Now(), ""
+	WaitFor(t, 60*time.Second, "12 namespaces led, 4 per host", func() bool {
 		by := countBy(leaders(ctx, sts))
+		if d := distribution(by, hosts); d != last {
+			t.Logf("%6.2fs leaders per host: %s", time.Since(balanceStart).Seconds(), d)
+			last = d
+		}
 		if by[""] > 0 || len(by) != 3 {
 			return false
 		}
