@@ -162,16 +162,26 @@ type SerialDecision struct {
 func (d *SerialDecision) Reset() { d.Actions = d.Actions[:0] }
 
 // Launch, Discard and Stop append an action.
-func (d *SerialDecision) Launch(run, reason string) {
-	d.Actions = append(d.Actions, Action{Kind: ActionLaunch, Run: run, Reason: reason})
-}
+func (d *SerialDecision) Launch(run, reason string) { d.Add(ActionLaunch, run, reason) }
 
-func (d *SerialDecision) Discard(run, reason string) {
-	d.Actions = append(d.Actions, Action{Kind: ActionDiscard, Run: run, Reason: reason})
-}
+func (d *SerialDecision) Discard(run, reason string) { d.Add(ActionDiscard, run, reason) }
 
-func (d *SerialDecision) Stop(run, reason string) {
-	d.Actions = append(d.Actions, Action{Kind: ActionStop, Run: run, Reason: reason})
+func (d *SerialDecision) Stop(run, reason string) { d.Add(ActionStop, run, reason) }
+
+// Add appends an action of kind k. It writes the fields in place: in a Go
+// wasm guest, append of a composite literal builds the Action in a zeroed
+// temporary (memory.fill) and copies it with write barriers (memory.copy
+// through the runtime), both calls out of the compiled code that cost more
+// than the rest of a small decision loop.
+func (d *SerialDecision) Add(k ActionKind, run, reason string) {
+	n := len(d.Actions)
+	if n == cap(d.Actions) {
+		d.Actions = append(d.Actions, Action{})
+	} else {
+		d.Actions = d.Actions[:n+1]
+	}
+	a := &d.Actions[n]
+	a.Kind, a.Run, a.Reason = k, run, reason
 }
 
 // TaskSlot is one recorded task slot of a restored run and what the host

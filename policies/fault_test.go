@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -183,6 +184,51 @@ func TestInvalidDecisionRejected(tt *testing.T) {
 		}
 	}
 	mustWork(tt, p)
+}
+
+// TestPolicy_DecideSerial_runResolution: the host maps each action to its
+// run by the position of the id in the guest's copy of the input (the
+// SDK's in-place encoding), checking the bytes, and otherwise by hashing
+// the id. Out-of-order names, ids copied elsewhere and an id the guest
+// rewrote in its input buffer all resolve to what the bytes say.
+func TestPolicy_DecideSerial_runResolution(tt *testing.T) {
+	p := faulty(tt, Config{})
+	for _, tc := range []struct {
+		name    string
+		mode    uint32
+		want    []string // launched runs, in order
+		problem string   // a validation problem instead
+	}{
+		{"in order", 3, []string{"r2", "r3"}, ""},
+		{"newest first", 94, []string{"r3", "r2"}, ""},
+		{"copied ids", 93, []string{"r2", "r3"}, ""},
+		{"id rewritten in the input", 92, nil, `launch "X2": unknown run`},
+	} {
+		tt.Run(tc.name, func(tt *testing.T) {
+			s := t.Snapshot("faulty", tc.mode, []abi.Run{t.Running("r1", 1)}, []abi.Run{t.Waiting("r2", 2), t.Waiting("r3", 3)})
+			d, err := p.DecideSerial(context.Background(), s)
+			if tc.problem != "" {
+				var ve *ValidationError
+				if !errors.As(err, &ve) || !strings.Contains(strings.Join(ve.Problems, "\n"), tc.problem) {
+					tt.Fatalf("err = %v, want a validation problem %q", err, tc.problem)
+				}
+				return
+			}
+			if err != nil {
+				tt.Fatal(err)
+			}
+			var got []string
+			for _, a := range d.Actions {
+				if a.Kind != abi.ActionLaunch {
+					tt.Fatalf("action %+v, want launches only", a)
+				}
+				got = append(got, a.Run)
+			}
+			if !slices.Equal(got, tc.want) {
+				tt.Fatalf("launched %v, want %v", got, tc.want)
+			}
+		})
+	}
 }
 
 func TestBadOutputTraps(tt *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -90,6 +91,8 @@ type instance struct {
 	recent  [4]string
 	nrecent int
 	reasons map[string]string
+	lastPtr *byte  // guest address of the last reason interned (this call only)
+	lastOut string // what it was interned as
 }
 
 // deadline is an instance's reusable call context, armed by a reusable
@@ -326,7 +329,28 @@ func (inst *instance) run(ctx context.Context, in []byte) ([]byte, error) {
 	return out, nil
 }
 
+// inBase is the host address of the guest's input buffer (where run wrote
+// the last input), or 0 if it cannot be viewed.
+func (inst *instance) inBase() uintptr {
+	b, ok := inst.mem.Read(inst.inPtr, uint32(len(inst.enc)))
+	if !ok || len(b) == 0 {
+		return 0
+	}
+	return uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+}
+
 func (inst *instance) intern(s string) string {
+	// The same reference as the last call's (the SDK writes a repeated
+	// reason once and points every action at it): no compare needed.
+	if p := unsafe.StringData(s); p == inst.lastPtr && len(s) == len(inst.lastOut) && p != nil {
+		return inst.lastOut
+	}
+	r := inst.internSlow(s)
+	inst.lastPtr, inst.lastOut = unsafe.StringData(s), r
+	return r
+}
+
+func (inst *instance) internSlow(s string) string {
 	for _, r := range inst.recent[:inst.nrecent] {
 		if r == s {
 			return r
@@ -433,6 +457,7 @@ func (p *Policy) DecideSerial(ctx context.Context, s *abi.SerialSnapshot) (abi.S
 	}
 	inst.enc = abi.AppendSerialSnapshot(inst.enc[:0], s)
 	inst.out.Reset()
+	inst.lastPtr = nil // guest memory changes between calls
 	var out []byte
 	usable, err := inst.call(ctx, p.rt.cfg.CallTimeout, func(cctx context.Context) (err error) {
 		out, err = inst.run(cctx, inst.enc)
@@ -451,13 +476,14 @@ func (p *Policy) DecideSerial(ctx context.Context, s *abi.SerialSnapshot) (abi.S
 		return abi.SerialDecision{}, err
 	}
 	v.actions = view.Actions
+	v.resolve(s, &view, inst.enc, inst.inBase())
 	// Copy out of guest memory: run ids become the snapshot's own strings,
 	// reasons are interned.
 	d := abi.SerialDecision{Actions: make([]abi.Action, len(view.Actions))}
 	for i, a := range view.Actions {
 		run := a.Run
-		if j, ok := v.lookup(s, run); ok {
-			run = v.run(s, j).ID
+		if j := v.idx[i]; j >= 0 {
+			run = v.run(s, int(j)).ID
 		} else {
 			run = strings.Clone(run)
 		}

@@ -1,8 +1,10 @@
 package policies
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"unsafe"
 
 	"github.com/wasmsched/wasmsched/abi"
 )
@@ -22,6 +24,64 @@ type validator struct {
 	seed    maphash.Seed
 	seen    []int32      // per run: 1 + index of the action naming it, or 0
 	actions []abi.Action // decode scratch
+	idx     []int32      // per action: the run it names (-1: none), see resolve
+}
+
+// resolve fills v.idx with the run each action of d names, or -1. Policy
+// passes the snapshot's encoding enc and the address base of the guest's
+// copy of it: an action whose run string lies inside that copy at the very
+// offset where the host wrote run j's id (the SDK's in-place encoding
+// points run ids there) and whose bytes still equal that id is run j,
+// found by a binary search over the run records instead of a hash. Any
+// other string (base 0, a copy elsewhere, bytes the guest rewrote) goes
+// through the hash index.
+func (v *validator) resolve(s *abi.SerialSnapshot, d *abi.SerialDecision, enc []byte, base uintptr) {
+	n := len(s.Active) + len(s.Waiting)
+	v.idx = v.idx[:0]
+	next := 0 // policies mostly name runs in snapshot order: try that first
+	for i := range d.Actions {
+		id := d.Actions[i].Run
+		j := -1
+		if off := uintptr(unsafe.Pointer(unsafe.StringData(id))) - base; base != 0 && off < uintptr(len(enc)) {
+			if next < n && idOff(enc, next) == uint32(off) {
+				j = next
+			} else {
+				j = idAt(enc, n, uint32(off))
+			}
+			next = j + 1
+		}
+		if j < 0 || v.run(s, j).ID != id {
+			var ok bool
+			if j, ok = v.lookup(s, id); !ok {
+				j = -1
+			}
+		}
+		v.idx = append(v.idx, int32(j))
+	}
+}
+
+// idAt returns the run whose id reference in the serial snapshot encoding
+// enc (n runs) starts at off, or -1. Ids are written in run order, so
+// their offsets increase with the run index.
+func idAt(enc []byte, n int, off uint32) int {
+	lo, hi := 0, n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		switch o := idOff(enc, m); {
+		case o == off:
+			return m
+		case o < off:
+			lo = m + 1
+		default:
+			hi = m
+		}
+	}
+	return -1
+}
+
+// idOff is the offset of run j's id in the serial snapshot encoding enc.
+func idOff(enc []byte, j int) uint32 {
+	return binary.LittleEndian.Uint32(enc[abi.SerialSnapshotHeaderSize+j*abi.RunSize+32:])
 }
 
 func (v *validator) run(s *abi.SerialSnapshot, j int) *abi.Run {
@@ -103,7 +163,8 @@ func (v *validator) indexSerial(s *abi.SerialSnapshot) []string {
 	return probs
 }
 
-// checkSerial validates d against the indexed snapshot s.
+// checkSerial validates d against the indexed snapshot s; v.idx holds the
+// run each action names (resolve).
 func (v *validator) checkSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) []string {
 	n := len(s.Active) + len(s.Waiting)
 	if cap(v.seen) < n {
@@ -124,8 +185,8 @@ func (v *validator) checkSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) []
 			probs = append(probs, fmt.Sprintf("action %d on %q: unknown action kind %d", i, a.Run, a.Kind))
 			continue
 		}
-		j, ok := v.lookup(s, a.Run)
-		if !ok {
+		j := int(v.idx[i])
+		if j < 0 {
 			probs = append(probs, fmt.Sprintf("action %d: %s %q: unknown run (not in the snapshot)", i, a.Kind, a.Run))
 			continue
 		}
@@ -177,6 +238,7 @@ func ValidateSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) error {
 	if probs := v.indexSerial(s); len(probs) > 0 {
 		return &ValidationError{Problems: probs, snapshot: true}
 	}
+	v.resolve(s, d, nil, 0)
 	if probs := v.checkSerial(s, d); len(probs) > 0 {
 		return &ValidationError{Problems: probs}
 	}

@@ -110,10 +110,7 @@ func Decide(n int) ([]byte, error) {
 	if n < 0 || n > len(inBuf) {
 		return nil, fmt.Errorf("sdk: input length %d beyond buffer of %d bytes", n, len(inBuf))
 	}
-	return decide(inBuf[:n])
-}
-
-func decide(in []byte) ([]byte, error) {
+	in := inBuf[:n] // one function, not two: a call is costly in a wasm guest
 	switch {
 	case serialPolicy != nil:
 		if err := abi.DecodeSerialSnapshotView(in, &snap); err != nil {
@@ -202,10 +199,13 @@ func encodeSerialInPlace(n int) []byte {
 	var bad uintptr
 	var lastReason *byte
 	lastLen, lastRef := -1, uint64(0)
+	// Action records through array pointers (fixed <= reserve was checked):
+	// no bounds check per field, which in a Go wasm guest is most of the
+	// cost of a small loop like this one.
+	first := unsafe.Pointer(&rec[abi.SerialDecisionHeaderSize])
 	for i := range acts {
 		a := &acts[i]
-		at := abi.SerialDecisionHeaderSize + abi.ActionSize*i
-		ar := rec[at : at+abi.ActionSize : at+abi.ActionSize]
+		ar := (*[abi.ActionSize]byte)(unsafe.Add(first, uintptr(i)*abi.ActionSize))
 		// run: inside the input? rel wraps to a huge value below it
 		rel := uintptr(unsafe.Pointer(unsafe.StringData(a.Run))) - inAddr
 		rl := uintptr(len(a.Run))

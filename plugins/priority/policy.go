@@ -44,7 +44,7 @@ func (Priority) DecideSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) {
 		if w[i].Seq >= cutoff {
 			kind, why = abi.ActionLaunch, reasonNewest
 		}
-		d.Actions = append(d.Actions, abi.Action{Kind: kind, Run: w[i].ID, Reason: why})
+		d.Add(kind, w[i].ID, why)
 	}
 	for i := range s.Active {
 		if s.Active[i].State != abi.StateStopping && s.Active[i].Seq < cutoff {

@@ -5,6 +5,11 @@
 //	99: infinite loop       98: panic
 //	97: memory bomb          96: invalid decision (several problems)
 //	95: writes to stdout/stderr, then behaves like wait
+//	94: launches the waiting runs, newest first (names runs out of order)
+//	93: launches the waiting runs by copies of their ids (strings outside
+//	    the input: the SDK encodes them the ordinary way)
+//	92: rewrites the first byte of the first waiting run's id in its input
+//	    buffer to 'X', then launches that string (it now names no run)
 //
 // Build (from the repository root):
 //
@@ -14,6 +19,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
+	"unsafe"
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/abi/sdk"
@@ -44,6 +51,23 @@ func (faulty) DecideSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) {
 		if len(s.Waiting) > 0 {
 			d.Discard(s.Waiting[0].ID, "first")
 			d.Stop(s.Waiting[0].ID, "second action on the same run")
+		}
+		return
+	case 94:
+		for i := len(s.Waiting) - 1; i >= 0; i-- {
+			d.Launch(s.Waiting[i].ID, "newest first")
+		}
+		return
+	case 93:
+		for i := range s.Waiting {
+			d.Launch(strings.Clone(s.Waiting[i].ID), "copied id")
+		}
+		return
+	case 92:
+		if len(s.Waiting) > 0 && s.Waiting[0].ID != "" {
+			id := s.Waiting[0].ID // aliases the SDK's input buffer
+			*(*byte)(unsafe.Pointer(unsafe.StringData(id))) = 'X'
+			d.Launch(id, "rewritten id")
 		}
 		return
 	case 95:
