@@ -292,7 +292,7 @@ func TestStore_RequestStop(t *testing.T) {
 		if err := e.s.RegisterWorker(ctx, "wk", 1, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		ok(e.s.Allocate(ctx, f, "w3"))(t)
+		as := ok(e.s.Allocate(ctx, f, "w3"))(t)
 		for _, tc := range []struct {
 			run  string
 			want storage.State
@@ -314,6 +314,13 @@ func TestStore_RequestStop(t *testing.T) {
 		}
 		if a := ok(e.s.ActiveRunIDs(ctx))(t); len(a) != 1 || a[0] != "w3" {
 			t.Fatalf("active = %v", a)
+		}
+		// The run finished just before its worker saw the stop: STOPPING
+		// only leads to STOPPED, the reported outcome kept in the reason.
+		mustNil(t, e.s.Report(ctx, as[0].Worker, "w3", as[0].Token, storage.StateSucceeded, "exit 0"))
+		r := ok(e.s.GetRun(ctx, "w3"))(t)
+		if r.State != storage.StateStopped || r.Reason != "stop requested; the run had already finished SUCCEEDED: exit 0" {
+			t.Fatalf("after a SUCCEEDED report of a STOPPING run: %s %q", r.State, r.Reason)
 		}
 	})
 }

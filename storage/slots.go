@@ -255,7 +255,9 @@ func (s *Store) PollAssigned(ctx context.Context, identity string, evs []SlotEve
 	return out, nil
 }
 
-// Report records the outcome (SUCCEEDED, FAILED or STOPPED) of a run. Only
+// Report records the outcome (SUCCEEDED, FAILED or STOPPED) of a run; a run
+// whose stop was requested (STOPPING) always ends STOPPED, a SUCCEEDED or
+// FAILED outcome then kept in its reason. Only
 // the worker holding task 0 with its token may report (else ErrNotOwner and
 // nothing is written). It releases every slot of the run that still holds
 // run#token#task, bumps the group version and marks it dirty. A retried

@@ -50,12 +50,12 @@ func TestFixedSlotFailover(t *testing.T) {
 		WaitRunState(t, st, id, 15*time.Second, storage.StateRunning)
 	}
 	var before SlotsJSON
-	WaitFor(t, 10*time.Second, "11 slots assigned, 5 free", func() bool {
+	WaitFor(t, 20*time.Second, "11 slots assigned, 5 free", func() bool {
 		before = Slots(t, r, ns)
 		return before.Assigned == 11 && before.Free == 5
 	})
 	want := before.Assignments()
-	WaitFor(t, 5*time.Second, "one execution per run", func() bool {
+	WaitFor(t, 15*time.Second, "one execution per run", func() bool {
 		return len(ReadJournals(t, journals)) == len(runs)
 	})
 
@@ -78,7 +78,7 @@ func TestFixedSlotFailover(t *testing.T) {
 		epoch = nl.Epoch
 		// The new leader restores the runs: wait until the restore queue is
 		// empty and the slot table is stable, then compare.
-		WaitFor(t, 5*time.Second, "restore queue empty", func() bool { return RestoreQueueLen(t, st) == 0 })
+		WaitFor(t, 15*time.Second, "restore queue empty", func() bool { return RestoreQueueLen(t, st) == 0 })
 		time.Sleep(300 * time.Millisecond)
 		after := Slots(t, r, ns)
 		if got := after.Assignments(); !reflect.DeepEqual(got, want) {
@@ -116,7 +116,7 @@ func TestFixedSlotFailover(t *testing.T) {
 			t.Errorf("run %s executed with token %s, not one of its assignments %v", id, ex[id][0].Token, want)
 		}
 	}
-	WaitFor(t, 10*time.Second, "16/16 slots free", func() bool {
+	WaitFor(t, 20*time.Second, "16/16 slots free", func() bool {
 		s := Slots(t, r, ns)
 		return s.Free == 16 && s.Assigned == 0
 	})
@@ -145,7 +145,7 @@ func TestWorkerKill9(t *testing.T) {
 	for _, id := range ids {
 		WaitRunState(t, st, id, 15*time.Second, storage.StateRunning)
 	}
-	WaitFor(t, 5*time.Second, "4 executions started", func() bool { return len(ReadJournals(t, journals)) == 4 })
+	WaitFor(t, 15*time.Second, "4 executions started", func() bool { return len(ReadJournals(t, journals)) == 4 })
 	onWorker := map[string][]string{}
 	for _, a := range Slots(t, r, ns).Assignments() {
 		onWorker[a.Worker] = append(onWorker[a.Worker], a.Run)
@@ -196,7 +196,7 @@ func TestWorkerKill9(t *testing.T) {
 		}
 		t.Logf("affected run %s: %s %q, executions %v", id, run.State, run.Reason, ex[id])
 	}
-	WaitFor(t, 10*time.Second, "the survivor's 4 slots free", func() bool {
+	WaitFor(t, 20*time.Second, "the survivor's 4 slots free", func() bool {
 		s := Slots(t, r, ns)
 		return s.Free == 4 && s.Assigned == 0
 	})
@@ -299,7 +299,7 @@ func TestNoDoubleExecution(t *testing.T) {
 		}
 	}
 	t.Logf("%d runs: %v", len(all), states)
-	WaitFor(t, 10*time.Second, "9/9 slots free", func() bool {
+	WaitFor(t, 20*time.Second, "9/9 slots free", func() bool {
 		s := Slots(t, r, ns)
 		return s.Free == 9 && s.Assigned == 0
 	})

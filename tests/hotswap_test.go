@@ -49,7 +49,7 @@ func newHotSwapEnv(t *testing.T, ns string, workerSlots int, serveArgs ...string
 		name := fmt.Sprintf("w%d", i)
 		_, e.journals[name] = StartWorker(t, name, e.r, ns, fmt.Sprintf("127.0.0.1:78%02d", 50+i), workerSlots)
 	}
-	WaitFor(t, 10*time.Second, "a leader", func() bool {
+	WaitFor(t, 20*time.Second, "a leader", func() bool {
 		for _, h := range e.hosts {
 			if s, ok := h.Status(); ok && s.Leading {
 				return true

@@ -40,7 +40,7 @@ func TestTwoHostsOneLeaderKill9(t *testing.T) {
 	a := Serve(t, "a", r, "ns", "127.0.0.1:7001", ttl)
 	b := Serve(t, "b", r, "ns", "127.0.0.1:7002", ttl)
 	ida, idb := a.Identity(t), b.Identity(t)
-	l1 := waitLeader(t, r, "ns", 5*time.Second, 0, ida, idb)
+	l1 := waitLeader(t, r, "ns", 15*time.Second, 0, ida, idb)
 	if l1.Since == nil || l1.Namespace != "ns" {
 		t.Fatalf("leader json %+v: want namespace and since", l1)
 	}
@@ -87,7 +87,7 @@ func TestRestartSameAddress(t *testing.T) {
 	const addr = "127.0.0.1:7101"
 	a := Serve(t, "a", r, "ns", addr, ttl)
 	ida := a.Identity(t)
-	l1 := waitLeader(t, r, "ns", 5*time.Second, 0, ida)
+	l1 := waitLeader(t, r, "ns", 15*time.Second, 0, ida)
 	lockKey := Store(t, r, "ns").Keys().Lock()
 
 	a.Kill()
@@ -152,18 +152,18 @@ func testPausedLeader(t *testing.T, unchecked bool) {
 	}
 	a := Serve(t, "a", r, "ns", "127.0.0.1:7201", ttl, extra...)
 	ida := a.Identity(t)
-	l1 := waitLeader(t, r, "ns", 5*time.Second, 0, ida)
+	l1 := waitLeader(t, r, "ns", 15*time.Second, 0, ida)
 	b := Serve(t, "b", r, "ns", "127.0.0.1:7202", ttl, extra...)
 	idb := b.Identity(t)
-	b.WaitLog(t, 5*time.Second, "standing by")
-	WaitFor(t, 3*time.Second, "a tick by a", func() bool {
+	b.WaitLog(t, 15*time.Second, "standing by")
+	WaitFor(t, 10*time.Second, "a tick by a", func() bool {
 		tk, _ := st.LastTick(ctx)
 		return tk.Holder == ida && tk.Count >= 1
 	})
 
 	a.Stop()
 	l2 := waitLeader(t, r, "ns", 4*ttl, l1.Epoch, idb)
-	WaitFor(t, 3*time.Second, "a tick by b", func() bool {
+	WaitFor(t, 10*time.Second, "a tick by b", func() bool {
 		tk, _ := st.LastTick(ctx)
 		return tk.Holder == idb && tk.Epoch == l2.Epoch
 	})
@@ -237,10 +237,10 @@ func TestSIGTERMHandsOver(t *testing.T) {
 	const ttl = 5 * time.Second
 	a := Serve(t, "a", r, "ns", "127.0.0.1:7301", ttl)
 	ida := a.Identity(t)
-	l1 := waitLeader(t, r, "ns", 5*time.Second, 0, ida)
+	l1 := waitLeader(t, r, "ns", 15*time.Second, 0, ida)
 	b := Serve(t, "b", r, "ns", "127.0.0.1:7302", ttl)
 	idb := b.Identity(t)
-	b.WaitLog(t, 5*time.Second, "standing by")
+	b.WaitLog(t, 15*time.Second, "standing by")
 
 	a.Signal(syscall.SIGTERM)
 	start := time.Now()

@@ -100,7 +100,7 @@ func (e *strategyEnv) finish(t *testing.T, group string) map[string]storage.Run 
 			t.Errorf("run %s SUCCEEDED with %d executions", id, n)
 		}
 	}
-	WaitFor(t, 10*time.Second, "all 4 slots free", func() bool {
+	WaitFor(t, 20*time.Second, "all 4 slots free", func() bool {
 		s := Slots(t, e.r, e.ns)
 		return s.Free == 4 && s.Assigned == 0
 	})

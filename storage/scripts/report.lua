@@ -10,6 +10,9 @@
 -- the run whose value is still run#token#task; removes from active/launched/
 -- restore; group version+1, dirty.
 -- replay: a retried report finds report_token == token on the final run and returns 0.
+-- A STOPPING run always ends STOPPED (the state machine has no other way
+-- out of STOPPING): a SUCCEEDED or FAILED report for it is recorded as
+-- STOPPED, the reported outcome kept in the reason.
 local o = ARGV[4]
 if o ~= 'SUCCEEDED' and o ~= 'FAILED' and o ~= 'STOPPED' then
   return redis.error_reply('WS_INVALID outcome ' .. o .. ' (want SUCCEEDED, FAILED or STOPPED)')
@@ -30,7 +33,12 @@ end
 if r[1] ~= 'RUNNING' and r[1] ~= 'STOPPING' then
   return redis.error_reply('WS_BAD_STATE report run ' .. ARGV[2] .. ': run is ' .. r[1] .. ', want RUNNING or STOPPING')
 end
-redis.call('HSET', KEYS[1], 'state', o, 'finished_at', now_ms(), 'reason', ARGV[5], 'report_token', ARGV[3])
+local reason = ARGV[5]
+if r[1] == 'STOPPING' and o ~= 'STOPPED' then
+  reason = 'stop requested; the run had already finished ' .. o .. (reason ~= '' and (': ' .. reason) or '')
+  o = 'STOPPED'
+end
+redis.call('HSET', KEYS[1], 'state', o, 'finished_at', now_ms(), 'reason', reason, 'report_token', ARGV[3])
 for _, a in ipairs(as) do
   local f = a.w .. '#' .. a.i
   if redis.call('HGET', KEYS[2], f) == ARGV[2] .. '#' .. a.tok .. '#' .. a.task then
