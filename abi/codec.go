@@ -348,6 +348,8 @@ func viewRuns(p unsafe.Pointer, l, at uint64, runs []Run) uint64 {
 	for i := range runs {
 		rec := (*[RunSize]byte)(unsafe.Add(p, at+uint64(i)*RunSize))
 		r := &runs[i]
+		// the fields as in decodeRun, written out: a shared helper is over
+		// the inlining budget, and a call per run is costly in a wasm guest
 		r.Seq = le.Uint64(rec[0:8])
 		r.SubmittedAt = int64(le.Uint64(rec[8:16]))
 		r.StartedAt = int64(le.Uint64(rec[16:24]))

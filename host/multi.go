@@ -26,7 +26,8 @@ import (
 // BalanceConfig configures how a Multi spreads leadership. The rule: with
 // M namespaces in this host's list and N hosts alive (the advisory presence
 // set storage.HostsKey, refreshed every Interval with a PresenceTTL expiry),
-// the target is ceil(M/N) + Slack. A host that leads more than the target
+// the target is ceil(M/N) + Slack. A host that has led more than the
+// target for a whole PresenceTTL (so a dead host no longer counts as alive)
 // resigns one namespace (graceful release: the lock is deleted and the
 // release published, so a standby takes it at once), then waits Cooldown
 // before resigning another; it does not compete for a namespace it resigned
@@ -102,7 +103,8 @@ type Multi struct {
 	target      int
 	lastRelease time.Time
 	resigned    map[string]time.Time
-	inflight    int // campaigns between beginCampaign and endCampaign
+	inflight    int       // campaigns between beginCampaign and endCampaign
+	overSince   time.Time // since when this host leads more than its target
 	closeOnce   sync.Once
 }
 
@@ -377,7 +379,19 @@ func (m *Multi) balanceOnce(ctx context.Context) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.alive, m.target = alive, target
-	if len(leading) <= target || time.Since(m.lastRelease) < b.Cooldown {
+	if len(leading) <= target {
+		m.overSince = time.Time{}
+		return ""
+	}
+	// Over the target: resign only once that has lasted a whole presence
+	// TTL. A host that died still counts as alive for up to PresenceTTL,
+	// while its namespaces move to the survivors as soon as its leases run
+	// out; without this the survivors, briefly over the stale target,
+	// would resign namespaces no host below the target exists to take.
+	if m.overSince.IsZero() {
+		m.overSince = time.Now()
+	}
+	if time.Since(m.overSince) < b.PresenceTTL || time.Since(m.lastRelease) < b.Cooldown {
 		return ""
 	}
 	ns := leading[rand.IntN(len(leading))]

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/wasmsched/wasmsched/storage"
 	"github.com/wasmsched/wasmsched/storage/redistest"
 )
@@ -132,5 +134,63 @@ func TestMulti_beginCampaign(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A host over its target resigns only after that has lasted a whole
+// presence TTL: a host that died (here a ghost entry in the presence set)
+// must have dropped out of the count before anyone gives namespaces away.
+func TestMulti_balanceOnce_waitsPresenceTTL(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client(t)
+	const presence = 1500 * time.Millisecond
+	m, err := NewMulti(context.Background(), MultiConfig{Client: c, Namespaces: []string{"p1", "p2", "p3", "p4"},
+		Host:    Config{Advertise: "solo:1", LeaseTTL: 400 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		Balance: BalanceConfig{Interval: time.Hour, PresenceTTL: presence, Cooldown: time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = m.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	deadline := time.Now().Add(10 * time.Second)
+	for len(m.Leading()) != 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("leading %v, want all 4", m.Leading())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ghost := func(on bool) {
+		t.Helper()
+		var err error
+		if on {
+			err = c.ZAdd(ctx, storage.HostsKey, redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: "ghost"}).Err()
+		} else {
+			err = c.ZRem(ctx, storage.HostsKey, "ghost").Err()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	noResign := func(when string) {
+		t.Helper()
+		if ns := m.balanceOnce(ctx); ns != "" {
+			t.Fatalf("%s: resigned %s (leading %v)", when, ns, m.Leading())
+		}
+	}
+	ghost(true) // 2 hosts alive: target 2, leading 4
+	noResign("first check over the target")
+	time.Sleep(presence / 3)
+	noResign("over the target for a third of the presence TTL")
+	ghost(false) // the ghost's presence ran out: target 4 again
+	noResign("back at the target")
+	ghost(true)
+	noResign("over the target again: the clock starts anew")
+	time.Sleep(presence / 2)
+	noResign("half a presence TTL after the clock restarted")
+	time.Sleep(presence/2 + 100*time.Millisecond)
+	if ns := m.balanceOnce(ctx); ns == "" {
+		t.Fatalf("over the target for a whole presence TTL: no resignation (leading %v, target %v)", m.Leading(), m.target)
 	}
 }

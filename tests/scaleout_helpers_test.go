@@ -40,6 +40,23 @@ func leaderURL(t testing.TB, url, ns string) LeaderJSON {
 	return v
 }
 
+// leaderAmong polls `leader -o json` for ns until its leader is one of
+// hosts (by identity) and returns it; it fails the test after d.
+func leaderAmong(t testing.TB, url, ns string, hosts map[string]*Proc, d time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		l := leaderURL(t, url, ns)
+		if hosts[l.Identity] != nil {
+			return l.Identity
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("namespace %s: leader %q, not one of our hosts after %v", ns, l.Identity, d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // serveMulti starts `serve --namespaces LIST` (admin server off).
 func serveMulti(t testing.TB, name, url string, namespaces []string, advertise string, ttl time.Duration, extra ...string) *Proc {
 	t.Helper()

@@ -83,14 +83,12 @@ func TestClusterScaleOut(t *testing.T) {
 		}
 		return true
 	})
-	// The same through the CLI, per namespace.
+	// The same through the CLI, per namespace (a balancing handover may be
+	// in flight: the namespace must be led by one of our hosts within 10 s).
 	by := map[string][]string{}
 	for _, ns := range nss {
-		l := leaderURL(t, url, ns)
-		if hosts[l.Identity] == nil {
-			t.Fatalf("namespace %s: leader %q is not one of our hosts", ns, l.Identity)
-		}
-		by[l.Identity] = append(by[l.Identity], ns)
+		id := leaderAmong(t, url, ns, hosts, 10*time.Second)
+		by[id] = append(by[id], ns)
 	}
 	for id, l := range by {
 		t.Logf("leader %s: %v", id, l)
@@ -151,9 +149,7 @@ func TestClusterScaleOut(t *testing.T) {
 		return true
 	})
 	for _, ns := range moved {
-		if l := leaderURL(t, url, ns); hosts[l.Identity] == nil {
-			t.Errorf("namespace %s: leader %q after the kill", ns, l.Identity)
-		}
+		leaderAmong(t, url, ns, hosts, 10*time.Second)
 	}
 	total := 0
 	for _, ns := range nss {
