@@ -446,9 +446,57 @@ func decodeReuseRequest(b []byte, q *ReuseRequest, view bool) error {
 // DecodeReuseRequest decodes b into q, reusing q's slice; strings are copied.
 func DecodeReuseRequest(b []byte, q *ReuseRequest) error { return decodeReuseRequest(b, q, false) }
 
-// DecodeReuseRequestView is DecodeReuseRequest with strings aliasing b.
+// DecodeReuseRequestView is DecodeReuseRequest with strings aliasing b. It
+// accepts and rejects exactly what DecodeReuseRequest does (the fuzzer
+// checks); like DecodeSerialSnapshotView it reads the task slot records
+// through array pointers after one size check and checks their string
+// references without a branch, for the guest SDK's hot path.
 func DecodeReuseRequestView(b []byte, q *ReuseRequest) error {
-	return decodeReuseRequest(b, q, true)
+	if len(b) < ReuseRequestHeaderSize || le.Uint32(b[0:4]) != TagReuseRequest {
+		return decodeReuseRequest(b, q, true) // for the error
+	}
+	n := uint64(le.Uint32(b[4:8]))
+	if ReuseRequestHeaderSize+n*TaskSlotSize > uint64(len(b)) {
+		return decodeReuseRequest(b, q, true)
+	}
+	q.Slots = q.Slots[:0]
+	q.Now = int64(le.Uint64(b[8:16]))
+	var ok bool
+	if q.Group, ok = str(b, b[16:24], true); !ok {
+		return errBadString
+	}
+	if !decodeRun(b, b[32:], &q.Run, true) {
+		return errBadString
+	}
+	if cap(q.Slots) < int(n) {
+		q.Slots = make([]TaskSlot, n)
+	}
+	q.Slots = q.Slots[:n]
+	p, l := unsafe.Pointer(unsafe.SliceData(b)), uint64(len(b))
+	var bad uint64
+	for i := range q.Slots {
+		rec := (*[TaskSlotSize]byte)(unsafe.Add(p, ReuseRequestHeaderSize+uint64(i)*TaskSlotSize))
+		t := &q.Slots[i]
+		t.Task = le.Uint32(rec[0:4])
+		t.Index = le.Uint32(rec[4:8])
+		// the string check of viewRuns, for worker and token
+		wo, wn := uint64(le.Uint32(rec[8:12])), uint64(le.Uint32(rec[12:16]))
+		b1 := (l - (wo + wn)) >> 63
+		keep := -((-wn) >> 63) & (b1 - 1)
+		t.Worker = unsafe.String((*byte)(unsafe.Add(p, wo&keep)), int(uint32(wn&keep)))
+		to, tn := uint64(le.Uint32(rec[16:20])), uint64(le.Uint32(rec[20:24]))
+		b2 := (l - (to + tn)) >> 63
+		keep = -((-tn) >> 63) & (b2 - 1)
+		t.Token = unsafe.String((*byte)(unsafe.Add(p, to&keep)), int(uint32(tn&keep)))
+		t.Alive = rec[24]&1 != 0
+		t.Held = rec[24]&2 != 0
+		bad |= b1 | b2
+	}
+	if bad != 0 {
+		q.Slots = q.Slots[:0]
+		return errBadString
+	}
+	return nil
 }
 
 func decodeReuseDecision(b []byte, d *ReuseDecision, view bool) error {

@@ -69,9 +69,17 @@ func FuzzDecodeReuseRequest(f *testing.F) {
 	f.Add(abi.AppendReuseRequest(nil, sampleReuse()))
 	f.Add(abi.AppendReuseRequest(nil, &abi.ReuseRequest{}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var q, q2 abi.ReuseRequest
-		if abi.DecodeReuseRequestView(b, &q) != nil {
+		var q, q2, c abi.ReuseRequest
+		errView, errCopy := abi.DecodeReuseRequestView(b, &q), abi.DecodeReuseRequest(b, &c)
+		if (errView == nil) != (errCopy == nil) {
+			t.Fatalf("view decoder err %v, copying decoder err %v", errView, errCopy)
+		}
+		if errView != nil {
 			return
+		}
+		if q.Run != c.Run || q.Group != c.Group || q.Now != c.Now || len(q.Slots) != len(c.Slots) ||
+			(len(q.Slots) > 0 && !reflect.DeepEqual(q.Slots, c.Slots)) {
+			t.Fatalf("view %+v != copy %+v", q, c)
 		}
 		if err := abi.DecodeReuseRequest(abi.AppendReuseRequest(nil, &q), &q2); err != nil {
 			t.Fatal(err)
