@@ -39,6 +39,7 @@ type Elector struct {
 	identity string
 	store    *storage.Store
 	client   redis.UniversalClient
+	bus      *Bus // leader-events subscription (bus.go)
 	locker   *redislock.Client
 	key      string
 	ttl      time.Duration
@@ -107,13 +108,20 @@ func (e *Elector) Run(ctx context.Context) error {
 	// A leader that releases the lock publishes on the leader-events
 	// channel: standbys wake up and compete at once.
 	wake := make(chan struct{}, 1)
-	sub := e.client.Subscribe(ctx, e.store.Keys().LeaderEvents())
-	defer sub.Close()
+	events, unsubscribe := e.bus.Subscribe(e.store.Keys().LeaderEvents())
+	defer unsubscribe()
+	stop := make(chan struct{})
+	defer close(stop)
 	go func() {
-		for range sub.Channel() {
+		for {
 			select {
-			case wake <- struct{}{}:
-			default:
+			case <-stop:
+				return
+			case <-events: // a release, or a (re)subscription: campaign now
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
 			}
 		}
 	}()

@@ -71,6 +71,11 @@ type Config struct {
 	Registry *prometheus.Registry
 	// Admin, if not nil, is where the admin HTTP server (ServeAdmin) listens.
 	Admin net.Listener
+	// Bus carries the host's pub/sub subscriptions (the leader-events
+	// channel, the runtime's policy channel); default a Bus of its own on
+	// Store's client. Multi gives all its namespaces one Bus: one pub/sub
+	// connection per process.
+	Bus *Bus
 }
 
 // Validate checks the config as given (zero fields are fine).
@@ -145,6 +150,9 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Bus == nil && c.Store != nil {
+		c.Bus = NewBus(c.Store.Client(), c.Logger)
+	}
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
 		c.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -202,6 +210,7 @@ func New(cfg Config) (*Host, error) {
 		identity: cfg.Identity,
 		store:    cfg.Store,
 		client:   cfg.Store.Client(),
+		bus:      cfg.Bus,
 		locker:   redislock.New(cfg.Store.Client()),
 		key:      cfg.Store.Keys().Lock(),
 		ttl:      cfg.LeaseTTL,

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
@@ -36,10 +34,6 @@ import (
 
 // DefaultRollbackAfter is the default RuntimeConfig.RollbackAfter.
 const DefaultRollbackAfter = 5
-
-// hotSwapPing is how long the subscriber waits for a message before it
-// pings the connection (detects a half-open connection).
-const hotSwapPing = 15 * time.Second
 
 // rollbackMetrics are the hot-swap collectors.
 type rollbackMetrics struct {
@@ -193,13 +187,10 @@ func (s *PolicySet) Preload(ctx context.Context, name string) (*LoadedPolicy, er
 // hotSwap is the per-runtime policy-channel subscriber.
 type hotSwap struct {
 	r      *Runtime
-	client redis.UniversalClient
+	bus    *Bus
 	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once
-
-	mu sync.Mutex
-	ps *redis.PubSub // the live subscription; closed by stop to unblock a read
 }
 
 // startHotSwap configures auto-rollback on the runtime's policy set and
@@ -222,7 +213,7 @@ func (r *Runtime) startHotSwap(ctx context.Context, h *Host, reg prometheus.Regi
 	r.set.who = "host " + h.Identity()
 	r.set.rb = rb
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	hs := &hotSwap{r: r, client: r.st.Client(), cancel: cancel, done: make(chan struct{})}
+	hs := &hotSwap{r: r, bus: h.cfg.Bus, cancel: cancel, done: make(chan struct{})}
 	r.hot = hs
 	go hs.run(ctx)
 	return nil
@@ -233,13 +224,6 @@ func (r *Runtime) stopHotSwap() {
 	if hs := r.hot; hs != nil {
 		hs.once.Do(func() {
 			hs.cancel()
-			// go-redis does not interrupt a blocking pub/sub read when
-			// its ctx ends; closing the subscription does.
-			hs.mu.Lock()
-			if hs.ps != nil {
-				_ = hs.ps.Close()
-			}
-			hs.mu.Unlock()
 			<-hs.done
 		})
 	}
@@ -253,71 +237,27 @@ func (c *Coordinator) clearBackoff() {
 	c.mu.Unlock()
 }
 
+// run handles the policy channel's events until ctx ends. A confirmed
+// (re)subscription triggers a refresh (messages may have been missed while
+// disconnected; the Bus reconnects and resubscribes by itself), a message
+// a refresh of the policy it names.
 func (hs *hotSwap) run(ctx context.Context) {
 	defer close(hs.done)
 	r := hs.r
 	ch := r.st.Keys().PolicyChannel()
-	delay := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		ps := hs.client.Subscribe(ctx, ch)
-		hs.mu.Lock()
-		hs.ps = ps
-		hs.mu.Unlock()
-		if ctx.Err() != nil { // stop ran before ps was published
-			_ = ps.Close()
-			return
-		}
-		err := hs.receive(ctx, ps)
-		hs.mu.Lock()
-		hs.ps = nil
-		hs.mu.Unlock()
-		_ = ps.Close()
-		if ctx.Err() != nil {
-			return
-		}
-		r.log.Warn("policy channel subscription lost; resubscribing", "channel", ch, "err", err, "in", delay)
-		if !sleepCtx(ctx, delay) {
-			return
-		}
-		delay = min(2*delay, 2*time.Second)
-	}
-}
-
-// receive handles messages until the connection fails. go-redis
-// resubscribes by itself on the next receive after an error; a
-// (re)subscription confirmation triggers a refresh (messages may have been
-// missed while disconnected).
-func (hs *hotSwap) receive(ctx context.Context, ps *redis.PubSub) error {
-	r := hs.r
-	fails := 0
+	events, unsubscribe := hs.bus.Subscribe(ch)
+	defer unsubscribe()
 	for {
-		msg, err := ps.ReceiveTimeout(ctx, hotSwapPing)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				if perr := ps.Ping(ctx); perr != nil {
-					return perr
-				}
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-events:
+			if ev.Subscribed {
+				r.log.Debug("subscribed to the policy channel", "channel", ch)
+				hs.refresh(ctx, "subscribe", "")
 				continue
 			}
-			if fails++; fails >= 3 {
-				return err
-			}
-			sleepCtx(ctx, 100*time.Millisecond)
-			continue
-		}
-		fails = 0
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			if m.Kind == "subscribe" {
-				r.log.Debug("subscribed to the policy channel", "channel", m.Channel)
-				hs.refresh(ctx, "subscribe", "")
-			}
-		case *redis.Message:
-			name, _, _ := strings.Cut(m.Payload, " ")
+			name, _, _ := strings.Cut(ev.Payload, " ")
 			hs.refresh(ctx, "message", name)
 		}
 	}

@@ -74,6 +74,11 @@ func TestMultiBalance(t *testing.T) {
 		}
 		return st.Namespaces == 4 && st.HostsAlive == 2 && st.Target == 2
 	})
+	// One pub/sub connection per process (its Bus), not one per namespace
+	// and channel: 2 Multis x 4 namespaces hold 2.
+	if n := pubsubConns(t, c); n != 2 {
+		t.Errorf("%d pub/sub connections for 2 processes of 4 namespaces, want 2", n)
+	}
 	got, err := storage.ListNamespaces(context.Background(), c)
 	if err != nil || len(got) != 4 {
 		t.Fatalf("registry: %v %v", got, err)
