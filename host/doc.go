@@ -25,6 +25,11 @@
 // holder's stamp with storage.ErrFenced. A task returning an error (ErrFenced
 // in particular) ends the term at once: the host demotes itself.
 //
+// Pub/sub: a standby wakes up at once when a leader releases the lock
+// (the leader-events channel), and a runtime refreshes its policies when
+// one is pushed or activated (the policy channel). Both listen through a
+// Bus, which carries every channel of a process over one connection.
+//
 // The lease is local and conservative: it is valid until the time the last
 // successful obtain/refresh was *sent* plus the TTL minus a safety margin,
 // and turns invalid at once when loss is detected.

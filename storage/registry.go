@@ -40,6 +40,9 @@ type Policy struct {
 	Active   int    // active version; 0 = the built-in
 	Versions []PolicyVersion
 	History  []PolicyEvent
+	// AutoRollback is the last automatic rollback (nil if none), read in
+	// the same transaction as Active, so the two always agree.
+	AutoRollback *AutoRollbackInfo
 }
 
 // PushRequest pushes a policy blob.
@@ -138,9 +141,12 @@ func (s *Store) getPolicies(ctx context.Context, names []string) ([]Policy, erro
 		v, hi *redis.StringSliceCmd
 	}
 	cs := make([]cmds, len(names))
-	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+	// MULTI: one consistent view of each policy's hash, versions and
+	// history (all keys of the namespace share a hash slot).
+	_, err := s.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		for i, n := range names {
-			cs[i] = cmds{p.HMGet(ctx, s.k.Policy(n), "kind", "active"),
+			cs[i] = cmds{p.HMGet(ctx, s.k.Policy(n), "kind", "active",
+				"auto_rollback_from", "auto_rollback_to", "auto_rollback_at", "auto_rollback_reason"),
 				p.LRange(ctx, s.k.PolicyVersions(n), 0, -1), p.LRange(ctx, s.k.PolicyHistory(n), 0, -1)}
 		}
 		return nil
@@ -155,6 +161,9 @@ func (s *Store) getPolicies(ctx context.Context, names []string) ([]Policy, erro
 			continue
 		}
 		p := Policy{Name: n, Kind: str(h[0]), Active: int(toInt64(h[1]))}
+		if h[2] != nil {
+			p.AutoRollback = &AutoRollbackInfo{From: int(toInt64(h[2])), To: int(toInt64(h[3])), At: msTime(toInt64(h[4])), Reason: str(h[5])}
+		}
 		for j, e := range cs[i].v.Val() {
 			f := strings.SplitN(e, us, 4)
 			for len(f) < 4 {

@@ -23,6 +23,9 @@ func TestStore_AutoRollbackPolicy(t *testing.T) {
 		if g := ok(e.s.PolicyGeneration(ctx))(t); g != gen0 {
 			t.Fatalf("generation %d -> %d on a no-op", gen0, g)
 		}
+		if p := ok(e.s.GetPolicy(ctx, "p"))(t); p.AutoRollback != nil {
+			t.Fatalf("AutoRollback before any: %+v", *p.AutoRollback)
+		}
 		// Version 2 is active: rolled back to 1, reason recorded.
 		r = ok(e.s.AutoRollbackPolicy(ctx, "p", 2, "host-a", "3 consecutive traps", false))(t)
 		if !r.RolledBack || r.Active != 1 {
@@ -36,6 +39,10 @@ func TestStore_AutoRollbackPolicy(t *testing.T) {
 		info, found, err := e.s.LastAutoRollback(ctx, "p")
 		if err != nil || !found || info.From != 2 || info.To != 1 || info.Reason != "3 consecutive traps" || info.At.IsZero() {
 			t.Fatalf("last auto rollback: %+v %v %v", info, found, err)
+		}
+		// GetPolicy reads it with Active, in one transaction.
+		if p.AutoRollback == nil || *p.AutoRollback != info {
+			t.Fatalf("GetPolicy's AutoRollback = %+v, want %+v", p.AutoRollback, info)
 		}
 		// A second host reacting to the same failures: no-op.
 		if r := ok(e.s.AutoRollbackPolicy(ctx, "p", 2, "host-b", "3 consecutive traps", false))(t); r.RolledBack {

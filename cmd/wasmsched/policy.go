@@ -915,19 +915,12 @@ type autoRollbackJSON struct {
 	Reason string  `json:"reason"`
 }
 
-// withAutoRollback adds the policy's last automatic rollback to p.
-func withAutoRollback(ctx context.Context, st *storage.Store, p policyJSON) (policyJSON, error) {
-	info, ok, err := st.LastAutoRollback(ctx, p.Name)
-	if err != nil || !ok {
-		return p, err
-	}
-	p.AutoRollback = &autoRollbackJSON{From: info.From, To: info.To, At: jsonTime(info.At), Reason: info.Reason}
-	return p, nil
-}
-
 func toPolicyJSON(p storage.Policy) policyJSON {
 	_, bi := policies.Builtin(p.Name)
 	out := policyJSON{Name: p.Name, Kind: p.Kind, Active: p.Active, Builtin: bi, Versions: []versionJSON{}, History: []eventJSON{}}
+	if a := p.AutoRollback; a != nil {
+		out.AutoRollback = &autoRollbackJSON{From: a.From, To: a.To, At: jsonTime(a.At), Reason: a.Reason}
+	}
 	for _, v := range p.Versions {
 		out.Versions = append(out.Versions, versionJSON{Version: v.Version, SHA256: v.SHA256, PushedAt: jsonTime(v.PushedAt), Who: v.Who, Note: v.Note})
 	}
@@ -1101,11 +1094,7 @@ func listPolicies(ctx context.Context, st *storage.Store, name string) ([]policy
 		if err != nil {
 			return nil, storeUsage(err)
 		}
-		pj, err := withAutoRollback(ctx, st, toPolicyJSON(p))
-		if err != nil {
-			return nil, err
-		}
-		return []policyJSON{pj}, nil
+		return []policyJSON{toPolicyJSON(p)}, nil
 	}
 	ps, err := st.ListPolicies(ctx)
 	if err != nil {
@@ -1114,11 +1103,7 @@ func listPolicies(ctx context.Context, st *storage.Store, name string) ([]policy
 	out := []policyJSON{}
 	seen := map[string]bool{}
 	for _, p := range ps {
-		pj, err := withAutoRollback(ctx, st, toPolicyJSON(p))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, pj)
+		out = append(out, toPolicyJSON(p))
 		seen[p.Name] = true
 	}
 	for _, n := range policies.BuiltinNames() {
