@@ -231,6 +231,24 @@ func TestPolicy_DecideSerial_runResolution(tt *testing.T) {
 	}
 }
 
+// Reasons are interned by guest address within one call only: the SDK
+// writes each call's reasons at the same place in guest memory, so two
+// calls with different reasons of one length must still differ.
+func TestPolicy_DecideSerial_reasonsPerCall(tt *testing.T) {
+	p := faulty(tt, Config{})
+	for _, g := range []string{"ga", "gb", "ga"} {
+		s := t.Snapshot("faulty", 91, nil, []abi.Run{t.Waiting("r2", 2)})
+		s.Group = g
+		d, err := p.DecideSerial(context.Background(), s)
+		if err != nil {
+			tt.Fatal(err)
+		}
+		if len(d.Actions) != 1 || d.Actions[0].Reason != g {
+			tt.Fatalf("group %s: %+v, want one launch with reason %q", g, d.Actions, g)
+		}
+	}
+}
+
 func TestBadOutputTraps(tt *testing.T) {
 	p := load(tt, newRT(tt, Config{}), "oob", readFile(tt, "testdata/oob.wasm"))
 	if _, err := p.DecideSerial(context.Background(), mode(1)); !errors.Is(err, ErrTrap) || !strings.Contains(err.Error(), "outside guest memory") {

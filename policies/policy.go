@@ -295,6 +295,7 @@ func (inst *instance) call0(ctx context.Context, timeout time.Duration, name str
 // run copies in into the guest's input buffer, calls wasmsched_decide and
 // returns a view of the guest's output (valid until the next call).
 func (inst *instance) run(ctx context.Context, in []byte) ([]byte, error) {
+	inst.lastPtr = nil // intern's fast path: guest memory changes with every call
 	if uint64(len(in)) > abi.MaxRecordSize {
 		return nil, fmt.Errorf("input of %d bytes exceeds %d", len(in), abi.MaxRecordSize)
 	}
@@ -457,7 +458,6 @@ func (p *Policy) DecideSerial(ctx context.Context, s *abi.SerialSnapshot) (abi.S
 	}
 	inst.enc = abi.AppendSerialSnapshot(inst.enc[:0], s)
 	inst.out.Reset()
-	inst.lastPtr = nil // guest memory changes between calls
 	var out []byte
 	usable, err := inst.call(ctx, p.rt.cfg.CallTimeout, func(cctx context.Context) (err error) {
 		out, err = inst.run(cctx, inst.enc)

@@ -10,6 +10,7 @@
 //	    the input: the SDK encodes them the ordinary way)
 //	92: rewrites the first byte of the first waiting run's id in its input
 //	    buffer to 'X', then launches that string (it now names no run)
+//	91: launches the first waiting run with the group's name as the reason
 //
 // Build (from the repository root):
 //
@@ -68,6 +69,11 @@ func (faulty) DecideSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) {
 			id := s.Waiting[0].ID // aliases the SDK's input buffer
 			*(*byte)(unsafe.Pointer(unsafe.StringData(id))) = 'X'
 			d.Launch(id, "rewritten id")
+		}
+		return
+	case 91:
+		if len(s.Waiting) > 0 {
+			d.Launch(s.Waiting[0].ID, s.Group)
 		}
 		return
 	case 95:
