@@ -124,3 +124,39 @@ func mustWorkWait(tb testing.TB, p *Policy) {
 		tb.Fatalf("%+v %v", d, err)
 	}
 }
+
+// Concurrent Loads of the same bytes on a fresh runtime whose file cache
+// holds the module: wazero 1.12 publishes a module read from the file
+// cache to its in-memory cache before it has built the module's entry
+// preambles, so an unserialised concurrent compile got a half-built module
+// and panicked in ExportedFunction (seen in a multi-namespace host, where
+// every namespace loads the built-ins at once). Runtime.Load serialises
+// compiles per module.
+func TestRuntime_Load_concurrentSameModule(tt *testing.T) {
+	wasm, _ := Builtin("priority")
+	builtin(tt, newRT(tt, Config{}), "priority") // the file cache has it now
+	for round := range 5 {
+		rt := newRT(tt, Config{})
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for range 8 {
+			wg.Go(func() {
+				p, err := rt.Load(context.Background(), "priority", wasm)
+				if err != nil {
+					errs <- err
+					return
+				}
+				s := t.Snapshot("priority", 1, nil, []abi.Run{t.Waiting("a", 1), t.Waiting("b", 2)})
+				if _, err := p.DecideSerial(context.Background(), s); err != nil {
+					errs <- err
+				}
+				_ = p.Close(context.Background())
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			tt.Errorf("round %d: %v", round, err)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -51,6 +52,48 @@ type Runtime struct {
 	rt    wazero.Runtime
 	cache wazero.CompilationCache
 	log   *slog.Logger
+
+	mu        sync.Mutex
+	compiling map[[sha256.Size]byte]*compileLock // see compile
+}
+
+type compileLock struct {
+	mu    sync.Mutex
+	users int // goroutines holding or waiting for mu (guarded by Runtime.mu)
+}
+
+// compile is CompileModule, serialised per module. wazero 1.12 publishes a
+// module it reads from the file cache to its in-memory cache before it has
+// built the module's entry preambles (engine_cache.go, getCompiledModule),
+// so a concurrent compile of the same bytes could return a half-built
+// module whose first ExportedFunction panicked (index out of range). A
+// multi-namespace host loads the same built-ins in every namespace at
+// once, so this happened. With one compile of given bytes at a time, the
+// second finds the finished module in memory. Different modules still
+// compile in parallel.
+func (r *Runtime) compile(ctx context.Context, code []byte) (wazero.CompiledModule, error) {
+	key := sha256.Sum256(code)
+	r.mu.Lock()
+	if r.compiling == nil {
+		r.compiling = map[[sha256.Size]byte]*compileLock{}
+	}
+	l := r.compiling[key]
+	if l == nil {
+		l = &compileLock{}
+		r.compiling[key] = l
+	}
+	l.users++
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(r.compiling, key)
+		}
+		r.mu.Unlock()
+	}()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return r.rt.CompileModule(experimental.WithCompilationWorkers(ctx, 2), code)
 }
 
 // DefaultCacheDir returns os.UserCacheDir()/wasmsched/wazero.
@@ -139,7 +182,7 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Policy, 
 		}
 		code = rw
 	}
-	compiled, err := r.rt.CompileModule(experimental.WithCompilationWorkers(ctx, 2), code)
+	compiled, err := r.compile(ctx, code)
 	if err != nil {
 		return nil, fmt.Errorf("%w: policy %q: compile: %v", ErrNotWasm, name, err)
 	}
