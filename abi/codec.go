@@ -306,17 +306,10 @@ func DecodeSerialSnapshotView(b []byte, s *SerialSnapshot) error {
 	p, l := unsafe.Pointer(unsafe.SliceData(b)), uint64(len(b))
 	s.MaxActive = le.Uint32(h[4:8])
 	s.Now = int64(le.Uint64(h[8:16]))
-	// Group and policy: the string check of viewRuns, written out (a call
-	// costs more than this in a wasm guest).
 	hp := (*[SerialSnapshotHeaderSize]byte)(h)
-	go_, gn := uint64(le.Uint32(hp[16:20])), uint64(le.Uint32(hp[20:24]))
-	bad1 := (l - (go_ + gn)) >> 63
-	keep := -((-gn) >> 63) & (bad1 - 1)
-	s.Group = unsafe.String((*byte)(unsafe.Add(p, go_&keep)), int(uint32(gn&keep)))
-	po, pn := uint64(le.Uint32(hp[24:28])), uint64(le.Uint32(hp[28:32]))
-	bad2 := (l - (po + pn)) >> 63
-	keep = -((-pn) >> 63) & (bad2 - 1)
-	s.Policy = unsafe.String((*byte)(unsafe.Add(p, po&keep)), int(uint32(pn&keep)))
+	var bad1, bad2 uint64
+	s.Group, bad1 = viewRef(p, l, uint64(le.Uint32(hp[16:20])), uint64(le.Uint32(hp[20:24])))
+	s.Policy, bad2 = viewRef(p, l, uint64(le.Uint32(hp[24:28])), uint64(le.Uint32(hp[28:32])))
 	if cap(s.Active) < int(na) {
 		s.Active = make([]Run, na)
 	}
@@ -339,10 +332,8 @@ func DecodeSerialSnapshotView(b []byte, s *SerialSnapshot) error {
 // the compiler emits no bounds check per field. In a Go wasm guest those
 // checks (and the spills around their panic calls) were most of the cost:
 // ~80 ns per run with slice-based access, ~20 ns with this. String
-// references are checked without a branch: bad is 1 if the reference lies
-// outside the record (the string is then empty, its data pointer kept
-// inside the record so the GC never sees a pointer past it); it returns
-// nonzero if any is bad.
+// references are checked without a branch (viewRef); it returns nonzero if
+// any is bad.
 func viewRuns(p unsafe.Pointer, l, at uint64, runs []Run) uint64 {
 	var bad uint64
 	for i := range runs {
@@ -356,10 +347,8 @@ func viewRuns(p unsafe.Pointer, l, at uint64, runs []Run) uint64 {
 		r.Priority = int32(le.Uint32(rec[24:28]))
 		r.Slots = le.Uint32(rec[28:32])
 		r.State = State(rec[40])
-		o, n := uint64(le.Uint32(rec[32:36])), uint64(le.Uint32(rec[36:40]))
-		b := (l - (o + n)) >> 63
-		keep := -((-n) >> 63) & (b - 1)
-		r.ID = unsafe.String((*byte)(unsafe.Add(p, o&keep)), int(uint32(n&keep)))
+		var b uint64
+		r.ID, b = viewRef(p, l, uint64(le.Uint32(rec[32:36])), uint64(le.Uint32(rec[36:40])))
 		bad |= b
 	}
 	return bad
@@ -415,13 +404,8 @@ func decodeReuseRequest(b []byte, q *ReuseRequest, view bool) error {
 	if err := fits(b, ReuseRequestHeaderSize, n, TaskSlotSize); err != nil {
 		return err
 	}
-	q.Now = int64(le.Uint64(b[8:16]))
-	var ok bool
-	if q.Group, ok = str(b, b[16:24], view); !ok {
-		return errBadString
-	}
-	if !decodeRun(b, b[32:], &q.Run, view) {
-		return errBadString
+	if err := reuseHeader(b, q, view); err != nil {
+		return err
 	}
 	q.Slots = resize(q.Slots, int(n))
 	at := ReuseRequestHeaderSize
@@ -443,6 +427,20 @@ func decodeReuseRequest(b []byte, q *ReuseRequest, view bool) error {
 	return nil
 }
 
+// reuseHeader decodes a reuse request's now, group and run (b holds at
+// least the header).
+func reuseHeader(b []byte, q *ReuseRequest, view bool) error {
+	q.Now = int64(le.Uint64(b[8:16]))
+	var ok bool
+	if q.Group, ok = str(b, b[16:24], view); !ok {
+		return errBadString
+	}
+	if !decodeRun(b, b[32:], &q.Run, view) {
+		return errBadString
+	}
+	return nil
+}
+
 // DecodeReuseRequest decodes b into q, reusing q's slice; strings are copied.
 func DecodeReuseRequest(b []byte, q *ReuseRequest) error { return decodeReuseRequest(b, q, false) }
 
@@ -460,13 +458,8 @@ func DecodeReuseRequestView(b []byte, q *ReuseRequest) error {
 		return decodeReuseRequest(b, q, true)
 	}
 	q.Slots = q.Slots[:0]
-	q.Now = int64(le.Uint64(b[8:16]))
-	var ok bool
-	if q.Group, ok = str(b, b[16:24], true); !ok {
-		return errBadString
-	}
-	if !decodeRun(b, b[32:], &q.Run, true) {
-		return errBadString
+	if err := reuseHeader(b, q, true); err != nil {
+		return err
 	}
 	if cap(q.Slots) < int(n) {
 		q.Slots = make([]TaskSlot, n)
@@ -479,15 +472,9 @@ func DecodeReuseRequestView(b []byte, q *ReuseRequest) error {
 		t := &q.Slots[i]
 		t.Task = le.Uint32(rec[0:4])
 		t.Index = le.Uint32(rec[4:8])
-		// the string check of viewRuns, for worker and token
-		wo, wn := uint64(le.Uint32(rec[8:12])), uint64(le.Uint32(rec[12:16]))
-		b1 := (l - (wo + wn)) >> 63
-		keep := -((-wn) >> 63) & (b1 - 1)
-		t.Worker = unsafe.String((*byte)(unsafe.Add(p, wo&keep)), int(uint32(wn&keep)))
-		to, tn := uint64(le.Uint32(rec[16:20])), uint64(le.Uint32(rec[20:24]))
-		b2 := (l - (to + tn)) >> 63
-		keep = -((-tn) >> 63) & (b2 - 1)
-		t.Token = unsafe.String((*byte)(unsafe.Add(p, to&keep)), int(uint32(tn&keep)))
+		var b1, b2 uint64
+		t.Worker, b1 = viewRef(p, l, uint64(le.Uint32(rec[8:12])), uint64(le.Uint32(rec[12:16])))
+		t.Token, b2 = viewRef(p, l, uint64(le.Uint32(rec[16:20])), uint64(le.Uint32(rec[20:24])))
 		t.Alive = rec[24]&1 != 0
 		t.Held = rec[24]&2 != 0
 		bad |= b1 | b2
@@ -531,4 +518,15 @@ func DecodeReuseDecision(b []byte, d *ReuseDecision) error { return decodeReuseD
 // DecodeReuseDecisionView is DecodeReuseDecision with strings aliasing b.
 func DecodeReuseDecisionView(b []byte, d *ReuseDecision) error {
 	return decodeReuseDecision(b, d, true)
+}
+
+// viewRef resolves the string reference (o, n) against the record at p of
+// l > 0 bytes without a branch: bad is 1 if it lies outside the record (the
+// string is then empty, its data pointer kept inside the record so the GC
+// never sees a pointer past it). Small enough to be inlined: the view
+// decoders call it per string field.
+func viewRef(p unsafe.Pointer, l, o, n uint64) (s string, bad uint64) {
+	bad = (l - (o + n)) >> 63 // o+n > l; all values < 2^33
+	keep := -((-n) >> 63) & (bad - 1)
+	return unsafe.String((*byte)(unsafe.Add(p, o&keep)), int(uint32(n&keep))), bad
 }
