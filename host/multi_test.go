@@ -209,3 +209,17 @@ func TestMulti_balanceOnce_waitsPresenceTTL(t *testing.T) {
 		t.Fatalf("over the target for a whole presence TTL: no resignation (leading %v, target %d)", m.Leading(), target)
 	}
 }
+
+// Zero BalanceConfig fields take their documented defaults.
+func TestNewMulti_balanceDefaults(t *testing.T) {
+	r := redistest.Start(t)
+	m, err := NewMulti(context.Background(), MultiConfig{Client: r.Client(t), Namespaces: []string{"d1"},
+		Host: Config{Advertise: "d:1", LeaseTTL: 2 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := m.cfg.Balance
+	if b.Interval != time.Second || b.Cooldown != time.Second || b.Holdoff != 8*time.Second || b.PresenceTTL != 3*time.Second {
+		t.Fatalf("defaults for LeaseTTL 2s: %+v, want interval 1s, cooldown 1s, holdoff 8s, presence 3s", b)
+	}
+}

@@ -145,8 +145,7 @@ func (s *Store) getPolicies(ctx context.Context, names []string) ([]Policy, erro
 	// history (all keys of the namespace share a hash slot).
 	_, err := s.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		for i, n := range names {
-			cs[i] = cmds{p.HMGet(ctx, s.k.Policy(n), "kind", "active",
-				"auto_rollback_from", "auto_rollback_to", "auto_rollback_at", "auto_rollback_reason"),
+			cs[i] = cmds{p.HMGet(ctx, s.k.Policy(n), append([]string{"kind", "active"}, autoRollbackFields...)...),
 				p.LRange(ctx, s.k.PolicyVersions(n), 0, -1), p.LRange(ctx, s.k.PolicyHistory(n), 0, -1)}
 		}
 		return nil
@@ -160,10 +159,7 @@ func (s *Store) getPolicies(ctx context.Context, names []string) ([]Policy, erro
 		if h[0] == nil {
 			continue
 		}
-		p := Policy{Name: n, Kind: str(h[0]), Active: int(toInt64(h[1]))}
-		if h[2] != nil {
-			p.AutoRollback = &AutoRollbackInfo{From: int(toInt64(h[2])), To: int(toInt64(h[3])), At: msTime(toInt64(h[4])), Reason: str(h[5])}
-		}
+		p := Policy{Name: n, Kind: str(h[0]), Active: int(toInt64(h[1])), AutoRollback: parseAutoRollback(h[2:])}
 		for j, e := range cs[i].v.Val() {
 			f := strings.SplitN(e, us, 4)
 			for len(f) < 4 {

@@ -63,13 +63,26 @@ func (s *Store) LastAutoRollback(ctx context.Context, name string) (info AutoRol
 	if err := ValidateName("policy", name); err != nil {
 		return info, false, err
 	}
-	vals, err := s.c.HMGet(ctx, s.k.Policy(name), "auto_rollback_from", "auto_rollback_to", "auto_rollback_at", "auto_rollback_reason").Result()
+	vals, err := s.c.HMGet(ctx, s.k.Policy(name), autoRollbackFields...).Result()
 	if err != nil {
 		return info, false, err
 	}
-	if vals[0] == nil {
+	p := parseAutoRollback(vals)
+	if p == nil {
 		return info, false, nil
 	}
-	info = AutoRollbackInfo{From: int(toInt64(vals[0])), To: int(toInt64(vals[1])), At: msTime(toInt64(vals[2])), Reason: str(vals[3])}
-	return info, true, nil
+	return *p, true, nil
+}
+
+// autoRollbackFields are the policy hash fields of the last automatic
+// rollback, in the order parseAutoRollback reads them.
+var autoRollbackFields = []string{"auto_rollback_from", "auto_rollback_to", "auto_rollback_at", "auto_rollback_reason"}
+
+// parseAutoRollback reads HMGET values of autoRollbackFields; nil if the
+// policy never had an automatic rollback.
+func parseAutoRollback(vals []any) *AutoRollbackInfo {
+	if len(vals) < len(autoRollbackFields) || vals[0] == nil {
+		return nil
+	}
+	return &AutoRollbackInfo{From: int(toInt64(vals[0])), To: int(toInt64(vals[1])), At: msTime(toInt64(vals[2])), Reason: str(vals[3])}
 }
