@@ -18,4 +18,9 @@
 // nothing per call. On linux the same package compiles without the exports,
 // and CallSerial/CallReuse run a policy natively through the same byte path
 // for unit tests.
+//
+// Built with -tags wasmsched_floor, the SDK adds measurement exports
+// (exports_floor_wasip1.go) that loop one piece of a decision inside a
+// single guest call; policies.BenchmarkGuestFloor uses them. Never ship such
+// a build: the host ignores the extra exports, but they serve no decision.
 package sdk
