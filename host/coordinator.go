@@ -44,7 +44,9 @@ type RuntimeConfig struct {
 	// PolicyMemory caps each policy instance's memory in bytes (>=
 	// policies.MinMemoryLimit); default policies.DefaultMemoryLimit.
 	PolicyMemory uint64
-	// PolicyPool is the number of instances per policy version; default GOMAXPROCS.
+	// PolicyPool is the number of instances per policy version; default
+	// GOMAXPROCS. In a Multi, a version is loaded once for all namespaces,
+	// so this is per version per process.
 	PolicyPool int
 	// PolicyCacheDir is the wazero compilation cache ("" default dir, "-" none).
 	PolicyCacheDir string
@@ -78,6 +80,10 @@ type RuntimeConfig struct {
 	// back (storage.Store.AutoRollbackPolicy; hotswap.go). 0 =
 	// DefaultRollbackAfter (5); negative disables.
 	RollbackAfter int
+
+	// share, set by Multi with Policies, makes the namespaces' policy sets
+	// share loaded versions (policyShare); nil: the runtime's own.
+	share *policyShare
 }
 
 // Validate reports unusable values (zero is always fine).
@@ -204,7 +210,11 @@ func newRuntime(ctx context.Context, st *storage.Store, reg prometheus.Registere
 		}
 		r.ownsRT = true
 	}
-	r.set = NewPolicySet(st, r.wasm, log)
+	sh := cfg.share
+	if sh == nil || sh.rt != r.wasm {
+		sh = newPolicyShare(r.wasm)
+	}
+	r.set = newPolicySet(st, sh, log)
 	r.set.m = m
 	r.coord = &Coordinator{rt: r}
 	r.slots = &SlotManager{rt: r}

@@ -70,6 +70,9 @@ type MultiConfig struct {
 	// Runtime, if not nil, gives every namespace a leader runtime
 	// (coordinator, slot manager, restore, stats). Unless Runtime.Policies
 	// is set, one wasm runtime is created and shared by all namespaces.
+	// Either way each policy version is loaded once for all namespaces
+	// (one instance pool per version), and closed when the last namespace
+	// lets go of it.
 	Runtime *RuntimeConfig
 	// Admin, if not nil, is where the shared admin server listens: /healthz,
 	// /readyz (every namespace ready), /metrics (all namespaces) and
@@ -90,6 +93,7 @@ type Multi struct {
 	byNS     map[string]*Host
 	rts      []*Runtime
 	wasm     *policies.Runtime
+	share    *policyShare // loaded versions, shared by the namespaces
 	ownsWasm bool
 	reg      *prometheus.Registry
 
@@ -177,6 +181,7 @@ func NewMulti(ctx context.Context, cfg MultiConfig) (*Multi, error) {
 			}
 			m.ownsWasm = true
 		}
+		m.share = newPolicyShare(m.wasm)
 	}
 	for _, ns := range cfg.Namespaces {
 		st, err := storage.New(cfg.Client, ns)
@@ -196,7 +201,7 @@ func NewMulti(ctx context.Context, cfg MultiConfig) (*Multi, error) {
 		h.elector.beginCampaign, h.elector.endCampaign = m.beginCampaign, m.endCampaign
 		if cfg.Runtime != nil {
 			rc := *cfg.Runtime
-			rc.Policies = m.wasm
+			rc.Policies, rc.share = m.wasm, m.share
 			rt, err := NewRuntime(ctx, h, rc)
 			if err != nil {
 				m.Close(ctx)

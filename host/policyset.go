@@ -31,12 +31,14 @@ const VersionLen = 12
 // (storage.Store.PolicyGeneration), checked by Refresh. When a generation
 // changes, every name in use is resolved again; a version that is no longer
 // active is closed as soon as no decision holds it (in-flight decisions
-// finish on the version they started with). Safe for concurrent use.
+// finish on the version they started with). Sets built by one Multi share
+// loaded versions across namespaces (one instance pool per version per
+// process, see policyShare). Safe for concurrent use.
 type PolicySet struct {
-	st  *storage.Store
-	rt  *policies.Runtime
-	log *slog.Logger
-	m   *metrics // may be nil
+	st    *storage.Store
+	share *policyShare
+	log   *slog.Logger
+	m     *metrics // may be nil
 
 	mu       sync.Mutex
 	gen      int64
@@ -110,10 +112,16 @@ type LoadedPolicy struct {
 
 // NewPolicySet returns a set loading policies into rt.
 func NewPolicySet(st *storage.Store, rt *policies.Runtime, log *slog.Logger) *PolicySet {
+	return newPolicySet(st, newPolicyShare(rt), log)
+}
+
+// newPolicySet returns a set loading policies through sh, which other sets
+// may share.
+func newPolicySet(st *storage.Store, sh *policyShare, log *slog.Logger) *PolicySet {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &PolicySet{st: st, rt: rt, log: log, active: map[string]*resolution{},
+	return &PolicySet{st: st, share: sh, log: log, active: map[string]*resolution{},
 		loaded: map[string]*PolicyRef{}, loading: map[string]chan struct{}{}}
 }
 
@@ -188,18 +196,23 @@ func (s *PolicySet) unload(r *PolicyRef) bool {
 	return true
 }
 
-// closeRef closes a version already removed by unload.
+// closeRef lets go of a version already removed by unload: it is closed
+// unless another namespace's set still holds it.
 func (s *PolicySet) closeRef(r *PolicyRef) {
 	if s.m != nil {
 		s.m.loaded.DeleteLabelValues(s.m.ns, r.Name, r.Version)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := r.Policy.Close(ctx); err != nil {
+	closed, err := s.share.release(ctx, r.key, r.Policy)
+	switch {
+	case err != nil:
 		s.log.Warn("closing retired policy version failed", "policy", r.Name, "version", r.Version, "err", err)
-		return
+	case closed:
+		s.log.Info("retired policy version closed", "policy", r.Name, "version", r.Version)
+	default:
+		s.log.Info("retired policy version released (still loaded for other namespaces)", "policy", r.Name, "version", r.Version)
 	}
-	s.log.Info("retired policy version closed", "policy", r.Name, "version", r.Version)
 }
 
 // Acquire resolves name (cached for the current generation) and returns its
@@ -303,7 +316,7 @@ func (s *PolicySet) resolve(ctx context.Context, name string) (*PolicyRef, error
 			return nil, fmt.Errorf("host: policy %s version %d: %w", name, reg, err)
 		}
 	}
-	pol, err := s.rt.Load(ctx, name, wasm)
+	pol, err := s.share.acquire(ctx, key, name, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("host: load policy %s: %w", name, err)
 	}
@@ -312,12 +325,12 @@ func (s *PolicySet) resolve(ctx context.Context, name string) (*PolicyRef, error
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		_ = pol.Close(ctx)
+		_, _ = s.share.release(ctx, key, pol)
 		return nil, fmt.Errorf("host: policy %s: %w", name, policies.ErrClosed)
 	}
 	if old, ok := s.loaded[key]; ok { // cannot happen (one loader per name), be safe
 		s.mu.Unlock()
-		_ = pol.Close(ctx)
+		_, _ = s.share.release(ctx, key, pol)
 		return old, nil
 	}
 	s.loaded[key] = r
@@ -357,8 +370,9 @@ func (s *PolicySet) Loaded() []LoadedPolicy {
 	return out
 }
 
-// Close closes every loaded version (waiting for calls in flight up to
-// ctx). Later Acquires fail with policies.ErrClosed.
+// Close lets go of every loaded version, closing those no other
+// namespace's set holds (waiting for calls in flight up to ctx). Later
+// Acquires fail with policies.ErrClosed.
 func (s *PolicySet) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
@@ -371,7 +385,8 @@ func (s *PolicySet) Close(ctx context.Context) error {
 	s.mu.Unlock()
 	var err error
 	for _, r := range refs {
-		err = errors.Join(err, r.Policy.Close(ctx))
+		_, cerr := s.share.release(ctx, r.key, r.Policy)
+		err = errors.Join(err, cerr)
 	}
 	return err
 }
