@@ -210,8 +210,8 @@ func newRuntime(ctx context.Context, st *storage.Store, reg prometheus.Registere
 		}
 		r.ownsRT = true
 	}
-	sh := cfg.share
-	if sh == nil || sh.rt != r.wasm {
+	sh := cfg.share // Multi's, over the same wasm runtime (it sets Policies too)
+	if sh == nil {
 		sh = newPolicyShare(r.wasm)
 	}
 	r.set = newPolicySet(st, sh, log)
