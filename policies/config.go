@@ -9,13 +9,15 @@ import (
 
 // Defaults applied to zero Config fields.
 const (
-	DefaultMemoryLimit  = 32 << 20
-	DefaultCallTimeout  = 50 * time.Millisecond
-	DefaultInitTimeout  = 5 * time.Second
-	DefaultStderrLimit  = 4 << 10
-	MinMemoryLimit      = 8 << 20 // a Go guest needs ~52 pages after _initialize and GC headroom
-	wasmPageSize        = 64 << 10
-	maxMemoryLimitPages = 65536
+	DefaultMemoryLimit = 32 << 20
+	DefaultCallTimeout = 50 * time.Millisecond
+	DefaultInitTimeout = 5 * time.Second
+	// DefaultCompileTimeout bounds validating and compiling one module.
+	DefaultCompileTimeout = 5 * time.Second
+	DefaultStderrLimit    = 4 << 10
+	MinMemoryLimit        = 8 << 20 // a Go guest needs ~52 pages after _initialize and GC headroom
+	wasmPageSize          = 64 << 10
+	maxMemoryLimitPages   = 65536
 )
 
 // Config configures a Runtime. The zero value is usable.
@@ -39,6 +41,14 @@ type Config struct {
 	// StderrLimit bounds the captured guest stdout+stderr per instance (a
 	// ring keeping the latest bytes). 0 = DefaultStderrLimit (4 KiB).
 	StderrLimit int
+	// MaxModuleSize bounds a module's size in bytes; Load refuses a larger
+	// one with ErrLimit before decoding it. 0 = DefaultMaxModuleSize
+	// (8 MiB). The other static limits are constants (limits.go).
+	MaxModuleSize uint64
+	// CompileTimeout bounds validating and compiling one module at Load
+	// (ErrCompileTimeout); a cached compilation is much faster. 0 =
+	// DefaultCompileTimeout (5 s).
+	CompileTimeout time.Duration
 	// Termination selects how a call's deadline stops a running guest:
 	// TerminationInline ("" or "inline", the default) instruments the module
 	// at load with a stop flag checked at every function entry and loop
@@ -65,6 +75,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("policies: negative CallTimeout %v", c.CallTimeout)
 	case c.InitTimeout < 0:
 		return fmt.Errorf("policies: negative InitTimeout %v", c.InitTimeout)
+	case c.CompileTimeout < 0:
+		return fmt.Errorf("policies: negative CompileTimeout %v", c.CompileTimeout)
 	case c.PoolSize < 0:
 		return fmt.Errorf("policies: negative PoolSize %d", c.PoolSize)
 	case c.StderrLimit < 0:
@@ -84,6 +96,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.InitTimeout == 0 {
 		c.InitTimeout = DefaultInitTimeout
+	}
+	if c.MaxModuleSize == 0 {
+		c.MaxModuleSize = DefaultMaxModuleSize
+	}
+	if c.CompileTimeout == 0 {
+		c.CompileTimeout = DefaultCompileTimeout
 	}
 	if c.PoolSize == 0 {
 		c.PoolSize = runtime.GOMAXPROCS(0)

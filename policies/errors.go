@@ -2,6 +2,7 @@ package policies
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -12,6 +13,12 @@ var (
 	ErrMissingExport = errors.New("policies: plugin lacks a required export")
 	ErrKind          = errors.New("policies: wrong or unknown policy kind")
 	ErrInstantiate   = errors.New("policies: plugin failed to instantiate")
+	// ErrLimit: the module exceeds a static limit (limits.go); the error
+	// names the limit, the module's value and the limit's value.
+	ErrLimit = errors.New("policies: plugin exceeds a static limit")
+	// ErrCompileTimeout: validating or compiling the module took longer
+	// than Config.CompileTimeout; nothing of it is kept.
+	ErrCompileTimeout = errors.New("policies: compiling the plugin exceeded its deadline")
 )
 
 // Call errors.
@@ -25,8 +32,10 @@ var (
 
 // ValidationError lists every problem found in a decision (or snapshot).
 // errors.Is(err, ErrInvalidDecision) holds for decision problems.
+// At most MaxProblems are listed; More counts the others.
 type ValidationError struct {
 	Problems []string
+	More     int
 	snapshot bool
 }
 
@@ -35,7 +44,11 @@ func (e *ValidationError) Error() string {
 	if e.snapshot {
 		what = "invalid snapshot: "
 	}
-	return what + strings.Join(e.Problems, "; ")
+	msg := what + strings.Join(e.Problems, "; ")
+	if e.More > 0 {
+		msg += fmt.Sprintf("; and %d more problem(s)", e.More)
+	}
+	return msg
 }
 
 func (e *ValidationError) Is(target error) bool {

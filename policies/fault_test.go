@@ -25,7 +25,7 @@ func TestLoadErrors(tt *testing.T) {
 		{"text", []byte("hello, I am not wasm"), ErrNotWasm, []string{"magic"}},
 		{"empty", nil, ErrNotWasm, []string{"0 bytes"}},
 		{"component", []byte("\x00asm\x0d\x00\x01\x00"), ErrNotWasm, []string{"binary format version"}},
-		{"truncated", []byte("\x00asm\x01\x00\x00\x00\x01\xff"), ErrNotWasm, []string{"compile"}},
+		{"truncated", []byte("\x00asm\x01\x00\x00\x00\x01\xff"), ErrNotWasm, []string{"malformed module"}},
 		{"badversion", readFile(tt, "testdata/badversion.wasm"), ErrABIVersion, []string{"version 2", "supports 1"}},
 		{"badkind", readFile(tt, "testdata/badkind.wasm"), ErrKind, []string{"kind 7"}},
 		{"missing", readFile(tt, "testdata/missing.wasm"), ErrMissingExport, []string{"wasmsched_input", "wasmsched_decide"}},
@@ -169,7 +169,9 @@ func testMemoryBombHitsCap(tt *testing.T, m string) {
 
 func TestInvalidDecisionRejected(tt *testing.T) {
 	p := faulty(tt, Config{})
-	_, err := p.DecideSerial(context.Background(), mode(96))
+	// four runs: mode 96 returns four actions (at most one per run passes the count check)
+	s := t.Snapshot("faulty", 96, []abi.Run{t.Running("r1", 1)}, []abi.Run{t.Waiting("r2", 2), t.Waiting("r3", 3), t.Waiting("r4", 4)})
+	_, err := p.DecideSerial(context.Background(), s)
 	if !errors.Is(err, ErrInvalidDecision) {
 		tt.Fatalf("err = %v, want ErrInvalidDecision", err)
 	}

@@ -38,7 +38,7 @@ func TestGate(t *testing.T) {
 		words string
 	}{
 		{"junk", []byte("definitely not wasm"), 0, []error{ErrNotWasm}, "wasm magic"},
-		{"truncated", wait[:len(wait)/2], 0, []error{ErrNotWasm}, "compile"},
+		{"truncated", wait[:len(wait)/2], 0, []error{ErrNotWasm}, "malformed module"},
 		{"reuse-as-serial", reuse, abi.KindSerial, []error{ErrKind}, "must be serial, the plugin is slot-reuse"},
 		{"badversion", readFile(t, "testdata/badversion.wasm"), 0, []error{ErrABIVersion}, "ABI version"},
 		{"missing", readFile(t, "testdata/missing.wasm"), 0, []error{ErrMissingExport}, "missing exports"},
@@ -57,8 +57,8 @@ func TestGate(t *testing.T) {
 	// Every conformance snapshot is itself valid.
 	for _, c := range ConformanceSerial() {
 		var v validator
-		if probs := v.indexSerial(c.Snapshot); len(probs) > 0 {
-			t.Errorf("conformance case %s: %v", c.Name, probs)
+		if probs := v.indexSerial(c.Snapshot); !probs.empty() {
+			t.Errorf("conformance case %s: %v", c.Name, probs.list)
 		}
 	}
 }

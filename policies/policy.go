@@ -2,9 +2,10 @@ package policies
 
 import (
 	"context"
-	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,6 +94,9 @@ type instance struct {
 	reasons map[string]string
 	lastPtr *byte  // guest address of the last reason interned (this call only)
 	lastOut string // what it was interned as
+	// memAtStart is the guest memory's size when the call started (a trap
+	// after growing to the cap is reported as such)
+	memAtStart uint32
 }
 
 // deadline is an instance's reusable call context, armed by a reusable
@@ -120,13 +124,14 @@ type instance struct {
 // It replaces a context.WithTimeout per call. Once the timer has fired the
 // instance is thrown away, so a set flag or closed channel is never reused.
 type deadline struct {
-	parent context.Context   // the caller's context, for Value only
-	done   chan struct{}     // wazero mode only; nil (never done) inline
-	stop   api.MutableGlobal // inline mode only
-	budget api.MutableGlobal // inline mode only
-	wake   chan struct{}     // cap 1: interrupts a guest sleep
-	fired  atomic.Bool
-	timer  *time.Timer
+	parent  context.Context   // the caller's context, for Value only
+	done    chan struct{}     // wazero mode only; nil (never done) inline
+	stop    api.MutableGlobal // inline mode only
+	budget  api.MutableGlobal // inline mode only
+	wake    chan struct{}     // cap 1: interrupts a guest sleep
+	fired   atomic.Bool
+	timer   *time.Timer
+	timeout time.Duration // of the current (or last) call, for messages
 }
 
 func (d *deadline) Deadline() (time.Time, bool) { return time.Time{}, false }
@@ -189,6 +194,7 @@ func (inst *instance) call(ctx context.Context, timeout time.Duration, f func(co
 		timeout = min(timeout, time.Until(dl))
 	}
 	d.parent = ctx
+	d.timeout = timeout
 	d.timer.Reset(timeout)
 	err = f(d)
 	usable = d.timer.Stop()
@@ -199,14 +205,15 @@ func (inst *instance) call(ctx context.Context, timeout time.Duration, f func(co
 func (p *Policy) newInstance(ctx context.Context) (*instance, error) {
 	cfg := p.rt.cfg
 	inline := cfg.Termination == TerminationInline
-	out := &ring{max: cfg.StderrLimit}
-	inst := &instance{out: out, reasons: map[string]string{}}
+	inst := &instance{reasons: map[string]string{}}
+	out := &ring{max: cfg.StderrLimit, fired: &inst.dl.fired}
+	inst.out = out
 	inst.dl.init(inline)
 	mc := wazero.NewModuleConfig().
 		WithName(""). // anonymous: many instances of one module may coexist
 		WithStartFunctions("_initialize").
 		WithSysNanotime().WithSysWalltime().WithSysNanosleep().
-		WithRandSource(rand.Reader).
+		WithRandSource(guardedRand{fired: &inst.dl.fired}).
 		WithStdout(out).WithStderr(out)
 	// The guest's sleeps end when the call deadline fires (both modes).
 	mc = mc.WithNanosleep(inst.dl.sleep)
@@ -220,7 +227,7 @@ func (p *Policy) newInstance(ctx context.Context) (*instance, error) {
 		defer cancel()
 	}
 	fail := func(err error) (*instance, error) {
-		err = fmt.Errorf("%w: policy %q (%s): %v%s", ErrInstantiate, p.name, short(p.version), err, guestOutput(out))
+		err = fmt.Errorf("%w: policy %q (%s): %w%s", ErrInstantiate, p.name, short(p.version), err, guestOutput(out))
 		p.rt.log.Warn("policy instantiate failed", "policy", p.name, "version", p.version, "err", err)
 		return nil, err
 	}
@@ -242,16 +249,12 @@ func (p *Policy) newInstance(ctx context.Context) (*instance, error) {
 				_, err := init.Call(c)
 				return err
 			})
-			if err != nil {
+			if err != nil || inst.dl.fired.Load() {
 				inst.close()
 				if inst.dl.fired.Load() {
-					err = fmt.Errorf("_initialize exceeded InitTimeout %v: %w", cfg.InitTimeout, err)
+					return fail(deadlineFailure("_initialize", inst.dl.timeout, "Config.InitTimeout"))
 				}
-				return fail(err)
-			}
-			if inst.dl.fired.Load() {
-				inst.close()
-				return fail(fmt.Errorf("_initialize exceeded InitTimeout %v", cfg.InitTimeout))
+				return fail(trapFailure("_initialize", err))
 			}
 		}
 	}
@@ -267,12 +270,16 @@ func (p *Policy) newInstance(ctx context.Context) (*instance, error) {
 
 func (inst *instance) close() { _ = inst.mod.Close(context.Background()) }
 
+// maxGuestOutput bounds the guest output quoted in an error (its head,
+// where a Go guest's panic message is); the instance's ring keeps more.
+const maxGuestOutput = 512
+
 func guestOutput(r *ring) string {
 	s := r.String()
 	if s == "" {
 		return ""
 	}
-	return "; guest output: " + strings.TrimSpace(s)
+	return "; guest output: " + truncate(strings.TrimSpace(s), maxGuestOutput)
 }
 
 func short(v string) string { return v[:min(12, len(v))] }
@@ -283,11 +290,11 @@ func (inst *instance) call0(ctx context.Context, timeout time.Duration, name str
 	usable, err := inst.call(ctx, timeout, func(c context.Context) error {
 		return f.CallWithStack(c, inst.stack[:])
 	})
-	if err != nil {
-		return 0, err
-	}
-	if !usable {
-		return 0, fmt.Errorf("%s exceeded its deadline", name)
+	switch {
+	case !usable || inst.dl.fired.Load():
+		return 0, deadlineFailure(name, inst.dl.timeout, "Config.CallTimeout")
+	case err != nil:
+		return 0, trapFailure(name, err)
 	}
 	return uint32(inst.stack[0]), nil
 }
@@ -296,6 +303,7 @@ func (inst *instance) call0(ctx context.Context, timeout time.Duration, name str
 // returns a view of the guest's output (valid until the next call).
 func (inst *instance) run(ctx context.Context, in []byte) ([]byte, error) {
 	inst.lastPtr = nil // intern's fast path: guest memory changes with every call
+	inst.memAtStart = inst.mem.Size()
 	if uint64(len(in)) > abi.MaxRecordSize {
 		return nil, fmt.Errorf("input of %d bytes exceeds %d", len(in), abi.MaxRecordSize)
 	}
@@ -415,22 +423,30 @@ func (p *Policy) release(inst *instance, healthy bool) {
 
 // callError classifies a failed call, attaches the guest's output and logs it.
 func (p *Policy) callError(ctx context.Context, inst *instance, err error) error {
-	sentinel := ErrTrap
 	var exit *sys.ExitError
-	if inst.dl.fired.Load() {
-		// inline mode: the stop flag made the guest trap (unreachable)
-		sentinel = ErrTimeout
-	} else if errors.As(err, &exit) {
+	timedOut := inst.dl.fired.Load() // inline mode: the stop flag made the guest trap
+	if !timedOut && errors.As(err, &exit) {
 		switch exit.ExitCode() {
 		case sys.ExitCodeDeadlineExceeded:
-			sentinel = ErrTimeout
+			timedOut = true
 		case sys.ExitCodeContextCanceled:
 			if ctx.Err() != nil {
 				return fmt.Errorf("policies: policy %q: call canceled: %w", p.name, ctx.Err())
 			}
 		}
 	}
-	err = fmt.Errorf("%w: policy %q (%s): %v%s", sentinel, p.name, short(p.version), err, guestOutput(inst.out))
+	var cf *callFailure
+	switch {
+	case timedOut:
+		err = deadlineFailure(ExportDecide, inst.dl.timeout, "Config.CallTimeout")
+	case errors.Is(err, ErrInvalidDecision):
+	case !errors.As(err, &cf):
+		err = trapFailure(ExportDecide, err)
+		if c := p.rt.cfg.MemoryLimit; inst.mem.Size() > inst.memAtStart && uint64(inst.mem.Size())+wasmPageSize > c {
+			err = fmt.Errorf("%w (guest memory reached its cap of %d MiB, Config.MemoryLimit)", err, c>>20)
+		}
+	}
+	err = fmt.Errorf("policy %q (%s): %w%s", p.name, short(p.version), err, guestOutput(inst.out))
 	p.rt.log.Warn("policy call failed", "policy", p.name, "version", p.version, "err", err)
 	return err
 }
@@ -448,9 +464,9 @@ func (p *Policy) DecideSerial(ctx context.Context, s *abi.SerialSnapshot) (abi.S
 		return abi.SerialDecision{}, err
 	}
 	v := &inst.v
-	if probs := v.indexSerial(s); len(probs) > 0 {
+	if probs := v.indexSerial(s); !probs.empty() {
 		p.release(inst, true)
-		return abi.SerialDecision{}, &ValidationError{Problems: probs, snapshot: true}
+		return abi.SerialDecision{}, probs.err(true)
 	}
 	if err := ctx.Err(); err != nil {
 		p.release(inst, true)
@@ -468,6 +484,17 @@ func (p *Policy) DecideSerial(ctx context.Context, s *abi.SerialSnapshot) (abi.S
 		p.release(inst, false)
 		return abi.SerialDecision{}, err
 	}
+	// Everything below reads the guest's bytes in place and allocates in
+	// proportion to the snapshot, never to what the guest claims: the
+	// action count is checked against the snapshot before decoding, ids and
+	// reasons are checked (length, membership) before anything is copied.
+	if n, runs := serialActions(out), len(s.Active)+len(s.Waiting); n > uint64(runs) {
+		var probs problems
+		probs.add("%d actions for a snapshot of %d runs (at most one action per run)", n, runs)
+		err = p.callError(ctx, inst, probs.err(false))
+		p.release(inst, false)
+		return abi.SerialDecision{}, err
+	}
 	var view abi.SerialDecision
 	view.Actions = v.actions[:0]
 	if err := abi.DecodeSerialDecisionView(out, &view); err != nil {
@@ -477,26 +504,43 @@ func (p *Policy) DecideSerial(ctx context.Context, s *abi.SerialSnapshot) (abi.S
 	}
 	v.actions = view.Actions
 	v.resolve(s, &view, inst.enc, inst.inBase())
+	probs := v.checkSerial(s, &view)
 	// Copy out of guest memory: run ids become the snapshot's own strings,
-	// reasons are interned.
+	// reasons are interned (a valid reason is at most MaxReasonLen bytes).
+	// A rejected decision is copied for reports only, bounded: unknown ids
+	// and long reasons truncated.
 	d := abi.SerialDecision{Actions: make([]abi.Action, len(view.Actions))}
 	for i, a := range view.Actions {
-		run := a.Run
+		var run string
 		if j := v.idx[i]; j >= 0 {
 			run = v.run(s, int(j)).ID
 		} else {
-			run = strings.Clone(run)
+			run = strings.Clone(a.Run[:min(len(a.Run), maxQuotedID)])
 		}
-		d.Actions[i] = abi.Action{Kind: a.Kind, Run: run, Reason: inst.intern(a.Reason)}
+		reason := a.Reason
+		if probs.empty() {
+			reason = inst.intern(reason)
+		} else {
+			reason = strings.Clone(reason[:min(len(reason), MaxReasonLen)])
+		}
+		d.Actions[i] = abi.Action{Kind: a.Kind, Run: run, Reason: reason}
 	}
-	probs := v.checkSerial(s, &d)
 	p.release(inst, usable)
-	if len(probs) > 0 {
-		err := &ValidationError{Problems: probs}
+	if !probs.empty() {
+		err := probs.err(false)
 		p.rt.log.Warn("policy returned an invalid decision", "policy", p.name, "version", p.version, "group", s.Group, "err", err)
 		return d, fmt.Errorf("policy %q (%s): %w", p.name, short(p.version), err)
 	}
 	return d, nil
+}
+
+// serialActions is the action count a serial decision claims (0 if out is
+// too short to say).
+func serialActions(out []byte) uint64 {
+	if len(out) < abi.SerialDecisionHeaderSize {
+		return 0
+	}
+	return uint64(binary.LittleEndian.Uint32(out[4:8]))
 }
 
 // DecideReuse asks a slot-reuse policy which task slots of r to reuse, and
@@ -525,16 +569,37 @@ func (p *Policy) DecideReuse(ctx context.Context, r *abi.ReuseRequest) (abi.Reus
 		p.release(inst, false)
 		return abi.ReuseDecision{}, err
 	}
+	// As in DecideSerial: counts checked against the request, the reason's
+	// length before it is copied.
+	if n := reuseVerdicts(out); n > uint64(len(r.Slots)) {
+		var probs problems
+		probs.add("%d verdicts for %d task slots", n, len(r.Slots))
+		err = p.callError(ctx, inst, probs.err(false))
+		p.release(inst, false)
+		return abi.ReuseDecision{}, err
+	}
 	var d abi.ReuseDecision
-	if err := abi.DecodeReuseDecision(out, &d); err != nil {
+	if err := abi.DecodeReuseDecisionView(out, &d); err != nil {
 		err = p.callError(ctx, inst, fmt.Errorf("%w: undecodable output: %v", ErrInvalidDecision, err))
 		p.release(inst, false)
 		return abi.ReuseDecision{}, err
 	}
+	verr := ValidateReuse(r, &d)
+	d.Reason = strings.Clone(d.Reason[:min(len(d.Reason), MaxReasonLen)])
+	d.Verdicts = slices.Clone(d.Verdicts)
 	p.release(inst, usable)
-	if err := ValidateReuse(r, &d); err != nil {
-		p.rt.log.Warn("policy returned an invalid decision", "policy", p.name, "version", p.version, "group", r.Group, "run", r.Run.ID, "err", err)
-		return d, fmt.Errorf("policy %q (%s): %w", p.name, short(p.version), err)
+	if verr != nil {
+		p.rt.log.Warn("policy returned an invalid decision", "policy", p.name, "version", p.version, "group", r.Group, "run", r.Run.ID, "err", verr)
+		return d, fmt.Errorf("policy %q (%s): %w", p.name, short(p.version), verr)
 	}
 	return d, nil
+}
+
+// reuseVerdicts is the verdict count a reuse decision claims (0 if out is
+// too short to say).
+func reuseVerdicts(out []byte) uint64 {
+	if len(out) < abi.ReuseDecisionHeaderSize {
+		return 0
+	}
+	return uint64(binary.LittleEndian.Uint32(out[16:20]))
 }

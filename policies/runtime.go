@@ -55,6 +55,8 @@ type Runtime struct {
 
 	mu        sync.Mutex
 	compiling map[[sha256.Size]byte]*compileLock // see compile
+	validator wazero.Runtime                     // interpreter engine, for validate; made on first use
+	validated map[[sha256.Size]byte]bool         // modules validate passed (bounded)
 }
 
 type compileLock struct {
@@ -142,6 +144,12 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 // Close closes the runtime, every policy loaded from it, and the cache handle.
 func (r *Runtime) Close(ctx context.Context) error {
 	err := r.rt.Close(ctx)
+	r.mu.Lock()
+	v := r.validator
+	r.mu.Unlock()
+	if v != nil {
+		err = errors.Join(err, v.Close(ctx))
+	}
 	if r.cache != nil {
 		err = errors.Join(err, r.cache.Close(ctx))
 	}
@@ -156,14 +164,16 @@ func (r *Runtime) Config() Config { return r.cfg }
 // proves the guest's _initialize works. The returned Policy owns a pool of
 // instances; Close it when it is no longer used.
 func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Policy, error) {
-	if len(wasm) < 8 || !bytes.Equal(wasm[:4], []byte("\x00asm")) {
-		head := wasm[:min(len(wasm), 8)]
-		return nil, fmt.Errorf("%w: policy %q: %d bytes starting %q, want the wasm magic \"\\x00asm\"", ErrNotWasm, name, len(wasm), head)
+	if err := checkMagic(name, wasm); err != nil {
+		return nil, err
 	}
-	if !bytes.Equal(wasm[4:8], []byte{1, 0, 0, 0}) {
-		return nil, fmt.Errorf("%w: policy %q: binary format version % x, want 01 00 00 00 (core module)", ErrNotWasm, name, wasm[4:8])
+	if _, err := checkLimits(r.cfg, name, wasm); err != nil {
+		return nil, err
 	}
 	sum := sha256.Sum256(wasm)
+	if err := r.validate(ctx, name, sum, wasm); err != nil {
+		return nil, err
+	}
 	p := &Policy{
 		rt:      r,
 		name:    name,
@@ -182,8 +192,11 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Policy, 
 		}
 		code = rw
 	}
-	compiled, err := r.compile(ctx, code)
+	compiled, err := r.bounded(ctx, func(ctx context.Context) (wazero.CompiledModule, error) { return r.compile(ctx, code) })
 	if err != nil {
+		if errors.Is(err, ErrCompileTimeout) {
+			return nil, fmt.Errorf("%w: policy %q: compiling took longer than %v (Config.CompileTimeout)", ErrCompileTimeout, name, r.cfg.CompileTimeout)
+		}
 		return nil, fmt.Errorf("%w: policy %q: compile: %v", ErrNotWasm, name, err)
 	}
 	p.compiled = compiled
@@ -203,14 +216,14 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Policy, 
 	}
 	ver, err := inst.call0(ctx, r.cfg.CallTimeout, ExportABIVersion)
 	if err != nil {
-		return fail(fmt.Errorf("%w: policy %q: %s: %v", ErrABIVersion, name, ExportABIVersion, err))
+		return fail(loadCallError(name, ExportABIVersion, err))
 	}
 	if ver != abi.Version {
 		return fail(fmt.Errorf("%w: policy %q exports ABI version %d, this host supports %d", ErrABIVersion, name, int32(ver), abi.Version))
 	}
 	k, err := inst.call0(ctx, r.cfg.CallTimeout, ExportKind)
 	if err != nil {
-		return fail(fmt.Errorf("%w: policy %q: %s: %v", ErrKind, name, ExportKind, err))
+		return fail(loadCallError(name, ExportKind, err))
 	}
 	p.kind = abi.Kind(k)
 	if !p.kind.Valid() {
@@ -218,6 +231,18 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Policy, 
 	}
 	p.free = append(p.free, inst)
 	return p, nil
+}
+
+// checkMagic checks the wasm magic and the core module version.
+func checkMagic(name string, wasm []byte) error {
+	if len(wasm) < 8 || !bytes.Equal(wasm[:4], []byte("\x00asm")) {
+		head := wasm[:min(len(wasm), 8)]
+		return fmt.Errorf("%w: policy %q: %d bytes starting %q, want the wasm magic \"\\x00asm\"", ErrNotWasm, name, len(wasm), head)
+	}
+	if !bytes.Equal(wasm[4:8], []byte{1, 0, 0, 0}) {
+		return fmt.Errorf("%w: policy %q: binary format version % x, want 01 00 00 00 (core module)", ErrNotWasm, name, wasm[4:8])
+	}
+	return nil
 }
 
 func checkExports(c wazero.CompiledModule) error {

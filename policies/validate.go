@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
+	"strconv"
 	"unsafe"
 
 	"github.com/wasmsched/wasmsched/abi"
@@ -11,6 +12,42 @@ import (
 
 // MaxReasonLen bounds a reason string in a decision.
 const MaxReasonLen = 256
+
+// Bounds of what a rejected decision makes the host report: at most
+// MaxProblems problems are listed (the rest counted), and a run id is
+// quoted with at most maxQuotedID bytes.
+const (
+	MaxProblems = 8
+	maxQuotedID = 64
+)
+
+// problems collects validation problems, formatting at most MaxProblems.
+type problems struct {
+	list []string
+	more int
+}
+
+func (p *problems) add(format string, args ...any) {
+	if len(p.list) >= MaxProblems {
+		p.more++
+		return
+	}
+	p.list = append(p.list, fmt.Sprintf(format, args...))
+}
+
+func (p problems) empty() bool { return len(p.list) == 0 }
+
+func (p *problems) err(snapshot bool) *ValidationError {
+	return &ValidationError{Problems: p.list, More: p.more, snapshot: snapshot}
+}
+
+// qid quotes a run id for a message, at most maxQuotedID bytes of it.
+func qid(id string) string {
+	if len(id) <= maxQuotedID {
+		return strconv.Quote(id)
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(id[:maxQuotedID]), len(id))
+}
 
 // validator holds reusable scratch for validation (one per instance, or a
 // fresh one for the package-level functions). Once warm it validates
@@ -23,6 +60,7 @@ type validator struct {
 	slots   []int32
 	seed    maphash.Seed
 	seen    []int32      // per run: 1 + index of the action naming it, or 0
+	maxID   int          // longest run id of the indexed snapshot
 	actions []abi.Action // decode scratch
 	idx     []int32      // per action: the run it names (-1: none), see resolve
 }
@@ -51,6 +89,10 @@ func (v *validator) resolve(s *abi.SerialSnapshot, d *abi.SerialDecision, enc []
 			next = j + 1
 		}
 		if j < 0 || v.run(s, j).ID != id {
+			if len(id) > v.maxID { // no run has so long an id: do not hash it
+				v.idx = append(v.idx, -1)
+				continue
+			}
 			var ok bool
 			if j, ok = v.lookup(s, id); !ok {
 				j = -1
@@ -123,7 +165,7 @@ func (v *validator) insert(s *abi.SerialSnapshot, j int, id string) bool {
 
 // indexSerial indexes s's runs and returns the snapshot's problems: empty or
 // duplicate ids, wrong states, lists not sorted by seq.
-func (v *validator) indexSerial(s *abi.SerialSnapshot) []string {
+func (v *validator) indexSerial(s *abi.SerialSnapshot) problems {
 	n := len(s.Active) + len(s.Waiting)
 	size := 16
 	for size < 2*n {
@@ -137,24 +179,26 @@ func (v *validator) indexSerial(s *abi.SerialSnapshot) []string {
 	} else {
 		clear(v.slots)
 	}
-	var probs []string
+	v.maxID = 0
+	var probs problems
 	add := func(list string, runs []abi.Run, base int, active bool) {
 		for i := range runs {
 			r := &runs[i]
+			v.maxID = max(v.maxID, len(r.ID))
 			if r.ID == "" {
-				probs = append(probs, fmt.Sprintf("%s[%d]: empty run id", list, i))
+				probs.add("%s[%d]: empty run id", list, i)
 			} else if !v.insert(s, base+i, r.ID) {
-				probs = append(probs, fmt.Sprintf("%s[%d]: duplicate run id %q", list, i, r.ID))
+				probs.add("%s[%d]: duplicate run id %s", list, i, qid(r.ID))
 			}
 			ok := r.State == abi.StateWaiting
 			if active {
 				ok = r.State.Active()
 			}
 			if !ok {
-				probs = append(probs, fmt.Sprintf("%s[%d] %q: state %s not allowed here", list, i, r.ID, r.State))
+				probs.add("%s[%d] %s: state %s not allowed here", list, i, qid(r.ID), r.State)
 			}
 			if i > 0 && runs[i-1].Seq >= r.Seq {
-				probs = append(probs, fmt.Sprintf("%s[%d] %q: seq %d not above the previous %d (lists are sorted by seq)", list, i, r.ID, r.Seq, runs[i-1].Seq))
+				probs.add("%s[%d] %s: seq %d not above the previous %d (lists are sorted by seq)", list, i, qid(r.ID), r.Seq, runs[i-1].Seq)
 			}
 		}
 	}
@@ -164,34 +208,35 @@ func (v *validator) indexSerial(s *abi.SerialSnapshot) []string {
 }
 
 // checkSerial validates d against the indexed snapshot s; v.idx holds the
-// run each action names (resolve).
-func (v *validator) checkSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) []string {
+// run each action names (resolve). d may still alias guest memory: it
+// reads lengths and kinds, and quotes at most maxQuotedID bytes of an id.
+func (v *validator) checkSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) problems {
+	var probs problems
 	n := len(s.Active) + len(s.Waiting)
 	if cap(v.seen) < n {
 		v.seen = make([]int32, n)
 	}
 	v.seen = v.seen[:n]
 	clear(v.seen)
-	var probs []string
 	launches, stops := 0, 0
 	for i := range d.Actions {
 		a := &d.Actions[i]
 		if len(a.Reason) > MaxReasonLen {
-			probs = append(probs, fmt.Sprintf("action %d: reason of %d bytes exceeds %d", i, len(a.Reason), MaxReasonLen))
+			probs.add("action %d: reason of %d bytes exceeds %d", i, len(a.Reason), MaxReasonLen)
 		}
 		switch a.Kind {
 		case abi.ActionLaunch, abi.ActionDiscard, abi.ActionStop:
 		default:
-			probs = append(probs, fmt.Sprintf("action %d on %q: unknown action kind %d", i, a.Run, a.Kind))
+			probs.add("action %d on %s: unknown action kind %d", i, qid(a.Run), a.Kind)
 			continue
 		}
 		j := int(v.idx[i])
 		if j < 0 {
-			probs = append(probs, fmt.Sprintf("action %d: %s %q: unknown run (not in the snapshot)", i, a.Kind, a.Run))
+			probs.add("action %d: %s %s: unknown run (not in the snapshot)", i, a.Kind, qid(a.Run))
 			continue
 		}
 		if prev := v.seen[j]; prev != 0 {
-			probs = append(probs, fmt.Sprintf("action %d: %s %q: run already has action %d (%s)", i, a.Kind, a.Run, prev-1, d.Actions[prev-1].Kind))
+			probs.add("action %d: %s %s: run already has action %d (%s)", i, a.Kind, qid(a.Run), prev-1, d.Actions[prev-1].Kind)
 			continue
 		}
 		v.seen[j] = int32(i) + 1
@@ -199,13 +244,13 @@ func (v *validator) checkSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) []
 		switch a.Kind {
 		case abi.ActionLaunch, abi.ActionDiscard:
 			if st != abi.StateWaiting {
-				probs = append(probs, fmt.Sprintf("action %d: %s %q: run is %s, not WAITING", i, a.Kind, a.Run, st))
+				probs.add("action %d: %s %s: run is %s, not WAITING", i, a.Kind, qid(a.Run), st)
 			} else if a.Kind == abi.ActionLaunch {
 				launches++
 			}
 		case abi.ActionStop:
 			if st != abi.StateLaunched && st != abi.StateRunning {
-				probs = append(probs, fmt.Sprintf("action %d: stop %q: run is %s, not LAUNCHED or RUNNING", i, a.Run, st))
+				probs.add("action %d: stop %s: run is %s, not LAUNCHED or RUNNING", i, qid(a.Run), st)
 			} else {
 				stops++
 			}
@@ -220,7 +265,7 @@ func (v *validator) checkSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) []
 		}
 		running -= stops
 		if max := int(s.EffectiveMaxActive()); running+launches > max {
-			probs = append(probs, fmt.Sprintf("launches %d run(s) with %d active run(s) left: exceeds max_active %d", launches, running, max))
+			probs.add("launches %d run(s) with %d active run(s) left: exceeds max_active %d", launches, running, max)
 		}
 	}
 	return probs
@@ -235,12 +280,12 @@ func (v *validator) checkSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) []
 // ErrInvalidDecision, or ErrInvalidSnapshot if s itself is malformed).
 func ValidateSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) error {
 	var v validator
-	if probs := v.indexSerial(s); len(probs) > 0 {
-		return &ValidationError{Problems: probs, snapshot: true}
+	if probs := v.indexSerial(s); !probs.empty() {
+		return probs.err(true)
 	}
 	v.resolve(s, d, nil, 0)
-	if probs := v.checkSerial(s, d); len(probs) > 0 {
-		return &ValidationError{Problems: probs}
+	if probs := v.checkSerial(s, d); !probs.empty() {
+		return probs.err(false)
 	}
 	return nil
 }
@@ -249,13 +294,13 @@ func ValidateSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) error {
 // verdict per task slot, and reuse only of slots the host verified (worker
 // alive and slot held).
 func ValidateReuse(r *abi.ReuseRequest, d *abi.ReuseDecision) error {
-	var probs []string
+	var probs problems
 	if len(d.Reason) > MaxReasonLen {
-		probs = append(probs, fmt.Sprintf("reason of %d bytes exceeds %d", len(d.Reason), MaxReasonLen))
+		probs.add("reason of %d bytes exceeds %d", len(d.Reason), MaxReasonLen)
 	}
 	if !d.Fail {
 		if len(d.Verdicts) != len(r.Slots) {
-			probs = append(probs, fmt.Sprintf("%d verdicts for %d task slots", len(d.Verdicts), len(r.Slots)))
+			probs.add("%d verdicts for %d task slots", len(d.Verdicts), len(r.Slots))
 		}
 		for i := range min(len(d.Verdicts), len(r.Slots)) {
 			t := &r.Slots[i]
@@ -263,15 +308,15 @@ func ValidateReuse(r *abi.ReuseRequest, d *abi.ReuseDecision) error {
 			case abi.VerdictReallocate:
 			case abi.VerdictReuse:
 				if !t.Verified() {
-					probs = append(probs, fmt.Sprintf("task %d: reuse of slot %s#%d not verified (alive=%t held=%t)", t.Task, t.Worker, t.Index, t.Alive, t.Held))
+					probs.add("task %d: reuse of slot %s#%d not verified (alive=%t held=%t)", t.Task, qid(t.Worker), t.Index, t.Alive, t.Held)
 				}
 			default:
-				probs = append(probs, fmt.Sprintf("task %d: unknown verdict %d", t.Task, d.Verdicts[i]))
+				probs.add("task %d: unknown verdict %d", t.Task, d.Verdicts[i])
 			}
 		}
 	}
-	if len(probs) > 0 {
-		return &ValidationError{Problems: probs}
+	if !probs.empty() {
+		return probs.err(false)
 	}
 	return nil
 }

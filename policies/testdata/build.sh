@@ -5,3 +5,4 @@ cd policies/testdata
 for f in badversion badkind missing badsig loop oob calls sleep; do wat2wasm "$f.wat" -o "$f.wasm"; done
 cd ../..
 GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false "-ldflags=-s -w" -o policies/testdata/faulty/faulty.wasm ./policies/testdata/faulty
+policies/testdata/hostile/gen.sh

@@ -1,11 +1,13 @@
-// Package wasmrewrite injects an inline termination check into a core wasm
-// module: two new mutable i32 globals, $stop (exported as StopExport, 0)
-// and $budget (exported as BudgetExport, YieldEvery), a new function
-// $yield, and, at the start of every function body and right after every
-// loop's block type,
+// Package wasmrewrite decodes core wasm modules for the policy sandbox: it
+// checks a module against static limits before anything compiles it
+// (Check, check.go), and injects an inline termination check (Rewrite).
+//
+// Rewrite adds two mutable i32 globals, $stop (exported as StopExport, 0)
+// and $budget (exported as BudgetExport, YieldEvery), two functions $yield
+// and $charge, and a weighted check
 //
 //	global.get $budget
-//	i32.const 1
+//	i32.const W
 //	i32.sub
 //	global.set $budget
 //	global.get $budget
@@ -15,7 +17,16 @@
 //	  call $yield
 //	end
 //
-// where $yield is
+// at the start of every function body, right after every loop's block
+// type, and before every call of an import (WASI), call_indirect and
+// memory.grow. W is 1 plus one per 1<<WeightShift bytes from the check to
+// the end of the body: in one frame execution only moves forward between
+// two checks (backward branches target loops, which start with one), so
+// that is a bound on the straight-line code a check pays for. Before every
+// bulk memory or table instruction (memory.fill/copy/init, table.fill/
+// copy/init/grow) Rewrite inserts `call $charge`, which takes the byte or
+// element count on top of the stack, charges 1 + count>>ChargeShift and
+// puts the count back. $yield is
 //
 //	global.get $stop
 //	if unreachable end
@@ -28,7 +39,7 @@
 // 1 and then $budget to 0: the guest calls $yield at its next check and
 // traps. ($budget is also written by the guest, so the host's 0 may be
 // lost to a concurrent decrement; the guest then reaches $yield within
-// YieldEvery checks anyway, and $stop, written by the host only, is never
+// YieldEvery units anyway, and $stop, written by the host only, is never
 // lost.)
 //
 // Why $yield exists: compiled guest code cannot be preempted by the Go
@@ -36,12 +47,19 @@
 // (GC, ReadMemStats) forever, and with the world stopped the host's timer
 // can never set $stop: a deadlock. memory.grow (even by 0 pages) is
 // executed by wazero's compiler as an exit to Go, where the goroutine can
-// be preempted; a guest therefore returns to Go at least every YieldEvery
-// checks. A module without a memory gets an unexported 0-page one for it.
+// be preempted; a guest therefore returns to Go whenever it has spent
+// YieldEvery units, which the weights and charges keep to well under a
+// millisecond of work whatever the code (a 32 MiB memory.fill is 8,192
+// units by itself). A module without a memory gets an unexported 0-page
+// one for it.
 //
-// The inserted if-block closes immediately, so no existing label depth,
-// function, global or type index changes (the new type, globals and
-// function are appended after every existing one).
+// The guest cannot name what Rewrite injects: it refuses a module whose
+// code or exports use a global or function index the module does not
+// declare (they would become the injected ones), and the runtime has
+// wazero validate the module as given before rewriting it. The inserted
+// code is stack-neutral and its if-blocks close immediately, so no
+// existing label depth, function, global or type index changes (the new
+// types, globals and functions are appended after every existing one).
 //
 // The instruction decoder knows the MVP opcodes plus sign extension
 // (0xC0-0xC4), the 0xFC prefix (saturating truncation, bulk memory, table
@@ -62,8 +80,17 @@ const (
 	BudgetExport = "wasmsched_budget"
 )
 
-// YieldEvery is how many checks the guest runs between two exits to Go.
-const YieldEvery = 4096
+// Budget units. The guest exits to Go (and finds a set $stop) whenever it
+// has spent YieldEvery units: a check at a function entry, loop header or
+// before a call without a check of its own costs 1 plus one per
+// 1<<WeightShift bytes of straight-line code it may lead to, and a bulk
+// memory or table instruction 1 plus one per 1<<ChargeShift bytes or
+// elements it touches.
+const (
+	YieldEvery  = 4096
+	WeightShift = 10 // 1 KiB of code, a few hundred instructions
+	ChargeShift = 12 // 4 KiB of memory.fill/copy/init
+)
 
 // Section ids.
 const (
@@ -94,9 +121,11 @@ type Stats struct {
 	StopGlobal   uint32 // index of the injected stop global
 	BudgetGlobal uint32 // index of the injected budget global
 	YieldFunc    uint32 // index of the injected $yield function
+	ChargeFunc   uint32 // index of the injected $charge function
 	AddedMemory  bool   // the module had no memory; a 0-page one was added
 	Functions    int    // bodies instrumented (one check each at entry)
 	Loops        int    // loop checks inserted
+	Guards       int    // checks inserted before bulk memory/table instructions, memory.grow, WASI calls and call_indirect
 	HasStart     bool   // the module has a start section (runs at instantiation)
 }
 
@@ -188,7 +217,9 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 		case secGlobal:
 			definedGlobals = n
 		case secExport:
-			if err := checkExportNames(s); err != nil {
+			// sections come in order: the import, function and global
+			// counts are known here
+			if err := checkExports(s, imp.funcs+definedFuncs, imp.globals+definedGlobals); err != nil {
 				return nil, st, err
 			}
 		case secStart:
@@ -201,7 +232,8 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 	budget := stop + 1
 	st.StopGlobal, st.BudgetGlobal = stop, budget
 	st.YieldFunc = imp.funcs + definedFuncs
-	yieldType := types
+	st.ChargeFunc = st.YieldFunc + 1
+	yieldType, chargeType := types, types+1
 
 	// the new globals: i32, mutable, init i32.const 0 / YieldEvery
 	newGlobals := []byte{0x7F, 0x01, 0x41, 0x00, 0x0B, 0x7F, 0x01, 0x41}
@@ -213,24 +245,28 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 	newExports = appendName(newExports, BudgetExport)
 	newExports = append(newExports, 0x03)
 	newExports = appendU32(newExports, budget)
-	newType := []byte{0x60, 0x00, 0x00}           // () -> ()
-	newFunc := appendU32(nil, yieldType)          // function section entry
-	newMemory := []byte{0x00, 0x00}               // limits: min 0, no max
-	check := appendU32([]byte{0x23}, budget)      // global.get $budget
-	check = append(check, 0x41, 0x01, 0x6B, 0x24) // i32.const 1; i32.sub; global.set
-	check = appendU32(check, budget)
-	check = appendU32(append(check, 0x23), budget)       // global.get $budget
-	check = append(check, 0x41, 0x00, 0x4C, 0x04, 0x40)  // i32.const 0; i32.le_s; if
-	check = appendU32(append(check, 0x10), st.YieldFunc) // call $yield
-	check = append(check, 0x0B)                          // end
-	yield := []byte{0x00}                                // no locals
-	yield = appendU32(append(yield, 0x23), stop)         // global.get $stop
-	yield = append(yield, 0x04, 0x40, 0x00, 0x0B, 0x41)  // if unreachable end; i32.const
+	newTypes := []byte{0x60, 0x00, 0x00, 0x60, 0x01, 0x7F, 0x01, 0x7F} // () -> (); (i32) -> (i32)
+	newFuncs := appendU32(appendU32(nil, yieldType), chargeType)       // function section entries
+	newMemory := []byte{0x00, 0x00}                                    // limits: min 0, no max
+	yield := []byte{0x00}                                              // no locals
+	yield = appendU32(append(yield, 0x23), stop)                       // global.get $stop
+	yield = append(yield, 0x04, 0x40, 0x00, 0x0B, 0x41)                // if unreachable end; i32.const
 	yield = appendS32(yield, YieldEvery)
 	yield = appendU32(append(yield, 0x24), budget)            // global.set $budget
 	yield = append(yield, 0x41, 0x00, 0x40, 0x00, 0x1A, 0x0B) // i32.const 0; memory.grow 0; drop; end
+	charge := []byte{0x00}                                    // no locals
+	charge = appendU32(append(charge, 0x23), budget)          // global.get $budget
+	charge = append(charge, 0x20, 0x00, 0x41, ChargeShift, 0x76, 0x41, 0x01, 0x6A, 0x6B, 0x24)
+	// local.get 0; i32.const ChargeShift; i32.shr_u; i32.const 1; i32.add; i32.sub; global.set
+	charge = appendU32(charge, budget)
+	charge = appendU32(append(charge, 0x23), budget)       // global.get $budget
+	charge = append(charge, 0x41, 0x00, 0x4C, 0x04, 0x40)  // i32.const 0; i32.le_s; if
+	charge = appendU32(append(charge, 0x10), st.YieldFunc) // call $yield
+	charge = append(charge, 0x0B, 0x20, 0x00, 0x0B)        // end; local.get 0; end
 	newCode := appendU32(nil, uint32(len(yield)))
 	newCode = append(newCode, yield...)
+	newCode = appendU32(newCode, uint32(len(charge)))
+	newCode = append(newCode, charge...)
 
 	out := make([]byte, 0, len(wasm)+len(wasm)/8+128)
 	out = append(out, wasm[:8]...)
@@ -241,10 +277,10 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 		out = append(out, body...)
 	}
 	added := map[byte][]byte{
-		secType: newType, secFunction: newFunc, secGlobal: newGlobals,
+		secType: newTypes, secFunction: newFuncs, secGlobal: newGlobals,
 		secExport: newExports, secCode: newCode,
 	}
-	counts := map[byte]uint32{secType: 1, secFunction: 1, secGlobal: 2, secExport: 2, secCode: 1}
+	counts := map[byte]uint32{secType: 2, secFunction: 2, secGlobal: 2, secExport: 2, secCode: 2}
 	if !hasMemory {
 		added[secMemory], counts[secMemory] = newMemory, 1
 	}
@@ -282,7 +318,8 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 			}
 		case secCode:
 			have[secCode] = true
-			body, err := rewriteCode(s, check, newCode, &st)
+			body, err := rewriteCode(s, &bodyCtx{budget: budget, yield: st.YieldFunc, charge: st.ChargeFunc, importedFuncs: imp.funcs,
+				funcs: imp.funcs + definedFuncs, globals: imp.globals + definedGlobals}, newCode, &st)
 			if err != nil {
 				return nil, st, err
 			}
@@ -348,7 +385,10 @@ func countImports(s section) (imports, error) {
 	return c, nil
 }
 
-func checkExportNames(s section) error {
+// checkExports refuses the injected export names and exports of functions
+// or globals the module does not have (which the injected ones would
+// become after the rewrite).
+func checkExports(s section, funcs, globals uint32) error {
 	r := &reader{b: s.body, base: s.off}
 	n, err := r.u32()
 	if err != nil {
@@ -362,25 +402,50 @@ func checkExportNames(s section) error {
 		if string(name) == StopExport || string(name) == BudgetExport {
 			return r.errf("module already exports %q", name)
 		}
-		if _, err := r.byte(); err != nil {
+		kind, err := r.byte()
+		if err != nil {
 			return err
 		}
-		if _, err := r.u32(); err != nil {
+		idx, err := r.u32()
+		if err != nil {
 			return err
+		}
+		if (kind == 0 && idx >= funcs) || (kind == 3 && idx >= globals) {
+			return r.errf("export %q names %s %d, which the module does not have", trunc(name), map[byte]string{0: "function", 3: "global"}[kind], idx)
 		}
 	}
 	return nil
 }
 
+// bodyCtx is what rewriteBody needs to know of the module.
+type bodyCtx struct {
+	budget        uint32 // the $budget global
+	yield, charge uint32 // the $yield and $charge functions
+	importedFuncs uint32 // functions below this index are imports (WASI)
+	funcs         uint32 // the module's own functions (imported + defined)
+	globals       uint32 // the module's own globals (imported + defined)
+}
+
+// appendCheck appends a check of weight w: $budget -= w, and $yield when
+// it is exhausted.
+func (bc *bodyCtx) appendCheck(out []byte, w uint32) []byte {
+	out = appendU32(append(out, 0x23), bc.budget)               // global.get $budget
+	out = appendS32(append(out, 0x41), int32(w))                // i32.const w
+	out = appendU32(append(out, 0x6B, 0x24), bc.budget)         // i32.sub; global.set $budget
+	out = appendU32(append(out, 0x23), bc.budget)               // global.get $budget
+	out = append(out, 0x41, 0x00, 0x4C, 0x04, 0x40)             // i32.const 0; i32.le_s; if
+	return append(appendU32(append(out, 0x10), bc.yield), 0x0B) // call $yield; end
+}
+
 // rewriteCode instruments every body of the code section and appends the
 // extra (already encoded) entry.
-func rewriteCode(s section, check, extra []byte, st *Stats) ([]byte, error) {
+func rewriteCode(s section, bc *bodyCtx, extra []byte, st *Stats) ([]byte, error) {
 	r := &reader{b: s.body, base: s.off}
 	n, err := r.u32()
 	if err != nil {
 		return nil, err
 	}
-	out := appendU32(make([]byte, 0, len(s.body)+len(s.body)/4+len(extra)), n+1)
+	out := appendU32(make([]byte, 0, len(s.body)+len(s.body)/4+len(extra)), n+2)
 	var buf []byte
 	for range n {
 		size, err := r.u32()
@@ -392,7 +457,7 @@ func rewriteCode(s section, check, extra []byte, st *Stats) ([]byte, error) {
 		}
 		br := &reader{b: r.b[r.pos : r.pos+int(size)], base: r.base + r.pos}
 		r.pos += int(size)
-		buf, err = rewriteBody(buf[:0], br, check, st)
+		buf, err = rewriteBody(buf[:0], br, bc, st)
 		if err != nil {
 			return nil, err
 		}
@@ -405,7 +470,7 @@ func rewriteCode(s section, check, extra []byte, st *Stats) ([]byte, error) {
 	return append(out, extra...), nil
 }
 
-func rewriteBody(out []byte, r *reader, check []byte, st *Stats) ([]byte, error) {
+func rewriteBody(out []byte, r *reader, bc *bodyCtx, st *Stats) ([]byte, error) {
 	groups, err := r.u32()
 	if err != nil {
 		return nil, err
@@ -418,15 +483,41 @@ func rewriteBody(out []byte, r *reader, check []byte, st *Stats) ([]byte, error)
 			return nil, err
 		}
 	}
+	// A check's weight bounds the straight-line code it pays for: in one
+	// frame, execution only moves forward between two checks (a backward
+	// branch targets a loop, which starts with a check), so from a check
+	// at byte p it runs at most the bytes from p to the body's end.
+	check := func(p int) {
+		out = bc.appendCheck(out, 1+uint32((len(r.b)-p)>>WeightShift))
+	}
 	out = append(out, r.b[:r.pos]...)
-	out = append(out, check...)
+	check(r.pos)
 	st.Functions++
 	copied := r.pos
 	depth := 0
+	// checkBefore inserts a check before the instruction at start (its
+	// opcode already consumed): a WASI call or call_indirect, whose callee
+	// has no check of its own, and memory.grow.
+	checkBefore := func(start int) {
+		out = append(out, r.b[copied:start]...)
+		check(start)
+		copied = start
+		st.Guards++
+	}
+	// chargeBefore inserts `call $charge` before a bulk memory or table
+	// instruction at start: the byte or element count on top of the stack
+	// is charged to the budget (1 + count>>ChargeShift) and left in place.
+	chargeBefore := func(start int) {
+		out = append(out, r.b[copied:start]...)
+		out = appendU32(append(out, 0x10), bc.charge)
+		copied = start
+		st.Guards++
+	}
 	for {
 		if r.pos >= len(r.b) {
 			return nil, r.errf("function body ends without its final end")
 		}
+		start := r.pos
 		op := r.b[r.pos]
 		r.pos++
 		switch op {
@@ -437,7 +528,7 @@ func rewriteBody(out []byte, r *reader, check []byte, st *Stats) ([]byte, error)
 			depth++
 			if op == 0x03 {
 				out = append(out, r.b[copied:r.pos]...)
-				out = append(out, check...)
+				check(r.pos)
 				copied = r.pos
 				st.Loops++
 			}
@@ -449,6 +540,50 @@ func rewriteBody(out []byte, r *reader, check []byte, st *Stats) ([]byte, error)
 				return append(out, r.b[copied:]...), nil
 			}
 			depth--
+		case 0x10, 0xD2: // call, ref.func: the module's own functions only
+			f, err := r.u32()
+			if err != nil {
+				return nil, err
+			}
+			if f >= bc.funcs {
+				r.pos = start
+				return nil, r.errf("function index %d out of range (the module has %d)", f, bc.funcs)
+			}
+			if op == 0x10 && f < bc.importedFuncs { // a WASI call: no entry check inside
+				checkBefore(start)
+			}
+		case 0x11: // call_indirect: the callee may be an import
+			if err := r.skipImmediates(op); err != nil {
+				return nil, err
+			}
+			checkBefore(start)
+		case 0x23, 0x24: // global.get, global.set: the module's own globals only
+			g, err := r.u32()
+			if err != nil {
+				return nil, err
+			}
+			if g >= bc.globals {
+				r.pos = start
+				return nil, r.errf("global index %d out of range (the module has %d)", g, bc.globals)
+			}
+		case 0x40: // memory.grow: zeroes up to the memory cap
+			if err := r.skipImmediates(op); err != nil {
+				return nil, err
+			}
+			checkBefore(start)
+		case 0xFC:
+			sub, err := r.u32()
+			if err != nil {
+				return nil, err
+			}
+			r.pos = start + 1
+			if err := r.skipImmediates(op); err != nil {
+				return nil, err
+			}
+			switch sub {
+			case 8, 10, 11, 12, 14, 15, 17: // memory.init/copy/fill, table.init/copy/grow/fill: count on top
+				chargeBefore(start)
+			}
 		default:
 			if err := r.skipImmediates(op); err != nil {
 				return nil, err
