@@ -50,9 +50,13 @@ type RuntimeConfig struct {
 	PolicyPool int
 	// PolicyCacheDir is the wazero compilation cache ("" default dir, "-" none).
 	PolicyCacheDir string
+	// PolicyMaxModuleSize bounds the size of a policy module this host
+	// loads (policies.Config.MaxModuleSize); a pushed version over it is
+	// never loaded. 0 = policies.DefaultMaxModuleSize (8 MiB).
+	PolicyMaxModuleSize uint64
 	// Policies, if set, is a shared wasm runtime used instead of creating
-	// one (the Policy* fields above are then ignored); Runtime.Close does
-	// not close it.
+	// one (the Policy* fields are then ignored); Runtime.Close does not
+	// close it.
 	Policies *policies.Runtime
 	// ReusePolicy is the slot-reuse policy name; default "reuse".
 	ReusePolicy string
@@ -106,12 +110,18 @@ func (c RuntimeConfig) Validate() error {
 		}
 	}
 	if c.Policies == nil {
-		pc := policies.Config{MemoryLimit: c.PolicyMemory, CallTimeout: c.PolicyTimeout, PoolSize: c.PolicyPool}
-		if err := pc.Validate(); err != nil {
+		if err := c.policyConfig(nil).Validate(); err != nil {
 			return fmt.Errorf("host: runtime: %w", err)
 		}
 	}
 	return nil
+}
+
+// policyConfig is the wasm runtime's configuration from the Policy*
+// fields (used when Policies is nil).
+func (c RuntimeConfig) policyConfig(log *slog.Logger) policies.Config {
+	return policies.Config{MemoryLimit: c.PolicyMemory, CallTimeout: c.PolicyTimeout, PoolSize: c.PolicyPool,
+		CacheDir: c.PolicyCacheDir, MaxModuleSize: c.PolicyMaxModuleSize, Logger: log}
 }
 
 func (c RuntimeConfig) withDefaults() RuntimeConfig {
@@ -203,8 +213,7 @@ func newRuntime(ctx context.Context, st *storage.Store, reg prometheus.Registere
 	}
 	r := &Runtime{cfg: cfg, st: st, log: log, m: m, wasm: cfg.Policies}
 	if r.wasm == nil {
-		r.wasm, err = policies.NewRuntime(ctx, policies.Config{MemoryLimit: cfg.PolicyMemory, CallTimeout: cfg.PolicyTimeout,
-			PoolSize: cfg.PolicyPool, CacheDir: cfg.PolicyCacheDir, Logger: log})
+		r.wasm, err = policies.NewRuntime(ctx, cfg.policyConfig(log))
 		if err != nil {
 			return nil, fmt.Errorf("host: runtime: %w", err)
 		}
@@ -295,6 +304,11 @@ type Coordinator struct {
 
 	mu      sync.Mutex
 	backoff map[string]backoffState // group -> when it may be decided again
+	slow    map[string]bool         // groups whose last decision took longer than slowDecision
+	alone   map[string]bool         // groups being decided alone right now (decideAlone)
+
+	aloneWG     sync.WaitGroup
+	aloneFenced atomic.Bool // a lone decision was fenced: the next Pass returns ErrFenced
 
 	lastPass atomic.Int64 // unix nano
 
@@ -324,6 +338,8 @@ func unixNano(n int64) time.Time {
 func (c *Coordinator) Run(ctx context.Context, lease *Lease) error {
 	c.rt.log.Info("serial coordinator started", "epoch", lease.Epoch(), "coordinators", c.rt.cfg.Coordinators)
 	defer c.rt.log.Info("serial coordinator stopped", "epoch", lease.Epoch())
+	defer c.aloneWG.Wait() // lone decisions end with ctx (their calls are bounded by PolicyTimeout)
+	c.aloneFenced.Store(false)
 	for ctx.Err() == nil {
 		worked, err := c.Pass(ctx, lease)
 		if errors.Is(err, storage.ErrFenced) {
@@ -352,6 +368,9 @@ func (c *Coordinator) Pass(ctx context.Context, lease *Lease) (bool, error) {
 	if !lease.Valid() {
 		return false, nil
 	}
+	if c.aloneFenced.Swap(false) {
+		return false, fmt.Errorf("host: coordinator: a decision of a group decided alone: %w", storage.ErrFenced)
+	}
 	changed, err := c.rt.set.Refresh(ctx)
 	if err != nil {
 		return false, err
@@ -368,13 +387,28 @@ func (c *Coordinator) Pass(ctx context.Context, lease *Lease) (bool, error) {
 	now := time.Now()
 	c.mu.Lock()
 	todo := groups[:0]
+	var alone []string
 	for _, g := range groups {
-		if b, ok := c.backoff[g]; ok && now.Before(b.until) {
-			continue
+		b, failed := c.backoff[g]
+		switch {
+		case failed && now.Before(b.until), c.alone[g]:
+		case failed || c.slow[g]:
+			// Its policy failed or was slow last time: decide it on its
+			// own, off this pass, so it cannot hold up the other groups of
+			// a batch (each batch applies after all its decisions).
+			if c.alone == nil {
+				c.alone = map[string]bool{}
+			}
+			c.alone[g] = true
+			alone = append(alone, g)
+		default:
+			todo = append(todo, g)
 		}
-		todo = append(todo, g)
 	}
 	c.mu.Unlock()
+	for _, g := range alone {
+		c.decideAlone(ctx, lease, g)
+	}
 	if len(todo) == 0 {
 		return false, nil
 	}
@@ -387,6 +421,46 @@ func (c *Coordinator) Pass(ctx context.Context, lease *Lease) (bool, error) {
 		return err
 	})
 	return worked.Load(), err
+}
+
+// slowDecision is how long a group's decision may take and the group still
+// be decided in a batch with others; a slower one is decided alone next
+// time (decideAlone), until one of its decisions is fast again.
+func (c *Coordinator) slowDecision() time.Duration {
+	return c.rt.wasm.Config().CallTimeout / 10
+}
+
+// decideAlone decides group in a batch of its own, in the background; Run
+// waits for these before it returns. A fenced apply makes the next Pass
+// return storage.ErrFenced.
+func (c *Coordinator) decideAlone(ctx context.Context, lease *Lease, group string) {
+	c.aloneWG.Add(1)
+	go func() {
+		defer c.aloneWG.Done()
+		defer func() {
+			c.mu.Lock()
+			delete(c.alone, group)
+			c.mu.Unlock()
+		}()
+		if _, err := c.decideBatch(ctx, lease, []string{group}); errors.Is(err, storage.ErrFenced) {
+			c.aloneFenced.Store(true)
+		}
+	}()
+}
+
+// markSpeed records whether group's last decision was slow.
+func (c *Coordinator) markSpeed(group string, took time.Duration) {
+	slow := took > c.slowDecision()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if slow {
+		if c.slow == nil {
+			c.slow = map[string]bool{}
+		}
+		c.slow[group] = true
+	} else {
+		delete(c.slow, group)
+	}
 }
 
 // maxPipe bounds the groups of one pipelined snapshot / apply batch.
@@ -588,7 +662,9 @@ func (c *Coordinator) decideOne(ctx context.Context, lease *Lease, sn storage.Sn
 	in := toSerialSnapshot(sn)
 	t0 := time.Now()
 	dec, err := ref.Policy.DecideSerial(ctx, in)
-	c.rt.m.call(policy, "serial", time.Since(t0))
+	took := time.Since(t0)
+	c.rt.m.call(policy, "serial", took)
+	c.markSpeed(group, took)
 	if err != nil {
 		if ctx.Err() != nil {
 			return d, "", false, ctx.Err()

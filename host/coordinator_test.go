@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -186,9 +187,12 @@ func (e *renv) finish(id string) {
 	}
 }
 
+// pass runs one coordinator pass and waits for the groups it decided
+// alone (Coordinator.decideAlone), so tests see every outcome.
 func (e *renv) pass() bool {
 	e.t.Helper()
 	did, err := e.rt.coord.Pass(context.Background(), e.lease)
+	e.rt.coord.aloneWG.Wait()
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -517,5 +521,89 @@ func TestCoordinatorManyGroupsConcurrently(t *testing.T) {
 	sort.Strings(names)
 	if fmt.Sprint(names) != "[discard priority wait]" || st.Counters["decisions.applied"] < 40 || st.LastPass == nil {
 		t.Fatalf("status %+v", st)
+	}
+}
+
+// TestCoordinator_Pass_slowGroupDecidedAlone: a group whose policy failed
+// (here: it sleeps until the 300 ms deadline) is decided on its own, in
+// the background, so the other groups of what would be its batch are
+// decided and applied without waiting for it.
+func TestCoordinator_Pass_slowGroupDecidedAlone(t *testing.T) {
+	e := newREnv(t, RuntimeConfig{Backoff: time.Nanosecond, MaxBackoff: time.Nanosecond})
+	sleepy, err := os.ReadFile("../policies/testdata/sleep.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.push("sleepy", sleepy)
+	e.group("bad", "sleepy", 1)
+	var good []string
+	for i := range 15 {
+		g := fmt.Sprintf("good-%02d", i)
+		e.group(g, "wait", 1)
+		good = append(good, g)
+	}
+	e.worker("w1", 64, time.Hour)
+	e.submit("bad", "bad-1", 1)
+	e.pass() // one batch: the bad group's timeout holds it up this once, then it backs off
+	if n := e.outcomes("sleepy")[OutcomeTimeout]; n != 1 {
+		t.Fatalf("sleepy timeouts %v, want 1", n)
+	}
+	var ids []string
+	for _, g := range good {
+		id := g + "-run"
+		e.submit(g, id, 1)
+		ids = append(ids, id)
+	}
+	c := e.rt.coord
+	start := time.Now()
+	if _, err := c.Pass(context.Background(), e.lease); err != nil { // not e.pass: it waits for lone decisions
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	c.mu.Lock()
+	inFlight := c.alone["bad"]
+	c.mu.Unlock()
+	if !inFlight {
+		t.Fatalf("after the pass (%v) the bad group is not being decided alone", took)
+	}
+	for _, id := range ids {
+		if st := e.run(id).State; st == storage.StateWaiting {
+			t.Fatalf("%s still WAITING after a pass of %v: held up by the slow group", id, took)
+		}
+	}
+	c.aloneWG.Wait()
+	if n := e.outcomes("sleepy")[OutcomeTimeout]; n != 2 {
+		t.Fatalf("sleepy timeouts %v, want 2", n)
+	}
+	if st := e.run("bad-1").State; st != storage.StateWaiting {
+		t.Fatalf("bad-1 is %s, want WAITING", st)
+	}
+	t.Logf("pass with the slow group alone took %v", took)
+}
+
+// TestCoordinator_Pass_versionOverLimitNeverLoaded: a version that exceeds
+// a static limit (written to the registry without the push gate) is never
+// loaded by a host: its group waits, the failure names the limit.
+func TestCoordinator_Pass_versionOverLimitNeverLoaded(t *testing.T) {
+	bomb, err := os.ReadFile("../policies/testdata/hostile/table-huge.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newREnv(t, RuntimeConfig{Backoff: time.Hour})
+	e.push("bomb", bomb)
+	e.group("g", "bomb", 1)
+	e.submit("g", "g-1", 1)
+	e.pass()
+	e.wantStates([]string{"g-1"}, storage.StateWaiting)
+	if oc := e.outcomes("bomb"); oc[OutcomeError] != 1 {
+		t.Fatalf("outcomes %v, want one error", oc)
+	}
+	for _, lp := range e.rt.set.Loaded() {
+		if lp.Name == "bomb" {
+			t.Fatalf("loaded: %+v", lp)
+		}
+	}
+	if logs := e.logs.String(); !strings.Contains(logs, "MaxTableSize") || !strings.Contains(logs, "policy unavailable") {
+		t.Fatalf("the log does not name the limit:\n%s", logs)
 	}
 }

@@ -99,7 +99,7 @@ func (s *PolicySet) autoRollback(ctx context.Context, r *PolicyRef, n int, outco
 	reason := rollbackReason(n, r, outcome, cause)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	res, err := s.st.AutoRollbackPolicy(rctx, r.Name, r.Registry, s.who, reason, builtin)
+	res, err := s.st.AutoRollbackPolicy(rctx, r.Name, r.Registry, s.who, reason)
 	oc := "not_active"
 	switch {
 	case err != nil:
@@ -111,8 +111,11 @@ func (s *PolicySet) autoRollback(ctx context.Context, r *PolicyRef, n int, outco
 	case res.RolledBack:
 		oc = "rolled_back"
 		to := "the built-in"
-		if res.Active > 0 {
+		switch {
+		case res.Active > 0:
 			to = fmt.Sprintf("version %d", res.Active)
+		case !builtin:
+			to = "no version (held: its groups wait until a version is activated or pushed)"
 		}
 		s.log.Error("policy auto-rolled back", "policy", r.Name, "from", r.Registry, "sha", r.Version,
 			"to", to, "reason", reason)

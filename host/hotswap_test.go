@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"strings"
@@ -104,6 +105,41 @@ func TestAutoRollbackAfterKConsecutiveFailures(t *testing.T) {
 	e.settle()
 	if r := e.run("b-1"); r.State == storage.StateWaiting || r.PolicyVersion != builtinVersion(t, "wait") {
 		t.Fatalf("b-1 %s by %s, want launched by v1 (wait)", r.State, r.PolicyVersion)
+	}
+}
+
+// TestAutoRollbackFirstVersionHolds: a first pushed version of a name
+// that is not a built-in has nothing to roll back to: after K failures it
+// is rolled back to no version, its groups hold (their runs stay WAITING,
+// nothing is decided), and the reason says why and what to do.
+func TestAutoRollbackFirstVersionHolds(t *testing.T) {
+	e := newREnv(t, RuntimeConfig{Backoff: time.Nanosecond, MaxBackoff: time.Nanosecond})
+	e.rt.set.rollbackAfter, e.rt.set.who = 3, "host test"
+	ctx := context.Background()
+	e.push("custom", readFaulty(t)) // v1: panics when max_active is 98
+	e.group("held", "custom", 98)
+	e.worker("w1", 10, time.Hour)
+	e.submit("held", "h-1", 1)
+	for i := 0; i < 10 && e.active("custom") == 1; i++ {
+		e.pass()
+	}
+	p, err := e.st.GetPolicy(ctx, "custom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Active != 0 || p.AutoRollback == nil || p.AutoRollback.From != 1 || p.AutoRollback.To != 0 {
+		t.Fatalf("after repeated traps: active %d, auto rollback %+v; want version 1 rolled back to none", p.Active, p.AutoRollback)
+	}
+	for range 3 {
+		e.pass()
+	}
+	if r := e.run("h-1"); r.State != storage.StateWaiting {
+		t.Fatalf("h-1 is %s, want WAITING (the group holds)", r.State)
+	}
+	_, err = e.rt.set.Acquire(ctx, "custom")
+	if !errors.Is(err, ErrUnknownPolicy) || !strings.Contains(err.Error(), `policy "custom" is held: its version 1 was rolled back automatically`) ||
+		!strings.Contains(err.Error(), "activate a version or push a fixed one") {
+		t.Fatalf("Acquire of the held policy: %v", err)
 	}
 }
 

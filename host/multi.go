@@ -173,9 +173,7 @@ func NewMulti(ctx context.Context, cfg MultiConfig) (*Multi, error) {
 				return nil, err
 			}
 			var err error
-			m.wasm, err = policies.NewRuntime(ctx, policies.Config{MemoryLimit: cfg.Runtime.PolicyMemory,
-				CallTimeout: cfg.Runtime.PolicyTimeout, PoolSize: cfg.Runtime.PolicyPool,
-				CacheDir: cfg.Runtime.PolicyCacheDir, Logger: base.Logger})
+			m.wasm, err = policies.NewRuntime(ctx, cfg.Runtime.policyConfig(base.Logger))
 			if err != nil {
 				return nil, fmt.Errorf("host: multi: %w", err)
 			}

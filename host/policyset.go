@@ -294,6 +294,11 @@ func (s *PolicySet) resolve(ctx context.Context, name string) (*PolicyRef, error
 		sha = p.Versions[p.Active-1].SHA256
 	case err == nil || errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrInvalid):
 		b, ok := policies.Builtin(name)
+		if !ok && err == nil && p.AutoRollback != nil && p.Active == 0 {
+			ar := p.AutoRollback
+			return nil, fmt.Errorf("host: policy %q is held: its version %d was rolled back automatically at %s and it has no earlier version (%s); activate a version or push a fixed one: %w",
+				name, ar.From, ar.At.UTC().Format(time.RFC3339), ar.Reason, ErrUnknownPolicy)
+		}
 		if !ok {
 			return nil, fmt.Errorf("host: policy %q: not pushed and active, not a built-in (built-ins: %v): %w",
 				name, policies.BuiltinNames(), ErrUnknownPolicy)

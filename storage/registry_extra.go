@@ -17,12 +17,13 @@ type AutoRollback struct {
 // consecutive failures of version calls it, and when several hosts (or an
 // operator) react at once, only the first rollback happens. The reason is
 // recorded in the history (action "auto-rollback") and in the policy hash
-// (AutoRollbackInfo). With allowBuiltin and no earlier active version, the
-// policy falls back to version 0 (the embedded built-in of that name; pass
-// true only for built-in names). Errors: ErrNotFound, ErrBadState (nothing
-// to roll back to), ErrInvalid. Unfenced like the other registry writes:
-// it expresses a conditional intent, checked atomically in the script.
-func (s *Store) AutoRollbackPolicy(ctx context.Context, name string, version int, who, reason string, allowBuiltin bool) (AutoRollback, error) {
+// (AutoRollbackInfo). With no earlier active version the policy falls back
+// to version 0: the embedded built-in of a built-in name; for any other
+// name no active version, so the groups naming it hold (their runs wait)
+// until a version is activated or pushed. Errors: ErrNotFound, ErrInvalid.
+// Unfenced like the other registry writes: it expresses a conditional
+// intent, checked atomically in the script.
+func (s *Store) AutoRollbackPolicy(ctx context.Context, name string, version int, who, reason string) (AutoRollback, error) {
 	const op = "auto rollback policy"
 	if err := ValidateName("policy", name); err != nil {
 		return AutoRollback{}, err
@@ -35,14 +36,10 @@ func (s *Store) AutoRollbackPolicy(ctx context.Context, name string, version int
 			return AutoRollback{}, err
 		}
 	}
-	allow := "0"
-	if allowBuiltin {
-		allow = "1"
-	}
 	k := s.k
 	v, err := s.run(ctx, op, "auto_rollback_policy",
 		[]string{k.Policy(name), k.PolicyHistory(name), k.PolicyActivations(name), k.PolicyGen(), k.Dirty(), k.Groups()},
-		name, strconv.Itoa(version), who, reason, k.PolicyChannel(), allow)
+		name, strconv.Itoa(version), who, reason, k.PolicyChannel())
 	if err != nil {
 		return AutoRollback{}, err
 	}

@@ -16,7 +16,7 @@ func TestStore_AutoRollbackPolicy(t *testing.T) {
 		push("two")
 		gen0 := ok(e.s.PolicyGeneration(ctx))(t)
 		// A stale caller (version 1 is not active) writes nothing.
-		r := ok(e.s.AutoRollbackPolicy(ctx, "p", 1, "host-a", "3 failures", false))(t)
+		r := ok(e.s.AutoRollbackPolicy(ctx, "p", 1, "host-a", "3 failures"))(t)
 		if r.RolledBack || r.Active != 2 {
 			t.Fatalf("stale auto rollback: %+v", r)
 		}
@@ -27,7 +27,7 @@ func TestStore_AutoRollbackPolicy(t *testing.T) {
 			t.Fatalf("AutoRollback before any: %+v", *p.AutoRollback)
 		}
 		// Version 2 is active: rolled back to 1, reason recorded.
-		r = ok(e.s.AutoRollbackPolicy(ctx, "p", 2, "host-a", "3 consecutive traps", false))(t)
+		r = ok(e.s.AutoRollbackPolicy(ctx, "p", 2, "host-a", "3 consecutive traps"))(t)
 		if !r.RolledBack || r.Active != 1 {
 			t.Fatalf("auto rollback: %+v", r)
 		}
@@ -45,17 +45,18 @@ func TestStore_AutoRollbackPolicy(t *testing.T) {
 			t.Fatalf("GetPolicy's AutoRollback = %+v, want %+v", p.AutoRollback, info)
 		}
 		// A second host reacting to the same failures: no-op.
-		if r := ok(e.s.AutoRollbackPolicy(ctx, "p", 2, "host-b", "3 consecutive traps", false))(t); r.RolledBack {
+		if r := ok(e.s.AutoRollbackPolicy(ctx, "p", 2, "host-b", "3 consecutive traps"))(t); r.RolledBack {
 			t.Fatalf("second auto rollback rolled back: %+v", r)
 		}
-		// Nothing earlier: ErrBadState, or the built-in when allowed.
-		if _, err := e.s.AutoRollbackPolicy(ctx, "p", 1, "h", "x", false); !errors.Is(err, storage.ErrBadState) {
-			t.Fatalf("no earlier version: %v", err)
+		// Nothing earlier: version 0 (the built-in of a built-in name; for
+		// this name no active version: its groups hold).
+		if r := ok(e.s.AutoRollbackPolicy(ctx, "p", 1, "h", "x"))(t); !r.RolledBack || r.Active != 0 {
+			t.Fatalf("first version rolled back: %+v", r)
 		}
-		if r := ok(e.s.AutoRollbackPolicy(ctx, "p", 1, "h", "x", true))(t); !r.RolledBack || r.Active != 0 {
-			t.Fatalf("fallback to built-in: %+v", r)
+		if p := ok(e.s.GetPolicy(ctx, "p"))(t); p.Active != 0 || p.AutoRollback == nil || p.AutoRollback.From != 1 || p.AutoRollback.To != 0 {
+			t.Fatalf("after rolling back the first version: active %d, auto rollback %+v", p.Active, p.AutoRollback)
 		}
-		if _, err := e.s.AutoRollbackPolicy(ctx, "nope", 1, "h", "x", true); !errors.Is(err, storage.ErrNotFound) {
+		if _, err := e.s.AutoRollbackPolicy(ctx, "nope", 1, "h", "x"); !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("unknown policy: %v", err)
 		}
 		if _, _, err := e.s.LastAutoRollback(ctx, "never"); err != nil {

@@ -124,13 +124,13 @@ func TestStore_PolicyActivationMarksGroupsDirty(t *testing.T) {
 		settle(t)
 		mustNil(t, e.s.ActivatePolicy(ctx, "p", 2, "ops", ""))
 		settle(t)
-		if rb := ok(e.s.AutoRollbackPolicy(ctx, "p", 2, "host", "traps", false))(t); !rb.RolledBack {
+		if rb := ok(e.s.AutoRollbackPolicy(ctx, "p", 2, "host", "traps"))(t); !rb.RolledBack {
 			t.Fatalf("auto-rollback did not roll back: %+v", rb)
 		}
 		wantDirty(t, "auto-rollback", all)
 
 		settle(t)
-		if rb := ok(e.s.AutoRollbackPolicy(ctx, "p", 2, "host", "again", false))(t); rb.RolledBack {
+		if rb := ok(e.s.AutoRollbackPolicy(ctx, "p", 2, "host", "again"))(t); rb.RolledBack {
 			t.Fatalf("second auto-rollback rolled back: %+v", rb)
 		}
 		wantDirty(t, "auto-rollback of a version no longer active", nil)

@@ -4,11 +4,15 @@
 -- KEYS[4] policygen counter, KEYS[5] dirty set, KEYS[6] groups set (a rollback
 -- marks every group dirty, so each is decided again with the restored version)
 -- ARGV[1] name, ARGV[2] failing version (the caller saw it active), ARGV[3] who,
--- ARGV[4] reason, ARGV[5] channel, ARGV[6] allow the built-in ("1": with no
--- earlier active version, fall back to version 0 = the embedded built-in)
+-- ARGV[4] reason, ARGV[5] channel
+-- With no earlier active version the policy falls back to version 0: the
+-- embedded built-in of a built-in name, for any other name no active
+-- version at all (its groups hold, their runs wait, until an operator
+-- activates or pushes a version).
 -- returns: {rolled_back (1|0), active version afterwards}
--- errors (nothing written): WS_NOT_FOUND (policy), WS_BAD_STATE (no earlier
--- active version and the built-in not allowed)
+-- errors (nothing written): WS_NOT_FOUND (policy)
+-- bound: O(1) (a few keys of one policy; the dirty-set union is O(groups),
+-- as for an activation)
 -- writes (only when ARGV[2] is still active): active, activations RPOP,
 -- policygen INCR, history "auto-rollback" with the reason, auto_rollback_*
 -- fields (from, to, at, reason), PUBLISH "name version gen".
@@ -20,13 +24,9 @@ if not p[1] then
 end
 local active = tonumber(p[2]) or 0
 if active ~= tonumber(ARGV[2]) then return {0, active} end
-local target
+local target = 0
 if redis.call('LLEN', KEYS[3]) >= 2 then
   target = tonumber(redis.call('LINDEX', KEYS[3], -2))
-elseif ARGV[6] == '1' then
-  target = 0
-else
-  return redis.error_reply('WS_BAD_STATE policy ' .. ARGV[1] .. ' has no earlier active version to roll back to')
 end
 redis.call('RPOP', KEYS[3])
 local now = string.format('%d', now_ms())
