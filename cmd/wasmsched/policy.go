@@ -65,10 +65,55 @@ Examples:
 // quietLogger drops the runtime's own warnings: the CLI reports errors itself.
 var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// sandbox is the policy sandbox of one CLI command (sandboxFlags); the
+// zero value is the runtime's defaults.
+type sandbox struct {
+	Timeout       time.Duration // --policy-timeout
+	Memory        uint64        // --policy-memory
+	MaxModuleSize uint64        // --max-module-size
+}
+
+// sandboxFlags are the sandbox settings of the commands that run a plugin
+// (test, dry-run, push): the same limits a host applies, adjustable so an
+// author can try a large snapshot offline.
+func sandboxFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.DurationFlag{Name: "policy-timeout", Value: policies.DefaultCallTimeout, Usage: "deadline `D` of one decide call (a host's is serve --policy-timeout)"},
+		&cli.StringFlag{Name: "policy-memory", Value: "32MiB", Usage: fmt.Sprintf("memory cap of the plugin, `BYTES` (KiB/MiB/GiB; >= %dMiB)", policies.MinMemoryLimit>>20)},
+		&cli.StringFlag{Name: "max-module-size", Value: "8MiB", Usage: "largest plugin accepted, `BYTES` (KiB/MiB/GiB)"},
+	}
+}
+
+// sandboxFrom reads sandboxFlags.
+func sandboxFrom(c *cli.Context) (sandbox, error) {
+	sb := sandbox{Timeout: c.Duration("policy-timeout")}
+	if sb.Timeout <= 0 {
+		return sb, usageErrorf("--policy-timeout must be > 0, got %v", sb.Timeout)
+	}
+	var err error
+	if sb.Memory, err = parseBytes(c.String("policy-memory")); err != nil {
+		return sb, usageErrorf("--policy-memory: %v", err)
+	}
+	if sb.MaxModuleSize, err = parseBytes(c.String("max-module-size")); err != nil || sb.MaxModuleSize == 0 {
+		return sb, usageErrorf("--max-module-size %q: want a positive size such as 8MiB", c.String("max-module-size"))
+	}
+	if sb.Memory < policies.MinMemoryLimit {
+		return sb, usageErrorf("--policy-memory %s: below the minimum %dMiB (a Go guest needs it)", c.String("policy-memory"), policies.MinMemoryLimit>>20)
+	}
+	if err := sb.config().Validate(); err != nil {
+		return sb, usageErrorf("--policy-memory %s: %s", c.String("policy-memory"), strings.TrimPrefix(err.Error(), "policies: "))
+	}
+	return sb, nil
+}
+
+func (sb sandbox) config() policies.Config {
+	return policies.Config{Logger: quietLogger, PoolSize: 1, CallTimeout: sb.Timeout, MemoryLimit: sb.Memory, MaxModuleSize: sb.MaxModuleSize}
+}
+
 // newPolicyRuntime returns a runtime for one CLI command (compilation cache
 // in the user cache dir, or none if WASMSCHED_NO_CACHE is set).
-func newPolicyRuntime(ctx context.Context) (*policies.Runtime, error) {
-	cfg := policies.Config{Logger: quietLogger, PoolSize: 1}
+func newPolicyRuntime(ctx context.Context, sb sandbox) (*policies.Runtime, error) {
+	cfg := sb.config()
 	if os.Getenv("WASMSCHED_NO_CACHE") != "" {
 		cfg.CacheDir = "-"
 	} else if _, err := policies.DefaultCacheDir(); err != nil {
@@ -79,14 +124,23 @@ func newPolicyRuntime(ctx context.Context) (*policies.Runtime, error) {
 
 // loadUsage marks load and gate errors (bad plugin bytes) as usage errors.
 func loadUsage(err error) error {
+	if err != nil {
+		err = &termsError{err}
+	}
 	for _, s := range []error{policies.ErrNotWasm, policies.ErrABIVersion, policies.ErrMissingExport,
-		policies.ErrKind, policies.ErrInstantiate, policies.ErrConformance} {
+		policies.ErrKind, policies.ErrInstantiate, policies.ErrConformance, policies.ErrLimit, policies.ErrCompileTimeout} {
 		if errors.Is(err, s) {
 			return asUsage(err)
 		}
 	}
 	return err
 }
+
+// termsError is err with cliTerms applied to its message.
+type termsError struct{ err error }
+
+func (e *termsError) Error() string { return cliTerms(e.err.Error()) }
+func (e *termsError) Unwrap() error { return e.err }
 
 func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
@@ -276,7 +330,7 @@ func buildPolicy(ctx context.Context, gocmd, dir, out string, stderr io.Writer) 
 	if err != nil {
 		return buildJSON{}, err
 	}
-	rt, err := newPolicyRuntime(ctx)
+	rt, err := newPolicyRuntime(ctx, sandbox{})
 	if err != nil {
 		return buildJSON{}, err
 	}
@@ -350,7 +404,7 @@ func inspectPolicy(ctx context.Context, path string) (inspectJSON, error) {
 		return inspectJSON{}, asUsage(err)
 	}
 	r := inspectJSON{File: path, Size: len(wasm), SHA256: sha256Hex(wasm), Exports: []exportJSON{}, Imports: []string{}}
-	rt, err := newPolicyRuntime(ctx)
+	rt, err := newPolicyRuntime(ctx, sandbox{})
 	if err != nil {
 		return r, err
 	}
@@ -449,12 +503,16 @@ Exit 0 when all pass, 1 when any fails, 2 on a malformed scenario file.
 Examples:
    wasmsched policy test mypolicy.wasm ./scenarios
    wasmsched policy test priority scenarios.json -r '^stop-'`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "run", Aliases: []string{"r"}, Usage: "only scenarios whose name matches `REGEX`"},
-		},
+		}, sandboxFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() < 2 {
 				return usageErrorf("test: want a policy (FILE|NAME) and at least one scenario PATH, got %d argument(s)", c.NArg())
+			}
+			sb, err := sandboxFrom(c)
+			if err != nil {
+				return err
 			}
 			var filter *regexp.Regexp
 			if s := c.String("run"); s != "" {
@@ -492,7 +550,7 @@ Examples:
 				return err
 			}
 			defer closeFn()
-			res, err := testPolicy(c.Context, pol, scs)
+			res, err := testPolicy(c.Context, sb, pol, scs)
 			if err != nil {
 				return err
 			}
@@ -538,13 +596,40 @@ func actionsJSON(d abi.SerialDecision) []actionJSON {
 func decisionProblems(err error) []string {
 	var ve *policies.ValidationError
 	if errors.As(err, &ve) {
-		return append([]string(nil), ve.Problems...)
+		out := append([]string(nil), ve.Problems...)
+		if ve.More > 0 {
+			out = append(out, fmt.Sprintf("and %d more problem(s)", ve.More))
+		}
+		return out
 	}
-	return []string{err.Error()}
+	return []string{cliTerms(err.Error())}
 }
 
-func testPolicy(ctx context.Context, pol resolvedPolicy, scs []scenario) (testJSON, error) {
-	rt, err := newPolicyRuntime(ctx)
+// decisionOutcome names how a decide call ended: valid, invalid (a
+// decision that failed validation), timeout or trap.
+func decisionOutcome(err error) string {
+	switch {
+	case err == nil:
+		return "valid"
+	case errors.Is(err, policies.ErrTimeout):
+		return "timeout"
+	case errors.Is(err, policies.ErrInvalidDecision):
+		return "invalid"
+	}
+	return "trap"
+}
+
+// cliTerms names the CLI's flags where a policies message names the Go
+// configuration field they set.
+var cliTerms = strings.NewReplacer(
+	"(Config.CallTimeout)", "(--policy-timeout)",
+	"Config.MemoryLimit", "--policy-memory",
+	"(Config.CompileTimeout)", "(the compile deadline)",
+	"(Config.InitTimeout)", "(the initialization deadline)",
+).Replace
+
+func testPolicy(ctx context.Context, sb sandbox, pol resolvedPolicy, scs []scenario) (testJSON, error) {
+	rt, err := newPolicyRuntime(ctx, sb)
 	if err != nil {
 		return testJSON{}, err
 	}
@@ -652,6 +737,7 @@ type decisionJSON struct {
 	Policy  string       `json:"policy"`
 	Version string       `json:"version"`
 	Valid   bool         `json:"valid"`
+	Outcome string       `json:"outcome"` // valid, invalid, timeout or trap
 	Errors  []string     `json:"errors"`
 	Actions []actionJSON `json:"actions"`
 }
@@ -688,13 +774,17 @@ trapped or timed out), 2 on bad input.
 Examples:
    wasmsched policy dry-run --policy priority --snapshot snap.json
    wasmsched policy dry-run --policy mypolicy.wasm --group nightly -o json`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "policy", Aliases: []string{"p"}, Usage: "the candidate: `FILE|NAME`"},
 			&cli.StringFlag{Name: "snapshot", Aliases: []string{"s"}, Usage: "snapshot JSON `FILE` (- = stdin)"},
 			&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Usage: "read the live group `G` from Redis"},
-		},
+		}, sandboxFlags()...),
 		Action: func(c *cli.Context) error {
 			if err := exactArgs(c, 0, "none; use --policy and --snapshot or --group"); err != nil {
+				return err
+			}
+			sb, err := sandboxFrom(c)
+			if err != nil {
 				return err
 			}
 			polArg, snapFile, group := c.String("policy"), c.String("snapshot"), c.String("group")
@@ -707,7 +797,6 @@ Examples:
 			var snap *abi.SerialSnapshot
 			var st *storage.Store
 			closeFn := func() {}
-			var err error
 			if group != "" {
 				if err := storage.ValidateName("group", group); err != nil {
 					return asUsage(err)
@@ -727,7 +816,7 @@ Examples:
 				}
 			}
 			defer closeFn()
-			res, err := dryRun(c.Context, st, polArg, snap, group)
+			res, err := dryRun(c.Context, sb, st, polArg, snap, group)
 			if err != nil {
 				return err
 			}
@@ -735,7 +824,8 @@ Examples:
 				return err
 			}
 			if !res.Valid {
-				return &checkFailed{msg: fmt.Sprintf("policy %s: invalid decision: %s", res.Policy, strings.Join(res.Errors, "; "))}
+				what := map[string]string{"invalid": "invalid decision", "timeout": "the decision exceeded its deadline", "trap": "the policy trapped"}[res.Outcome]
+				return &checkFailed{msg: fmt.Sprintf("policy %s: %s: %s", res.Policy, what, strings.Join(res.Errors, "; "))}
 			}
 			return nil
 		},
@@ -758,13 +848,14 @@ func decide(ctx context.Context, rt *policies.Runtime, pol resolvedPolicy, snap 
 	}
 	out.Actions = actionsJSON(d)
 	out.Valid = err == nil
+	out.Outcome = decisionOutcome(err)
 	if err != nil {
 		out.Errors = decisionProblems(err)
 	}
 	return out, nil
 }
 
-func dryRun(ctx context.Context, st *storage.Store, polArg string, snap *abi.SerialSnapshot, group string) (dryRunJSON, error) {
+func dryRun(ctx context.Context, sb sandbox, st *storage.Store, polArg string, snap *abi.SerialSnapshot, group string) (dryRunJSON, error) {
 	var active resolvedPolicy
 	if group != "" {
 		sn, err := st.Snapshot(ctx, group)
@@ -788,7 +879,7 @@ func dryRun(ctx context.Context, st *storage.Store, polArg string, snap *abi.Ser
 	if err != nil {
 		return dryRunJSON{}, err
 	}
-	rt, err := newPolicyRuntime(ctx)
+	rt, err := newPolicyRuntime(ctx, sb)
 	if err != nil {
 		return dryRunJSON{}, err
 	}
@@ -845,9 +936,12 @@ func decisionDiff(active, cand []actionJSON) []diffJSON {
 }
 
 func decisionTable(w io.Writer, title string, d decisionJSON) {
-	verdict := "valid"
-	if !d.Valid {
-		verdict = "INVALID"
+	verdict := map[string]string{"valid": "valid", "invalid": "INVALID", "timeout": "TIMEOUT", "trap": "TRAP"}[d.Outcome]
+	if verdict == "" {
+		verdict = "valid"
+		if !d.Valid {
+			verdict = "INVALID"
+		}
 	}
 	fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", title, d.Policy, short12(d.Version), verdict)
 	if len(d.Actions) == 0 {
@@ -977,11 +1071,11 @@ each host switches on its next pass.
 Examples:
    wasmsched policy push oldest-first mypolicy.wasm --note "first cut"
    wasmsched policy push priority mypriority.wasm --no-activate`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "note", Usage: "free `TEXT` recorded with the version"},
 			&cli.BoolFlag{Name: "no-activate", Usage: "store the version without activating it"},
 			&cli.DurationFlag{Name: "deadline", Value: policies.DefaultGateDeadline, Usage: "bound of the conformance run"},
-		},
+		}, sandboxFlags()...),
 		Action: func(c *cli.Context) error {
 			if err := exactArgs(c, 2, "NAME FILE"); err != nil {
 				return err
@@ -994,12 +1088,21 @@ Examples:
 			if err != nil {
 				return asUsage(err)
 			}
+			sb, err := sandboxFrom(c)
+			if err != nil {
+				return err
+			}
+			// The static limits before anything else: a host never loads
+			// what fails them, so neither Redis nor the gate sees it.
+			if err := policies.CheckLimits(sb.config(), name, wasm); err != nil {
+				return loadUsage(err)
+			}
 			st, closeFn, err := openStore(c)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			res, err := pushPolicy(c.Context, st, name, wasm, c.String("note"), !c.Bool("no-activate"), c.Duration("deadline"))
+			res, err := pushPolicy(c.Context, sb, st, name, wasm, c.String("note"), !c.Bool("no-activate"), c.Duration("deadline"))
 			if err != nil {
 				return err
 			}
@@ -1016,7 +1119,7 @@ Examples:
 }
 
 // pushPolicy gates wasm and pushes it. Nothing is written unless the gate passes.
-func pushPolicy(ctx context.Context, st *storage.Store, name string, wasm []byte, note string, activate bool, deadline time.Duration) (pushJSON, error) {
+func pushPolicy(ctx context.Context, sb sandbox, st *storage.Store, name string, wasm []byte, note string, activate bool, deadline time.Duration) (pushJSON, error) {
 	want, builtin := policies.BuiltinKind(name)
 	if !builtin {
 		p, err := st.GetPolicy(ctx, name)
@@ -1031,7 +1134,7 @@ func pushPolicy(ctx context.Context, st *storage.Store, name string, wasm []byte
 			return pushJSON{}, err
 		}
 	}
-	rt, err := newPolicyRuntime(ctx)
+	rt, err := newPolicyRuntime(ctx, sb)
 	if err != nil {
 		return pushJSON{}, err
 	}

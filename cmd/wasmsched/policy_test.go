@@ -127,7 +127,7 @@ func TestPolicyInspect(t *testing.T) {
 	os.WriteFile(trunc, w[:len(w)/2], 0o644)
 	for _, c := range []struct{ file, want string }{
 		{junk, "wasm magic"},
-		{trunc, "compile"},
+		{trunc, "malformed module"},
 		{"../../policies/testdata/badversion.wasm", "ABI version"},
 		{"../../policies/testdata/missing.wasm", "missing exports"},
 		{"../../policies/testdata/badsig.wasm", "signature"},
@@ -331,7 +331,7 @@ func TestPolicyPushGateAndRegistry(t *testing.T) {
 		name, file, want string
 	}{
 		{"priority", junk, "wasm magic"},
-		{"priority", trunc, "compile"},
+		{"priority", trunc, "malformed module"},
 		{"priority", reuse, "must be serial, the plugin is slot-reuse"},
 		{"reuse", prio, "must be slot-reuse, the plugin is serial"},
 		{"priority", td + "badversion.wasm", "ABI version"},

@@ -30,7 +30,8 @@ type serveOptions struct {
 	Coordinators   int
 	PolicyTimeout  time.Duration
 	PolicyMemory   uint64
-	RollbackAfter  int // --rollback-after: 0 disables
+	PolicyMaxSize  uint64 // --policy-max-module-size
+	RollbackAfter  int    // --rollback-after: 0 disables
 }
 
 func serveCommand() *cli.Command {
@@ -71,8 +72,9 @@ Examples:
 			&cli.IntFlag{Name: "coordinators", Value: host.DefaultCoordinators, Usage: fmt.Sprintf("groups decided concurrently, `N` in 1..%d", host.MaxCoordinators)},
 			&cli.DurationFlag{Name: "policy-timeout", Value: policies.DefaultCallTimeout, Usage: "deadline `D` of one policy decide call (> 0)"},
 			&cli.StringFlag{Name: "policy-memory", Value: "32MiB", Usage: fmt.Sprintf("memory cap per policy instance, `BYTES` (plain or with KiB/MiB/GiB; >= %dMiB)", policies.MinMemoryLimit>>20)},
+			&cli.StringFlag{Name: "policy-max-module-size", Value: "8MiB", Usage: "largest policy module this host loads, `BYTES` (a pushed version over it is never loaded)"},
 			&cli.IntFlag{Name: "rollback-after", Value: host.DefaultRollbackAfter, Usage: "roll a pushed policy version back after `K` consecutive failed decisions (trap, timeout, invalid); 0 disables"},
-			&cli.StringFlag{Name: "namespaces", Usage: "compete for each of `LIST` (comma-separated, or \"all\" = every registered namespace) instead of --namespace; see serve_multi.go"},
+			&cli.StringFlag{Name: "namespaces", Usage: "compete for each of `LIST` (comma-separated, or \"all\" = every registered namespace) instead of --namespace"},
 			&cli.IntFlag{Name: "balance-slack", Usage: "with --namespaces: lead at most ceil(namespaces/hosts)+`N` before resigning one; -1 disables balancing"},
 			&cli.BoolFlag{Name: "debug-unchecked-ticks", Hidden: true, Usage: "test hook: the tick task skips the lease check and writes once more with its stale fence after losing leadership"},
 		},
@@ -95,6 +97,9 @@ Examples:
 				return usageErrorf("serve: --policy-memory: %v", err)
 			}
 			o.PolicyMemory = mem
+			if o.PolicyMaxSize, err = parseBytes(c.String("policy-max-module-size")); err != nil || o.PolicyMaxSize == 0 {
+				return usageErrorf("serve: --policy-max-module-size %q: want a positive size such as 8MiB", c.String("policy-max-module-size"))
+			}
 			if err := o.check(); err != nil {
 				return err
 			}
@@ -178,7 +183,7 @@ func (o serveOptions) runtimeConfig() host.RuntimeConfig {
 		rollback = -1 // the flag's 0 disables; RuntimeConfig's 0 means the default
 	}
 	return host.RuntimeConfig{Coordinators: o.Coordinators, PolicyTimeout: o.PolicyTimeout, PolicyMemory: o.PolicyMemory,
-		RollbackAfter: rollback}
+		PolicyMaxModuleSize: o.PolicyMaxSize, RollbackAfter: rollback}
 }
 
 // parseBytes parses a byte count: digits, optionally followed by K/KiB,
