@@ -357,3 +357,21 @@ func TestHostileWasmIsReproducible(tt *testing.T) {
 		}
 	}
 }
+
+// TestPolicy_DecideSerial_canceled: with a long deadline (an author trying
+// a large snapshot offline), cancelling the caller's context stops the
+// guest at once and is reported as a cancellation, not a timeout.
+func TestPolicy_DecideSerial_canceled(tt *testing.T) {
+	rt := newRT(tt, Config{CallTimeout: time.Hour})
+	p := load(tt, rt, "bulk-fill", hostile("bulk-fill")())
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := p.DecideSerial(ctx, mode(1))
+	if el := time.Since(start); el > 5*time.Second {
+		tt.Fatalf("returned %v after the cancel", el)
+	}
+	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "call canceled") {
+		tt.Fatalf("err = %v, want a cancellation", err)
+	}
+}

@@ -124,14 +124,15 @@ type instance struct {
 // It replaces a context.WithTimeout per call. Once the timer has fired the
 // instance is thrown away, so a set flag or closed channel is never reused.
 type deadline struct {
-	parent  context.Context   // the caller's context, for Value only
-	done    chan struct{}     // wazero mode only; nil (never done) inline
-	stop    api.MutableGlobal // inline mode only
-	budget  api.MutableGlobal // inline mode only
-	wake    chan struct{}     // cap 1: interrupts a guest sleep
-	fired   atomic.Bool
-	timer   *time.Timer
-	timeout time.Duration // of the current (or last) call, for messages
+	parent   context.Context   // the caller's context, for Value only
+	done     chan struct{}     // wazero mode only; nil (never done) inline
+	stop     api.MutableGlobal // inline mode only
+	budget   api.MutableGlobal // inline mode only
+	wake     chan struct{}     // cap 1: interrupts a guest sleep
+	fired    atomic.Bool
+	timer    *time.Timer
+	timeout  time.Duration // of the current (or last) call, for messages
+	canceled atomic.Bool   // fired because the caller's context ended, not the deadline
 }
 
 func (d *deadline) Deadline() (time.Time, bool) { return time.Time{}, false }
@@ -195,6 +196,17 @@ func (inst *instance) call(ctx context.Context, timeout time.Duration, f func(co
 	}
 	d.parent = ctx
 	d.timeout = timeout
+	if timeout > time.Second && ctx.Done() != nil {
+		// A long deadline (an author's offline try, a slow _initialize):
+		// cancelling ctx (SIGTERM in the CLI) stops the guest too. Short
+		// calls, the hosts' case, end by their deadline anyway and pay
+		// nothing for this.
+		stop := context.AfterFunc(ctx, func() {
+			d.canceled.Store(true)
+			d.fire()
+		})
+		defer stop()
+	}
 	d.timer.Reset(timeout)
 	err = f(d)
 	usable = d.timer.Stop()
@@ -251,6 +263,9 @@ func (p *Policy) newInstance(ctx context.Context) (*instance, error) {
 			})
 			if err != nil || inst.dl.fired.Load() {
 				inst.close()
+				if inst.dl.canceled.Load() {
+					return nil, fmt.Errorf("policies: policy %q: _initialize canceled: %w", p.name, ctx.Err())
+				}
 				if inst.dl.fired.Load() {
 					return fail(deadlineFailure("_initialize", inst.dl.timeout, "Config.InitTimeout"))
 				}
@@ -425,6 +440,9 @@ func (p *Policy) release(inst *instance, healthy bool) {
 func (p *Policy) callError(ctx context.Context, inst *instance, err error) error {
 	var exit *sys.ExitError
 	timedOut := inst.dl.fired.Load() // inline mode: the stop flag made the guest trap
+	if timedOut && inst.dl.canceled.Load() {
+		return fmt.Errorf("policies: policy %q: call canceled: %w", p.name, ctx.Err())
+	}
 	if !timedOut && errors.As(err, &exit) {
 		switch exit.ExitCode() {
 		case sys.ExitCodeDeadlineExceeded:

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -163,24 +164,22 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-// SetGroup creates or updates a group: policy "" = "wait", maxActive 0 = 1,
-// negative = ErrInvalid. Bumps the version and marks the group dirty.
+// SetGroup creates or updates a group, changing only what is given:
+// policy "" and maxActive 0 keep the group's current value ("wait" and 1
+// for a new group); a negative maxActive is ErrInvalid. Bumps the version
+// and marks the group dirty.
 func (s *Store) SetGroup(ctx context.Context, name, policy string, maxActive int) (Group, error) {
 	const op = "set group"
 	if err := ValidateName("group", name); err != nil {
 		return Group{}, err
 	}
-	if policy == "" {
-		policy = "wait"
-	}
-	if err := ValidateName("policy", policy); err != nil {
-		return Group{}, err
+	if policy != "" {
+		if err := ValidateName("policy", policy); err != nil {
+			return Group{}, err
+		}
 	}
 	if maxActive < 0 {
 		return Group{}, invalid(op, "group %s: max_active %d is negative", name, maxActive)
-	}
-	if maxActive == 0 {
-		maxActive = 1
 	}
 	k := s.k
 	v, err := s.run(ctx, op, "set_group", []string{k.Groups(), k.Group(name), k.Dirty(), k.Waiting(name), k.Active(name)},
@@ -303,6 +302,9 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 	}
 	if r.Duration < 0 {
 		return r, scriptCall{}, invalid(op, "run %s: duration %v is negative", r.ID, r.Duration)
+	}
+	if r.Priority < math.MinInt32 || r.Priority > math.MaxInt32 {
+		return r, scriptCall{}, invalid(op, "run %s: priority %d outside %d..%d (a policy reads it as a 32-bit integer)", r.ID, r.Priority, math.MinInt32, math.MaxInt32)
 	}
 	k := s.k
 	return r, scriptCall{

@@ -22,6 +22,16 @@ func TestStore_SetGroup(t *testing.T) {
 		if got := ok(e.s.GetGroup(ctx, "g"))(t); got != g {
 			t.Fatalf("GetGroup = %+v, want %+v", got, g)
 		}
+		// Only what is given changes.
+		if g = ok(e.s.SetGroup(ctx, "g", "discard", 0))(t); g.Policy != "discard" || g.MaxActive != 3 {
+			t.Fatalf("SetGroup(policy only) = %+v, want max_active 3 kept", g)
+		}
+		if g = ok(e.s.SetGroup(ctx, "g", "", 5))(t); g.Policy != "discard" || g.MaxActive != 5 || g.Version != 4 {
+			t.Fatalf("SetGroup(max_active only) = %+v, want policy discard kept", g)
+		}
+		if g = ok(e.s.SetGroup(ctx, "g", "priority", 3))(t); g.Policy != "priority" || g.MaxActive != 3 || g.Version != 5 {
+			t.Fatalf("SetGroup = %+v", g)
+		}
 		if d := ok(e.s.DirtyGroups(ctx, 10))(t); len(d) != 1 || d[0] != "g" {
 			t.Fatalf("dirty = %v", d)
 		}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -49,13 +51,23 @@ Examples:
 				Description: `Creates group G, or changes the settings given as flags and keeps the others.
 A new group defaults to policy "wait" and max_active 1.
 
+The policy must be a serial one: a built-in (wait: oldest first, up to
+max_active; discard: the oldest runs, newer waiting runs discarded; priority:
+DolphinScheduler's "newest wins", the newest waiting run launches and older
+ones are discarded or stopped; none of them reads a run's --priority) or a
+pushed serial policy. An unknown name or a slot-reuse policy exits 2; with
+--allow-unpushed a name not pushed yet is accepted with a warning (the group's
+runs wait until it is pushed). For priority order, push the example
+examples/oldest-first-by-priority.
+
 Examples:
    wasmsched group set nightly
    wasmsched group set nightly --policy priority
    wasmsched group set etl --policy discard --max-active 1 -o json`,
 				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "policy", Aliases: []string{"p"}, Usage: "policy `NAME` (wait, discard, priority, or a pushed policy)"},
-					&cli.IntFlag{Name: "max-active", Aliases: []string{"m"}, Usage: "at most `N` (>= 1) active runs"},
+					&cli.StringFlag{Name: "policy", Aliases: []string{"p"}, Usage: "serial policy `NAME` (wait, discard, priority, or a pushed one)"},
+					&cli.IntFlag{Name: "max-active", Aliases: []string{"m"}, Usage: "at most `N` (>= 1) active runs (a new group: 1)", DefaultText: "kept"},
+					&cli.BoolFlag{Name: "allow-unpushed", Usage: "accept a --policy name that is not pushed yet (its runs wait until it is)"},
 				},
 				Action: func(c *cli.Context) error {
 					if err := exactArgs(c, 1, "G"); err != nil {
@@ -83,6 +95,15 @@ Examples:
 						return err
 					}
 					defer closeFn()
+					if c.IsSet("policy") {
+						warn, err := checkGroupPolicy(c.Context, st, policy, c.Bool("allow-unpushed"))
+						if err != nil {
+							return err
+						}
+						if warn != "" {
+							fmt.Fprintln(c.App.ErrWriter, "wasmsched: warning: "+warn)
+						}
+					}
 					g, err := setGroup(c.Context, st, name, policy, maxActive)
 					if err != nil {
 						return err
@@ -144,6 +165,31 @@ Examples:
 			},
 		},
 	}
+}
+
+// checkGroupPolicy refuses a policy a serial group cannot use: a
+// slot-reuse one, or a name neither built in nor pushed (unless
+// allowUnpushed, which returns a warning instead).
+func checkGroupPolicy(ctx context.Context, st *storage.Store, policy string, allowUnpushed bool) (warning string, err error) {
+	if kind, ok := policies.BuiltinKind(policy); ok {
+		if kind != abi.KindSerial {
+			return "", usageErrorf("--policy %s is a %s policy; a group needs a serial one (wait, discard, priority, or a pushed serial policy)", policy, kind)
+		}
+		return "", nil
+	}
+	p, err := st.GetPolicy(ctx, policy)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		if allowUnpushed {
+			return fmt.Sprintf("policy %s is not pushed yet: the group's runs wait until it is (wasmsched policy push %s FILE)", policy, policy), nil
+		}
+		return "", usageErrorf("--policy %s: no such policy (built-ins: wait, discard, priority; pushed: see wasmsched policy list); --allow-unpushed accepts a name to be pushed later", policy)
+	case err != nil:
+		return "", err
+	case p.Kind != abi.KindSerial.String():
+		return "", usageErrorf("--policy %s is a %s policy; a group needs a serial one", policy, p.Kind)
+	}
+	return "", nil
 }
 
 // setGroup creates or changes a group; "" policy and 0 maxActive keep the

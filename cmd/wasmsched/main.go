@@ -8,11 +8,15 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
+
+	"github.com/wasmsched/wasmsched/storage"
 )
 
 // Exit codes, documented in --help and docs: 0 success, 1 a failed check
@@ -56,8 +60,51 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	code := exitCodeOf(err)
-	fmt.Fprintf(stderr, "wasmsched: %v\n", err)
+	fmt.Fprintf(stderr, "wasmsched: %s\n", userMessage(err))
 	return code
+}
+
+var (
+	// "storage: ", "policies: ", ... at the start of an error or of a
+	// wrapped part of it: the Go package that made it, not the user's
+	// business.
+	rePkgPrefix = regexp.MustCompile(`(^|: |\()(storage|policies|host|abi|wasmrewrite|worker): `)
+	// encoding/json's type errors name Go types.
+	reJSONType = regexp.MustCompile(`json: cannot unmarshal (\w+) into Go (?:struct field (\S+) |value )of type (\S+)`)
+)
+
+// userMessage is err's message in the user's terms: no Go package
+// prefixes, no trailing sentinel word "invalid", no Go type names.
+func userMessage(err error) string {
+	msg := rePkgPrefix.ReplaceAllString(err.Error(), "$1")
+	sentinel := storage.ErrInvalid.Error() // "invalid": the message says what is
+	msg = strings.ReplaceAll(msg, ": "+sentinel+": ", ": ")
+	msg = strings.TrimSuffix(msg, ": "+sentinel)
+	return reJSONType.ReplaceAllStringFunc(msg, func(m string) string {
+		p := reJSONType.FindStringSubmatch(m)
+		field := ""
+		if p[2] != "" {
+			field = " for field " + strings.ToLower(p[2])
+		}
+		return fmt.Sprintf("got a JSON %s%s, want %s", p[1], field, jsonKind(p[3]))
+	})
+}
+
+// jsonKind names the JSON value a Go type decodes from.
+func jsonKind(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "[]"):
+		return "a list"
+	case strings.HasPrefix(goType, "map["), strings.HasPrefix(goType, "main."), strings.HasPrefix(goType, "struct"):
+		return "an object"
+	case goType == "string":
+		return "a string"
+	case goType == "bool":
+		return "true or false"
+	case strings.Contains(goType, "int"), strings.Contains(goType, "float"), strings.HasPrefix(goType, "main.jsonMillis"):
+		return "a number"
+	}
+	return "another type"
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {

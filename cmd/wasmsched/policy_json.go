@@ -6,14 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -21,149 +21,176 @@ import (
 // snapshots); plugins never see JSON. Field names follow abi/ABI.md.
 // Times are unix milliseconds (a number) or an RFC 3339 string.
 
-// jsonMillis is a time in unix ms, decoded from a number or an RFC 3339 string.
-type jsonMillis int64
-
-func (m *jsonMillis) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		t, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			return fmt.Errorf("time %q: want unix ms or RFC 3339", s)
-		}
-		*m = jsonMillis(t.UnixMilli())
-		return nil
-	}
-	n, err := strconv.ParseInt(string(b), 10, 64)
+// parseRun decodes a run at path; hasSeq reports whether it gave a seq.
+func parseRun(path string, raw json.RawMessage, defState abi.State) (r abi.Run, hasSeq bool, err error) {
+	var seq, prio, slots, sub, started int64 = 0, 0, 1, 0, 0
+	var state string
+	err = object(path, raw, map[string]field{
+		"id":           strField(&r.ID),
+		"seq":          func(raw json.RawMessage) error { hasSeq = true; return intField(&seq, 1, math.MaxInt64)(raw) },
+		"state":        strField(&state),
+		"priority":     intField(&prio, math.MinInt32, math.MaxInt32),
+		"slots":        intField(&slots, 0, math.MaxUint32),
+		"submitted_at": millisField(&sub),
+		"started_at":   millisField(&started),
+	})
 	if err != nil {
-		return fmt.Errorf("time %s: want unix ms or RFC 3339", b)
+		return r, false, err
 	}
-	*m = jsonMillis(n)
+	r.Seq, r.Priority, r.Slots, r.SubmittedAt, r.StartedAt = uint64(seq), int32(prio), uint32(slots), sub, started
+	if r.ID == "" {
+		return r, false, fmt.Errorf("%s.id: missing", path)
+	}
+	r.State = defState
+	if state != "" {
+		st, err := abi.ParseState(strings.ToUpper(state))
+		if err != nil || !st.Valid() {
+			return r, false, fmt.Errorf("%s.state: %q is not WAITING, LAUNCHED, RUNNING or STOPPING", path, state)
+		}
+		r.State = st
+	}
+	return r, hasSeq, nil
+}
+
+// parseSnapshot decodes a serial snapshot at path. Omitted fields: state
+// WAITING in waiting, RUNNING in active; slots 1; when no run has a seq,
+// seqs are numbered 1.. in order (active first, then waiting). A snapshot
+// the host would refuse (lists not sorted by seq, duplicate ids, a state in
+// the wrong list) is malformed input, named here.
+func parseSnapshot(path string, raw json.RawMessage) (*abi.SerialSnapshot, error) {
+	out := &abi.SerialSnapshot{}
+	var maxActive, now int64
+	var active, waiting []abi.Run
+	anySeq := false
+	runs := func(dst *[]abi.Run, list string, def abi.State) field {
+		return func(raw json.RawMessage) error {
+			return list_(join(path, list), raw, func(p string, raw json.RawMessage) error {
+				r, has, err := parseRun(p, raw, def)
+				anySeq = anySeq || has
+				*dst = append(*dst, r)
+				return err
+			})
+		}
+	}
+	err := object(path, raw, map[string]field{
+		"group":      strField(&out.Group),
+		"policy":     strField(&out.Policy),
+		"max_active": intField(&maxActive, 0, math.MaxUint32),
+		"now":        millisField(&now),
+		"active":     runs(&active, "active", abi.StateRunning),
+		"waiting":    runs(&waiting, "waiting", abi.StateWaiting),
+	})
+	if err != nil {
+		return nil, stripListPath(err)
+	}
+	out.MaxActive, out.Now, out.Active, out.Waiting = uint32(maxActive), now, active, waiting
+	if out.Group == "" {
+		out.Group = "scenario"
+	}
+	if !anySeq {
+		for i := range out.Active {
+			out.Active[i].Seq = uint64(i + 1)
+		}
+		for i := range out.Waiting {
+			out.Waiting[i].Seq = uint64(len(out.Active) + i + 1)
+		}
+	}
+	if err := policies.ValidateSerial(out, &abi.SerialDecision{}); err != nil {
+		var ve *policies.ValidationError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("%s: the host would refuse this snapshot: %s", orRoot(path), strings.Join(ve.Problems, "; "))
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// list_ is list with the error left unprefixed (object adds the field's
+// path; the element's path is in the error already).
+func list_(path string, raw json.RawMessage, each func(string, json.RawMessage) error) error {
+	if err := list(path, raw, each); err != nil {
+		return &pathError{err}
+	}
 	return nil
 }
 
-// runJSONABI is abi.Run in JSON.
-type runJSONABI struct {
-	ID          string     `json:"id"`
-	Seq         uint64     `json:"seq"`
-	State       string     `json:"state"`
-	Priority    int32      `json:"priority"`
-	Slots       *uint32    `json:"slots"`
-	SubmittedAt jsonMillis `json:"submitted_at"`
-	StartedAt   jsonMillis `json:"started_at"`
-}
+// pathError is an error that already names its full path: object must not
+// prefix it again.
+type pathError struct{ err error }
 
-// snapshotJSON is abi.SerialSnapshot in JSON.
-type snapshotJSON struct {
-	Group     string       `json:"group"`
-	Policy    string       `json:"policy"`
-	MaxActive uint32       `json:"max_active"`
-	Now       jsonMillis   `json:"now"`
-	Active    []runJSONABI `json:"active"`
-	Waiting   []runJSONABI `json:"waiting"`
-}
+func (e *pathError) Error() string { return e.err.Error() }
 
-// taskSlotJSON is abi.TaskSlot in JSON.
-type taskSlotJSON struct {
-	Task   *uint32 `json:"task"`
-	Worker string  `json:"worker"`
-	Index  uint32  `json:"index"`
-	Token  string  `json:"token"`
-	Alive  bool    `json:"alive"`
-	Held   bool    `json:"held"`
-}
-
-// reuseRequestJSON is abi.ReuseRequest in JSON.
-type reuseRequestJSON struct {
-	Group string         `json:"group"`
-	Now   jsonMillis     `json:"now"`
-	Run   runJSONABI     `json:"run"`
-	Slots []taskSlotJSON `json:"slots"`
-}
-
-func (r runJSONABI) toABI(where string, defState abi.State) (abi.Run, error) {
-	out := abi.Run{ID: r.ID, Seq: r.Seq, Priority: r.Priority, Slots: 1,
-		SubmittedAt: int64(r.SubmittedAt), StartedAt: int64(r.StartedAt)}
-	if r.Slots != nil {
-		out.Slots = *r.Slots
+// stripListPath undoes object's prefix of an error that names its path.
+func stripListPath(err error) error {
+	var pe *pathError
+	if errors.As(err, &pe) {
+		return pe.err
 	}
-	if r.ID == "" {
-		return out, fmt.Errorf("%s.id: missing", where)
-	}
-	out.State = defState
-	if r.State != "" {
-		st, err := abi.ParseState(strings.ToUpper(r.State))
-		if err != nil {
-			return out, fmt.Errorf("%s.state: %q is not WAITING, LAUNCHED, RUNNING or STOPPING", where, r.State)
-		}
-		out.State = st
-	}
-	return out, nil
+	return err
 }
 
-// toABI converts the JSON snapshot. Omitted fields: state WAITING in
-// waiting, RUNNING in active; slots 1; when no run has a seq, seqs are
-// numbered 1.. in order (active first, then waiting).
-func (s snapshotJSON) toABI(where string) (*abi.SerialSnapshot, error) {
-	out := &abi.SerialSnapshot{Group: s.Group, Policy: s.Policy, MaxActive: s.MaxActive, Now: int64(s.Now)}
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+func orRoot(path string) string {
+	if path == "" {
+		return "snapshot"
+	}
+	return path
+}
+
+// parseRequest decodes a slot-reuse request at path.
+func parseRequest(path string, raw json.RawMessage) (*abi.ReuseRequest, error) {
+	out := &abi.ReuseRequest{}
+	var now int64
+	var runRaw json.RawMessage
+	err := object(path, raw, map[string]field{
+		"group": strField(&out.Group),
+		"now":   millisField(&now),
+		"run":   func(raw json.RawMessage) error { runRaw = raw; return nil },
+		"slots": func(raw json.RawMessage) error {
+			return list_(join(path, "slots"), raw, func(p string, raw json.RawMessage) error {
+				ts := abi.TaskSlot{Task: uint32(len(out.Slots))}
+				var task, index int64 = int64(ts.Task), 0
+				if err := object(p, raw, map[string]field{
+					"task":   intField(&task, 0, math.MaxUint32),
+					"worker": strField(&ts.Worker),
+					"index":  intField(&index, 0, math.MaxUint32),
+					"token":  strField(&ts.Token),
+					"alive":  boolField(&ts.Alive),
+					"held":   boolField(&ts.Held),
+				}); err != nil {
+					return err
+				}
+				ts.Task, ts.Index = uint32(task), uint32(index)
+				if ts.Worker == "" {
+					return fmt.Errorf("%s.worker: missing", p)
+				}
+				out.Slots = append(out.Slots, ts)
+				return nil
+			})
+		},
+	})
+	if err != nil {
+		return nil, stripListPath(err)
+	}
+	out.Now = now
 	if out.Group == "" {
 		out.Group = "scenario"
 	}
-	noSeq := true
-	for _, r := range append(append([]runJSONABI{}, s.Active...), s.Waiting...) {
-		if r.Seq != 0 {
-			noSeq = false
-		}
+	if runRaw == nil {
+		return nil, fmt.Errorf("%s: missing", join(path, "run"))
 	}
-	var seq uint64
-	conv := func(list string, in []runJSONABI, def abi.State) ([]abi.Run, error) {
-		var rs []abi.Run
-		for i, r := range in {
-			ar, err := r.toABI(fmt.Sprintf("%s.%s[%d]", where, list, i), def)
-			if err != nil {
-				return nil, err
-			}
-			if noSeq {
-				seq++
-				ar.Seq = seq
-			}
-			rs = append(rs, ar)
-		}
-		return rs, nil
-	}
-	var err error
-	if out.Active, err = conv("active", s.Active, abi.StateRunning); err != nil {
-		return nil, err
-	}
-	if out.Waiting, err = conv("waiting", s.Waiting, abi.StateWaiting); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (q reuseRequestJSON) toABI(where string) (*abi.ReuseRequest, error) {
-	run, err := q.Run.toABI(where+".run", abi.StateRunning)
+	run, _, err := parseRun(join(path, "run"), runRaw, abi.StateRunning)
 	if err != nil {
 		return nil, err
 	}
-	out := &abi.ReuseRequest{Group: q.Group, Now: int64(q.Now), Run: run}
-	if out.Group == "" {
-		out.Group = "scenario"
-	}
-	for i, t := range q.Slots {
-		ts := abi.TaskSlot{Task: uint32(i), Worker: t.Worker, Index: t.Index, Token: t.Token, Alive: t.Alive, Held: t.Held}
-		if t.Task != nil {
-			ts.Task = *t.Task
-		}
-		if t.Worker == "" {
-			return nil, fmt.Errorf("%s.slots[%d].worker: missing", where, i)
-		}
-		out.Slots = append(out.Slots, ts)
-	}
-	if q.Run.Slots == nil {
+	out.Run = run
+	if !bytes.Contains(runRaw, []byte(`"slots"`)) {
 		out.Run.Slots = uint32(len(out.Slots))
 	}
 	return out, nil
@@ -215,14 +242,6 @@ type expectReuse struct {
 	Verdicts []string `json:"verdicts"`
 }
 
-// scenarioJSON is one scenario as written in a file.
-type scenarioJSON struct {
-	Name     string            `json:"name"`
-	Snapshot *snapshotJSON     `json:"snapshot"`
-	Request  *reuseRequestJSON `json:"request"`
-	Expect   json.RawMessage   `json:"expect"`
-}
-
 // scenario is a parsed scenario: exactly one of Snap / Req is set.
 type scenario struct {
 	File, Name string
@@ -232,95 +251,115 @@ type scenario struct {
 	WantReuse  expectReuse
 }
 
-// decodeStrict decodes b into v, rejecting unknown fields and trailing data.
-func decodeStrict(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("trailing data after the JSON value")
-	}
-	return nil
-}
-
-// parseScenarios parses one scenario file (an object or a list).
+// parseScenarios parses one scenario file (an object or a list); every
+// error names the file, the scenario and the field, or the position of
+// malformed JSON.
 func parseScenarios(file string, b []byte) ([]scenario, error) {
+	if err := syntaxCheck(b); err != nil {
+		return nil, fmt.Errorf("%s: %v", file, err)
+	}
 	b = bytes.TrimSpace(b)
-	var raws []json.RawMessage
-	if len(b) > 0 && b[0] == '[' {
-		if err := json.Unmarshal(b, &raws); err != nil {
-			return nil, fmt.Errorf("%s: %v", file, err)
-		}
-	} else {
-		raws = []json.RawMessage{b}
+	raws := []json.RawMessage{b}
+	if kindOf(b) == "a list" {
+		raws = nil
+		_ = json.Unmarshal(b, &raws)
 	}
 	var out []scenario
 	for i, raw := range raws {
-		where := fmt.Sprintf("%s: scenario %d", file, i)
-		var sj scenarioJSON
-		if err := decodeStrict(raw, &sj); err != nil {
-			return nil, fmt.Errorf("%s: %v", where, err)
+		sc, err := parseScenario(raw)
+		if err != nil {
+			where := fmt.Sprintf("scenario %d", i)
+			if sc.Name != "" {
+				where = fmt.Sprintf("scenario %q", sc.Name)
+			}
+			return nil, fmt.Errorf("%s: %s: %v", file, where, err)
 		}
-		if sj.Name == "" {
-			return nil, fmt.Errorf("%s: field \"name\": missing", where)
-		}
-		where = fmt.Sprintf("%s: scenario %q", file, sj.Name)
-		sc := scenario{File: file, Name: sj.Name}
-		switch {
-		case sj.Snapshot != nil && sj.Request != nil:
-			return nil, fmt.Errorf("%s: has both \"snapshot\" and \"request\"; want one", where)
-		case sj.Snapshot != nil:
-			snap, err := sj.Snapshot.toABI("snapshot")
-			if err != nil {
-				return nil, fmt.Errorf("%s: field %v", where, err)
-			}
-			sc.Snap = snap
-			var exp []expectAction
-			if len(sj.Expect) == 0 {
-				return nil, fmt.Errorf("%s: field \"expect\": missing (use [] for no actions)", where)
-			}
-			if err := decodeStrict(sj.Expect, &exp); err != nil {
-				return nil, fmt.Errorf("%s: field \"expect\": want a list of {\"action\",\"run\"}: %v", where, err)
-			}
-			sc.Want = map[string]abi.ActionKind{}
-			for j, e := range exp {
-				k, err := abi.ParseActionKind(e.Action)
-				if err != nil {
-					return nil, fmt.Errorf("%s: field \"expect[%d].action\": %q is not launch, discard or stop", where, j, e.Action)
-				}
-				if e.Run == "" {
-					return nil, fmt.Errorf("%s: field \"expect[%d].run\": missing", where, j)
-				}
-				if _, dup := sc.Want[e.Run]; dup {
-					return nil, fmt.Errorf("%s: field \"expect[%d].run\": run %q expected twice", where, j, e.Run)
-				}
-				sc.Want[e.Run] = k
-			}
-		case sj.Request != nil:
-			req, err := sj.Request.toABI("request")
-			if err != nil {
-				return nil, fmt.Errorf("%s: field %v", where, err)
-			}
-			sc.Req = req
-			if len(sj.Expect) == 0 {
-				return nil, fmt.Errorf("%s: field \"expect\": missing", where)
-			}
-			if err := decodeStrict(sj.Expect, &sc.WantReuse); err != nil {
-				return nil, fmt.Errorf("%s: field \"expect\": want {\"fail\",\"verdicts\"}: %v", where, err)
-			}
-			for j, v := range sc.WantReuse.Verdicts {
-				if v != "reuse" && v != "reallocate" {
-					return nil, fmt.Errorf("%s: field \"expect.verdicts[%d]\": %q is not reuse or reallocate", where, j, v)
-				}
-			}
-		default:
-			return nil, fmt.Errorf("%s: field \"snapshot\" (serial) or \"request\" (slot-reuse): missing", where)
-		}
+		sc.File = file
 		out = append(out, sc)
 	}
 	return out, nil
+}
+
+func parseScenario(raw json.RawMessage) (scenario, error) {
+	var sc scenario
+	var snapRaw, reqRaw, expRaw json.RawMessage
+	keep := func(dst *json.RawMessage) field { return func(raw json.RawMessage) error { *dst = raw; return nil } }
+	if kindOf(raw) == "an object" {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(raw, &m) == nil {
+			_ = json.Unmarshal(m["name"], &sc.Name) // for the error's prefix
+		}
+	}
+	if err := object("", raw, map[string]field{
+		"name": strField(&sc.Name), "snapshot": keep(&snapRaw), "request": keep(&reqRaw), "expect": keep(&expRaw),
+	}); err != nil {
+		return sc, err
+	}
+	if sc.Name == "" {
+		return sc, errors.New("name: missing")
+	}
+	switch {
+	case snapRaw != nil && reqRaw != nil:
+		return sc, errors.New(`has both "snapshot" and "request"; want one`)
+	case snapRaw != nil:
+		snap, err := parseSnapshot("snapshot", snapRaw)
+		if err != nil {
+			return sc, err
+		}
+		sc.Snap = snap
+		if expRaw == nil {
+			return sc, errors.New("expect: missing (use [] for no actions)")
+		}
+		sc.Want = map[string]abi.ActionKind{}
+		err = list("expect", expRaw, func(p string, raw json.RawMessage) error {
+			var e expectAction
+			if err := object(p, raw, map[string]field{"action": strField(&e.Action), "run": strField(&e.Run)}); err != nil {
+				return err
+			}
+			k, err := abi.ParseActionKind(e.Action)
+			if err != nil {
+				return fmt.Errorf("%s.action: %q is not launch, discard or stop", p, e.Action)
+			}
+			if e.Run == "" {
+				return fmt.Errorf("%s.run: missing", p)
+			}
+			if _, dup := sc.Want[e.Run]; dup {
+				return fmt.Errorf("%s.run: run %q expected twice", p, e.Run)
+			}
+			sc.Want[e.Run] = k
+			return nil
+		})
+		return sc, err
+	case reqRaw != nil:
+		req, err := parseRequest("request", reqRaw)
+		if err != nil {
+			return sc, err
+		}
+		sc.Req = req
+		if expRaw == nil {
+			return sc, errors.New("expect: missing")
+		}
+		if err := object("expect", expRaw, map[string]field{
+			"fail": boolField(&sc.WantReuse.Fail),
+			"verdicts": func(raw json.RawMessage) error {
+				return list_("expect.verdicts", raw, func(p string, raw json.RawMessage) error {
+					var v string
+					if err := strField(&v)(raw); err != nil {
+						return fmt.Errorf("%s: %v", p, err)
+					}
+					if v != "reuse" && v != "reallocate" {
+						return fmt.Errorf("%s: %q is not reuse or reallocate", p, v)
+					}
+					sc.WantReuse.Verdicts = append(sc.WantReuse.Verdicts, v)
+					return nil
+				})
+			},
+		}); err != nil {
+			return sc, stripListPath(err)
+		}
+		return sc, nil
+	}
+	return sc, errors.New(`"snapshot" (serial) or "request" (slot-reuse): missing`)
 }
 
 // scenarioFiles expands paths: a directory means every *.json in it (sorted).
@@ -349,7 +388,7 @@ func scenarioFiles(paths []string) ([]string, error) {
 }
 
 // readSnapshotFile reads a dry-run snapshot: a bare snapshot object, or a
-// scenario object (its "snapshot" is used, "expect" ignored).
+// scenario object (its "snapshot" is used, the rest ignored).
 func readSnapshotFile(path string) (*abi.SerialSnapshot, error) {
 	var b []byte
 	var err error
@@ -361,20 +400,21 @@ func readSnapshotFile(path string) (*abi.SerialSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	var probe map[string]json.RawMessage
-	if err := json.Unmarshal(b, &probe); err != nil {
-		return nil, fmt.Errorf("%s: want a JSON snapshot object: %v", path, err)
-	}
-	if inner, ok := probe["snapshot"]; ok {
-		b = inner
-	}
-	var sj snapshotJSON
-	if err := decodeStrict(b, &sj); err != nil {
+	if err := syntaxCheck(b); err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
-	snap, err := sj.toABI("snapshot")
+	if kindOf(b) != "an object" {
+		return nil, fmt.Errorf("%s: want a snapshot object, got %s", path, kindOf(b))
+	}
+	var probe map[string]json.RawMessage
+	_ = json.Unmarshal(b, &probe)
+	at := ""
+	if inner, ok := probe["snapshot"]; ok {
+		b, at = inner, "snapshot"
+	}
+	snap, err := parseSnapshot(at, b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: field %v", path, err)
+		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	return snap, nil
 }

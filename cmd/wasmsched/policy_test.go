@@ -188,7 +188,7 @@ func TestPolicyTestCommand(t *testing.T) {
 		{"bad-action.json", `expect[0].action`},
 		{"bad-state.json", `waiting[0].state`},
 		{"unknown-field.json", `unknown field "snapshots"`},
-		{"no-name.json", `"name"`},
+		{"no-name.json", `name: missing`},
 		{"not-json.json", "not-json.json"},
 	} {
 		path := filepath.Join(sc, "malformed", c.file)

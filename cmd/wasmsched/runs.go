@@ -310,6 +310,12 @@ func stopRun(ctx context.Context, st *storage.Store, id, reason string) (runJSON
 	if err := storage.ValidateName("run", id); err != nil {
 		return runJSON{}, asUsage(err)
 	}
+	// RequestStop answers STOPPING both for a run it moved there and for one
+	// already STOPPING (it is idempotent under replay): tell them apart
+	// first, as the help promises.
+	if cur, err := st.GetRun(ctx, id); err == nil && cur.State == storage.StateStopping {
+		return runJSON{}, usageErrorf("run %s is already STOPPING (its worker is stopping it)", id)
+	}
 	r, err := st.RequestStop(ctx, id, reason)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -34,6 +35,11 @@ with the defaults (policy wait, max_active 1; change them with "group set").
 The group's policy decides when the run launches; it then runs on the worker holding
 its task 0 once all its --slots task slots are assigned.
 
+--priority is handed to the group's policy as is. None of the built-ins reads
+it: wait launches the oldest, discard keeps the oldest, and priority is
+DolphinScheduler's "newest wins". For priority order, push the example
+examples/oldest-first-by-priority and set it on the group.
+
 --payload is handed to the worker: an exec worker passes it to its program
 as WASMSCHED_PAYLOAD; a simulating worker fails the run if it is "fail".
 --duration is how long a simulating worker "runs" it.
@@ -45,7 +51,7 @@ Examples:
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "id", Usage: "run `ID` (default: generated from the namespace seq)"},
 			&cli.IntFlag{Name: "slots", Aliases: []string{"k"}, Value: 1, Usage: "task slots the run needs, `K` >= 1"},
-			&cli.IntFlag{Name: "priority", Usage: "priority `P` (higher first for policies that use it)"},
+			&cli.IntFlag{Name: "priority", Usage: "priority `P`, a 32-bit integer handed to the group's policy (no built-in reads it; see the help)"},
 			&cli.StringFlag{Name: "payload", Usage: "opaque payload `S` for the worker"},
 			&cli.DurationFlag{Name: "duration", Value: time.Second, Usage: "simulated run time `D` (simulating workers)"},
 		},
@@ -73,6 +79,9 @@ Examples:
 			if err != nil {
 				return err
 			}
+			if li, err := st.Leader(c.Context); err == nil && li.Identity == "" {
+				fmt.Fprintf(c.App.ErrWriter, "wasmsched: warning: no host leads namespace %s: the run waits until one does (wasmsched serve, or wasmsched dev)\n", st.Namespace())
+			}
 			return render(c, out, func(w io.Writer) {
 				fmt.Fprintln(w, "ID\tGROUP\tSEQ\tSTATE")
 				fmt.Fprintf(w, "%s\t%s\t%d\t%s\n", out.ID, out.Group, out.Seq, out.State)
@@ -96,6 +105,9 @@ func checkSubmit(req storage.SubmitRequest) error {
 	}
 	if req.Duration < 0 {
 		return usageErrorf("--duration must not be negative, got %v", req.Duration)
+	}
+	if req.Priority < math.MinInt32 || req.Priority > math.MaxInt32 {
+		return usageErrorf("--priority must be in %d..%d (a policy reads it as a 32-bit integer), got %d", math.MinInt32, math.MaxInt32, req.Priority)
 	}
 	return nil
 }
