@@ -625,7 +625,7 @@ func (c *Coordinator) decideBatch(ctx context.Context, lease *Lease, groups []st
 		case errors.Is(err, storage.ErrStale):
 			c.outcome(policy, ver, OutcomeStale)
 			c.rt.m.stale.WithLabelValues(c.rt.m.ns, "apply").Inc()
-			log.Warn("decision stale: group changed since its snapshot; deciding again next pass", "group", group,
+			log.Debug("decision stale: group changed since its snapshot; deciding again next pass", "group", group,
 				"group_version", d.Version, "err", err)
 			worked = true // the group is still dirty: look again at once
 		case ctx.Err() != nil:

@@ -60,3 +60,15 @@ func ListNamespaces(ctx context.Context, c redis.UniversalClient) ([]string, err
 	sort.Strings(out)
 	return out, nil
 }
+
+// Exists reports whether the namespace has been used: a group, a run, a
+// leader or a policy was ever written in it (one EXISTS of those keys).
+// A namespace that was only registered (NamespacesKey) does not count.
+func (s *Store) Exists(ctx context.Context) (bool, error) {
+	k := s.k
+	n, err := s.c.Exists(ctx, k.Seq(), k.Groups(), k.Fence(), k.Policies(), k.Workers()).Result()
+	if err != nil {
+		return false, fmt.Errorf("storage: namespace %s: %w", s.ns, err)
+	}
+	return n > 0, nil
+}

@@ -192,6 +192,54 @@ func (s *Store) SetGroup(ctx context.Context, name, policy string, maxActive int
 		Waiting: int(toInt64(a[3])), Active: int(toInt64(a[4]))}, nil
 }
 
+// deleteChunk bounds the waiting runs one delete_group call discards.
+const deleteChunk = 500
+
+// DeleteGroup deletes group name. A group with active runs is refused
+// (ErrBadState), and so is one with waiting runs unless force, which
+// discards them first (oldest first, deleteChunk per script call, each
+// with reason) and reports how many. Finished runs keep their records.
+// ErrNotFound for an unknown group. A submit to the name afterwards creates
+// a new group with the defaults.
+func (s *Store) DeleteGroup(ctx context.Context, name string, force bool, reason string) (discarded int, err error) {
+	const op = "delete group"
+	if err := ValidateName("group", name); err != nil {
+		return 0, err
+	}
+	k := s.k
+	f := "0"
+	if force {
+		f = "1"
+	}
+	for {
+		keys := []string{k.Groups(), k.Group(name), k.Waiting(name), k.Active(name), k.Dirty()}
+		args := []any{name, f, reason}
+		var ids []string
+		if force {
+			if ids, err = s.c.ZRange(ctx, k.Waiting(name), 0, deleteChunk-1).Result(); err != nil {
+				return discarded, fmt.Errorf("storage: %s %s: %w", op, name, err)
+			}
+		}
+		for _, id := range ids {
+			keys = append(keys, k.Run(id))
+			args = append(args, id)
+		}
+		v, err := s.run(ctx, op, "delete_group", keys, args...)
+		if err != nil {
+			return discarded, err
+		}
+		a := v.([]any)
+		left := int(toInt64(a[1]))
+		discarded += int(toInt64(a[2]))
+		if toInt64(a[0]) == 1 {
+			return discarded, nil
+		}
+		if len(ids) == 0 && left > 0 {
+			return discarded, fmt.Errorf("storage: %s %s: %d waiting runs not discarded", op, name, left)
+		}
+	}
+}
+
 // GetGroup reads a group (ErrNotFound if absent).
 func (s *Store) GetGroup(ctx context.Context, name string) (Group, error) {
 	if err := ValidateName("group", name); err != nil {

@@ -2,6 +2,7 @@ package storage_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -332,5 +333,58 @@ func TestStore_RequestStop(t *testing.T) {
 		if r.State != storage.StateStopped || r.Reason != "stop requested; the run had already finished SUCCEEDED: exit 0" {
 			t.Fatalf("after a SUCCEEDED report of a STOPPING run: %s %q", r.State, r.Reason)
 		}
+	})
+}
+
+func TestStore_DeleteGroup(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		ok(e.s.SetGroup(ctx, "g", "wait", 1))(t)
+		for i := range 1203 { // more than two chunks
+			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: fmt.Sprintf("w%04d", i)}))(t)
+		}
+		t.Run("unknown", func(t *testing.T) {
+			e.unchanged(t, func() {
+				if _, err := e.s.DeleteGroup(ctx, "nope", true, "x"); !errors.Is(err, storage.ErrNotFound) {
+					t.Fatalf("err = %v, want ErrNotFound", err)
+				}
+			})
+		})
+		t.Run("waiting without force", func(t *testing.T) {
+			e.unchanged(t, func() {
+				if _, err := e.s.DeleteGroup(ctx, "g", false, "x"); !errors.Is(err, storage.ErrBadState) || !strings.Contains(err.Error(), "1203 waiting") {
+					t.Fatalf("err = %v, want ErrBadState naming the waiting runs", err)
+				}
+			})
+		})
+		n, err := e.s.DeleteGroup(ctx, "g", true, "group deleted")
+		if err != nil || n != 1203 {
+			t.Fatalf("DeleteGroup(force) = %d, %v; want 1203 discarded", n, err)
+		}
+		if _, err := e.s.GetGroup(ctx, "g"); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("GetGroup after delete: %v", err)
+		}
+		for _, g := range ok(e.s.ListGroups(ctx))(t) {
+			if g.Name == "g" {
+				t.Fatal("deleted group still listed")
+			}
+		}
+		if d := ok(e.s.DirtyGroups(ctx, 10))(t); len(d) != 0 {
+			t.Fatalf("dirty after delete: %v", d)
+		}
+		if r := ok(e.s.GetRun(ctx, "w0600"))(t); r.State != storage.StateDiscarded || r.Reason != "group deleted" {
+			t.Fatalf("a discarded run: %+v", r)
+		}
+		// Active runs: refused even with force.
+		ok(e.s.SetGroup(ctx, "h", "wait", 1))(t)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "h", ID: "h1"}))(t)
+		f := e.lead(t, "leader#1")
+		sn := ok(e.s.Snapshot(ctx, "h"))(t)
+		ok(e.s.Apply(ctx, f, "h", storage.Decision{Version: sn.Group.Version, ClaimID: "c1",
+			Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "h1", Reason: "test"}}}))(t)
+		e.unchanged(t, func() {
+			if _, err := e.s.DeleteGroup(ctx, "h", true, "x"); !errors.Is(err, storage.ErrBadState) || !strings.Contains(err.Error(), "1 active") {
+				t.Fatalf("err = %v, want ErrBadState naming the active run", err)
+			}
+		})
 	})
 }

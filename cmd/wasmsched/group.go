@@ -44,6 +44,7 @@ Examples:
    wasmsched group list
    wasmsched group show nightly -o json`,
 		Subcommands: []*cli.Command{
+			groupDeleteCommand(),
 			{
 				Name:      "set",
 				Usage:     "create a group or change its policy / max_active",
@@ -127,6 +128,9 @@ Examples:
 						return err
 					}
 					defer closeFn()
+					if err := requireNamespace(c.Context, st); err != nil {
+						return err
+					}
 					gs, err := listGroups(c.Context, st)
 					if err != nil {
 						return err
@@ -229,5 +233,55 @@ func groupsTable(w io.Writer, gs []groupJSON) {
 	fmt.Fprintln(w, "NAME\tPOLICY\tMAX_ACTIVE\tWAITING\tACTIVE\tVERSION")
 	for _, g := range gs {
 		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\n", g.Name, g.Policy, g.MaxActive, g.Waiting, g.Active, g.Version)
+	}
+}
+
+func groupDeleteCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "delete",
+		Usage:     "delete a group (refused while it has runs to run, unless --force)",
+		ArgsUsage: "G",
+		Description: `Deletes group G: its settings and queue. Refused (exit 2) while G has active
+runs (LAUNCHED, RUNNING, STOPPING: stop them first with run stop) or waiting
+runs; --force discards the waiting ones (oldest first, recorded with
+--reason) and then deletes it. Finished runs keep their records. A later
+submit to G creates a new group with the defaults.
+
+Examples:
+   wasmsched group delete nightly
+   wasmsched group delete nightly --force --reason "workflow retired"`,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "force", Usage: "discard the group's waiting runs first"},
+			&cli.StringFlag{Name: "reason", Value: "group deleted", Usage: "recorded with each discarded run"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := exactArgs(c, 1, "G"); err != nil {
+				return err
+			}
+			name := c.Args().First()
+			if err := storage.ValidateName("group", name); err != nil {
+				return asUsage(err)
+			}
+			st, closeFn, err := openStore(c)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			n, err := st.DeleteGroup(c.Context, name, c.Bool("force"), c.String("reason"))
+			if errors.Is(err, storage.ErrNotFound) {
+				return usageErrorf("group %s not found in namespace %s", name, st.Namespace())
+			}
+			if err != nil {
+				return storeUsage(err)
+			}
+			res := struct {
+				Group     string `json:"group"`
+				Deleted   bool   `json:"deleted"`
+				Discarded int    `json:"discarded"`
+			}{name, true, n}
+			return render(c, res, func(w io.Writer) {
+				fmt.Fprintf(w, "deleted group %s (%d waiting run(s) discarded)\n", name, n)
+			})
+		},
 	}
 }

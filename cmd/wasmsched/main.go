@@ -107,6 +107,12 @@ func jsonKind(goType string) string {
 	return "another type"
 }
 
+func init() {
+	// --version prints what `wasmsched version` does, not "wasmsched
+	// version wasmsched ...".
+	cli.VersionPrinter = func(c *cli.Context) { fmt.Fprintln(c.App.Writer, c.App.Version) }
+}
+
 func newApp(stdout, stderr io.Writer) *cli.App {
 	app := &cli.App{
 		Name:  "wasmsched",
@@ -119,6 +125,7 @@ Global flags (--redis, --namespace, -o) may be given before or after the
 command name. Exit codes: 0 success; 1 a failed check or a runtime failure
 (e.g. Redis unreachable); 2 bad usage or bad input (the message names what
 was wrong).`,
+		Version:                buildVersion().String(),
 		Writer:                 stdout,
 		ErrWriter:              stderr,
 		Flags:                  globalFlags(true),

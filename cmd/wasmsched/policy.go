@@ -267,19 +267,13 @@ and call sdk.Register from an init function (see docs/plugin-authors.md).
 A compile error exits 2 with the compiler's output.
 
 Examples:
-   wasmsched policy build ./mypolicy -o mypolicy.wasm
-   wasmsched -o json policy build . -o /tmp/p.wasm
+   wasmsched policy build ./mypolicy --out mypolicy.wasm
+   wasmsched policy build . --out /tmp/p.wasm -o json
 
-Here -o names the output file (as in go build); to get json, put the global
--o before the command name.`,
-		// -o is the output FILE here, as in go build; build therefore takes
-		// no global flags after the command name (it needs no Redis); give
-		// the output format before it: wasmsched -o json policy build ...
+--out names the output file; -o is the output format, as for every command.`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the plugin to `FILE` (default DIR's base name + .wasm)"},
+			&cli.StringFlag{Name: "out", Usage: "write the plugin to `FILE` (default DIR's base name + .wasm)"},
 			&cli.StringFlag{Name: "go", Value: "go", Usage: "the go `COMMAND` to run"},
-			// Present so withGlobalFlags adds no -o/--output here.
-			&cli.StringFlag{Name: flagRedis, Hidden: true},
 		},
 		Action: func(c *cli.Context) error {
 			if err := exactArgs(c, 1, "DIR"); err != nil {

@@ -403,15 +403,19 @@ func TestPolicyBuildExample(t *testing.T) {
 	e := newCLIEnv(t)
 	out := filepath.Join(t.TempDir(), "ofp.wasm")
 	var b buildJSON
-	// -o json before the command is the format; after build, -o is the file.
+	// --out is the file; -o is the format, before or after the command
+	// (-o json after build once wrote a file named "json").
 	resetCommandFlags()
 	var sout, serr bytes.Buffer
-	code := run(context.Background(), []string{"wasmsched", "-o", "json", "policy", "build", "../../examples/oldest-first-by-priority", "-o", out}, &sout, &serr)
+	code := run(context.Background(), []string{"wasmsched", "policy", "build", "../../examples/oldest-first-by-priority", "--out", out, "-o", "json"}, &sout, &serr)
 	if code != 0 {
 		t.Fatalf("build: exit %d: %s", code, serr.String())
 	}
-	if err := json.Unmarshal(sout.Bytes(), &b); err != nil || b.Kind != "serial" || b.ABIVersion != 1 || b.Size == 0 {
+	if err := json.Unmarshal(sout.Bytes(), &b); err != nil || b.Kind != "serial" || b.ABIVersion != 1 || b.Size == 0 || b.File != out {
 		t.Fatalf("build output %q: %v", sout.String(), err)
+	}
+	if _, err := os.Stat("json"); err == nil {
+		t.Fatalf("build wrote a file named json")
 	}
 	code, stdout, errs := e.cli("policy", "test", out, "../../examples/oldest-first-by-priority/scenarios")
 	if code != 0 {
@@ -429,7 +433,7 @@ func TestPolicyBuildExample(t *testing.T) {
 	resetCommandFlags()
 	sout.Reset()
 	serr.Reset()
-	code = run(context.Background(), []string{"wasmsched", "policy", "build", bad, "-o", filepath.Join(bad, "x.wasm")}, &sout, &serr)
+	code = run(context.Background(), []string{"wasmsched", "policy", "build", bad, "--out", filepath.Join(bad, "x.wasm")}, &sout, &serr)
 	if code != 2 || !strings.Contains(serr.String(), "undefined: undefinedThing") {
 		t.Errorf("bad build: exit %d, stderr %q", code, serr.String())
 	}

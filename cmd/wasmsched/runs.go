@@ -175,6 +175,14 @@ Examples:
 				return err
 			}
 			defer closeFn()
+			if err := requireNamespace(c.Context, st); err != nil {
+				return err
+			}
+			if f.Group != "" {
+				if _, err := st.GetGroup(c.Context, f.Group); errors.Is(err, storage.ErrNotFound) {
+					return usageErrorf("group %s does not exist in namespace %s (wasmsched group list)", f.Group, st.Namespace())
+				}
+			}
 			rs, err := listRuns(c.Context, st, f)
 			if err != nil {
 				return err
@@ -182,6 +190,19 @@ Examples:
 			return render(c, rs, func(w io.Writer) { runsTable(w, rs) })
 		},
 	}
+}
+
+// requireNamespace refuses a namespace nothing was ever written in: a
+// mistyped --namespace would otherwise list nothing and exit 0.
+func requireNamespace(ctx context.Context, st *storage.Store) error {
+	ok, err := st.Exists(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return usageErrorf("namespace %s does not exist (no group, run, policy, worker or leader in it yet; --namespace or WASMSCHED_NAMESPACE)", st.Namespace())
+	}
+	return nil
 }
 
 // listRuns returns the runs matching f as json views.

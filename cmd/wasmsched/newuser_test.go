@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// The defects a new user found (GitHub issue 14), each a case that failed
+// before its fix.
+
+func TestGroupSet_keepsWhatIsNotGiven(t *testing.T) {
+	e := newCLIEnv(t)
+	var g groupJSON
+	e.ok(&g, "group", "set", "g", "--max-active", "5")
+	e.ok(&g, "group", "set", "g", "--policy", "discard")
+	if g.Policy != "discard" || g.MaxActive != 5 {
+		t.Fatalf("after --policy discard: %+v, want max_active 5 kept", g)
+	}
+	e.ok(&g, "group", "set", "g", "--max-active", "3")
+	if g.Policy != "discard" || g.MaxActive != 3 {
+		t.Fatalf("after --max-active 3: %+v, want policy discard kept", g)
+	}
+	e.ok(&g, "group", "set", "fresh")
+	if g.Policy != "wait" || g.MaxActive != 1 {
+		t.Fatalf("a bare group set: %+v, want the defaults", g)
+	}
+}
+
+func TestGroupSet_policyMustExistAndBeSerial(t *testing.T) {
+	e := newCLIEnv(t)
+	e.ok(nil, "group", "set", "g", "--policy", "priority")
+	e.usage("no such policy", "group", "set", "g", "--policy", "nosuch")
+	e.usage("slot-reuse policy", "group", "set", "g", "--policy", "reuse")
+	var g groupJSON
+	e.ok(&g, "group", "set", "g")
+	if g.Policy != "priority" {
+		t.Fatalf("a refused set changed the group: %+v", g)
+	}
+	code, _, errs := e.cli("group", "set", "g", "--policy", "later", "--allow-unpushed")
+	if code != 0 || !strings.Contains(errs, "warning: policy later is not pushed yet") {
+		t.Fatalf("--allow-unpushed: exit %d, stderr %q", code, errs)
+	}
+}
+
+func TestSubmit_priorityIsInt32(t *testing.T) {
+	e := newCLIEnv(t)
+	e.usage("--priority must be in -2147483648..2147483647", "submit", "g", "--priority", "2147483648")
+	e.usage("--priority must be in", "submit", "g", "--priority", "-2147483649")
+	var s submitJSON
+	e.ok(&s, "submit", "g", "--priority", "2147483647")
+	r, err := e.st.GetRun(context.Background(), s.ID)
+	if err != nil || r.Priority != 2147483647 {
+		t.Fatalf("run %+v, %v", r, err)
+	}
+	// storage refuses it too, for callers other than the CLI
+	if _, err := e.st.Submit(context.Background(), storage.SubmitRequest{Group: "g", Priority: 1 << 31}); err == nil {
+		t.Fatal("storage accepted a priority outside int32")
+	}
+}
+
+func TestSubmit_warnsWithoutLeader(t *testing.T) {
+	e := newCLIEnv(t)
+	code, _, errs := e.cli("submit", "g")
+	if code != 0 || !strings.Contains(errs, "no host leads namespace clitest") {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+}
+
+func TestRunStop_stoppingExits2(t *testing.T) {
+	e := newCLIEnv(t)
+	var s submitJSON
+	e.ok(&s, "submit", "g", "--id", "r1")
+	// a run its worker is stopping (the state a RUNNING run gets from run stop)
+	if err := e.st.Client().HSet(context.Background(), e.st.Keys().Run("r1"), "state", "STOPPING").Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.usage("run r1 is already STOPPING", "run", "stop", "r1")
+}
+
+func TestGroupDelete(t *testing.T) {
+	e := newCLIEnv(t)
+	e.ok(nil, "submit", "g", "--id", "a")
+	e.ok(nil, "submit", "g", "--id", "b")
+	e.usage("2 waiting run(s): --force discards them", "group", "delete", "g")
+	e.usage("group nosuch not found", "group", "delete", "nosuch")
+	out := e.ok(nil, "group", "delete", "g", "--force")
+	if !strings.Contains(out, `"discarded": 2`) {
+		t.Fatalf("delete --force: %s", out)
+	}
+	e.usage("group g not found", "group", "show", "g")
+	r, err := e.st.GetRun(context.Background(), "a")
+	if err != nil || r.State != storage.StateDiscarded {
+		t.Fatalf("run a after delete: %+v %v", r, err)
+	}
+}
+
+func TestRuns_unknownGroupAndNamespace(t *testing.T) {
+	e := newCLIEnv(t)
+	e.ok(nil, "submit", "g")
+	e.usage("group nosuch does not exist in namespace clitest", "runs", "-g", "nosuch")
+	for _, args := range [][]string{{"runs"}, {"group", "list"}} {
+		var out, errb strings.Builder
+		resetCommandFlags()
+		code := run(context.Background(), append(append([]string{"wasmsched"}, args...), "--redis", e.url, "--namespace", "typo"), &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), "namespace typo does not exist") {
+			t.Fatalf("%v in an unknown namespace: exit %d, stderr %q", args, code, errb.String())
+		}
+	}
+}
+
+func TestErrors_inUserTerms(t *testing.T) {
+	e := newCLIEnv(t)
+	code, _, errs := e.cli("group", "set", "a{b")
+	if code != 2 || strings.Contains(errs, "storage:") || strings.HasSuffix(strings.TrimSpace(errs), ": invalid") ||
+		!strings.Contains(errs, `group name "a{b" contains '{'`) {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	dir := t.TempDir()
+	list := filepath.Join(dir, "list.json")
+	os.WriteFile(list, []byte(`[{"waiting": []}]`), 0o644)
+	code, _, errs = noRedis(t, "policy", "dry-run", "-p", "wait", "-s", list)
+	if code != 2 || strings.Contains(errs, "Go value") || strings.Contains(errs, "json.RawMessage") || !strings.Contains(errs, "want a snapshot object, got a list") {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+}
+
+// TestSnapshotFile_fields: null and absent times are unset; every parse
+// error names the field (with list indexes) or the position; a snapshot
+// the host would refuse is malformed input (exit 2), not a failed test.
+func TestSnapshotFile_fields(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ok := write("null.json", `{"max_active": 1, "active": [{"id": "a", "state": "RUNNING", "started_at": null}],
+		"waiting": [{"id": "w", "started_at": null, "submitted_at": "2024-06-01T00:00:00Z"}, {"id": "x"}]}`)
+	if code, out, errs := noRedis(t, "policy", "dry-run", "-p", "wait", "-s", ok); code != 0 || !strings.Contains(out, "valid") {
+		t.Fatalf("null times: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	for _, c := range []struct{ name, body, want string }{
+		{"bad-time.json", `{"waiting": [{"id": "w"}, {"id": "x", "started_at": true}]}`, "waiting[1].started_at: want unix ms or an RFC 3339 time, got true or false"},
+		{"bad-time-str.json", `{"waiting": [{"id": "w", "started_at": "yesterday"}]}`, `waiting[0].started_at: "yesterday": want unix ms or an RFC 3339 time`},
+		{"bad-prio.json", `{"waiting": [{"id": "w", "priority": 2147483648}]}`, "waiting[0].priority: 2147483648: want an integer in -2147483648..2147483647"},
+		{"unknown.json", `{"waiting": [{"id": "w", "colour": "red"}]}`, `waiting[0]: unknown field "colour"`},
+		{"malformed.json", "{\n  \"waiting\": [\n    {\"id\": \"w\",}\n  ]\n}", "malformed JSON at line 3, column"},
+		{"unsorted.json", `{"waiting": [{"id": "w1", "seq": 5}, {"id": "w2", "seq": 2}]}`, "seq 2 not above the previous 5"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := write(c.name, c.body)
+			code, out, errs := noRedis(t, "policy", "dry-run", "-p", "wait", "-s", p)
+			if code != 2 || out != "" || !strings.Contains(errs, c.want) || !strings.Contains(errs, c.name) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want exit 2 naming %q", code, out, errs, c.want)
+			}
+		})
+	}
+	// In a scenario file the same snapshot is malformed input too (exit 2).
+	sc := write("unsorted-scenario.json", `{"name": "s", "snapshot": {"waiting": [{"id": "w1", "seq": 5}, {"id": "w2", "seq": 2}]}, "expect": []}`)
+	code, _, errs := noRedis(t, "policy", "test", "wait", sc)
+	if code != 2 || !strings.Contains(errs, `scenario "s": snapshot: the host would refuse this snapshot`) {
+		t.Fatalf("unsorted scenario: exit %d, stderr %q", code, errs)
+	}
+}
+
+func TestVersionAndCompletion(t *testing.T) {
+	code, out, _ := noRedis(t, "version", "-o", "json")
+	if code != 0 || !strings.Contains(out, `"go": "go1.`) || !strings.Contains(out, `"wazero": "v1.`) {
+		t.Fatalf("version: exit %d, %q", code, out)
+	}
+	var sout, serr strings.Builder
+	resetCommandFlags()
+	if code := run(context.Background(), []string{"wasmsched", "--version"}, &sout, &serr); code != 0 || !strings.HasPrefix(sout.String(), "wasmsched ") || !strings.Contains(sout.String(), "wazero") {
+		t.Fatalf("--version: exit %d, %q %q", code, sout.String(), serr.String())
+	}
+	for sh, want := range map[string]string{"bash": "complete -o bashdefault", "zsh": "compdef _wasmsched wasmsched", "fish": "complete -c wasmsched"} {
+		code, out, errs := noRedis(t, "completion", sh)
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("completion %s: exit %d, stderr %q, missing %q", sh, code, errs, want)
+		}
+	}
+	if code, _, errs := noRedis(t, "completion", "tcsh"); code != 2 || !strings.Contains(errs, "want bash, zsh or fish") {
+		t.Errorf("completion tcsh: exit %d, %q", code, errs)
+	}
+}

@@ -1,0 +1,48 @@
+-- delete_group: delete a group, or discard a chunk of its waiting runs first
+-- (client write, unfenced).
+-- KEYS[1] groups set, KEYS[2] group hash, KEYS[3] waiting zset,
+-- KEYS[4] active zset, KEYS[5] dirty set, KEYS[6..] run hashes of the
+-- waiting runs to discard (the caller read them: the oldest chunk)
+-- ARGV[1] group name, ARGV[2] force ("1": discard waiting runs),
+-- ARGV[3] reason, ARGV[4..] the run ids of KEYS[6..]
+-- returns: {deleted (1|0), waiting runs left, runs discarded by this call}. With force, discards the
+-- given runs that are still waiting in this group and deletes the group
+-- only when none is left: the caller repeats until deleted.
+-- errors (nothing written): WS_NOT_FOUND (group), WS_BAD_STATE (active runs;
+-- waiting runs without force)
+-- writes: discarded runs (state DISCARDED, finished_at, reason); when empty:
+-- DEL group hash, waiting and active zsets, SREM groups and dirty. Finished
+-- runs keep their records (retention removes them).
+-- bound: O(given runs) per call (the caller passes at most 500)
+-- replay: a retried call discards the next chunk or finds the group gone.
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  return redis.error_reply('WS_NOT_FOUND group ' .. ARGV[1] .. ' does not exist')
+end
+local active = redis.call('ZCARD', KEYS[4])
+if active > 0 then
+  return redis.error_reply('WS_BAD_STATE group ' .. ARGV[1] .. ' has ' .. active ..
+    ' active run(s) (LAUNCHED, RUNNING or STOPPING): stop them first (wasmsched run stop ID)')
+end
+local waiting = redis.call('ZCARD', KEYS[3])
+local discarded = 0
+if waiting > 0 then
+  if ARGV[2] ~= '1' then
+    return redis.error_reply('WS_BAD_STATE group ' .. ARGV[1] .. ' has ' .. waiting ..
+      ' waiting run(s): --force discards them')
+  end
+  local now = now_ms()
+  for j = 6, #KEYS do
+    local id = ARGV[j - 2]
+    if redis.call('ZSCORE', KEYS[3], id) then
+      redis.call('HSET', KEYS[j], 'state', 'DISCARDED', 'finished_at', now, 'reason', ARGV[3])
+      redis.call('ZREM', KEYS[3], id)
+      waiting = waiting - 1
+      discarded = discarded + 1
+    end
+  end
+  if waiting > 0 then return {0, waiting, discarded} end
+end
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+redis.call('SREM', KEYS[1], ARGV[1])
+redis.call('SREM', KEYS[5], ARGV[1])
+return {1, 0, discarded}
