@@ -22,9 +22,11 @@ type PolicyVersion struct {
 	PushedAt time.Time
 	Who      string
 	Note     string
+	Deleted  bool // DeletePolicy emptied it: its number stays, its blob may be gone
 }
 
-// PolicyEvent is one history entry: Action is "push", "activate" or "rollback".
+// PolicyEvent is one history entry: Action is "push", "activate",
+// "rollback", "auto-rollback" or "delete".
 type PolicyEvent struct {
 	At      time.Time
 	Who     string
@@ -166,7 +168,8 @@ func (s *Store) getPolicies(ctx context.Context, names []string) ([]Policy, erro
 				f = append(f, "")
 			}
 			at, _ := strconv.ParseInt(f[1], 10, 64)
-			p.Versions = append(p.Versions, PolicyVersion{Version: j + 1, SHA256: f[0], PushedAt: msTime(at), Who: f[2], Note: f[3]})
+			p.Versions = append(p.Versions, PolicyVersion{Version: j + 1, SHA256: f[0], PushedAt: msTime(at), Who: f[2], Note: f[3],
+				Deleted: f[0] == ""})
 		}
 		for _, e := range cs[i].hi.Val() {
 			f := strings.SplitN(e, us, 5)
@@ -257,4 +260,70 @@ func (s *Store) PolicyGeneration(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("storage: policy generation: %w", err)
 	}
 	return n, nil
+}
+
+// DeletePolicy deletes version (>= 1) of policy name, or with version 0
+// the whole policy. A version that is active cannot be deleted, nor a
+// policy with an active version (ErrBadState); a deleted version keeps its
+// number, leaves the activations stack (rollback skips it) and cannot be
+// activated. A blob is deleted only when no version of any policy still
+// names it. It returns how many blobs it deleted. ErrNotFound for an
+// unknown policy or version (also one already deleted).
+func (s *Store) DeletePolicy(ctx context.Context, name string, version int, who, note string) (int, error) {
+	const op = "delete policy"
+	if err := ValidateName("policy", name); err != nil {
+		return 0, err
+	}
+	if version < 0 {
+		return 0, invalid(op, "policy %s: version %d, want >= 1 (or 0: the whole policy)", name, version)
+	}
+	for _, x := range [][2]string{{"who", who}, {"note", note}} {
+		if err := validateText(op, x[0], x[1]); err != nil {
+			return 0, err
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		ps, err := s.ListPolicies(ctx)
+		if err != nil {
+			return 0, err
+		}
+		var self *Policy
+		var others []string
+		for i := range ps {
+			if ps[i].Name == name {
+				self = &ps[i]
+			} else {
+				others = append(others, s.k.PolicyVersions(ps[i].Name))
+			}
+		}
+		if self == nil {
+			return 0, fmt.Errorf("storage: %s: policy %s: %w", op, name, ErrNotFound)
+		}
+		k := s.k
+		keys := []string{k.Policies(), k.Policy(name), k.PolicyVersions(name), k.PolicyHistory(name),
+			k.PolicyActivations(name), k.PolicyGen()}
+		ver := ""
+		if version > 0 {
+			ver = strconv.Itoa(version)
+			sha := ""
+			if version <= len(self.Versions) {
+				sha = self.Versions[version-1].SHA256
+			}
+			keys = append(keys, k.Blob(sha))
+		} else {
+			for _, v := range self.Versions {
+				keys = append(keys, k.Blob(v.SHA256))
+			}
+		}
+		nb := len(keys) - 6
+		keys = append(keys, others...)
+		v, err := s.run(ctx, op, "delete_policy", keys, name, ver, who, note, nb)
+		if errors.Is(err, ErrBadState) && strings.Contains(err.Error(), "registry changed") && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		return int(toInt64(v)), nil
+	}
 }

@@ -136,3 +136,68 @@ func TestStore_PolicyActivationMarksGroupsDirty(t *testing.T) {
 		wantDirty(t, "auto-rollback of a version no longer active", nil)
 	})
 }
+
+func TestStore_DeletePolicy(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		push := func(name, blob string, activate bool) storage.PolicyVersion {
+			return ok(e.s.PushPolicy(ctx, storage.PushRequest{Name: name, Kind: "serial", Who: "t", Blob: []byte(blob), Activate: activate}))(t)
+		}
+		v1 := push("p", "one", true)
+		v2 := push("p", "two", false)
+		push("p", "three", true) // v3 active; activations: 1, 3
+		push("q", "two", true)   // q shares v2's bytes
+		t.Run("active version refused", func(t *testing.T) {
+			e.unchanged(t, func() {
+				if _, err := e.s.DeletePolicy(ctx, "p", 3, "t", ""); !errors.Is(err, storage.ErrBadState) {
+					t.Fatalf("err = %v, want ErrBadState", err)
+				}
+			})
+		})
+		t.Run("unknown", func(t *testing.T) {
+			e.unchanged(t, func() {
+				if _, err := e.s.DeletePolicy(ctx, "p", 9, "t", ""); !errors.Is(err, storage.ErrNotFound) {
+					t.Fatalf("err = %v, want ErrNotFound", err)
+				}
+				if _, err := e.s.DeletePolicy(ctx, "nope", 1, "t", ""); !errors.Is(err, storage.ErrNotFound) {
+					t.Fatalf("err = %v, want ErrNotFound", err)
+				}
+			})
+		})
+		// v2's bytes are also q's: the blob stays.
+		if n := ok(e.s.DeletePolicy(ctx, "p", 2, "t", "unused"))(t); n != 0 {
+			t.Fatalf("deleted %d blobs of a shared version", n)
+		}
+		ok(e.s.PolicyBlob(ctx, v2.SHA256))(t)
+		// v1 is only p's: its blob goes, and rollback skips it.
+		if n := ok(e.s.DeletePolicy(ctx, "p", 1, "t", ""))(t); n != 1 {
+			t.Fatalf("deleted %d blobs, want 1", n)
+		}
+		if _, err := e.s.PolicyBlob(ctx, v1.SHA256); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("blob of a deleted version: %v", err)
+		}
+		p := ok(e.s.GetPolicy(ctx, "p"))(t)
+		if len(p.Versions) != 3 || !p.Versions[0].Deleted || !p.Versions[1].Deleted || p.Versions[2].Deleted || p.Active != 3 {
+			t.Fatalf("after deletes: %+v", p)
+		}
+		if _, err := e.s.RollbackPolicy(ctx, "p", "t", ""); !errors.Is(err, storage.ErrBadState) {
+			t.Fatalf("rollback onto a deleted version: %v", err)
+		}
+		if err := e.s.ActivatePolicy(ctx, "p", 1, "t", ""); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("activate a deleted version: %v", err)
+		}
+		if _, err := e.s.DeletePolicy(ctx, "p", 1, "t", ""); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("delete again: %v", err)
+		}
+		// The whole policy: refused while a version is active.
+		if _, err := e.s.DeletePolicy(ctx, "q", 0, "t", ""); !errors.Is(err, storage.ErrBadState) {
+			t.Fatalf("whole delete with an active version: %v", err)
+		}
+		push("r", "four", false)
+		if n := ok(e.s.DeletePolicy(ctx, "r", 0, "t", ""))(t); n != 1 {
+			t.Fatalf("whole delete removed %d blobs, want 1", n)
+		}
+		if _, err := e.s.GetPolicy(ctx, "r"); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("deleted policy: %v", err)
+		}
+	})
+}

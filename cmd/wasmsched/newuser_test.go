@@ -190,3 +190,23 @@ func TestVersionAndCompletion(t *testing.T) {
 		t.Errorf("completion tcsh: exit %d, %q", code, errs)
 	}
 }
+
+func TestPolicyDelete(t *testing.T) {
+	e := newCLIEnv(t)
+	wait, discard := builtinFile(t, "wait"), builtinFile(t, "discard")
+	e.ok(nil, "policy", "push", "mine", wait)
+	e.ok(nil, "policy", "push", "mine", discard) // v2 active
+	e.usage("version 2 of policy mine is active", "policy", "delete", "mine", "--version", "2")
+	e.usage("has active version 2", "policy", "delete", "mine")
+	e.usage("has no version 7", "policy", "delete", "mine", "--version", "7")
+	e.usage("--version must be >= 1", "policy", "delete", "mine", "--version", "0")
+	out := e.ok(nil, "policy", "delete", "mine", "--version", "1")
+	if !strings.Contains(out, `"blobs_deleted": 1`) {
+		t.Fatalf("delete v1: %s", out)
+	}
+	list := policyList(t, e, "mine")
+	if len(list) != 1 || len(list[0].Versions) != 2 || !list[0].Versions[0].Deleted || list[0].Active != 2 {
+		t.Fatalf("policy list after delete: %+v", list)
+	}
+	e.usage("was deleted", "policy", "activate", "mine", "1")
+}

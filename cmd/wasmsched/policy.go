@@ -57,7 +57,7 @@ Examples:
    wasmsched policy rollback nightly-policy`,
 		Subcommands: []*cli.Command{
 			policyBuildCommand(), policyInspectCommand(), policyTestCommand(), policyDryRunCommand(),
-			policyPushCommand(), policyListCommand(), policyActivateCommand(), policyRollbackCommand(),
+			policyPushCommand(), policyListCommand(), policyActivateCommand(), policyRollbackCommand(), policyDeleteCommand(),
 		},
 	}
 }
@@ -974,6 +974,7 @@ type versionJSON struct {
 	PushedAt *string `json:"pushed_at"`
 	Who      string  `json:"who"`
 	Note     string  `json:"note"`
+	Deleted  bool    `json:"deleted,omitempty"`
 }
 
 type eventJSON struct {
@@ -1010,7 +1011,7 @@ func toPolicyJSON(p storage.Policy) policyJSON {
 		out.AutoRollback = &autoRollbackJSON{From: a.From, To: a.To, At: jsonTime(a.At), Reason: a.Reason}
 	}
 	for _, v := range p.Versions {
-		out.Versions = append(out.Versions, versionJSON{Version: v.Version, SHA256: v.SHA256, PushedAt: jsonTime(v.PushedAt), Who: v.Who, Note: v.Note})
+		out.Versions = append(out.Versions, versionJSON{Version: v.Version, SHA256: v.SHA256, PushedAt: jsonTime(v.PushedAt), Who: v.Who, Note: v.Note, Deleted: v.Deleted})
 	}
 	for _, e := range p.History {
 		out.History = append(out.History, eventJSON{At: jsonTime(e.At), Who: e.Who, Action: e.Action, Version: e.Version, Note: e.Note})
@@ -1230,8 +1231,12 @@ func policyTable(w io.Writer, ps []policyJSON) {
 			if v.Version == p.Active {
 				mark = "*"
 			}
+			sha := short12(v.SHA256)
+			if v.Deleted {
+				sha = "(deleted)"
+			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%d%s\t%s\t%s\t%s\t%s\n", p.Name, p.Kind, act, v.Version, mark,
-				short12(v.SHA256), derefDash(v.PushedAt), dash(v.Who), dash(v.Note))
+				sha, derefDash(v.PushedAt), dash(v.Who), dash(v.Note))
 		}
 	}
 	for _, p := range ps {
@@ -1315,6 +1320,61 @@ func parseVersionArg(p storage.Policy, s string) (int, error) {
 		return 0, usageErrorf("policy %s has no version with sha256 prefix %q", p.Name, s)
 	}
 	return found, nil
+}
+
+func policyDeleteCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "delete",
+		Usage:     "delete a version that is not active, or a policy with no active version",
+		ArgsUsage: "NAME",
+		Description: `With --version V, deletes version V of NAME: refused (exit 2) while V is
+active. The version keeps its number (policy list shows it as deleted),
+leaves the rollback stack and can no longer be activated. Without
+--version, deletes NAME with all its versions and history: refused while
+one of its versions is active. A plugin's bytes are removed from Redis only
+when no version of any policy still uses them.
+
+Examples:
+   wasmsched policy delete oldest-first --version 2
+   wasmsched policy delete experiment`,
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "version", Usage: "delete only version `V` (>= 1)"},
+			&cli.StringFlag{Name: "note", Usage: "free `TEXT` recorded in the history"},
+		},
+		Action: func(c *cli.Context) error {
+			if err := exactArgs(c, 1, "NAME"); err != nil {
+				return err
+			}
+			name := c.Args().First()
+			if err := storage.ValidateName("policy", name); err != nil {
+				return asUsage(err)
+			}
+			v := c.Int("version")
+			if c.IsSet("version") && v < 1 {
+				return usageErrorf("--version must be >= 1, got %d", v)
+			}
+			st, closeFn, err := openStore(c)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			n, err := st.DeletePolicy(c.Context, name, v, whoAmI(), c.String("note"))
+			if err != nil {
+				return storeUsage(err)
+			}
+			msg := fmt.Sprintf("deleted policy %s", name)
+			if v > 0 {
+				msg = fmt.Sprintf("deleted version %d of policy %s", v, name)
+			}
+			res := struct {
+				Name         string `json:"name"`
+				Version      int    `json:"version,omitempty"`
+				BlobsDeleted int    `json:"blobs_deleted"`
+				Message      string `json:"message"`
+			}{name, v, n, msg}
+			return render(c, res, func(w io.Writer) { fmt.Fprintln(w, msg) })
+		},
+	}
 }
 
 func policyRollbackCommand() *cli.Command {

@@ -25,6 +25,9 @@ if ARGV[2] ~= '' then
     return redis.error_reply('WS_NOT_FOUND policy ' .. ARGV[1] .. ' has no version ' .. ARGV[2])
   end
   if tonumber(p[2]) == target then return target end
+  if string.sub(redis.call('LINDEX', KEYS[2], target - 1), 1, 1) == US then
+    return redis.error_reply('WS_NOT_FOUND version ' .. target .. ' of policy ' .. ARGV[1] .. ' was deleted')
+  end
 else
   action = 'rollback'
   if redis.call('LLEN', KEYS[4]) < 2 then
