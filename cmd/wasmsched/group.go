@@ -148,14 +148,7 @@ Examples:
    wasmsched group show nightly
    wasmsched group show nightly -o json`,
 				Action: func(c *cli.Context) error {
-					if err := exactArgs(c, 1, "G"); err != nil {
-						return err
-					}
-					name := c.Args().First()
-					if err := storage.ValidateName("group", name); err != nil {
-						return asUsage(err)
-					}
-					st, closeFn, err := openStore(c)
+					name, st, closeFn, err := groupArg(c)
 					if err != nil {
 						return err
 					}
@@ -255,14 +248,7 @@ Examples:
 			&cli.StringFlag{Name: "reason", Value: "group deleted", Usage: "recorded with each discarded run"},
 		},
 		Action: func(c *cli.Context) error {
-			if err := exactArgs(c, 1, "G"); err != nil {
-				return err
-			}
-			name := c.Args().First()
-			if err := storage.ValidateName("group", name); err != nil {
-				return asUsage(err)
-			}
-			st, closeFn, err := openStore(c)
+			name, st, closeFn, err := groupArg(c)
 			if err != nil {
 				return err
 			}
@@ -284,4 +270,18 @@ Examples:
 			})
 		},
 	}
+}
+
+// groupArg reads a command's one argument G, validates it and opens the
+// store (call closeFn when done).
+func groupArg(c *cli.Context) (name string, st *storage.Store, closeFn func(), err error) {
+	if err := exactArgs(c, 1, "G"); err != nil {
+		return "", nil, nil, err
+	}
+	name = c.Args().First()
+	if err := storage.ValidateName("group", name); err != nil {
+		return "", nil, nil, asUsage(err)
+	}
+	st, closeFn, err = openStore(c)
+	return name, st, closeFn, err
 }

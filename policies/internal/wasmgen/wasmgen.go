@@ -8,7 +8,9 @@ package wasmgen
 // Header is the magic and version of a core module.
 var Header = []byte("\x00asm\x01\x00\x00\x00")
 
-// U32 appends v as an unsigned LEB128.
+// U32 appends v as an unsigned LEB128. (The same nine lines as
+// wasmrewrite's appendU32: wasmrewrite's tests use this package, so it
+// cannot import wasmrewrite.)
 func U32(b []byte, v uint32) []byte {
 	for {
 		c := byte(v & 0x7F)
