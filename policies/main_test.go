@@ -3,13 +3,11 @@ package policies
 import (
 	"context"
 	"os"
-	"sync"
 	"testing"
 )
 
 var (
 	cacheDir  string
-	sharedMu  sync.Mutex
 	sharedRTs = map[string]*Runtime{}
 )
 

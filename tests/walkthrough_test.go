@@ -50,9 +50,7 @@ func TestPluginAuthorWalkthrough(t *testing.T) {
 		return string(out), err
 	}
 	// The page's plugins other than the one it builds.
-	for _, cp := range []string{"cp " + root + "/cmd/wasmsched/testdata/policy/greedy/greedy.wasm .", "cp " + root + "/plugins/wait/wait.wasm ."} {
-		setup = append(setup, cp)
-	}
+	setup = append(setup, "cp "+root+"/cmd/wasmsched/testdata/policy/greedy/greedy.wasm .", "cp "+root+"/plugins/wait/wait.wasm .")
 	dir := work
 	for _, line := range setup {
 		line = strings.ReplaceAll(line, "/path/to/wasmsched", root)

@@ -210,3 +210,38 @@ func TestPolicyDelete(t *testing.T) {
 	}
 	e.usage("was deleted", "policy", "activate", "mine", "1")
 }
+
+// TestHelp_saysWhatItMeans: help texts name no source file, no meaningless
+// default, one default per flag, and which built-in reads --priority.
+func TestHelp_saysWhatItMeans(t *testing.T) {
+	e := &cliEnv{t: t, url: "redis://127.0.0.1:1/0", ns: "x"}
+	for _, c := range []struct {
+		args    []string
+		want    []string
+		notWant []string
+	}{
+		{[]string{"serve", "--help"}, []string{"--namespaces LIST"}, []string{".go"}},
+		{[]string{"group", "set", "--help"}, []string{"(default: kept)", "--allow-unpushed", "none of them reads a run's --priority"}, []string{"(default: 0)"}},
+		{[]string{"bench", "--help"}, []string{"--runs N                     submit N runs (default: 10 x --groups)"}, []string{"(default: 0)\n   --workers"}},
+		{[]string{"submit", "--help"}, []string{"None of the built-ins reads", "oldest-first-by-priority"}, []string{"higher first for policies that use it"}},
+		{[]string{"policy", "build", "--help"}, []string{"--out FILE", "-o is the output format"}, nil},
+		{[]string{"policy", "delete", "--help"}, []string{"--version V"}, nil},
+		{[]string{"group", "delete", "--help"}, []string{"--force"}, nil},
+	} {
+		code, out, errs := e.cli(c.args...)
+		if code != 0 {
+			t.Errorf("%v: exit %d, stderr %q", c.args, code, errs)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: help lacks %q", c.args, w)
+			}
+		}
+		for _, w := range c.notWant {
+			if strings.Contains(out, w) {
+				t.Errorf("%v: help still says %q", c.args, w)
+			}
+		}
+	}
+}

@@ -32,14 +32,6 @@ func jsonTime(t time.Time) *string {
 	return &s
 }
 
-// tableTime renders t for tables ("-" when zero).
-func tableTime(t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	return t.UTC().Format(jsonTimeLayout)
-}
-
 func dash(s string) string {
 	if s == "" {
 		return "-"

@@ -21,7 +21,9 @@ var testLimits = Limits{
 }
 
 func TestCheck_limits(t *testing.T) {
-	fn := func(n int, locals [][2]uint32, code []byte) []byte { return wasmgen.Funcs(n, wasmgen.Body(locals, code)) }
+	fn := func(n int, locals [][2]uint32, code []byte) []byte {
+		return wasmgen.Funcs(n, wasmgen.Body(locals, code))
+	}
 	end := []byte{0x0B}
 	cases := []struct {
 		name  string
