@@ -12,8 +12,12 @@ const (
 	DefaultMemoryLimit = 32 << 20
 	DefaultCallTimeout = 50 * time.Millisecond
 	DefaultInitTimeout = 5 * time.Second
-	// DefaultCompileTimeout bounds validating and compiling one module.
-	DefaultCompileTimeout = 5 * time.Second
+	// DefaultCompileTimeout bounds validating and compiling one module: a
+	// backstop against a module within the static limits that still
+	// compiles slowly, not a performance budget (a cold compile of a Go
+	// plugin takes 1.2 s on an idle core and over 5 s under the race
+	// detector or on a loaded machine).
+	DefaultCompileTimeout = 30 * time.Second
 	DefaultStderrLimit    = 4 << 10
 	MinMemoryLimit        = 8 << 20 // a Go guest needs ~52 pages after _initialize and GC headroom
 	wasmPageSize          = 64 << 10
@@ -47,7 +51,7 @@ type Config struct {
 	MaxModuleSize uint64
 	// CompileTimeout bounds validating and compiling one module at Load
 	// (ErrCompileTimeout); a cached compilation is much faster. 0 =
-	// DefaultCompileTimeout (5 s).
+	// DefaultCompileTimeout (30 s).
 	CompileTimeout time.Duration
 	// Termination selects how a call's deadline stops a running guest:
 	// TerminationInline ("" or "inline", the default) instruments the module

@@ -1,0 +1,5 @@
+//go:build !race
+
+package wasmrewrite
+
+const raceEnabled = false
