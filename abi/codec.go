@@ -159,8 +159,7 @@ func AppendReuseDecision(dst []byte, d *ReuseDecision) []byte {
 	if d.Fail {
 		put32(b, base+4, 1)
 	}
-	//lint:ignore SA4006 kept in the shape of the other encoders (the committed plugins are built from this code)
-	next = putStr(b, base, base+8, next, d.Reason)
+	putStr(b, base, base+8, next, d.Reason)
 	put32(b, base+16, uint32(len(d.Verdicts)))
 	for i, v := range d.Verdicts {
 		b[base+ReuseDecisionHeaderSize+i] = byte(v)
