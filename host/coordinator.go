@@ -170,6 +170,7 @@ type Runtime struct {
 	slots   *SlotManager
 	restore *Restorer
 
+	stopWork  func() // ends workEvents; nil without a Bus
 	stats     atomic.Pointer[statsView]
 	counts    sync.Map // outcome key -> *atomic.Int64
 	closeOnce sync.Once
@@ -193,6 +194,7 @@ func NewRuntime(ctx context.Context, h *Host, cfg RuntimeConfig) (*Runtime, erro
 		_ = r.Close(ctx)
 		return nil, err
 	}
+	r.workEvents(h.cfg.Bus)
 	return r, nil
 }
 
@@ -225,10 +227,33 @@ func newRuntime(ctx context.Context, st *storage.Store, reg prometheus.Registere
 	}
 	r.set = newPolicySet(st, sh, log)
 	r.set.m = m
-	r.coord = &Coordinator{rt: r}
-	r.slots = &SlotManager{rt: r}
+	r.coord = &Coordinator{rt: r, wake: make(chan struct{}, 1)}
+	r.slots = &SlotManager{rt: r, wake: make(chan struct{}, 1)}
 	r.restore = &Restorer{rt: r}
 	return r, nil
+}
+
+// workEvents wakes the coordinator on every message of the namespace's
+// work channel (a submit, a finished run: storage.Keys.WorkEvents) until
+// Close, so a serial group hands off without waiting for a poll. Messages
+// while this host does not lead only end a wait that is not happening.
+func (r *Runtime) workEvents(bus *Bus) {
+	if bus == nil {
+		return
+	}
+	events, unsubscribe := bus.Subscribe(r.st.Keys().WorkEvents())
+	done := make(chan struct{})
+	r.stopWork = func() { close(done); unsubscribe() }
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-events:
+				wakeUp(r.coord.wake)
+			}
+		}
+	}()
 }
 
 // Tasks returns the runtime's leader tasks (NewRuntime registers them).
@@ -264,6 +289,9 @@ func (r *Runtime) Restorer() *Restorer { return r.restore }
 func (r *Runtime) Close(ctx context.Context) error {
 	var err error
 	r.closeOnce.Do(func() {
+		if r.stopWork != nil {
+			r.stopWork()
+		}
 		r.stopHotSwap()
 		err = r.set.Close(ctx)
 		if r.ownsRT {
@@ -310,6 +338,10 @@ type Coordinator struct {
 	aloneWG     sync.WaitGroup
 	aloneFenced atomic.Bool // a lone decision was fenced: the next Pass returns ErrFenced
 
+	// wake ends an idle wait early: a group got work (Keys.WorkEvents,
+	// from submit and report, through the host's Bus).
+	wake chan struct{}
+
 	lastPass atomic.Int64 // unix nano
 
 	// beforeApply, if set, runs right before each Apply (test hook).
@@ -350,7 +382,7 @@ func (c *Coordinator) Run(ctx context.Context, lease *Lease) error {
 			c.rt.log.Warn("coordinator pass failed", "err", err)
 		}
 		if !worked {
-			sleepCtx(ctx, c.rt.cfg.PollInterval)
+			waitWake(ctx, c.wake, c.rt.cfg.PollInterval)
 		}
 	}
 	return nil
@@ -460,6 +492,27 @@ func (c *Coordinator) markSpeed(group string, took time.Duration) {
 		c.slow[group] = true
 	} else {
 		delete(c.slow, group)
+	}
+}
+
+// waitWake waits for d, a wake-up on wake, or the end of ctx. The poll
+// stays as the safety net: a wake-up is only a hint (a lost pub/sub
+// message costs one poll interval).
+func waitWake(ctx context.Context, wake <-chan struct{}, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-wake:
+	case <-t.C:
+	}
+}
+
+// wakeUp makes an idle Run pass at once (never blocks).
+func wakeUp(wake chan struct{}) {
+	select {
+	case wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -600,6 +653,7 @@ func (c *Coordinator) decideBatch(ctx context.Context, lease *Lease, groups []st
 		return false, nil // the term is ending: decide nothing more
 	}
 	res := c.rt.st.ApplyBatch(ctx, lease.Fence(), ds)
+	defer wakeUp(c.rt.slots.wake) // launches wait for slots: allocate now, not at the next poll
 	worked := false
 	var fenced error
 	for i, r := range res {

@@ -19,7 +19,8 @@ import (
 type SlotManager struct {
 	rt       *Runtime
 	lastPass atomic.Int64
-	waiting  atomic.Bool // the last pass stopped on ErrNoSlots
+	waiting  atomic.Bool   // the last pass stopped on ErrNoSlots
+	wake     chan struct{} // the coordinator applied launches: pass at once
 
 	// After ErrNoSlots the head run is retried only when the free-slot
 	// count grew, or after noSlotsRecheck (one ZCARD instead of an
@@ -56,7 +57,7 @@ func (s *SlotManager) Run(ctx context.Context, lease *Lease) error {
 			s.rt.log.Warn("slot manager pass failed", "err", err)
 		}
 		if n == 0 {
-			sleepCtx(ctx, s.rt.cfg.SlotInterval)
+			waitWake(ctx, s.wake, s.rt.cfg.SlotInterval)
 		}
 	}
 	return nil

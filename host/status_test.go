@@ -126,3 +126,65 @@ func TestRuntimeEndToEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestRuntime_handoffIsEventDriven: with polls of an hour, a serial group
+// still hands off at once: a submit and a worker's report wake the
+// coordinator (Keys.WorkEvents through the host's Bus), and the
+// coordinator's launches wake the slot manager. Five runs of one group
+// with max_active 1 finish one after another, which only the wake-ups can
+// do within the test's bound.
+func TestRuntime_handoffIsEventDriven(t *testing.T) {
+	srv := redistest.Start(t)
+	st, err := storage.New(srv.Client(t), "handoff")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h, err := New(Config{Store: st, Advertise: "127.0.0.1:1", LeaseTTL: 500 * time.Millisecond, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := NewRuntime(context.Background(), h, RuntimeConfig{Policies: sharedWasm(t),
+		PollInterval: time.Hour, SlotInterval: time.Hour, RestoreInterval: time.Hour, StatsInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = h.Run(ctx) }()
+	w := &Worker{Store: st, Advertise: "127.0.0.1:2", Slots: 2, HeartbeatTTL: 300 * time.Millisecond,
+		Logger: log.With("component", "worker")}
+	go func() { _ = w.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !h.Leading() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	// the coordinator's first pass runs at once; everything after it must be woken
+	time.Sleep(100 * time.Millisecond)
+	bg := context.Background()
+	var ids []string
+	for i := range 5 {
+		r, err := st.Submit(bg, storage.SubmitRequest{Group: "serial", ID: fmt.Sprintf("h%d", i), Duration: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	for _, id := range ids {
+		for {
+			r, err := st.GetRun(bg, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.State == storage.StateSucceeded {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s is %s after 10 s with hour-long polls: the handoff waited for a poll\n%s", id, r.State, logs.String())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}

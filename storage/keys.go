@@ -81,6 +81,12 @@ func (k Keys) Free() string { return k.p + "free" }
 // (ParseSlotEvents).
 func (k Keys) SlotEvents() string { return k.p + "slot-events" }
 
+// WorkEvents is the pub/sub channel on which submit and report announce
+// that a group has work (payload: the group), so the leader's coordinator
+// wakes at once instead of at its next poll. Advisory: the dirty set is
+// the truth, and the coordinator still polls it.
+func (k Keys) WorkEvents() string { return k.p + "work-events" }
+
 // Policies is the set of policy names.
 func (k Keys) Policies() string { return k.p + "policies" }
 

@@ -364,7 +364,7 @@ func (s *Store) reportCall(identity, g, runID, token string, outcome State, reas
 	k := s.k
 	return scriptCall{
 		keys: []string{k.Run(runID), k.Slots(), k.Free(), k.Group(g), k.Active(g), k.Launched(), k.Restore(), k.Dirty()},
-		args: []any{identity, runID, token, string(outcome), reason, g},
+		args: []any{identity, runID, token, string(outcome), reason, g, s.k.WorkEvents()},
 	}
 }
 

@@ -2,7 +2,8 @@
 -- KEYS[1] run hash, KEYS[2] slots hash, KEYS[3] free zset, KEYS[4] group hash,
 -- KEYS[5] active zset, KEYS[6] launched zset, KEYS[7] restore set, KEYS[8] dirty set
 -- ARGV[1] worker identity, ARGV[2] run id, ARGV[3] token, ARGV[4] outcome
--- (SUCCEEDED|FAILED|STOPPED), ARGV[5] reason, ARGV[6] group
+-- (SUCCEEDED|FAILED|STOPPED), ARGV[5] reason, ARGV[6] group, ARGV[7] work
+-- channel (PUBLISH of the group: the coordinator wakes; advisory)
 -- returns: 1 (0 = replay of an accepted report, nothing written)
 -- errors (nothing written): WS_NOT_FOUND, WS_INVALID, WS_NOT_OWNER (not the
 -- task-0 worker + token), WS_BAD_STATE (run not RUNNING/STOPPING)
@@ -51,4 +52,5 @@ redis.call('ZREM', KEYS[6], ARGV[2])
 redis.call('SREM', KEYS[7], ARGV[2])
 redis.call('HINCRBY', KEYS[4], 'version', 1)
 redis.call('SADD', KEYS[8], ARGV[6])
+redis.call('PUBLISH', ARGV[7], ARGV[6])
 return 1

@@ -2,7 +2,8 @@
 -- KEYS[1] seq, KEYS[2] groups set, KEYS[3] group hash, KEYS[4] waiting zset,
 -- KEYS[5] dirty set, KEYS[6] run hash, KEYS[7] runs zset
 -- ARGV[1] group, ARGV[2] run id, ARGV[3] slots (>= 1), ARGV[4] priority,
--- ARGV[5] payload, ARGV[6] duration_ms, ARGV[7] op id (random per call)
+-- ARGV[5] payload, ARGV[6] duration_ms, ARGV[7] op id (random per call),
+-- ARGV[8] work channel (PUBLISH of the group: the coordinator wakes; advisory)
 -- returns: {seq, submitted_at_ms, replayed (0|1)}
 -- errors: WS_DUP (run id exists, submitted by another call), WS_INVALID
 -- replay: a retried call (same op id) finds its own run and returns it, replayed = 1.
@@ -30,4 +31,5 @@ redis.call('ZADD', KEYS[4], seq, ARGV[2])
 redis.call('ZADD', KEYS[7], seq, ARGV[2])
 redis.call('HINCRBY', KEYS[3], 'version', 1)
 redis.call('SADD', KEYS[5], ARGV[1])
+redis.call('PUBLISH', ARGV[8], ARGV[1])
 return {seq, now, 0}
