@@ -17,7 +17,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
+	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -29,6 +31,7 @@ func init() {
 type benchOptions struct {
 	Namespace    string // "" = bench-<unix nanos>, deleted afterwards
 	Groups       int
+	Policy       string // of the generated groups; "" = wait
 	Runs         int
 	Workers      int // 0 = use the workers already running in the namespace
 	Slots        int
@@ -49,6 +52,7 @@ type benchOptions struct {
 type benchResult struct {
 	Namespace      string         `json:"namespace"`
 	Groups         int            `json:"groups"`
+	Policy         string         `json:"policy"`
 	Runs           int            `json:"runs"`
 	Hosts          int            `json:"hosts"`
 	Workers        int            `json:"workers"`
@@ -115,6 +119,7 @@ Examples:
    wasmsched -n prod-like bench --workers 0 --hosts 0 --runs 5000`,
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "groups", Value: 1000, Usage: "spread the runs over `N` groups"},
+			&cli.StringFlag{Name: "policy", Value: "wait", Usage: "serial policy `NAME` of the generated groups (wait, discard, priority, or one pushed in --namespace)"},
 			&cli.IntFlag{Name: "runs", Usage: "submit `N` runs", DefaultText: "10 x --groups"},
 			&cli.IntFlag{Name: "workers", Value: 4, Usage: "in-process simulated workers `W` (0 = use the running ones)"},
 			&cli.IntFlag{Name: "slots", Value: 128, Usage: "slots `S` per in-process worker"},
@@ -136,6 +141,7 @@ Examples:
 			}
 			o := benchOptions{
 				Groups:       c.Int("groups"),
+				Policy:       c.String("policy"),
 				Runs:         c.Int("runs"),
 				Workers:      c.Int("workers"),
 				Slots:        c.Int("slots"),
@@ -212,6 +218,14 @@ func (o *benchOptions) check() error {
 		return usageErrorf("bench: --heartbeat-ttl must be >= 30ms, got %v", o.HeartbeatTTL)
 	case o.LeaseTTL < host.MinLeaseTTL:
 		return usageErrorf("bench: --lease-ttl must be >= %v, got %v", host.MinLeaseTTL, o.LeaseTTL)
+	}
+	if err := storage.ValidateName("policy", o.Policy); err != nil {
+		return usageErrorf("bench: --policy: %v", err)
+	}
+	if k, ok := policies.BuiltinKind(o.Policy); ok && k != abi.KindSerial {
+		return usageErrorf("bench: --policy %s is a %s policy; groups need a serial one (wait, discard, priority)", o.Policy, k)
+	} else if !ok && o.Namespace == "" {
+		return usageErrorf("bench: --policy %s is not a built-in: a pushed policy needs the --namespace it is pushed in", o.Policy)
 	}
 	if o.Runs == 0 {
 		o.Runs = 10 * o.Groups
@@ -339,6 +353,16 @@ func runBench(ctx context.Context, url string, o benchOptions, errw io.Writer, l
 	}
 	if err := benchWaitReady(ctx, st, o); err != nil {
 		return nil, err
+	}
+	if o.Policy != "wait" {
+		if _, err := checkGroupPolicy(ctx, st, o.Policy, false); err != nil {
+			return nil, usageErrorf("bench: --policy %s: a built-in serial policy (wait, discard, priority), or one pushed in the --namespace given", o.Policy)
+		}
+		for i := range o.Groups {
+			if _, err := st.SetGroup(ctx, fmt.Sprintf("g%05d", i), o.Policy, 0); err != nil {
+				return nil, fmt.Errorf("bench: group policy: %w", err)
+			}
+		}
 	}
 
 	// Submit.
@@ -535,7 +559,7 @@ func benchWaitFinal(ctx context.Context, st *storage.Store, ids []string, groups
 
 func benchSummarize(o benchOptions, recs []benchRec, submitTook time.Duration) *benchResult {
 	res := &benchResult{
-		Namespace: o.Namespace, Groups: o.Groups, Runs: o.Runs, Hosts: o.Hosts, Workers: o.Workers,
+		Namespace: o.Namespace, Groups: o.Groups, Policy: o.Policy, Runs: o.Runs, Hosts: o.Hosts, Workers: o.Workers,
 		SlotsPerWorker: o.Slots, RunDurationMS: float64(o.Duration) / 1e6, Clients: o.Clients,
 		SubmitBatch: o.SubmitBatch, SubmitSeconds: submitTook.Seconds(), States: map[string]int{},
 	}
@@ -594,8 +618,8 @@ func percentiles(v []float64) latencyJSON {
 
 func benchTable(w io.Writer, r *benchResult) {
 	fmt.Fprintf(w, "namespace\t%s\n", r.Namespace)
-	fmt.Fprintf(w, "setup\t%d runs over %d groups; %d host(s); %d worker(s) x %d slots; run duration %gms; %d clients x %d runs per pipelined submit\n",
-		r.Runs, r.Groups, r.Hosts, r.Workers, r.SlotsPerWorker, r.RunDurationMS, r.Clients, r.SubmitBatch)
+	fmt.Fprintf(w, "setup\t%d runs over %d groups (policy %s); %d host(s); %d worker(s) x %d slots; run duration %gms; %d clients x %d runs per pipelined submit\n",
+		r.Runs, r.Groups, r.Policy, r.Hosts, r.Workers, r.SlotsPerWorker, r.RunDurationMS, r.Clients, r.SubmitBatch)
 	fmt.Fprintf(w, "submits/s\t%.0f\t(%.2fs; the harness's load generator, not the engine)\n", r.SubmitsPerSec, r.SubmitSeconds)
 	fmt.Fprintf(w, "launches/s\t%.0f\t(%.2fs from first submit to last RUNNING: runs made RUNNING by the engine)\n", r.LaunchesPerSec, r.LaunchSeconds)
 	fmt.Fprintf(w, "finishes/s\t%.0f\t(%.2fs from first submit to last final)\n", r.FinishesPerSec, r.FinishSeconds)

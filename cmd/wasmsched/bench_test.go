@@ -65,3 +65,32 @@ func TestBenchDevUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestBench_policy: --policy sets the generated groups' policy; every run
+// ends as that policy implies (a burst into one priority group: the newest
+// runs, the others are discarded).
+func TestBench_policy(t *testing.T) {
+	srv := redistest.Start(t)
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	resetCommandFlags()
+	code := run(ctx, []string{"wasmsched", "bench", "--redis", srv.URL(), "--groups", "1", "--runs", "30", "--policy", "priority",
+		"--workers", "1", "--slots", "4", "--lease-ttl", "500ms", "--timeout", "50s", "-o", "json"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("bench: exit %d, stderr %s", code, errb.String())
+	}
+	var res benchResult
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("bench -o json: %v: %q", err, out.String())
+	}
+	if res.Policy != "priority" || res.States["SUCCEEDED"]+res.States["DISCARDED"]+res.States["STOPPED"] != 30 || res.States["SUCCEEDED"] < 1 {
+		t.Fatalf("bench with priority groups: %+v", res)
+	}
+	resetCommandFlags()
+	errb.Reset()
+	if code := run(ctx, []string{"wasmsched", "bench", "--redis", srv.URL(), "--groups", "1", "--policy", "reuse"}, &out, &errb); code != 2 ||
+		!strings.Contains(errb.String(), "--policy reuse") {
+		t.Fatalf("bench --policy reuse: exit %d, %s", code, errb.String())
+	}
+}

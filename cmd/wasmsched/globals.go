@@ -91,13 +91,18 @@ func render(c *cli.Context, v any, table func(w io.Writer)) error {
 	}
 	out := c.App.Writer
 	if format == "json" {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+		return writeJSON(out, v)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	table(tw)
 	return tw.Flush()
+}
+
+// writeJSON writes v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // exactArgs checks the positional argument count.

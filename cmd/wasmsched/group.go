@@ -45,6 +45,7 @@ Examples:
    wasmsched group show nightly -o json`,
 		Subcommands: []*cli.Command{
 			groupDeleteCommand(),
+			groupSnapshotCommand(),
 			{
 				Name:      "set",
 				Usage:     "create a group or change its policy / max_active",
@@ -284,4 +285,44 @@ func groupArg(c *cli.Context) (name string, st *storage.Store, closeFn func(), e
 	}
 	st, closeFn, err = openStore(c)
 	return name, st, closeFn, err
+}
+
+func groupSnapshotCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "snapshot",
+		Usage:     "print the live group's snapshot as the JSON that policy dry-run and policy test read",
+		ArgsUsage: "G",
+		Description: `Reads group G's snapshot (its active and waiting runs, as the coordinator
+sends them to the policy) in one read-only round trip and prints it as JSON
+(always JSON: it is meant for a file). Feed it back to replay a production
+situation against any policy version, or keep it as a regression scenario:
+
+   wasmsched group snapshot nightly > nightly.json
+   wasmsched policy dry-run --policy mypolicy.wasm --snapshot nightly.json
+   (add "name" and "expect" to make it a policy test scenario)
+
+Unknown group: exit 2.`,
+		Action: func(c *cli.Context) error {
+			name, st, closeFn, err := groupArg(c)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			sn, err := st.Snapshot(c.Context, name)
+			if err == nil && sn.Group.Policy == "" {
+				err = storage.ErrNotFound
+			}
+			if errors.Is(err, storage.ErrNotFound) {
+				return usageErrorf("group %s not found in namespace %s", name, st.Namespace())
+			}
+			if err != nil {
+				return storeUsage(err)
+			}
+			snap, err := snapshotFromStore(sn)
+			if err != nil {
+				return err
+			}
+			return writeJSON(c.App.Writer, snapshotToJSON(snap))
+		},
+	}
 }

@@ -245,3 +245,35 @@ func TestHelp_saysWhatItMeans(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupSnapshot (issue 13): a captured live snapshot replays in
+// policy dry-run and, with a name and an expectation, as a policy test
+// scenario; an unknown group exits 2.
+func TestGroupSnapshot(t *testing.T) {
+	e := newCLIEnv(t)
+	e.ok(nil, "group", "set", "g", "--max-active", "2")
+	for _, id := range []string{"a", "b", "c"} {
+		e.ok(nil, "submit", "g", "--id", id, "--priority", "3")
+	}
+	code, snap, errs := e.cli("group", "snapshot", "g")
+	if code != 0 || !strings.Contains(snap, `"max_active": 2`) || !strings.Contains(snap, `"id": "c"`) {
+		t.Fatalf("group snapshot: exit %d, %q, stderr %q", code, snap, errs)
+	}
+	file := filepath.Join(t.TempDir(), "g.json")
+	if err := os.WriteFile(file, []byte(snap), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := noRedis(t, "policy", "dry-run", "-p", "wait", "-s", file, "-o", "json")
+	if code != 0 || !strings.Contains(out, `"run": "a"`) || !strings.Contains(out, `"run": "b"`) || strings.Contains(out, `"run": "c"`) {
+		t.Fatalf("dry-run of the capture: exit %d, %s %s", code, out, errs)
+	}
+	scenario := `{"name": "captured", "snapshot": ` + snap + `, "expect": [{"action": "launch", "run": "a"}, {"action": "launch", "run": "b"}]}`
+	sc := filepath.Join(t.TempDir(), "captured.json")
+	if err := os.WriteFile(sc, []byte(scenario), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := noRedis(t, "policy", "test", "wait", sc); code != 0 || !strings.Contains(out, "1 passed") {
+		t.Fatalf("policy test of the capture: exit %d, %s %s", code, out, errs)
+	}
+	e.usage("group nosuch not found", "group", "snapshot", "nosuch")
+}

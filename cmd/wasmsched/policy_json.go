@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/policies"
@@ -50,6 +51,50 @@ func parseRun(path string, raw json.RawMessage, defState abi.State) (r abi.Run, 
 		r.State = st
 	}
 	return r, hasSeq, nil
+}
+
+// snapshotOut is the JSON form of a serial snapshot as written (what
+// parseSnapshot reads back): times in RFC 3339, unset ones omitted.
+type snapshotOut struct {
+	Group     string   `json:"group"`
+	Policy    string   `json:"policy"`
+	MaxActive uint32   `json:"max_active"`
+	Now       string   `json:"now"`
+	Active    []runOut `json:"active"`
+	Waiting   []runOut `json:"waiting"`
+}
+
+type runOut struct {
+	ID          string `json:"id"`
+	Seq         uint64 `json:"seq"`
+	State       string `json:"state"`
+	Priority    int32  `json:"priority"`
+	Slots       uint32 `json:"slots"`
+	SubmittedAt string `json:"submitted_at,omitempty"`
+	StartedAt   string `json:"started_at,omitempty"`
+}
+
+func msRFC3339(ms int64) string {
+	if ms == 0 {
+		return ""
+	}
+	return time.UnixMilli(ms).UTC().Format(jsonTimeLayout)
+}
+
+// snapshotToJSON renders s in the JSON form.
+func snapshotToJSON(s *abi.SerialSnapshot) snapshotOut {
+	out := snapshotOut{Group: s.Group, Policy: s.Policy, MaxActive: s.MaxActive, Now: msRFC3339(s.Now),
+		Active: []runOut{}, Waiting: []runOut{}}
+	conv := func(rs []abi.Run) []runOut {
+		o := make([]runOut, 0, len(rs))
+		for _, r := range rs {
+			o = append(o, runOut{ID: r.ID, Seq: r.Seq, State: r.State.String(), Priority: r.Priority, Slots: r.Slots,
+				SubmittedAt: msRFC3339(r.SubmittedAt), StartedAt: msRFC3339(r.StartedAt)})
+		}
+		return o
+	}
+	out.Active, out.Waiting = conv(s.Active), conv(s.Waiting)
+	return out
 }
 
 // parseSnapshot decodes a serial snapshot at path. Omitted fields: state
