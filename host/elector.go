@@ -184,6 +184,12 @@ func (e *Elector) campaign(ctx context.Context, logStandby bool) (*redislock.Loc
 				if li, err := e.store.Leader(ctx); err == nil {
 					holder = li.Identity
 				}
+				if holder == "" {
+					// The holder obtained the lock but has not yet recorded
+					// itself in the fence (its BecomeLeader is in flight):
+					// the lock's value is its identity stamp.
+					holder, _ = e.client.Get(ctx, e.key).Result()
+				}
 				e.log.Info("standing by", "leader", holder)
 			}
 		} else {
