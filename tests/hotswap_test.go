@@ -288,16 +288,20 @@ func TestHotSwapRepeatedBoundedMemory(t *testing.T) {
 func TestAutoRollback(t *testing.T) {
 	e := newHotSwapEnv(t, "rollback", 4, "--rollback-after", "5")
 	ctx := testCtx(t, 5*time.Minute)
+	bad := fileSHA(t, trapperWasm)
+	out := cli(t, e.r, e.ns, "policy", "push", "priority", trapperWasm, "--note", "broken build", "-o", "json")
+	t.Logf("push: %s", out)
+	WaitActiveEverywhere(t, e.hosts, "priority", bad, 20*time.Second)
+	// The groups are created only now: a group set marks it dirty, and the
+	// leader's decisions of an empty dirty group trap too, so groups made
+	// before the push could roll the version back before both hosts were
+	// seen with it loaded.
 	groups := []string{"t0", "t1", "t2"}
 	for _, g := range groups {
 		if _, err := e.st.SetGroup(ctx, g, "priority", 2); err != nil {
 			t.Fatal(err)
 		}
 	}
-	bad := fileSHA(t, trapperWasm)
-	out := cli(t, e.r, e.ns, "policy", "push", "priority", trapperWasm, "--note", "broken build", "-o", "json")
-	t.Logf("push: %s", out)
-	WaitActiveEverywhere(t, e.hosts, "priority", bad, 20*time.Second)
 	var ids []string
 	for i := range 6 {
 		ids = append(ids, Submit(t, e.r, e.ns, groups[i%len(groups)], fmt.Sprintf("r-%d", i), "--duration", "50ms"))
