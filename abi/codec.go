@@ -84,6 +84,8 @@ func AppendSerialSnapshot(dst []byte, s *SerialSnapshot) []byte {
 	next = putStr(b, base, base+24, next, s.Policy)
 	put32(b, base+32, uint32(len(s.Active)))
 	put32(b, base+36, uint32(len(s.Waiting)))
+	put32(b, base+40, s.WaitingTotal)
+	put32(b, base+44, s.WaitingOldest)
 	at := base + SerialSnapshotHeaderSize
 	for i := range s.Active {
 		next = putRun(b, base, at, next, &s.Active[i])
@@ -96,16 +98,21 @@ func AppendSerialSnapshot(dst []byte, s *SerialSnapshot) []byte {
 	return b
 }
 
-// AppendSerialDecision appends the encoding of d to dst.
+// AppendSerialDecision appends the encoding of d to dst. A nonzero d.Below
+// is written as one last action of kind ActionDiscardBelow.
 func AppendSerialDecision(dst []byte, d *SerialDecision) []byte {
-	size := SerialDecisionHeaderSize + len(d.Actions)*ActionSize
+	n := len(d.Actions)
+	if d.Below != 0 {
+		n++
+	}
+	size := SerialDecisionHeaderSize + n*ActionSize + len(d.BelowReason)
 	for i := range d.Actions {
 		size += len(d.Actions[i].Run) + len(d.Actions[i].Reason)
 	}
 	b, base := grow(dst, size)
-	next := base + SerialDecisionHeaderSize + len(d.Actions)*ActionSize
+	next := base + SerialDecisionHeaderSize + n*ActionSize
 	put32(b, base, TagSerialDecision)
-	put32(b, base+4, uint32(len(d.Actions)))
+	put32(b, base+4, uint32(n))
 	at := base + SerialDecisionHeaderSize
 	for i := range d.Actions {
 		a := &d.Actions[i]
@@ -113,6 +120,11 @@ func AppendSerialDecision(dst []byte, d *SerialDecision) []byte {
 		next = putStr(b, base, at+4, next, a.Run)
 		next = putStr(b, base, at+12, next, a.Reason)
 		at += ActionSize
+	}
+	if d.Below != 0 {
+		put32(b, at, uint32(ActionDiscardBelow))
+		put64(b, at+4, d.Below)
+		putStr(b, base, at+12, next, d.BelowReason)
 	}
 	return b
 }
@@ -253,6 +265,7 @@ func decodeSerialSnapshot(b []byte, s *SerialSnapshot, view bool) error {
 	}
 	s.MaxActive = le.Uint32(h[4:8])
 	s.Now = int64(le.Uint64(h[8:16]))
+	s.WaitingTotal, s.WaitingOldest = le.Uint32(h[40:44]), le.Uint32(h[44:48])
 	var ok1, ok2 bool
 	s.Group, ok1 = str(b, h[16:24], view)
 	s.Policy, ok2 = str(b, h[24:32], view)
@@ -306,6 +319,7 @@ func DecodeSerialSnapshotView(b []byte, s *SerialSnapshot) error {
 	p, l := unsafe.Pointer(unsafe.SliceData(b)), uint64(len(b))
 	s.MaxActive = le.Uint32(h[4:8])
 	s.Now = int64(le.Uint64(h[8:16]))
+	s.WaitingTotal, s.WaitingOldest = le.Uint32(h[40:44]), le.Uint32(h[44:48])
 	hp := (*[SerialSnapshotHeaderSize]byte)(h)
 	var bad1, bad2 uint64
 	s.Group, bad1 = viewRef(p, l, uint64(le.Uint32(hp[16:20])), uint64(le.Uint32(hp[20:24])))
@@ -355,7 +369,7 @@ func viewRuns(p unsafe.Pointer, l, at uint64, runs []Run) uint64 {
 }
 
 func decodeSerialDecision(b []byte, d *SerialDecision, view bool) error {
-	d.Actions = d.Actions[:0]
+	d.Reset()
 	if err := header(b, TagSerialDecision, SerialDecisionHeaderSize); err != nil {
 		return err
 	}
@@ -364,14 +378,29 @@ func decodeSerialDecision(b []byte, d *SerialDecision, view bool) error {
 		return err
 	}
 	d.Actions = resize(d.Actions, int(n))
-	at := SerialDecisionHeaderSize
-	for i := range d.Actions {
+	at, j := SerialDecisionHeaderSize, 0
+	for i := range int(n) {
 		rec := b[at : at+ActionSize]
-		a := &d.Actions[i]
+		at += ActionSize
 		k := le.Uint32(rec[0:4])
 		if k > 255 {
 			return malformed("action %d: kind %d", i, k)
 		}
+		if ActionKind(k) == ActionDiscardBelow {
+			// the run reference's 8 bytes carry the seq (ABI.md)
+			seq := le.Uint64(rec[4:12])
+			if d.Below != 0 || seq == 0 {
+				return malformed("action %d: discard_below %d: at most one, with a seq above 0", i, seq)
+			}
+			var ok bool
+			if d.BelowReason, ok = str(b, rec[12:20], view); !ok {
+				return errBadString
+			}
+			d.Below = seq
+			continue
+		}
+		a := &d.Actions[j]
+		j++
 		a.Kind = ActionKind(k)
 		var ok1, ok2 bool
 		a.Run, ok1 = str(b, rec[4:12], view)
@@ -379,8 +408,8 @@ func decodeSerialDecision(b []byte, d *SerialDecision, view bool) error {
 		if !ok1 || !ok2 {
 			return errBadString
 		}
-		at += ActionSize
 	}
+	d.Actions = d.Actions[:j]
 	return nil
 }
 

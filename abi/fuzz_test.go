@@ -51,15 +51,22 @@ func FuzzDecodeSerialDecision(f *testing.F) {
 	d.Stop("c", "")
 	f.Add(abi.AppendSerialDecision(nil, &d))
 	f.Add(abi.AppendSerialDecision(nil, &abi.SerialDecision{}))
+	d.DiscardBelow(42, "older")
+	f.Add(abi.AppendSerialDecision(nil, &d))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var d, d2 abi.SerialDecision
-		if abi.DecodeSerialDecisionView(b, &d) != nil {
+		var d, d2, c abi.SerialDecision
+		errView, errCopy := abi.DecodeSerialDecisionView(b, &d), abi.DecodeSerialDecision(b, &c)
+		if (errView == nil) != (errCopy == nil) {
+			t.Fatalf("view decoder err %v, copying decoder err %v", errView, errCopy)
+		}
+		if errView != nil {
 			return
 		}
 		if err := abi.DecodeSerialDecision(abi.AppendSerialDecision(nil, &d), &d2); err != nil {
 			t.Fatal(err)
 		}
-		if len(d.Actions) != len(d2.Actions) || (len(d.Actions) > 0 && !reflect.DeepEqual(d.Actions, d2.Actions)) {
+		if len(d.Actions) != len(d2.Actions) || (len(d.Actions) > 0 && !reflect.DeepEqual(d.Actions, d2.Actions)) ||
+			d.Below != d2.Below || d.BelowReason != d2.BelowReason || d.Below != c.Below {
 			t.Fatalf("%+v != %+v", d, d2)
 		}
 	})

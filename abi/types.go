@@ -5,9 +5,18 @@ import (
 	"fmt"
 )
 
-// Version is the ABI version this package implements. A plugin exports it
-// from wasmsched_abi_version and the host refuses any other value at load.
-const Version = 1
+// Version is the ABI version this package implements: a plugin built with
+// it exports Version from wasmsched_abi_version. The host loads plugins of
+// every version from MinVersion to Version and refuses any other value.
+//
+// Version 2 adds the window fields of SerialSnapshot (WaitingTotal,
+// WaitingOldest, in bytes version 1 reserved) and SerialDecision.Below (a
+// discard_below action): a version 1 plugin sees the same records and never
+// sends the new action. ABI.md "Versions".
+const Version = 2
+
+// MinVersion is the oldest ABI version the host still loads.
+const MinVersion = 1
 
 // Kind is what a plugin decides.
 type Kind uint32
@@ -94,14 +103,31 @@ type Run struct {
 
 // SerialSnapshot is the input of a serial decision. Active and Waiting are
 // each sorted by Seq ascending (oldest first).
+//
+// Waiting is a window of the group's WAITING runs: all of them when
+// WaitingTotal is at most len(Waiting), else the oldest WaitingOldest runs
+// followed by the newest len(Waiting)-WaitingOldest (see Truncated). The
+// host sizes the window so that each part holds at least max_active runs.
 type SerialSnapshot struct {
 	Group     string
 	Policy    string
 	MaxActive uint32 // 0 is read as 1, see EffectiveMaxActive
 	Now       int64  // unix ms
 	Active    []Run  // LAUNCHED, RUNNING, STOPPING
-	Waiting   []Run  // WAITING
+	Waiting   []Run  // WAITING: the window
+
+	// WaitingTotal is the number of WAITING runs in the group (ABI v2; 0
+	// from a host that does not say: then Waiting is all of them).
+	WaitingTotal uint32
+	// WaitingOldest is how many leading runs of Waiting are the group's
+	// oldest (ABI v2); it matters only when the window is truncated.
+	WaitingOldest uint32
 }
+
+// Truncated reports whether the group has WAITING runs that are not in
+// Waiting: they are newer than Waiting[WaitingOldest-1] and older than
+// Waiting[WaitingOldest].
+func (s *SerialSnapshot) Truncated() bool { return int(s.WaitingTotal) > len(s.Waiting) }
 
 // EffectiveMaxActive returns MaxActive, or 1 when it is 0.
 func (s *SerialSnapshot) EffectiveMaxActive() uint32 {
@@ -118,6 +144,9 @@ const (
 	ActionLaunch  ActionKind = 1
 	ActionDiscard ActionKind = 2
 	ActionStop    ActionKind = 3
+	// ActionDiscardBelow is the wire kind of SerialDecision.Below (ABI v2):
+	// it never appears in SerialDecision.Actions.
+	ActionDiscardBelow ActionKind = 4
 )
 
 func (a ActionKind) String() string {
@@ -128,6 +157,8 @@ func (a ActionKind) String() string {
 		return "discard"
 	case ActionStop:
 		return "stop"
+	case ActionDiscardBelow:
+		return "discard_below"
 	}
 	return fmt.Sprintf("ActionKind(%d)", uint8(a))
 }
@@ -156,10 +187,32 @@ type Action struct {
 // "nothing to do".
 type SerialDecision struct {
 	Actions []Action
+
+	// Below, when nonzero, discards every WAITING run of the group whose
+	// seq is below it, in the window or not (ABI v2; see DiscardBelow).
+	Below       uint64
+	BelowReason string
 }
 
 // Reset empties d, keeping its capacity.
-func (d *SerialDecision) Reset() { d.Actions = d.Actions[:0] }
+func (d *SerialDecision) Reset() {
+	d.Actions = d.Actions[:0]
+	d.Below, d.BelowReason = 0, ""
+}
+
+// DiscardBelow discards, with one reason, every WAITING run with a seq
+// below seq that d's actions leave WAITING, including those beyond the
+// snapshot's window (ABI v2): a decision may launch the oldest runs and
+// discard the rest with one action. The host applies it in bounded chunks
+// and never launches a run it covers. seq may be at most the newest
+// waiting run's seq plus 1 (runs submitted after the snapshot are never
+// covered). A second call replaces the first.
+func (d *SerialDecision) DiscardBelow(seq uint64, reason string) {
+	d.Below, d.BelowReason = seq, reason
+}
+
+// Empty reports whether d does nothing.
+func (d *SerialDecision) Empty() bool { return len(d.Actions) == 0 && d.Below == 0 }
 
 // Launch, Discard and Stop append an action.
 func (d *SerialDecision) Launch(run, reason string) { d.Add(ActionLaunch, run, reason) }

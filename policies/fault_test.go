@@ -26,7 +26,7 @@ func TestLoadErrors(tt *testing.T) {
 		{"empty", nil, ErrNotWasm, []string{"0 bytes"}},
 		{"component", []byte("\x00asm\x0d\x00\x01\x00"), ErrNotWasm, []string{"binary format version"}},
 		{"truncated", []byte("\x00asm\x01\x00\x00\x00\x01\xff"), ErrNotWasm, []string{"malformed module"}},
-		{"badversion", readFile(tt, "testdata/badversion.wasm"), ErrABIVersion, []string{"version 2", "supports 1"}},
+		{"badversion", readFile(tt, "testdata/badversion.wasm"), ErrABIVersion, []string{"version 3", "supports 1 to 2"}},
 		{"badkind", readFile(tt, "testdata/badkind.wasm"), ErrKind, []string{"kind 7"}},
 		{"missing", readFile(tt, "testdata/missing.wasm"), ErrMissingExport, []string{"wasmsched_input", "wasmsched_decide"}},
 		{"badsig", readFile(tt, "testdata/badsig.wasm"), ErrMissingExport, []string{"wasmsched_decide has signature (i32)->(i32), want (i32)->(i64)"}},
@@ -248,6 +248,25 @@ func TestPolicy_DecideSerial_reasonsPerCall(tt *testing.T) {
 		if len(d.Actions) != 1 || d.Actions[0].Reason != g {
 			tt.Fatalf("group %s: %+v, want one launch with reason %q", g, d.Actions, g)
 		}
+	}
+}
+
+// TestPolicy_DecideSerial/v1-discard-below: a module exporting ABI version 1
+// loads (the host supports 1 to 2), and its discard_below, an action of
+// version 2, makes the decision invalid; the same decision from the newest
+// ABI is valid (ValidateSerial).
+func TestPolicy_DecideSerial_v1DiscardBelow(tt *testing.T) {
+	p := load(tt, newRT(tt, Config{}), "v1below", readFile(tt, "testdata/v1below.wasm"))
+	if p.ABIVersion() != 1 {
+		tt.Fatalf("ABIVersion %d, want 1", p.ABIVersion())
+	}
+	s := t.Snapshot("v1below", 1, nil, []abi.Run{t.Waiting("r1", 1), t.Waiting("r2", 2)})
+	_, err := p.DecideSerial(context.Background(), s)
+	if !errors.Is(err, ErrInvalidDecision) || !strings.Contains(err.Error(), "discard_below 2: needs ABI version 2 (the policy exports version 1)") {
+		tt.Fatalf("err = %v", err)
+	}
+	if err := ValidateSerial(s, &abi.SerialDecision{Below: 2}); err != nil {
+		tt.Fatalf("the same decision at the newest ABI: %v", err)
 	}
 }
 

@@ -28,6 +28,7 @@ type Policy struct {
 	name     string
 	version  string
 	kind     abi.Kind
+	abi      uint32 // the ABI version the module exports
 	compiled wazero.CompiledModule
 
 	sem    chan struct{} // one token per call in flight
@@ -45,6 +46,10 @@ func (p *Policy) Version() string { return p.version }
 
 // Kind returns what the policy decides.
 func (p *Policy) Kind() abi.Kind { return p.kind }
+
+// ABIVersion returns the ABI version the module exports (abi.MinVersion to
+// abi.Version).
+func (p *Policy) ABIVersion() uint32 { return p.abi }
 
 // Close waits for the calls in flight (or ctx), then closes every instance
 // and the compiled module. Later calls return ErrClosed. Idempotent.
@@ -506,9 +511,9 @@ func (p *Policy) DecideSerial(ctx context.Context, s *abi.SerialSnapshot) (abi.S
 	// proportion to the snapshot, never to what the guest claims: the
 	// action count is checked against the snapshot before decoding, ids and
 	// reasons are checked (length, membership) before anything is copied.
-	if n, runs := serialActions(out), len(s.Active)+len(s.Waiting); n > uint64(runs) {
+	if n, runs := serialActions(out), len(s.Active)+len(s.Waiting); n > uint64(runs)+1 {
 		var probs problems
-		probs.add("%d actions for a snapshot of %d runs (at most one action per run)", n, runs)
+		probs.add("%d actions for a snapshot of %d runs (at most one action per run, and one discard_below)", n, runs)
 		err = p.callError(ctx, inst, probs.err(false))
 		p.release(inst, false)
 		return abi.SerialDecision{}, err
@@ -522,6 +527,7 @@ func (p *Policy) DecideSerial(ctx context.Context, s *abi.SerialSnapshot) (abi.S
 	}
 	v.actions = view.Actions
 	v.resolve(s, &view, inst.enc, inst.inBase())
+	v.abi = p.abi
 	probs := v.checkSerial(s, &view)
 	// Copy out of guest memory: run ids become the snapshot's own strings,
 	// reasons are interned (a valid reason is at most MaxReasonLen bytes).
@@ -542,6 +548,13 @@ func (p *Policy) DecideSerial(ctx context.Context, s *abi.SerialSnapshot) (abi.S
 			reason = strings.Clone(reason[:min(len(reason), MaxReasonLen)])
 		}
 		d.Actions[i] = abi.Action{Kind: a.Kind, Run: run, Reason: reason}
+	}
+	if d.Below = view.Below; d.Below != 0 {
+		if probs.empty() {
+			d.BelowReason = inst.intern(view.BelowReason)
+		} else {
+			d.BelowReason = strings.Clone(view.BelowReason[:min(len(view.BelowReason), MaxReasonLen)])
+		}
 	}
 	p.release(inst, usable)
 	if !probs.empty() {

@@ -218,9 +218,10 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Policy, 
 	if err != nil {
 		return fail(loadCallError(name, ExportABIVersion, err))
 	}
-	if ver != abi.Version {
-		return fail(fmt.Errorf("%w: policy %q exports ABI version %d, this host supports %d", ErrABIVersion, name, int32(ver), abi.Version))
+	if ver < abi.MinVersion || ver > abi.Version {
+		return fail(fmt.Errorf("%w: policy %q exports ABI version %d, this host supports %d to %d", ErrABIVersion, name, int32(ver), abi.MinVersion, abi.Version))
 	}
+	p.abi = uint32(ver)
 	k, err := inst.call0(ctx, r.cfg.CallTimeout, ExportKind)
 	if err != nil {
 		return fail(loadCallError(name, ExportKind, err))

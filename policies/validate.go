@@ -63,6 +63,7 @@ type validator struct {
 	maxID   int          // longest run id of the indexed snapshot
 	actions []abi.Action // decode scratch
 	idx     []int32      // per action: the run it names (-1: none), see resolve
+	abi     uint32       // the deciding module's ABI version (0: the newest)
 }
 
 // resolve fills v.idx with the run each action of d names, or -1. Policy
@@ -219,6 +220,20 @@ func (v *validator) checkSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) pr
 	v.seen = v.seen[:n]
 	clear(v.seen)
 	launches, stops := 0, 0
+	if below := d.Below; below != 0 {
+		switch {
+		case v.abi == 1:
+			probs.add("discard_below %d: needs ABI version 2 (the policy exports version 1)", below)
+		case len(s.Waiting) == 0:
+			probs.add("discard_below %d: the snapshot has no waiting runs", below)
+		case below > s.Waiting[len(s.Waiting)-1].Seq+1:
+			probs.add("discard_below %d: above the newest waiting run's seq %d plus 1 (it would cover runs submitted after the snapshot)",
+				below, s.Waiting[len(s.Waiting)-1].Seq)
+		}
+		if len(d.BelowReason) > MaxReasonLen {
+			probs.add("discard_below: reason of %d bytes exceeds %d", len(d.BelowReason), MaxReasonLen)
+		}
+	}
 	for i := range d.Actions {
 		a := &d.Actions[i]
 		if len(a.Reason) > MaxReasonLen {
@@ -275,7 +290,10 @@ func (v *validator) checkSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) pr
 // a run of the snapshot, at most one action per run, launch and discard only
 // WAITING runs, stop only LAUNCHED or RUNNING runs, known action kinds,
 // reasons at most MaxReasonLen bytes, and the launches fit max_active
-// (active runs not STOPPING and not stopped by d, plus launches). It returns
+// (active runs not STOPPING and not stopped by d, plus launches); a
+// discard_below (d.Below) needs waiting runs and covers none newer than the
+// newest of the snapshot (it discards the runs below it that the actions
+// leave WAITING). It returns
 // nil or a *ValidationError listing every problem (errors.Is
 // ErrInvalidDecision, or ErrInvalidSnapshot if s itself is malformed).
 func ValidateSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) error {

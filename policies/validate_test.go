@@ -14,25 +14,29 @@ func TestValidateSerial(tt *testing.T) {
 	snap := t.Snapshot("p", 1, []abi.Run{S("s1", 1), R("r2", 2), L("l3", 3)}, []abi.Run{W("w4", 4), W("w5", 5)})
 	act := func(k abi.ActionKind, run string) abi.Action { return abi.Action{Kind: k, Run: run, Reason: "x"} }
 	cases := []struct {
-		name string
-		acts []abi.Action
-		want []string // substrings of problems; none = valid
+		name  string
+		acts  []abi.Action
+		want  []string // substrings of problems; none = valid
+		below uint64
 	}{
-		{"empty", nil, nil},
-		{"priority-like", []abi.Action{act(abi.ActionDiscard, "w4"), act(abi.ActionLaunch, "w5"), act(abi.ActionStop, "r2"), act(abi.ActionStop, "l3")}, nil},
-		{"unknown run", []abi.Action{act(abi.ActionDiscard, "nope")}, []string{`discard "nope": unknown run`}},
-		{"two actions", []abi.Action{act(abi.ActionDiscard, "w4"), act(abi.ActionDiscard, "w4")}, []string{"already has action 0"}},
-		{"launch active", []abi.Action{act(abi.ActionLaunch, "r2")}, []string{"RUNNING, not WAITING"}},
-		{"discard active", []abi.Action{act(abi.ActionDiscard, "l3")}, []string{"LAUNCHED, not WAITING"}},
-		{"stop waiting", []abi.Action{act(abi.ActionStop, "w4")}, []string{"WAITING, not LAUNCHED or RUNNING"}},
-		{"stop stopping", []abi.Action{act(abi.ActionStop, "s1")}, []string{"STOPPING, not LAUNCHED or RUNNING"}},
-		{"unknown kind", []abi.Action{act(9, "w4")}, []string{"unknown action kind 9"}},
-		{"over max_active", []abi.Action{act(abi.ActionLaunch, "w4")}, []string{"exceeds max_active 1"}},
-		{"long reason", []abi.Action{{Kind: abi.ActionDiscard, Run: "w4", Reason: strings.Repeat("x", 300)}}, []string{"reason of 300 bytes"}},
+		{"empty", nil, nil, 0},
+		{"priority-like", []abi.Action{act(abi.ActionDiscard, "w4"), act(abi.ActionLaunch, "w5"), act(abi.ActionStop, "r2"), act(abi.ActionStop, "l3")}, nil, 0},
+		{"unknown run", []abi.Action{act(abi.ActionDiscard, "nope")}, []string{`discard "nope": unknown run`}, 0},
+		{"two actions", []abi.Action{act(abi.ActionDiscard, "w4"), act(abi.ActionDiscard, "w4")}, []string{"already has action 0"}, 0},
+		{"launch active", []abi.Action{act(abi.ActionLaunch, "r2")}, []string{"RUNNING, not WAITING"}, 0},
+		{"discard active", []abi.Action{act(abi.ActionDiscard, "l3")}, []string{"LAUNCHED, not WAITING"}, 0},
+		{"stop waiting", []abi.Action{act(abi.ActionStop, "w4")}, []string{"WAITING, not LAUNCHED or RUNNING"}, 0},
+		{"stop stopping", []abi.Action{act(abi.ActionStop, "s1")}, []string{"STOPPING, not LAUNCHED or RUNNING"}, 0},
+		{"unknown kind", []abi.Action{act(9, "w4")}, []string{"unknown action kind 9"}, 0},
+		{"over max_active", []abi.Action{act(abi.ActionLaunch, "w4")}, []string{"exceeds max_active 1"}, 0},
+		{"long reason", []abi.Action{{Kind: abi.ActionDiscard, Run: "w4", Reason: strings.Repeat("x", 300)}}, []string{"reason of 300 bytes"}, 0},
+		{"discard_below all", nil, nil, 6},
+		{"discard_below beside a launch", []abi.Action{act(abi.ActionLaunch, "w4"), act(abi.ActionStop, "r2"), act(abi.ActionStop, "l3")}, nil, 6},
+		{"discard_below beyond the newest", nil, []string{"discard_below 7: above the newest waiting run's seq 5 plus 1"}, 7},
 	}
 	for _, c := range cases {
 		tt.Run(c.name, func(tt *testing.T) {
-			err := ValidateSerial(snap, &abi.SerialDecision{Actions: c.acts})
+			err := ValidateSerial(snap, &abi.SerialDecision{Actions: c.acts, Below: c.below, BelowReason: "old"})
 			if len(c.want) == 0 {
 				if err != nil {
 					tt.Fatal(err)
@@ -49,6 +53,21 @@ func TestValidateSerial(tt *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestValidateSerial_discardBelowNeedsWaiting: a discard_below on a snapshot
+// without waiting runs, or with a reason over MaxReasonLen, is invalid.
+func TestValidateSerial_discardBelowNeedsWaiting(tt *testing.T) {
+	s := t.Snapshot("p", 1, []abi.Run{t.Running("r1", 1)}, nil)
+	err := ValidateSerial(s, &abi.SerialDecision{Below: 1})
+	if !errors.Is(err, ErrInvalidDecision) || !strings.Contains(err.Error(), "no waiting runs") {
+		tt.Fatalf("err = %v", err)
+	}
+	s.Waiting = []abi.Run{t.Waiting("w2", 2)}
+	err = ValidateSerial(s, &abi.SerialDecision{Below: 3, BelowReason: strings.Repeat("y", 257)})
+	if !errors.Is(err, ErrInvalidDecision) || !strings.Contains(err.Error(), "discard_below: reason of 257 bytes") {
+		tt.Fatalf("err = %v", err)
 	}
 }
 

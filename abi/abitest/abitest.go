@@ -35,6 +35,13 @@ func Snapshot(policy string, maxActive uint32, active, waiting []abi.Run) *abi.S
 	return &abi.SerialSnapshot{Group: "g", Policy: policy, MaxActive: maxActive, Now: 10_000, Active: active, Waiting: waiting}
 }
 
+// Window marks s's Waiting as the window of a group with total WAITING runs
+// whose first oldest entries are the group's oldest (ABI v2).
+func Window(s *abi.SerialSnapshot, total, oldest uint32) *abi.SerialSnapshot {
+	s.WaitingTotal, s.WaitingOldest = total, oldest
+	return s
+}
+
 // Slot returns a task slot; alive and held are what the host verified.
 func Slot(task uint32, worker string, alive, held bool) abi.TaskSlot {
 	return abi.TaskSlot{Task: task, Worker: worker, Index: task, Token: "tok-" + worker, Alive: alive, Held: held}

@@ -185,8 +185,8 @@ func encodeSerialInPlace(n int) []byte {
 	acts := sdec.Actions
 	reserve := len(ioBuf) - cap(inBuf) - tailSize
 	fixed := abi.SerialDecisionHeaderSize + abi.ActionSize*len(acts)
-	if fixed > reserve || n > cap(inBuf) {
-		return nil
+	if fixed > reserve || n > cap(inBuf) || sdec.Below != 0 {
+		return nil // (a discard_below is encoded the ordinary way)
 	}
 	base := reserve - fixed
 	rec := ioBuf[base:]

@@ -35,6 +35,21 @@ func (Priority) DecideSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) {
 			kept = keep
 		}
 	}
+	if s.Truncated() {
+		// Not every waiting run is in the window: its newest part holds at
+		// least max_active runs, so the survivors are all in it, and one
+		// discard_below covers every older run, in the window or not.
+		for i := range s.Waiting {
+			if s.Waiting[i].Seq >= cutoff {
+				d.Launch(s.Waiting[i].ID, reasonNewest)
+			}
+		}
+		if cutoff > 0 {
+			d.DiscardBelow(cutoff, reasonSuperseded)
+		}
+		stopOlder(s, d, cutoff)
+		return
+	}
 	// One append per waiting run, kind and reason chosen without a branch:
 	// in the wasm guest each taken branch costs a deadline check.
 	w := s.Waiting
@@ -46,6 +61,11 @@ func (Priority) DecideSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) {
 		}
 		d.Add(kind, w[i].ID, why)
 	}
+	stopOlder(s, d, cutoff)
+}
+
+// stopOlder stops the active runs (not already STOPPING) older than cutoff.
+func stopOlder(s *abi.SerialSnapshot, d *abi.SerialDecision, cutoff uint64) {
 	for i := range s.Active {
 		if s.Active[i].State != abi.StateStopping && s.Active[i].Seq < cutoff {
 			d.Stop(s.Active[i].ID, reasonSuperseded)

@@ -33,6 +33,11 @@ type runs = []abi.Run
 func SerialCases(policy string) []Serial {
 	s := func(max uint32, a, w runs) *abi.SerialSnapshot { return t.Snapshot(policy, max, a, w) }
 	W, R, L, S := t.Waiting, t.Running, t.Launched, t.Stopping
+	// deep: a window of a group with 100,000 waiting runs (seqs 11 to
+	// 100,010): the oldest two and the newest two (ABI v2)
+	deep := func(max uint32, a runs) *abi.SerialSnapshot {
+		return t.Window(s(max, a, runs{W("r11", 11), W("r12", 12), W("r100009", 100_009), W("r100010", 100_010)}), 100_000, 2)
+	}
 	switch policy {
 	case "wait":
 		return []Serial{
@@ -44,6 +49,9 @@ func SerialCases(policy string) []Serial {
 			{"max0-reads-as-1", s(0, nil, runs{W("r1", 1), W("r2", 2)}), []string{"launch:r1"}},
 			{"stopping-still-occupies", s(1, runs{S("r1", 1)}, runs{W("r2", 2)}), nil},
 			{"max3/full", s(3, runs{R("r1", 1), L("r2", 2), R("r3", 3)}, runs{W("r4", 4)}), nil},
+			{"deep/launch-oldest", deep(1, nil), []string{"launch:r11"}},
+			{"deep/max2-one-active", deep(2, runs{R("r1", 1)}), []string{"launch:r11"}},
+			{"deep/full", deep(1, runs{R("r1", 1)}), nil},
 		}
 	case "discard":
 		return []Serial{
@@ -56,6 +64,9 @@ func SerialCases(policy string) []Serial {
 				[]string{"launch:r2", "discard:r3", "discard:r4"}},
 			{"max2/single-waiting", s(2, nil, runs{W("r1", 1)}), []string{"launch:r1"}},
 			{"only-active", s(1, runs{L("r1", 1)}, nil), nil},
+			{"deep/launch-head-discard-rest", deep(1, nil), []string{"launch:r11", "discard_below:100011"}},
+			{"deep/busy", deep(1, runs{R("r1", 1)}), []string{"discard_below:100011"}},
+			{"deep/max2-none-active", deep(2, nil), []string{"launch:r11", "launch:r12", "discard_below:100011"}},
 		}
 	case "priority":
 		return []Serial{
@@ -72,6 +83,9 @@ func SerialCases(policy string) []Serial {
 			{"max2/fits", s(2, runs{R("r3", 3)}, runs{W("r4", 4)}), []string{"launch:r4"}},
 			{"stopping-untouched", s(1, runs{S("r1", 1), R("r2", 2)}, runs{W("r3", 3)}),
 				[]string{"launch:r3", "stop:r2"}},
+			{"deep/newest-wins", deep(1, runs{R("r1", 1)}), []string{"launch:r100010", "discard_below:100010", "stop:r1"}},
+			{"deep/max2", deep(2, runs{S("r1", 1), R("r2", 2)}),
+				[]string{"launch:r100009", "launch:r100010", "discard_below:100009", "stop:r2"}},
 		}
 	}
 	panic("cases: no serial table for " + policy)
@@ -94,6 +108,14 @@ func FormatSerial(d abi.SerialDecision) []string {
 	var out []string
 	for _, a := range d.Actions {
 		out = append(out, a.Kind.String()+":"+a.Run)
+	}
+	if d.Below != 0 {
+		// after the launches, before the stops: where the table lists it
+		at := len(out)
+		for at > 0 && d.Actions[at-1].Kind == abi.ActionStop {
+			at--
+		}
+		out = append(out[:at], append([]string{fmt.Sprintf("discard_below:%d", d.Below)}, out[at:]...)...)
 	}
 	return out
 }
