@@ -48,6 +48,10 @@ func (k Keys) Active(g string) string { return k.p + "group:" + g + ":active" }
 // Dirty is the set of groups that may need a decision.
 func (k Keys) Dirty() string { return k.p + "dirty" }
 
+// Drain is the set of groups whose discard_below still covers WAITING runs
+// (apply adds, drain.lua removes).
+func (k Keys) Drain() string { return k.p + "drain" }
+
 // Run is the hash of run id.
 func (k Keys) Run(id string) string { return k.p + "run:" + id }
 

@@ -49,10 +49,28 @@ type Group struct {
 	Name      string
 	Policy    string // policy name; default "wait"
 	MaxActive int
+	Window    int   // waiting runs per side of a snapshot's window; 0 = DefaultWindow
 	Version   int64 // bumped on every change of the group's runs or settings
-	Waiting   int   // number of WAITING runs
+	Waiting   int   // number of WAITING runs (in a Snapshot: not covered by DiscardBelow)
 	Active    int   // number of LAUNCHED/RUNNING/STOPPING runs
+	// DiscardBelow: WAITING runs with a smaller seq are discarded by a
+	// decision's discard_below and being drained (read by Snapshot only).
+	DiscardBelow int64
 }
+
+// Bounds of a group's settings and of what one decision reads.
+const (
+	// DefaultWindow is the number of oldest and of newest WAITING runs a
+	// snapshot holds when a group has more than twice as many (each part
+	// is at least max_active); Group.Window overrides it per group.
+	DefaultWindow = 128
+	// MaxWindow bounds Group.Window and MaxMaxActive bounds max_active, so
+	// that a snapshot holds at most 2·MaxWindow waiting runs.
+	MaxWindow    = 10_000
+	MaxMaxActive = 10_000
+	// DrainChunk is the number of covered runs one drain script discards.
+	DrainChunk = 256
+)
 
 // SubmitRequest describes a new run.
 type SubmitRequest struct {
@@ -169,27 +187,45 @@ func newID(prefix string) string {
 // for a new group); a negative maxActive is ErrInvalid. Bumps the version
 // and marks the group dirty.
 func (s *Store) SetGroup(ctx context.Context, name, policy string, maxActive int) (Group, error) {
+	return s.SetGroupSettings(ctx, name, GroupSettings{Policy: policy, MaxActive: maxActive})
+}
+
+// GroupSettings are the settings SetGroupSettings changes: a zero field
+// keeps the group's current value (a new group's defaults: policy "wait",
+// max_active 1, window DefaultWindow).
+type GroupSettings struct {
+	Policy    string
+	MaxActive int // 1..MaxMaxActive
+	Window    int // 1..MaxWindow
+}
+
+// SetGroupSettings creates or updates a group: only the nonzero settings
+// change. It bumps the version and marks the group dirty.
+func (s *Store) SetGroupSettings(ctx context.Context, name string, gs GroupSettings) (Group, error) {
 	const op = "set group"
 	if err := ValidateName("group", name); err != nil {
 		return Group{}, err
 	}
-	if policy != "" {
-		if err := ValidateName("policy", policy); err != nil {
+	if gs.Policy != "" {
+		if err := ValidateName("policy", gs.Policy); err != nil {
 			return Group{}, err
 		}
 	}
-	if maxActive < 0 {
-		return Group{}, invalid(op, "group %s: max_active %d is negative", name, maxActive)
+	if gs.MaxActive < 0 || gs.MaxActive > MaxMaxActive {
+		return Group{}, invalid(op, "group %s: max_active %d is outside 1 to %d", name, gs.MaxActive, MaxMaxActive)
+	}
+	if gs.Window < 0 || gs.Window > MaxWindow {
+		return Group{}, invalid(op, "group %s: window %d is outside 1 to %d", name, gs.Window, MaxWindow)
 	}
 	k := s.k
 	v, err := s.run(ctx, op, "set_group", []string{k.Groups(), k.Group(name), k.Dirty(), k.Waiting(name), k.Active(name)},
-		name, policy, maxActive)
+		name, gs.Policy, gs.MaxActive, gs.Window)
 	if err != nil {
 		return Group{}, err
 	}
 	a := v.([]any)
 	return Group{Name: name, Policy: str(a[0]), MaxActive: int(toInt64(a[1])), Version: toInt64(a[2]),
-		Waiting: int(toInt64(a[3])), Active: int(toInt64(a[4]))}, nil
+		Waiting: int(toInt64(a[3])), Active: int(toInt64(a[4])), Window: int(toInt64(a[5]))}, nil
 }
 
 // deleteChunk bounds the waiting runs one delete_group call discards.
@@ -276,7 +312,7 @@ func (s *Store) getGroups(ctx context.Context, names []string) ([]Group, error) 
 	cs := make([]cmds, len(names))
 	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, n := range names {
-			cs[i] = cmds{p.HMGet(ctx, s.k.Group(n), "policy", "max_active", "version"),
+			cs[i] = cmds{p.HMGet(ctx, s.k.Group(n), "policy", "max_active", "version", "window"),
 				p.ZCard(ctx, s.k.Waiting(n)), p.ZCard(ctx, s.k.Active(n))}
 		}
 		return nil
@@ -291,7 +327,7 @@ func (s *Store) getGroups(ctx context.Context, names []string) ([]Group, error) 
 			continue
 		}
 		out = append(out, Group{Name: n, Policy: str(v[0]), MaxActive: int(toInt64(v[1])), Version: toInt64(v[2]),
-			Waiting: int(cs[i].w.Val()), Active: int(cs[i].a.Val())})
+			Window: int(toInt64(v[3])), Waiting: int(cs[i].w.Val()), Active: int(cs[i].a.Val())})
 	}
 	return out, nil
 }
@@ -485,10 +521,20 @@ func (s *Store) getRuns(ctx context.Context, ids []string) ([]Run, error) {
 type Snapshot struct {
 	Group           Group
 	Now             time.Time // Redis TIME
-	Active, Waiting []Run     // ordered by seq
+	Active, Waiting []Run     // ordered by seq; Waiting is the window
+	// WaitingTotal is the number of WAITING runs not covered by the
+	// group's discard_below; Waiting holds all of them when it is at most
+	// twice the window, else the oldest WaitingOldest then the newest.
+	WaitingTotal  int
+	WaitingOldest int
 }
 
-// Snapshot reads a group and its active and waiting runs in ONE round trip.
+// Truncated reports whether the group has WAITING runs beyond the window.
+func (sn Snapshot) Truncated() bool { return sn.WaitingTotal > len(sn.Waiting) }
+
+// Snapshot reads a group, its active runs and a window of its waiting runs
+// (at most 2·max(window, max_active) of them: snapshot.lua) in ONE round
+// trip.
 func (s *Store) Snapshot(ctx context.Context, group string) (Snapshot, error) {
 	if err := ValidateName("group", group); err != nil {
 		return Snapshot{}, err
@@ -526,19 +572,19 @@ func parseDecisionRun(vals []any) (Run, bool) {
 
 func (s *Store) snapshotCall(group string, fields []any) scriptCall {
 	k := s.k
-	args := make([]any, 0, 1+len(fields))
-	args = append(args, k.RunPrefix())
+	args := make([]any, 0, 2+len(fields))
+	args = append(args, k.RunPrefix(), DefaultWindow)
 	args = append(args, fields...)
 	return scriptCall{keys: []string{k.Group(group), k.Waiting(group), k.Active(group)}, args: args}
 }
 
 func parseSnapshot(group string, v any, parse func([]any) (Run, bool)) Snapshot {
 	a, _ := v.([]any)
-	if len(a) < 4 {
+	if len(a) < 6 {
 		return Snapshot{Group: Group{Name: group}}
 	}
 	g, _ := a[0].([]any)
-	for len(g) < 3 {
+	for len(g) < 5 {
 		g = append(g, nil)
 	}
 	runs := func(x any) []Run {
@@ -552,9 +598,10 @@ func parseSnapshot(group string, v any, parse func([]any) (Run, bool)) Snapshot 
 		}
 		return out
 	}
-	sn := Snapshot{Now: msTime(toInt64(a[1])), Active: runs(a[2]), Waiting: runs(a[3])}
+	sn := Snapshot{Now: msTime(toInt64(a[1])), Active: runs(a[2]), Waiting: runs(a[3]),
+		WaitingTotal: int(toInt64(a[4])), WaitingOldest: int(toInt64(a[5]))}
 	sn.Group = Group{Name: group, Policy: str(g[0]), MaxActive: int(toInt64(g[1])), Version: toInt64(g[2]),
-		Waiting: len(sn.Waiting), Active: len(sn.Active)}
+		Window: int(toInt64(g[3])), DiscardBelow: toInt64(g[4]), Waiting: sn.WaitingTotal, Active: len(sn.Active)}
 	return sn
 }
 
@@ -616,6 +663,16 @@ type Decision struct {
 	Policy        string // recorded on launched runs
 	PolicyVersion string
 	Actions       []Action
+	// Below (> 0) discards every WAITING run with a smaller seq that the
+	// actions leave WAITING, with BelowReason: the apply raises the
+	// group's discard_below, the runs leave every snapshot at once and the
+	// leader drains them in chunks (Drain).
+	Below       int64
+	BelowReason string
+	// Again keeps the group dirty after a non-empty apply: set when the
+	// snapshot's window was truncated, so the group is decided again on
+	// its next window.
+	Again bool
 }
 
 // Apply applies d to group in one fenced script, all-or-nothing, and
@@ -641,11 +698,18 @@ func (s *Store) applyCall(f Fence, group string, d Decision) (scriptCall, error)
 		return scriptCall{}, err
 	}
 	k := s.k
-	keys := make([]string, 0, 7+len(d.Actions))
-	keys = append(keys, k.Fence(), k.Lock(), k.Group(group), k.Waiting(group), k.Active(group), k.Dirty(), k.Launched())
-	args := make([]any, 0, 7+3*len(d.Actions))
+	if d.Below < 0 {
+		return scriptCall{}, invalid(op, "discard_below %d is negative", d.Below)
+	}
+	keys := make([]string, 0, 8+len(d.Actions))
+	keys = append(keys, k.Fence(), k.Lock(), k.Group(group), k.Waiting(group), k.Active(group), k.Dirty(), k.Launched(), k.Drain())
+	args := make([]any, 0, 10+3*len(d.Actions))
 	args = append(args, f.args()...)
-	args = append(args, group, d.Version, d.ClaimID, d.Policy, d.PolicyVersion)
+	again := 0
+	if d.Again {
+		again = 1
+	}
+	args = append(args, group, d.Version, d.ClaimID, d.Policy, d.PolicyVersion, d.Below, d.BelowReason, again)
 	for _, a := range d.Actions {
 		if err := ValidateName("run", a.Run); err != nil {
 			return scriptCall{}, fmt.Errorf("storage: %s: %w", op, err)
@@ -698,6 +762,40 @@ func (s *Store) ApplyBatch(ctx context.Context, f Fence, ds []GroupDecision) []A
 		out[i] = ApplyResult{Version: toInt64(vals[j]), Err: errs[j]}
 	}
 	return out
+}
+
+// DrainGroups returns up to limit groups whose discard_below still covers
+// WAITING runs (the drain set).
+func (s *Store) DrainGroups(ctx context.Context, limit int) ([]string, error) {
+	out, err := s.c.SRandMemberN(ctx, s.k.Drain(), int64(max(limit, 1))).Result()
+	if err != nil {
+		return nil, fmt.Errorf("storage: drain groups: %w", err)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Drain discards up to chunk (<= 0: DrainChunk) of group's WAITING runs
+// covered by its discard_below, in one fenced script, and reports how many
+// and whether more may remain (then call it again). Errors: ErrFenced.
+func (s *Store) Drain(ctx context.Context, f Fence, group string, chunk int) (n int, more bool, err error) {
+	if err := ValidateName("group", group); err != nil {
+		return 0, false, err
+	}
+	if chunk <= 0 {
+		chunk = DrainChunk
+	}
+	k := s.k
+	v, err := s.run(ctx, "drain", "drain", []string{k.Fence(), k.Lock(), k.Group(group), k.Waiting(group), k.Drain()},
+		append(f.args(), group, k.RunPrefix(), chunk)...)
+	if err != nil {
+		return 0, false, err
+	}
+	a, _ := v.([]any)
+	if len(a) < 2 {
+		return 0, false, fmt.Errorf("storage: drain: unexpected reply %v", v)
+	}
+	return int(toInt64(a[0])), toInt64(a[1]) == 1, nil
 }
 
 // RequestStop is a client's stop request: WAITING -> DISCARDED, LAUNCHED ->

@@ -18,6 +18,7 @@ var scriptFS embed.FS
 // to each as well, after the helpers (KEYS[1]=fence, KEYS[2]=lock, ARGV[1]=epoch, ARGV[2]=holder).
 var fenced = map[string]bool{
 	"apply":          true,
+	"drain":          true,
 	"allocate":       true,
 	"allocate_batch": true,
 	"restore_apply":  true,

@@ -1,24 +1,34 @@
 -- apply: apply a policy decision to one group (leader, fenced, version CAS).
 -- KEYS[1] fence, KEYS[2] lock, KEYS[3] group hash, KEYS[4] waiting zset,
 -- KEYS[5] active zset, KEYS[6] dirty set, KEYS[7] launched zset,
--- KEYS[8..7+n] run hash of action 1..n
+-- KEYS[8] drain set, KEYS[9..8+n] run hash of action 1..n
 -- ARGV[1] epoch, ARGV[2] holder, ARGV[3] group, ARGV[4] snapshot version,
 -- ARGV[5] claim id, ARGV[6] policy, ARGV[7] policy version,
--- ARGV[8..] per action: kind ("launch"|"discard"|"stop"), run id, reason
+-- ARGV[8] discard_below (0 = none), ARGV[9] its reason, ARGV[10] again
+-- (1 = the snapshot's window was truncated: keep the group dirty after a
+-- non-empty decision, so it is decided again on the next window),
+-- ARGV[11..] per action: kind ("launch"|"discard"|"stop"), run id, reason
 -- returns: the group's version after the apply
 -- errors (nothing written): WS_FENCED, WS_NOT_FOUND (group; run unknown or of
 -- another group), WS_DUP (claim == group.last_claim), WS_STALE (version),
 -- WS_INVALID (arity, unknown kind, two actions on one run), WS_BAD_STATE
--- zero actions = settle: SREM dirty (version matched), no bump.
--- non-empty: version+1, last_claim = claim, SREM dirty. A decision is
--- complete for its snapshot: the group is not re-marked dirty here; only a
--- change from outside a decision (submit, report, fail_run, request_stop,
--- set_group) marks it dirty again (README.md "Dirty contract").
-local n = #KEYS - 7
-if #ARGV ~= 7 + 3 * n then
-  return redis.error_reply('WS_INVALID apply: ' .. n .. ' run keys for ' .. (#ARGV - 7) .. ' action args')
+-- (includes launch or discard of a run covered by the group's discard_below)
+-- zero actions and no discard_below = settle: SREM dirty (version matched),
+-- no bump. Otherwise: version+1, last_claim = claim, SREM dirty (unless
+-- again). A discard_below above the group's raises it (discard_below,
+-- discard_reason) and SADDs the group to drain: the leader discards the
+-- covered runs in chunks (drain.lua); they leave every snapshot at once.
+-- A decision is complete for its snapshot: the group is not re-marked
+-- dirty here (but for again); only a change from outside a decision
+-- (submit, report, fail_run, request_stop, set_group) marks it dirty again
+-- (README.md "Dirty contract").
+-- bound: O(n · log m), n actions (at most the snapshot's runs plus one)
+local n = #KEYS - 8
+if #ARGV ~= 10 + 3 * n then
+  return redis.error_reply('WS_INVALID apply: ' .. n .. ' run keys for ' .. (#ARGV - 10) .. ' action args')
 end
-local g = redis.call('HMGET', KEYS[3], 'version', 'last_claim')
+local below = tonumber(ARGV[8]) or 0
+local g = redis.call('HMGET', KEYS[3], 'version', 'last_claim', 'discard_below')
 if not g[1] then
   return redis.error_reply('WS_NOT_FOUND group ' .. ARGV[3] .. ' does not exist')
 end
@@ -28,14 +38,15 @@ end
 if g[1] ~= ARGV[4] then
   return redis.error_reply('WS_STALE group ' .. ARGV[3] .. ' is at version ' .. g[1] .. ', decision made at ' .. ARGV[4])
 end
+local covered = tonumber(g[3]) or 0
 local seen, acts = {}, {}
 for j = 1, n do
-  local kind, id, reason = ARGV[5 + 3 * j], ARGV[6 + 3 * j], ARGV[7 + 3 * j]
+  local kind, id, reason = ARGV[8 + 3 * j], ARGV[9 + 3 * j], ARGV[10 + 3 * j]
   if seen[id] then
     return redis.error_reply('WS_INVALID two actions on run ' .. id)
   end
   seen[id] = true
-  local r = redis.call('HMGET', KEYS[7 + j], 'state', 'group')
+  local r = redis.call('HMGET', KEYS[8 + j], 'state', 'group', 'seq')
   if not r[1] or r[2] ~= ARGV[3] then
     return redis.error_reply('WS_NOT_FOUND run ' .. id .. ' is not in group ' .. ARGV[3])
   end
@@ -44,6 +55,9 @@ for j = 1, n do
     if st ~= 'WAITING' then
       return redis.error_reply('WS_BAD_STATE ' .. kind .. ' run ' .. id .. ': run is ' .. st .. ', want WAITING')
     end
+    if (tonumber(r[3]) or 0) < covered then
+      return redis.error_reply('WS_BAD_STATE ' .. kind .. ' run ' .. id .. ': covered by the group\'s discard_below ' .. covered)
+    end
   elseif kind == 'stop' then
     if st ~= 'LAUNCHED' and st ~= 'RUNNING' then
       return redis.error_reply('WS_BAD_STATE stop run ' .. id .. ': run is ' .. st .. ', want LAUNCHED or RUNNING')
@@ -51,9 +65,9 @@ for j = 1, n do
   else
     return redis.error_reply('WS_INVALID unknown action kind ' .. kind)
   end
-  acts[j] = {kind = kind, id = id, reason = reason, st = st, key = KEYS[7 + j]}
+  acts[j] = {kind = kind, id = id, reason = reason, st = st, key = KEYS[8 + j]}
 end
-if n == 0 then
+if n == 0 and below == 0 then
   redis.call('SREM', KEYS[6], ARGV[3])
   return tonumber(g[1])
 end
@@ -77,7 +91,13 @@ for _, a in ipairs(acts) do
     redis.call('HSET', a.key, 'state', 'STOPPING', 'reason', a.reason)
   end
 end
+if below > covered then
+  redis.call('HSET', KEYS[3], 'discard_below', string.format('%d', below), 'discard_reason', ARGV[9])
+  redis.call('SADD', KEYS[8], ARGV[3])
+end
 local v = tonumber(g[1]) + 1
 redis.call('HSET', KEYS[3], 'version', v, 'last_claim', ARGV[5])
-redis.call('SREM', KEYS[6], ARGV[3])
+if ARGV[10] ~= '1' then
+  redis.call('SREM', KEYS[6], ARGV[3])
+end
 return v

@@ -1,13 +1,14 @@
 -- set_group: create or update a group (client write, unfenced).
 -- KEYS[1] groups set, KEYS[2] group hash, KEYS[3] dirty set, KEYS[4] waiting zset, KEYS[5] active zset
 -- ARGV[1] group name, ARGV[2] policy ("" = keep; "wait" for a new group),
--- ARGV[3] max_active (>= 1; 0 = keep; 1 for a new group)
--- returns: {policy, max_active, version, waiting count, active count}
--- errors: WS_INVALID (max_active < 0)
--- writes: group policy/max_active (only what was given changes), version+1,
--- dirty. replay: bumps the version again (harmless).
+-- ARGV[3] max_active (>= 1; 0 = keep; 1 for a new group),
+-- ARGV[4] window (>= 1; 0 = keep; unset for a new group = DefaultWindow)
+-- returns: {policy, max_active, version, waiting count, active count, window (0 = default)}
+-- errors: WS_INVALID (max_active or window < 0)
+-- writes: group policy/max_active/window (only what was given changes),
+-- version+1, dirty. replay: bumps the version again (harmless).
 -- bound: O(1)
-local cur = redis.call('HMGET', KEYS[2], 'policy', 'max_active')
+local cur = redis.call('HMGET', KEYS[2], 'policy', 'max_active', 'window')
 local policy = ARGV[2]
 if policy == '' then policy = cur[1] or 'wait' end
 local m = tonumber(ARGV[3])
@@ -15,8 +16,17 @@ if m == 0 then m = (cur[2] and tonumber(cur[2])) or 1 end
 if not m or m < 1 then
   return redis.error_reply('WS_INVALID group ' .. ARGV[1] .. ': bad max_active ' .. ARGV[3])
 end
+local w = tonumber(ARGV[4] or '0')
+if not w or w < 0 then
+  return redis.error_reply('WS_INVALID group ' .. ARGV[1] .. ': bad window ' .. tostring(ARGV[4]))
+end
 redis.call('SADD', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[2], 'name', ARGV[1], 'policy', policy, 'max_active', m)
+if w > 0 then
+  redis.call('HSET', KEYS[2], 'window', w)
+else
+  w = tonumber(cur[3]) or 0
+end
 local v = redis.call('HINCRBY', KEYS[2], 'version', 1)
 redis.call('SADD', KEYS[3], ARGV[1])
-return {policy, m, v, redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5])}
+return {policy, m, v, redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5]), w}

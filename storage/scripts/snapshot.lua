@@ -1,21 +1,46 @@
--- snapshot: a group and its active and waiting runs, in one round trip (read-only).
+-- snapshot: a group, its active runs and a bounded window of its waiting
+-- runs, in one round trip (read-only).
 -- KEYS[1] group hash, KEYS[2] waiting zset, KEYS[3] active zset
 -- ARGV[1] run-hash key prefix (Keys.RunPrefix, same hash tag; see RATIONALE.md),
--- ARGV[2..] run fields to return
--- returns: {{policy, max_active, version}, now_ms, {active runs}, {waiting runs}},
--- each run = HMGET of the fields, runs ordered by seq
+-- ARGV[2] default window (runs per side, DefaultWindow), ARGV[3..] run fields to return
+-- returns: {{policy, max_active, version, window, discard_below}, now_ms,
+-- {active runs}, {window runs}, waiting_total, n_oldest}; each run = HMGET of
+-- the fields, runs ordered by seq. The waiting runs are those with seq >=
+-- discard_below (the older ones are covered by a decision's discard_below
+-- and are being drained: drain.lua); the window is all of them when there
+-- are at most 2k, else the oldest k then the newest k, k = max(window,
+-- max_active); n_oldest = how many window runs are the oldest part.
 -- errors: WS_NOT_FOUND (no such group)
-local g = redis.call('HMGET', KEYS[1], 'policy', 'max_active', 'version')
+-- bound: O(log n + k) for the waiting zset of n runs, plus the active runs
+local g = redis.call('HMGET', KEYS[1], 'policy', 'max_active', 'version', 'window', 'discard_below')
 if not g[1] then
   return redis.error_reply('WS_NOT_FOUND group does not exist')
 end
 local fields = {}
-for i = 2, #ARGV do fields[#fields + 1] = ARGV[i] end
-local function load(zkey)
-  local out = {}
-  for _, id in ipairs(redis.call('ZRANGE', zkey, 0, -1)) do
+for i = 3, #ARGV do fields[#fields + 1] = ARGV[i] end
+local k = tonumber(g[4]) or 0
+if k <= 0 then k = tonumber(ARGV[2]) end
+k = math.max(k, tonumber(g[2]) or 1)
+local lo = tonumber(g[5]) or 0
+local from = '-inf'
+if lo > 0 then from = string.format('%d', lo) end
+local function load(ids, out)
+  for _, id in ipairs(ids) do
     out[#out + 1] = redis.call('HMGET', ARGV[1] .. id, unpack(fields))
   end
   return out
 end
-return {g, now_ms(), load(KEYS[3]), load(KEYS[2])}
+local total = redis.call('ZCOUNT', KEYS[2], from, '+inf')
+local waiting, oldest = {}, 0
+if total <= 2 * k then
+  load(redis.call('ZRANGEBYSCORE', KEYS[2], from, '+inf', 'LIMIT', 0, 2 * k), waiting)
+  oldest = #waiting
+else
+  load(redis.call('ZRANGEBYSCORE', KEYS[2], from, '+inf', 'LIMIT', 0, k), waiting)
+  oldest = #waiting
+  local newest = redis.call('ZREVRANGEBYSCORE', KEYS[2], '+inf', from, 'LIMIT', 0, k)
+  local asc = {}
+  for i = #newest, 1, -1 do asc[#asc + 1] = newest[i] end
+  load(asc, waiting)
+end
+return {g, now_ms(), load(redis.call('ZRANGE', KEYS[3], 0, -1), {}), waiting, total, oldest}
