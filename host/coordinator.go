@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -169,6 +170,7 @@ type Runtime struct {
 	coord   *Coordinator
 	slots   *SlotManager
 	restore *Restorer
+	drain   *Drainer
 
 	stopWork  func() // ends workEvents; nil without a Bus
 	stats     atomic.Pointer[statsView]
@@ -230,6 +232,7 @@ func newRuntime(ctx context.Context, st *storage.Store, reg prometheus.Registere
 	r.coord = &Coordinator{rt: r, wake: make(chan struct{}, 1)}
 	r.slots = &SlotManager{rt: r, wake: make(chan struct{}, 1)}
 	r.restore = &Restorer{rt: r}
+	r.drain = &Drainer{rt: r, wake: make(chan struct{}, 1)}
 	return r, nil
 }
 
@@ -262,6 +265,7 @@ func (r *Runtime) Tasks() []Task {
 		{Name: "coordinator", Run: r.coord.Run},
 		{Name: "slots", Run: r.slots.Run},
 		{Name: "restore", Run: r.restore.Run},
+		{Name: "drain", Run: r.drain.Run},
 	}
 	if r.cfg.StatsInterval > 0 {
 		ts = append(ts, Task{Name: "stats", Run: r.runStats})
@@ -661,6 +665,9 @@ func (c *Coordinator) decideBatch(ctx context.Context, lease *Lease, groups []st
 		switch {
 		case err == nil || errors.Is(err, storage.ErrDuplicate):
 			c.succeed(group)
+			if d.Below > 0 {
+				wakeUp(c.rt.drain.wake)
+			}
 			if len(d.Actions) == 0 {
 				c.outcome(policy, ver, OutcomeSettled)
 				log.Debug("group settled", "group", group, "policy", policy, "version", ver, "group_version", d.Version)
@@ -713,7 +720,13 @@ func (c *Coordinator) decideOne(ctx context.Context, lease *Lease, sn storage.Sn
 		return d, "", false, nil
 	}
 	defer ref.Release()
-	in := toSerialSnapshot(sn)
+	in, err := SerialSnapshot(sn)
+	if err != nil {
+		log.Warn("snapshot unusable; group left dirty", "group", group, "err", err)
+		c.outcome(policy, ref.Version, OutcomeError)
+		c.fail(group)
+		return d, "", false, nil
+	}
 	t0 := time.Now()
 	dec, err := ref.Policy.DecideSerial(ctx, in)
 	took := time.Since(t0)
@@ -738,6 +751,12 @@ func (c *Coordinator) decideOne(ctx context.Context, lease *Lease, sn storage.Sn
 		Policy:        policy,
 		PolicyVersion: ref.Version,
 		Actions:       make([]storage.Action, len(dec.Actions)),
+		Below:         int64(min(dec.Below, math.MaxInt64)),
+		BelowReason:   dec.BelowReason,
+		// A version 1 policy cannot act beyond the window: after it acted,
+		// ask it again on the next window, until it settles. A version 2
+		// decision is complete for the whole group (discard_below).
+		Again: sn.Truncated() && ref.Policy.ABIVersion() < 2,
 	}
 	for i, a := range dec.Actions {
 		d.Actions[i] = storage.Action{Kind: storage.ActionKind(a.Kind.String()), Run: a.Run, Reason: a.Reason}
@@ -745,31 +764,46 @@ func (c *Coordinator) decideOne(ctx context.Context, lease *Lease, sn storage.Sn
 	return d, ref.Version, true, nil
 }
 
-// toSerialSnapshot converts a storage snapshot into the ABI record.
-func toSerialSnapshot(sn storage.Snapshot) *abi.SerialSnapshot {
+// SerialSnapshot converts a storage snapshot into the ABI record a serial
+// policy is given: the coordinator's input and `policy dry-run --group`'s,
+// so both see the same record. A run in a state a policy never sees is an
+// error (the group is not decided).
+func SerialSnapshot(sn storage.Snapshot) (*abi.SerialSnapshot, error) {
 	out := &abi.SerialSnapshot{
-		Group:     sn.Group.Name,
-		Policy:    sn.Group.Policy,
-		MaxActive: uint32(max(sn.Group.MaxActive, 0)),
-		Now:       sn.Now.UnixMilli(),
-		Active:    make([]abi.Run, 0, len(sn.Active)),
-		Waiting:   make([]abi.Run, 0, len(sn.Waiting)),
+		Group:         sn.Group.Name,
+		Policy:        sn.Group.Policy,
+		MaxActive:     uint32(max(sn.Group.MaxActive, 0)),
+		Now:           sn.Now.UnixMilli(),
+		Active:        make([]abi.Run, 0, len(sn.Active)),
+		Waiting:       make([]abi.Run, 0, len(sn.Waiting)),
+		WaitingTotal:  uint32(min(max(sn.WaitingTotal, len(sn.Waiting)), math.MaxUint32)),
+		WaitingOldest: uint32(min(max(sn.WaitingOldest, 0), len(sn.Waiting))),
 	}
-	for _, r := range sn.Active {
-		out.Active = append(out.Active, toABIRun(r))
+	for _, list := range []struct {
+		src []storage.Run
+		dst *[]abi.Run
+	}{{sn.Active, &out.Active}, {sn.Waiting, &out.Waiting}} {
+		for _, r := range list.src {
+			ar, err := toABIRun(r)
+			if err != nil {
+				return nil, fmt.Errorf("host: group %s: %w", sn.Group.Name, err)
+			}
+			*list.dst = append(*list.dst, ar)
+		}
 	}
-	for _, r := range sn.Waiting {
-		out.Waiting = append(out.Waiting, toABIRun(r))
-	}
-	return out
+	return out, nil
 }
 
-func toABIRun(r storage.Run) abi.Run {
-	st, _ := abi.ParseState(string(r.State))
+// toABIRun converts a run of an active state or WAITING.
+func toABIRun(r storage.Run) (abi.Run, error) {
+	st, err := abi.ParseState(string(r.State))
+	if err != nil {
+		return abi.Run{}, fmt.Errorf("run %s is %q, a state no policy sees", r.ID, r.State)
+	}
 	return abi.Run{
 		ID: r.ID, Seq: uint64(max(r.Seq, 0)), State: st, Priority: int32(r.Priority),
 		Slots: uint32(max(r.Slots, 0)), SubmittedAt: unixMilli(r.SubmittedAt), StartedAt: unixMilli(r.StartedAt),
-	}
+	}, nil
 }
 
 func unixMilli(t time.Time) int64 {

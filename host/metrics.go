@@ -33,6 +33,7 @@ type metrics struct {
 	slots       *prometheus.GaugeVec     // state
 	runs        *prometheus.GaugeVec     // state
 	loaded      *prometheus.GaugeVec     // policy, version
+	drained     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, ns string) (*metrics, error) {
@@ -83,9 +84,14 @@ func newMetrics(reg prometheus.Registerer, ns string) (*metrics, error) {
 			Name: "wasmsched_policy_loaded",
 			Help: "1 for each policy version loaded by this host (name, sha256 prefix).",
 		}, []string{"namespace", "policy", "version"}),
+		drained: prometheus.NewCounter(prometheus.CounterOpts{
+			Name:        "wasmsched_drained_runs_total",
+			Help:        "WAITING runs discarded by the drain task because a decision's discard_below covered them.",
+			ConstLabels: prometheus.Labels{"namespace": ns},
+		}),
 	}
 	for _, c := range []prometheus.Collector{m.decisions, m.latency, m.stale, m.fenced, m.allocations,
-		m.restores, m.passes, m.lastPass, m.slots, m.runs, m.loaded} {
+		m.restores, m.passes, m.lastPass, m.slots, m.runs, m.loaded, m.drained} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("host: register runtime metrics: %w", err)
 		}

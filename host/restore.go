@@ -226,7 +226,8 @@ func (r *Restorer) restoreOnce(ctx context.Context, lease *Lease, id string) (st
 		return RestoreSkipped, nil
 	}
 	k := max(run.Slots, 1)
-	req := &abi.ReuseRequest{Group: run.Group, Now: time.Now().UnixMilli(), Run: toABIRun(run)}
+	ar, _ := toABIRun(run) // RUNNING or STOPPING: checked above
+	req := &abi.ReuseRequest{Group: run.Group, Now: time.Now().UnixMilli(), Run: ar}
 	for _, s := range rc.Slots {
 		if s.Task < 0 || s.Task >= k {
 			continue

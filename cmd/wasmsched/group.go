@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -22,13 +23,18 @@ type groupJSON struct {
 	Name      string `json:"name"`
 	Policy    string `json:"policy"`
 	MaxActive int    `json:"max_active"`
+	Window    int    `json:"window"`
 	Version   int64  `json:"version"`
 	Waiting   int    `json:"waiting"`
 	Active    int    `json:"active"`
 }
 
 func toGroupJSON(g storage.Group) groupJSON {
-	return groupJSON{Name: g.Name, Policy: g.Policy, MaxActive: g.MaxActive, Version: g.Version,
+	w := g.Window
+	if w == 0 {
+		w = storage.DefaultWindow
+	}
+	return groupJSON{Name: g.Name, Policy: g.Policy, MaxActive: g.MaxActive, Window: w, Version: g.Version,
 		Waiting: g.Waiting, Active: g.Active}
 }
 
@@ -62,13 +68,19 @@ pushed serial policy. An unknown name or a slot-reuse policy exits 2; with
 runs wait until it is pushed). For priority order, push the example
 examples/oldest-first-by-priority.
 
+--window N bounds what one decision reads of a deep group: when more than
+2·N runs wait, the policy sees the oldest N and the newest N (each at least
+max_active) and the total; the built-ins still act on every run (discard and
+priority discard the rest with one discard_below). Default 128.
+
 Examples:
    wasmsched group set nightly
    wasmsched group set nightly --policy priority
    wasmsched group set etl --policy discard --max-active 1 -o json`,
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "policy", Aliases: []string{"p"}, Usage: "serial policy `NAME` (wait, discard, priority, or a pushed one)"},
-					&cli.IntFlag{Name: "max-active", Aliases: []string{"m"}, Usage: "at most `N` (>= 1) active runs (a new group: 1)", DefaultText: "kept"},
+					&cli.IntFlag{Name: "max-active", Aliases: []string{"m"}, Usage: fmt.Sprintf("at most `N` (1 to %d) active runs (a new group: 1)", storage.MaxMaxActive), DefaultText: "kept"},
+					&cli.IntFlag{Name: "window", Usage: fmt.Sprintf("a decision sees the oldest and the newest `N` (1 to %d) waiting runs of a deeper group (a new group: %d)", storage.MaxWindow, storage.DefaultWindow), DefaultText: "kept"},
 					&cli.BoolFlag{Name: "allow-unpushed", Usage: "accept a --policy name that is not pushed yet (its runs wait until it is)"},
 				},
 				Action: func(c *cli.Context) error {
@@ -78,8 +90,15 @@ Examples:
 					maxActive := 0
 					if c.IsSet("max-active") {
 						maxActive = c.Int("max-active")
-						if maxActive < 1 {
-							return usageErrorf("--max-active must be >= 1, got %d", maxActive)
+						if maxActive < 1 || maxActive > storage.MaxMaxActive {
+							return usageErrorf("--max-active must be 1 to %d, got %d", storage.MaxMaxActive, maxActive)
+						}
+					}
+					window := 0
+					if c.IsSet("window") {
+						window = c.Int("window")
+						if window < 1 || window > storage.MaxWindow {
+							return usageErrorf("--window must be 1 to %d, got %d", storage.MaxWindow, window)
 						}
 					}
 					policy := c.String("policy")
@@ -106,7 +125,7 @@ Examples:
 							fmt.Fprintln(c.App.ErrWriter, "wasmsched: warning: "+warn)
 						}
 					}
-					g, err := setGroup(c.Context, st, name, policy, maxActive)
+					g, err := setGroup(c.Context, st, name, storage.GroupSettings{Policy: policy, MaxActive: maxActive, Window: window})
 					if err != nil {
 						return err
 					}
@@ -190,10 +209,10 @@ func checkGroupPolicy(ctx context.Context, st *storage.Store, policy string, all
 	return "", nil
 }
 
-// setGroup creates or changes a group; "" policy and 0 maxActive keep the
-// current value (or the default for a new group).
-func setGroup(ctx context.Context, st *storage.Store, name, policy string, maxActive int) (groupJSON, error) {
-	g, err := st.SetGroup(ctx, name, policy, maxActive)
+// setGroup creates or changes a group; zero settings keep the current
+// value (or the default for a new group).
+func setGroup(ctx context.Context, st *storage.Store, name string, gs storage.GroupSettings) (groupJSON, error) {
+	g, err := st.SetGroupSettings(ctx, name, gs)
 	if err != nil {
 		return groupJSON{}, storeUsage(err)
 	}
@@ -224,9 +243,9 @@ func showGroup(ctx context.Context, st *storage.Store, name string) (groupJSON, 
 }
 
 func groupsTable(w io.Writer, gs []groupJSON) {
-	fmt.Fprintln(w, "NAME\tPOLICY\tMAX_ACTIVE\tWAITING\tACTIVE\tVERSION")
+	fmt.Fprintln(w, "NAME\tPOLICY\tMAX_ACTIVE\tWINDOW\tWAITING\tACTIVE\tVERSION")
 	for _, g := range gs {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\n", g.Name, g.Policy, g.MaxActive, g.Waiting, g.Active, g.Version)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\n", g.Name, g.Policy, g.MaxActive, g.Window, g.Waiting, g.Active, g.Version)
 	}
 }
 
@@ -318,7 +337,7 @@ Unknown group: exit 2.`,
 			if err != nil {
 				return storeUsage(err)
 			}
-			snap, err := snapshotFromStore(sn)
+			snap, err := host.SerialSnapshot(sn)
 			if err != nil {
 				return err
 			}

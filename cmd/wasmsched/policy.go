@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -27,6 +28,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -334,7 +336,7 @@ func buildPolicy(ctx context.Context, gocmd, dir, out string, stderr io.Writer) 
 		return buildJSON{}, loadUsage(fmt.Errorf("built %s but it is not a valid plugin: %w", out, err))
 	}
 	defer p.Close(context.Background())
-	return buildJSON{File: out, Kind: p.Kind().String(), ABIVersion: abi.Version, Size: len(wasm), SHA256: sha256Hex(wasm)}, nil
+	return buildJSON{File: out, Kind: p.Kind().String(), ABIVersion: int(p.ABIVersion()), Size: len(wasm), SHA256: sha256Hex(wasm)}, nil
 }
 
 // --- inspect ---
@@ -410,7 +412,7 @@ func inspectPolicy(ctx context.Context, path string) (inspectJSON, error) {
 		return r, loadUsage(err)
 	}
 	r.Kind = p.Kind().String()
-	r.ABIVersion = abi.Version
+	r.ABIVersion = int(p.ABIVersion())
 	_ = p.Close(ctx)
 
 	wr := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
@@ -447,7 +449,16 @@ func inspectPolicy(ctx context.Context, path string) (inspectJSON, error) {
 type actionJSON struct {
 	Action string `json:"action"`
 	Run    string `json:"run"`
+	Seq    uint64 `json:"seq,omitempty"` // of a discard_below: every waiting run below it
 	Reason string `json:"reason,omitempty"`
+}
+
+// key is what decision diffs compare by: the run, or the discard_below.
+func (a actionJSON) key() string {
+	if a.Action == "discard_below" {
+		return belowKey(a.Seq)
+	}
+	return a.Run
 }
 
 type scenarioResultJSON struct {
@@ -582,6 +593,9 @@ func actionsJSON(d abi.SerialDecision) []actionJSON {
 	for _, a := range d.Actions {
 		out = append(out, actionJSON{Action: a.Kind.String(), Run: a.Run, Reason: a.Reason})
 	}
+	if d.Below != 0 {
+		out = append(out, actionJSON{Action: abi.ActionDiscardBelow.String(), Seq: d.Below, Reason: d.BelowReason})
+	}
 	return out
 }
 
@@ -645,7 +659,7 @@ func testPolicy(ctx context.Context, sb sandbox, pol resolvedPolicy, scs []scena
 			if err != nil {
 				r.Error = strings.Join(decisionProblems(err), "; ")
 			}
-			r.Diff = serialDiff(sc.Want, d)
+			r.Diff = serialDiff(sc.Want, sc.WantBelow, d)
 		default:
 			d, err := p.DecideReuse(ctx, sc.Req)
 			vs := make([]string, 0, len(d.Verdicts))
@@ -676,10 +690,19 @@ func testPolicy(ctx context.Context, sb sandbox, pol resolvedPolicy, scs []scena
 
 // serialDiff compares expected and actual actions as sets keyed by run:
 // "- ACTION RUN" expected but not made, "+ ACTION RUN" made but not expected.
-func serialDiff(want map[string]abi.ActionKind, d abi.SerialDecision) []string {
+func serialDiff(want map[string]abi.ActionKind, wantBelow uint64, d abi.SerialDecision) []string {
 	got := map[string]abi.ActionKind{}
 	for _, a := range d.Actions {
 		got[a.Run] = a.Kind
+	}
+	if wantBelow != 0 || d.Below != 0 {
+		want, got = maps.Clone(want), maps.Clone(got)
+		if wantBelow != 0 {
+			want[belowKey(wantBelow)] = abi.ActionDiscardBelow
+		}
+		if d.Below != 0 {
+			got[belowKey(d.Below)] = abi.ActionDiscardBelow
+		}
 	}
 	runs := make([]string, 0, len(want)+len(got))
 	for r := range want {
@@ -862,7 +885,7 @@ func dryRun(ctx context.Context, sb sandbox, st *storage.Store, polArg string, s
 		if sn.Group.Policy == "" {
 			return dryRunJSON{}, usageErrorf("group %s not found in namespace %s", group, st.Namespace())
 		}
-		if snap, err = snapshotFromStore(sn); err != nil {
+		if snap, err = host.SerialSnapshot(sn); err != nil {
 			return dryRunJSON{}, err
 		}
 		if active, err = resolvePolicy(ctx, st, sn.Group.Policy); err != nil {
@@ -899,10 +922,10 @@ func dryRun(ctx context.Context, sb sandbox, st *storage.Store, polArg string, s
 func decisionDiff(active, cand []actionJSON) []diffJSON {
 	a, c := map[string]string{}, map[string]string{}
 	for _, x := range active {
-		a[x.Run] = x.Action
+		a[x.key()] = x.Action
 	}
 	for _, x := range cand {
-		c[x.Run] = x.Action
+		c[x.key()] = x.Action
 	}
 	var runs []string
 	for r := range a {
@@ -942,7 +965,7 @@ func decisionTable(w io.Writer, title string, d decisionJSON) {
 		fmt.Fprintln(w, "\t(no actions)")
 	}
 	for _, a := range d.Actions {
-		fmt.Fprintf(w, "\t%s\t%s\t%s\n", a.Action, a.Run, a.Reason)
+		fmt.Fprintf(w, "\t%s\t%s\t%s\n", a.Action, a.key(), a.Reason)
 	}
 	for _, e := range d.Errors {
 		fmt.Fprintf(w, "\terror:\t%s\n", e)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/policies"
-	"github.com/wasmsched/wasmsched/storage"
 )
 
 // The JSON form of ABI records, for tools only (scenario files, dry-run
@@ -56,12 +55,14 @@ func parseRun(path string, raw json.RawMessage, defState abi.State) (r abi.Run, 
 // snapshotOut is the JSON form of a serial snapshot as written (what
 // parseSnapshot reads back): times in RFC 3339, unset ones omitted.
 type snapshotOut struct {
-	Group     string   `json:"group"`
-	Policy    string   `json:"policy"`
-	MaxActive uint32   `json:"max_active"`
-	Now       string   `json:"now"`
-	Active    []runOut `json:"active"`
-	Waiting   []runOut `json:"waiting"`
+	Group         string   `json:"group"`
+	Policy        string   `json:"policy"`
+	MaxActive     uint32   `json:"max_active"`
+	Now           string   `json:"now"`
+	Active        []runOut `json:"active"`
+	Waiting       []runOut `json:"waiting"`
+	WaitingTotal  uint32   `json:"waiting_total,omitempty"`  // only when the window is truncated
+	WaitingOldest uint32   `json:"waiting_oldest,omitempty"` // only when the window is truncated
 }
 
 type runOut struct {
@@ -94,6 +95,9 @@ func snapshotToJSON(s *abi.SerialSnapshot) snapshotOut {
 		return o
 	}
 	out.Active, out.Waiting = conv(s.Active), conv(s.Waiting)
+	if s.Truncated() {
+		out.WaitingTotal, out.WaitingOldest = s.WaitingTotal, s.WaitingOldest
+	}
 	return out
 }
 
@@ -104,7 +108,7 @@ func snapshotToJSON(s *abi.SerialSnapshot) snapshotOut {
 // the wrong list) is malformed input, named here.
 func parseSnapshot(path string, raw json.RawMessage) (*abi.SerialSnapshot, error) {
 	out := &abi.SerialSnapshot{}
-	var maxActive, now int64
+	var maxActive, now, total, oldest int64
 	var active, waiting []abi.Run
 	anySeq := false
 	runs := func(dst *[]abi.Run, list string, def abi.State) field {
@@ -124,11 +128,25 @@ func parseSnapshot(path string, raw json.RawMessage) (*abi.SerialSnapshot, error
 		"now":        millisField(&now),
 		"active":     runs(&active, "active", abi.StateRunning),
 		"waiting":    runs(&waiting, "waiting", abi.StateWaiting),
+		// a truncated window (ABI v2): how many runs wait in all, and how
+		// many of "waiting" are the oldest (the rest are the newest)
+		"waiting_total":  intField(&total, 0, math.MaxUint32),
+		"waiting_oldest": intField(&oldest, 0, math.MaxUint32),
 	})
 	if err != nil {
 		return nil, stripListPath(err)
 	}
 	out.MaxActive, out.Now, out.Active, out.Waiting = uint32(maxActive), now, active, waiting
+	switch {
+	case total == 0 && oldest == 0:
+	case total < int64(len(waiting)):
+		return nil, fmt.Errorf("%s: %d, fewer than the %d runs of waiting", join(path, "waiting_total"), total, len(waiting))
+	case oldest > int64(len(waiting)):
+		return nil, fmt.Errorf("%s: %d, more than the %d runs of waiting", join(path, "waiting_oldest"), oldest, len(waiting))
+	case total > int64(len(waiting)) && oldest == 0:
+		return nil, fmt.Errorf("%s: missing: with waiting_total above the runs of waiting, say how many of them are the oldest", join(path, "waiting_oldest"))
+	}
+	out.WaitingTotal, out.WaitingOldest = uint32(total), uint32(oldest)
 	if out.Group == "" {
 		out.Group = "scenario"
 	}
@@ -241,45 +259,18 @@ func parseRequest(path string, raw json.RawMessage) (*abi.ReuseRequest, error) {
 	return out, nil
 }
 
-// snapshotFromStore converts a live group snapshot into the ABI record the
-// coordinator would send.
-func snapshotFromStore(sn storage.Snapshot) (*abi.SerialSnapshot, error) {
-	out := &abi.SerialSnapshot{Group: sn.Group.Name, Policy: sn.Group.Policy, MaxActive: uint32(max(sn.Group.MaxActive, 0)), Now: sn.Now.UnixMilli()}
-	conv := func(rs []storage.Run) ([]abi.Run, error) {
-		var o []abi.Run
-		for _, r := range rs {
-			st, err := abi.ParseState(string(r.State))
-			if err != nil {
-				return nil, fmt.Errorf("run %s: %w", r.ID, err)
-			}
-			ar := abi.Run{ID: r.ID, Seq: uint64(r.Seq), State: st, Priority: int32(r.Priority), Slots: uint32(max(r.Slots, 0))}
-			if !r.SubmittedAt.IsZero() {
-				ar.SubmittedAt = r.SubmittedAt.UnixMilli()
-			}
-			if !r.StartedAt.IsZero() {
-				ar.StartedAt = r.StartedAt.UnixMilli()
-			}
-			o = append(o, ar)
-		}
-		return o, nil
-	}
-	var err error
-	if out.Active, err = conv(sn.Active); err != nil {
-		return nil, err
-	}
-	if out.Waiting, err = conv(sn.Waiting); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
 // --- scenario files ---
 
 // expectAction is one expected serial action.
 type expectAction struct {
 	Action string `json:"action"`
 	Run    string `json:"run"`
+	Seq    int64  `json:"seq"` // of a discard_below
 }
+
+// belowKey is the key of a discard_below in scenario expectations and
+// decision diffs (which are keyed by run).
+func belowKey(seq uint64) string { return fmt.Sprintf("(waiting runs below seq %d)", seq) }
 
 // expectReuse is the expected slot-reuse decision.
 type expectReuse struct {
@@ -292,6 +283,7 @@ type scenario struct {
 	File, Name string
 	Snap       *abi.SerialSnapshot
 	Want       map[string]abi.ActionKind // run -> action
+	WantBelow  uint64                    // an expected discard_below (0: none)
 	Req        *abi.ReuseRequest
 	WantReuse  expectReuse
 }
@@ -358,12 +350,23 @@ func parseScenario(raw json.RawMessage) (scenario, error) {
 		sc.Want = map[string]abi.ActionKind{}
 		err = list("expect", expRaw, func(p string, raw json.RawMessage) error {
 			var e expectAction
-			if err := object(p, raw, map[string]field{"action": strField(&e.Action), "run": strField(&e.Run)}); err != nil {
+			if err := object(p, raw, map[string]field{"action": strField(&e.Action), "run": strField(&e.Run),
+				"seq": intField(&e.Seq, 1, math.MaxInt64)}); err != nil {
 				return err
+			}
+			if e.Action == "discard_below" {
+				if e.Seq == 0 {
+					return fmt.Errorf("%s.seq: missing (discard_below discards the waiting runs below seq)", p)
+				}
+				if sc.WantBelow != 0 {
+					return fmt.Errorf("%s: a second discard_below", p)
+				}
+				sc.WantBelow = uint64(e.Seq)
+				return nil
 			}
 			k, err := abi.ParseActionKind(e.Action)
 			if err != nil {
-				return fmt.Errorf("%s.action: %q is not launch, discard or stop", p, e.Action)
+				return fmt.Errorf("%s.action: %q is not launch, discard, stop or discard_below", p, e.Action)
 			}
 			if e.Run == "" {
 				return fmt.Errorf("%s.run: missing", p)

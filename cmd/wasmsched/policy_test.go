@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -411,7 +412,7 @@ func TestPolicyBuildExample(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("build: exit %d: %s", code, serr.String())
 	}
-	if err := json.Unmarshal(sout.Bytes(), &b); err != nil || b.Kind != "serial" || b.ABIVersion != 1 || b.Size == 0 || b.File != out {
+	if err := json.Unmarshal(sout.Bytes(), &b); err != nil || b.Kind != "serial" || b.ABIVersion != abi.Version || b.Size == 0 || b.File != out {
 		t.Fatalf("build output %q: %v", sout.String(), err)
 	}
 	if _, err := os.Stat("json"); err == nil {

@@ -131,7 +131,7 @@ func TestCLIGroupSubmitRuns(t *testing.T) {
 
 	var g map[string]any
 	e.ok(&g, "group", "set", "nightly", "--policy", "wait", "--max-active", "2")
-	wantKeys(t, "group set", g, "name", "policy", "max_active", "version", "waiting", "active")
+	wantKeys(t, "group set", g, "name", "policy", "max_active", "window", "version", "waiting", "active")
 	if g["name"] != "nightly" || g["policy"] != "wait" || g["max_active"] != float64(2) {
 		t.Errorf("group set: %v", g)
 	}
@@ -267,7 +267,9 @@ func TestCLIBadInput(t *testing.T) {
 	e.usage(`"a{b}"`, "runs", "--group", "a{b}")
 	e.usage(`"r{1}"`, "run", "show", "r{1}")
 	e.usage(`"r{1}"`, "submit", "g1", "--id", "r{1}")
-	e.usage("--max-active must be >= 1, got 0", "group", "set", "g1", "--max-active", "0")
+	e.usage("--max-active must be 1 to 10000, got 0", "group", "set", "g1", "--max-active", "0")
+	e.usage("--window must be 1 to 10000, got 0", "group", "set", "g1", "--window", "0")
+	e.usage("--max-active must be 1 to 10000, got 10001", "group", "set", "g1", "--max-active", "10001")
 	e.usage("run r404 not found", "run", "show", "r404")
 	e.usage("run r404 not found", "run", "stop", "r404")
 	e.usage("want 1 argument(s)", "run", "show")
