@@ -407,7 +407,11 @@ func (c *Coordinator) Pass(ctx context.Context, lease *Lease) (bool, error) {
 	if c.aloneFenced.Swap(false) {
 		return false, fmt.Errorf("host: coordinator: a decision of a group decided alone: %w", storage.ErrFenced)
 	}
-	changed, err := c.rt.set.Refresh(ctx)
+	groups, gen, err := c.rt.st.DirtyAndGeneration(ctx, c.rt.cfg.BatchSize) // one round trip
+	if err != nil {
+		return false, err
+	}
+	changed, err := c.rt.set.refreshTo(ctx, gen)
 	if err != nil {
 		return false, err
 	}
@@ -415,10 +419,6 @@ func (c *Coordinator) Pass(ctx context.Context, lease *Lease) (bool, error) {
 		c.mu.Lock()
 		c.backoff = nil
 		c.mu.Unlock()
-	}
-	groups, err := c.rt.st.DirtyGroups(ctx, c.rt.cfg.BatchSize)
-	if err != nil {
-		return false, err
 	}
 	now := time.Now()
 	c.mu.Lock()

@@ -134,6 +134,11 @@ func (s *PolicySet) Refresh(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	return s.refreshTo(ctx, gen)
+}
+
+// refreshTo is Refresh with the registry generation already read.
+func (s *PolicySet) refreshTo(ctx context.Context, gen int64) (bool, error) {
 	s.mu.Lock()
 	if s.genKnown && gen == s.gen {
 		s.mu.Unlock()

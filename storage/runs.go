@@ -63,7 +63,7 @@ const (
 	// DefaultWindow is the number of oldest and of newest WAITING runs a
 	// snapshot holds when a group has more than twice as many (each part
 	// is at least max_active); Group.Window overrides it per group.
-	DefaultWindow = 128
+	DefaultWindow = 16
 	// MaxWindow bounds Group.Window and MaxMaxActive bounds max_active, so
 	// that a snapshot holds at most 2·MaxWindow waiting runs.
 	MaxWindow    = 10_000
@@ -349,6 +349,33 @@ func (s *Store) DirtyGroups(ctx context.Context, limit int) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// DirtyAndGeneration is DirtyGroups(limit) and PolicyGeneration in ONE
+// pipelined round trip: what a coordinator pass starts with.
+func (s *Store) DirtyAndGeneration(ctx context.Context, limit int) (groups []string, gen int64, err error) {
+	var dirty *redis.StringSliceCmd
+	var g *redis.StringCmd
+	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		g = p.Get(ctx, s.k.PolicyGen())
+		if limit <= 0 {
+			dirty = p.SMembers(ctx, s.k.Dirty())
+		} else {
+			dirty = p.SRandMemberN(ctx, s.k.Dirty(), int64(limit))
+		}
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return nil, 0, fmt.Errorf("storage: dirty groups: %w", err)
+	}
+	if gen, err = g.Int64(); err == redis.Nil {
+		gen = 0
+	} else if err != nil {
+		return nil, 0, fmt.Errorf("storage: policy generation: %w", err)
+	}
+	groups = dirty.Val()
+	sort.Strings(groups)
+	return groups, gen, nil
 }
 
 // Submit adds a WAITING run (namespace-wide seq), bumps the group version and

@@ -32,6 +32,7 @@ type benchOptions struct {
 	Namespace    string // "" = bench-<unix nanos>, deleted afterwards
 	Groups       int
 	Policy       string // of the generated groups; "" = wait
+	Window       int    // of the generated groups; 0 = storage.DefaultWindow
 	Runs         int
 	Workers      int // 0 = use the workers already running in the namespace
 	Slots        int
@@ -46,6 +47,7 @@ type benchOptions struct {
 	Keep         bool
 	CPUProfile   string
 	LogLevel     slog.Level
+	SlowLog      bool
 }
 
 // benchResult is the json of `bench` (durations in milliseconds).
@@ -53,6 +55,7 @@ type benchResult struct {
 	Namespace      string         `json:"namespace"`
 	Groups         int            `json:"groups"`
 	Policy         string         `json:"policy"`
+	Window         int            `json:"window,omitempty"`
 	Runs           int            `json:"runs"`
 	Hosts          int            `json:"hosts"`
 	Workers        int            `json:"workers"`
@@ -72,6 +75,11 @@ type benchResult struct {
 	SubmitToFinal  latencyJSON    `json:"submit_to_final_ms"`
 	States         map[string]int `json:"states"`
 	CleanedUp      bool           `json:"cleaned_up"`
+	// SlowestMS is the slowest Redis command during the run (--slowlog),
+	// in ms, and SlowCommands the slowest ones (at most 8).
+	SlowLog      bool     `json:"slowlog,omitempty"`
+	SlowestMS    float64  `json:"slowest_command_ms,omitempty"`
+	SlowCommands []string `json:"slow_commands,omitempty"`
 }
 
 type latencyJSON struct {
@@ -120,6 +128,7 @@ Examples:
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "groups", Value: 1000, Usage: "spread the runs over `N` groups"},
 			&cli.StringFlag{Name: "policy", Value: "wait", Usage: "serial policy `NAME` of the generated groups (wait, discard, priority, or one pushed in --namespace)"},
+			&cli.IntFlag{Name: "window", Usage: "snapshot window `N` of the generated groups (group set --window)", DefaultText: fmt.Sprint(storage.DefaultWindow)},
 			&cli.IntFlag{Name: "runs", Usage: "submit `N` runs", DefaultText: "10 x --groups"},
 			&cli.IntFlag{Name: "workers", Value: 4, Usage: "in-process simulated workers `W` (0 = use the running ones)"},
 			&cli.IntFlag{Name: "slots", Value: 128, Usage: "slots `S` per in-process worker"},
@@ -133,6 +142,7 @@ Examples:
 			&cli.DurationFlag{Name: "lease-ttl", Value: host.DefaultLeaseTTL, Usage: "leader lease TTL `D` of the in-process hosts"},
 			&cli.BoolFlag{Name: "keep", Usage: "keep the generated namespace's keys"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile to `FILE`"},
+			&cli.BoolFlag{Name: "slowlog", Usage: "report the slowest Redis commands of the run (sets the server's slowlog-log-slower-than to 1ms and resets its SLOWLOG; restored afterwards)"},
 			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "log `LEVEL` of the in-process hosts and workers"},
 		},
 		Action: func(c *cli.Context) error {
@@ -142,6 +152,8 @@ Examples:
 			o := benchOptions{
 				Groups:       c.Int("groups"),
 				Policy:       c.String("policy"),
+				Window:       c.Int("window"),
+				SlowLog:      c.Bool("slowlog"),
 				Runs:         c.Int("runs"),
 				Workers:      c.Int("workers"),
 				Slots:        c.Int("slots"),
@@ -198,6 +210,8 @@ func (o *benchOptions) check() error {
 	switch {
 	case o.Groups < 1:
 		return usageErrorf("bench: --groups must be >= 1, got %d", o.Groups)
+	case o.Window < 0 || o.Window > storage.MaxWindow:
+		return usageErrorf("bench: --window must be 1 to %d, got %d", storage.MaxWindow, o.Window)
 	case o.Runs < 0:
 		return usageErrorf("bench: --runs must be >= 0, got %d", o.Runs)
 	case o.Workers < 0:
@@ -354,14 +368,21 @@ func runBench(ctx context.Context, url string, o benchOptions, errw io.Writer, l
 	if err := benchWaitReady(ctx, st, o); err != nil {
 		return nil, err
 	}
-	if o.Policy != "wait" {
+	if o.Policy != "wait" || o.Window != 0 {
 		if _, err := checkGroupPolicy(ctx, st, o.Policy, false); err != nil {
 			return nil, usageErrorf("bench: --policy %s: a built-in serial policy (wait, discard, priority), or one pushed in the --namespace given", o.Policy)
 		}
 		for i := range o.Groups {
-			if _, err := st.SetGroup(ctx, fmt.Sprintf("g%05d", i), o.Policy, 0); err != nil {
-				return nil, fmt.Errorf("bench: group policy: %w", err)
+			if _, err := st.SetGroupSettings(ctx, fmt.Sprintf("g%05d", i), storage.GroupSettings{Policy: o.Policy, Window: o.Window}); err != nil {
+				return nil, fmt.Errorf("bench: group settings: %w", err)
 			}
+		}
+	}
+
+	var readSlow func(context.Context) ([]storage.SlowCommand, error)
+	if o.SlowLog {
+		if readSlow, err = st.WatchSlowLog(ctx, time.Millisecond); err != nil {
+			return nil, fmt.Errorf("bench: --slowlog: %w", err)
 		}
 	}
 
@@ -414,6 +435,22 @@ func runBench(ctx context.Context, url string, o benchOptions, errw io.Writer, l
 
 	recs, waitErr := benchWaitFinal(ctx, st, ids, o.Groups, errw)
 	res := benchSummarize(o, recs, submitTook)
+	if readSlow != nil {
+		slow, err := readSlow(context.WithoutCancel(ctx))
+		if err != nil {
+			fmt.Fprintf(errw, "bench: %v\n", err)
+		}
+		res.SlowLog = err == nil
+		slices.SortFunc(slow, func(a, b storage.SlowCommand) int { return int(b.Took - a.Took) })
+		for i, c := range slow {
+			if i == 0 {
+				res.SlowestMS = float64(c.Took.Microseconds()) / 1e3
+			}
+			if i < 8 {
+				res.SlowCommands = append(res.SlowCommands, fmt.Sprintf("%.2fms %s", float64(c.Took.Microseconds())/1e3, c.Args))
+			}
+		}
+	}
 	stopRuntime()
 	wg.Wait()
 	if generated && !o.Keep {
@@ -559,7 +596,7 @@ func benchWaitFinal(ctx context.Context, st *storage.Store, ids []string, groups
 
 func benchSummarize(o benchOptions, recs []benchRec, submitTook time.Duration) *benchResult {
 	res := &benchResult{
-		Namespace: o.Namespace, Groups: o.Groups, Policy: o.Policy, Runs: o.Runs, Hosts: o.Hosts, Workers: o.Workers,
+		Namespace: o.Namespace, Groups: o.Groups, Policy: o.Policy, Window: o.Window, Runs: o.Runs, Hosts: o.Hosts, Workers: o.Workers,
 		SlotsPerWorker: o.Slots, RunDurationMS: float64(o.Duration) / 1e6, Clients: o.Clients,
 		SubmitBatch: o.SubmitBatch, SubmitSeconds: submitTook.Seconds(), States: map[string]int{},
 	}
@@ -634,6 +671,15 @@ func benchTable(w io.Writer, r *benchResult) {
 	slices.Sort(states)
 	for _, s := range states {
 		fmt.Fprintf(w, "state %s\t%d\n", s, r.States[s])
+	}
+	if r.SlowLog && len(r.SlowCommands) == 0 {
+		fmt.Fprintf(w, "slowest Redis command\tnone over 1 ms\n")
+	}
+	if len(r.SlowCommands) > 0 {
+		fmt.Fprintf(w, "slowest Redis command\t%.2f ms\n", r.SlowestMS)
+		for _, c := range r.SlowCommands {
+			fmt.Fprintf(w, "\t%s\n", c)
+		}
 	}
 	fmt.Fprintf(w, "cleaned up\t%t\n", r.CleanedUp)
 }
