@@ -141,11 +141,12 @@ func (c *cmdCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(int64(len(cmds))); return next(ctx, cmds) }
 }
 
-// TestStore_RoundTrips: a snapshot+apply cycle over a group of 50 runs is two
-// commands, not one per record.
+// TestStore_RoundTrips: a snapshot+apply cycle over a group of 50 runs (a
+// window of 32 holds them all) is two commands, not one per record.
 func TestStore_RoundTrips(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		f := e.lead(t, "L#1#a")
+		ok(e.s.SetGroupSettings(ctx, "g", storage.GroupSettings{Window: 32}))(t)
 		for i := 0; i < 50; i++ {
 			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g"}))(t)
 		}
