@@ -161,3 +161,30 @@ func ok[T any](v T, err error) func(testing.TB) T {
 		return v
 	}
 }
+
+// TestScripts_headers: every script's header names its KEYS or ARGV and
+// states its bound (storage/README.md "Scripts").
+func TestScripts_headers(t *testing.T) {
+	for _, name := range storage.ScriptNames() {
+		src := storage.ScriptSource(name)
+		i := strings.Index(src, "\n-- "+name+":")
+		if i < 0 {
+			t.Errorf("%s.lua: no header line %q", name, "-- "+name+":")
+			continue
+		}
+		var head []string
+		for _, l := range strings.Split(src[i+1:], "\n") {
+			if !strings.HasPrefix(l, "--") {
+				break
+			}
+			head = append(head, l)
+		}
+		h := strings.Join(head, "\n")
+		if !strings.Contains(h, "\n-- bound: ") {
+			t.Errorf("%s.lua: the header does not state a bound (-- bound: ...)", name)
+		}
+		if !strings.Contains(h, "KEYS") && !strings.Contains(h, "ARGV") {
+			t.Errorf("%s.lua: the header names no KEYS or ARGV", name)
+		}
+	}
+}

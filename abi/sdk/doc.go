@@ -12,7 +12,7 @@
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o my.wasm .
 //
-// The SDK owns every //go:wasmexport of ABI v1 (in a file built only for
+// The SDK owns every //go:wasmexport of the ABI (in a file built only for
 // wasip1), keeps the input/output buffers and decoded records in globals and
 // reuses them, so a policy that only appends to its decision allocates
 // nothing per call. On linux the same package compiles without the exports,

@@ -9,7 +9,7 @@ import (
 	"github.com/wasmsched/wasmsched/abi"
 )
 
-// The ABI v1 exports (see abi/ABI.md). A plugin gets them by importing this
+// The ABI exports (version abi.Version) (see abi/ABI.md). A plugin gets them by importing this
 // package; it must not declare any go:wasmexport of its own.
 
 //go:wasmexport wasmsched_abi_version

@@ -110,6 +110,13 @@ prints:
                 from the runs' own Redis timestamps (ms resolution); it
                 includes the wait behind earlier runs of the same group.
 
+Before the clock starts, one warm-up run goes through a group "warmup" of
+the same policy (the hosts load and compile the policy on first use).
+--policy and --window set the generated groups' settings; --slowlog reports
+the slowest Redis commands of the run (it sets the server's
+slowlog-log-slower-than to 1 ms and resets its SLOWLOG; the threshold is
+restored afterwards).
+
 Namespace: by default a fresh one, bench-<unix nanos>, deleted afterwards
 (--keep keeps it; it can then be deleted with
    redis-cli --scan --pattern 'ws:{NS}:*' | xargs redis-cli unlink).
@@ -379,6 +386,15 @@ func runBench(ctx context.Context, url string, o benchOptions, errw io.Writer, l
 		}
 	}
 
+	// Warm up: one run through a group of the same policy, so the figures
+	// measure the engine at work, not the hosts' first load (compilation)
+	// of the policy.
+	warm := time.Now()
+	if err := benchWarmUp(ctx, st, o.Policy); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(errw, "bench: warm-up run done in %v\n", time.Since(warm).Round(time.Millisecond))
+
 	var readSlow func(context.Context) ([]storage.SlowCommand, error)
 	if o.SlowLog {
 		if readSlow, err = st.WatchSlowLog(ctx, time.Millisecond); err != nil {
@@ -465,6 +481,29 @@ func runBench(ctx context.Context, url string, o benchOptions, errw io.Writer, l
 		return res, fmt.Errorf("bench: %w (partial figures above)", waitErr)
 	}
 	return res, nil
+}
+
+// benchWarmUp submits one run to group "warmup" (policy policy) and waits
+// until it is final.
+func benchWarmUp(ctx context.Context, st *storage.Store, policy string) error {
+	if _, err := st.SetGroup(ctx, "warmup", policy, 0); err != nil {
+		return fmt.Errorf("bench: warm-up group: %w", err)
+	}
+	r, err := st.Submit(ctx, storage.SubmitRequest{Group: "warmup"})
+	if err != nil {
+		return fmt.Errorf("bench: warm-up run: %w", err)
+	}
+	for {
+		got, err := st.GetRun(ctx, r.ID)
+		if err == nil && got.State.Final() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("bench: the warm-up run %s did not finish before the timeout", r.ID)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 // benchWaitReady waits for a leader and for the workers' slots.

@@ -12,6 +12,7 @@
 -- PUBLISH "name version gen".
 -- replay: activating the active version writes nothing; a retried rollback
 -- finds last_op == op and returns the active version.
+-- bound: O(groups): SUNIONSTORE marks every group dirty (registry reads are O(1) per version)
 local US = string.char(31)
 local p = redis.call('HMGET', KEYS[1], 'kind', 'active', 'last_op')
 if not p[1] then

@@ -8,6 +8,7 @@
 -- writes: slot values run#token#task, free zset, run RUNNING + started_at +
 -- assign + alloc_op, removed from launched. Tokens: "TIME_ms-INCR", unique forever.
 -- replay: a retried call finds alloc_op == op on the RUNNING run and returns its assignments.
+-- bound: O(k · w) for a run of k slots, w the free-zset window scanned per slot (pick_free)
 local r = redis.call('HMGET', KEYS[3], 'state', 'slots', 'alloc_op', 'assign')
 if not r[1] then
   return redis.error_reply('WS_NOT_FOUND run ' .. ARGV[3] .. ' does not exist')

@@ -19,6 +19,7 @@
 -- the worker picks the run up at once instead of at its next heartbeat).
 -- replay: a run whose alloc_op == op is reported "allocated" with its
 -- assignments (never allocated twice); later runs are tried again.
+-- bound: O(n · k · w): n given runs (the caller passes at most allocChunk), k slots each
 local n = #KEYS - 7
 if n < 0 or #ARGV ~= 4 + n then
   return redis.error_reply('WS_INVALID allocate batch: ' .. n .. ' run keys for ' .. (#ARGV - 4) .. ' run ids')

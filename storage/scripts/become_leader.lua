@@ -5,6 +5,7 @@
 -- errors: WS_NOT_HOLDER if GET(lock) ~= stamp (nothing written)
 -- replay: a retried call bumps the epoch once more; the returned epoch is the
 -- fence's, so the caller and the fence agree.
+-- bound: O(1)
 if ARGV[1] == nil or ARGV[1] == '' then
   return redis.error_reply('WS_INVALID empty holder stamp')
 end

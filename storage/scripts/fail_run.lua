@@ -7,6 +7,7 @@
 -- errors (nothing written): WS_FENCED, WS_NOT_FOUND, WS_BAD_STATE (WAITING or final)
 -- writes: FAILED + finished_at + reason, releases the slots still holding
 -- run#token#task, removes from active/launched/restore, group version+1, dirty.
+-- bound: O(k), k the slots of the run
 local r = redis.call('HMGET', KEYS[3], 'state', 'group', 'assign')
 if not r[1] or r[2] ~= ARGV[5] then
   return redis.error_reply('WS_NOT_FOUND run ' .. ARGV[3] .. ' does not exist')

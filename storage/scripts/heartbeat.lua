@@ -4,6 +4,7 @@
 -- returns: {value of slot 0, ..., slot N-1} ("" free, else "run#token#task")
 -- errors: WS_UNKNOWN_WORKER (never registered or reaped), WS_INVALID
 -- replay: idempotent.
+-- bound: O(s), s the slots of the worker (read in chunks of 1,000)
 local ttl = tonumber(ARGV[2])
 if not ttl or ttl < 1 then
   return redis.error_reply('WS_INVALID worker ' .. ARGV[1] .. ': ttl must be >= 1ms')

@@ -13,6 +13,7 @@
 -- writes: blob SET NX, versions RPUSH, kind, history; with activate: active,
 -- activations RPUSH, policygen INCR, PUBLISH "name version gen".
 -- replay: a retried push returns WS_DUP with the version it created.
+-- bound: O(versions of the policy) plus O(groups) when it activates (SUNIONSTORE)
 local US = string.char(31)
 local kind = redis.call('HGET', KEYS[2], 'kind')
 if kind and kind ~= ARGV[2] then

@@ -7,6 +7,7 @@
 -- writes: deletes the worker's slots (free or not), worker hash, workers
 -- entry; runs that held a slot go into restore.
 -- errors: WS_FENCED, WS_INVALID (arity). replay: idempotent (reaped workers are gone).
+-- bound: O(c · s): c candidates (the caller passes a bounded list), s slots each
 if #KEYS - 6 ~= #ARGV - 2 then
   return redis.error_reply('WS_INVALID reap: worker keys and identities differ')
 end

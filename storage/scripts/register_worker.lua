@@ -4,6 +4,7 @@
 -- returns: N
 -- errors: WS_INVALID, WS_BAD_STATE (shrinking would drop an assigned slot; nothing written)
 -- replay: idempotent (same N: only the expiry moves).
+-- bound: O(s), s the old and new slot counts of the worker
 local n, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 if not n or n < 1 or not ttl or ttl < 1 then
   return redis.error_reply('WS_INVALID worker ' .. ARGV[1] .. ': slots and ttl must be >= 1')

@@ -14,6 +14,7 @@
 -- A STOPPING run always ends STOPPED (the state machine has no other way
 -- out of STOPPING): a SUCCEEDED or FAILED report for it is recorded as
 -- STOPPED, the reported outcome kept in the reason.
+-- bound: O(k), k the slots of the run
 local o = ARGV[4]
 if o ~= 'SUCCEEDED' and o ~= 'FAILED' and o ~= 'STOPPED' then
   return redis.error_reply('WS_INVALID outcome ' .. o .. ' (want SUCCEEDED, FAILED or STOPPED)')

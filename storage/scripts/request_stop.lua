@@ -7,6 +7,7 @@
 -- errors: WS_NOT_FOUND, WS_BAD_STATE (final)
 -- replay: a retried call on a run it already stopped returns WS_BAD_STATE
 -- (DISCARDED/STOPPED) or STOPPING; the caller re-reads the run.
+-- bound: O(log n) (one run, its group's zsets)
 local r = redis.call('HMGET', KEYS[1], 'state', 'group')
 if not r[1] or r[2] ~= ARGV[2] then
   return redis.error_reply('WS_NOT_FOUND run ' .. ARGV[1] .. ' does not exist')

@@ -13,6 +13,7 @@
 -- slot of a reallocated task only if it still holds run#token#task, assign,
 -- restore_op; SREM restore.
 -- replay: a retried call finds restore_op == op and returns the assignments.
+-- bound: O(k), k the slots of the run
 local r = redis.call('HMGET', KEYS[3], 'state', 'slots', 'assign', 'restore_op')
 if not r[1] then
   return redis.error_reply('WS_NOT_FOUND run ' .. ARGV[3] .. ' does not exist')

@@ -4,6 +4,7 @@
 -- ARGV[1] run id, ARGV[2..] run fields to return
 -- returns: {{run fields}, {worker, index, token, task, alive(0|1), held(0|1), ...}}
 -- errors: WS_NOT_FOUND
+-- bound: O(k), k the slots of the run
 local fields = {}
 for i = 2, #ARGV do fields[#fields + 1] = ARGV[i] end
 local r = redis.call('HMGET', KEYS[1], unpack(fields))

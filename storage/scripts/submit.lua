@@ -7,6 +7,7 @@
 -- returns: {seq, submitted_at_ms, replayed (0|1)}
 -- errors: WS_DUP (run id exists, submitted by another call), WS_INVALID
 -- replay: a retried call (same op id) finds its own run and returns it, replayed = 1.
+-- bound: O(log n) (one run, its group's waiting zset)
 local slots = tonumber(ARGV[3])
 if not slots or slots < 1 then
   return redis.error_reply('WS_INVALID run ' .. ARGV[2] .. ': slots must be >= 1')

@@ -8,6 +8,7 @@
 -- 1 when the epoch changes, so a write by a deposed leader would show up as
 -- a drop in count.
 -- replay: a retried call counts one more tick (harmless: liveness only).
+-- bound: O(1)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local prev = redis.call('HGET', KEYS[3], 'epoch')
