@@ -486,6 +486,39 @@ func (s *Store) GetRun(ctx context.Context, id string) (Run, error) {
 	return r, nil
 }
 
+// GetRuns reads the runs ids in ONE pipelined round trip, in order; an
+// absent run is left out. At most MaxGetRuns ids per call (ErrInvalid).
+func (s *Store) GetRuns(ctx context.Context, ids []string) ([]Run, error) {
+	if len(ids) > MaxGetRuns {
+		return nil, invalid("get runs", "%d ids, at most %d per call", len(ids), MaxGetRuns)
+	}
+	for _, id := range ids {
+		if err := ValidateName("run", id); err != nil {
+			return nil, err
+		}
+	}
+	cmds := make([]*redis.SliceCmd, len(ids))
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HMGet(ctx, s.k.Run(id), runFields...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("storage: get runs: %w", err)
+	}
+	out := make([]Run, 0, len(ids))
+	for _, c := range cmds {
+		if r, ok := parseRun(c.Val()); ok {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// MaxGetRuns bounds the ids of one GetRuns call.
+const MaxGetRuns = 10_000
+
 // RunFilter selects runs for ListRuns; zero fields match everything.
 type RunFilter struct {
 	Group string
