@@ -141,7 +141,8 @@ func confRun(id string, seq uint64, st abi.State, prio int32) abi.Run {
 
 // ConformanceSerial returns the canned snapshots every serial plugin must
 // answer with a valid decision: empty, only waiting, with active runs,
-// STOPPING runs, max_active above one, priorities, and a full group.
+// STOPPING runs, max_active above one, priorities, a full group, and the
+// truncated window of a deep group.
 func ConformanceSerial() []SerialCase {
 	const now = 1_700_000_100_000
 	W, L, R, S := abi.StateWaiting, abi.StateLaunched, abi.StateRunning, abi.StateStopping
@@ -149,6 +150,11 @@ func ConformanceSerial() []SerialCase {
 		return &abi.SerialSnapshot{Group: "conformance", Policy: "candidate", MaxActive: max, Now: now, Active: active, Waiting: waiting}
 	}
 	type runs = []abi.Run
+	// deep: the window of a group 99,998 runs deep (ABI v2)
+	deep := func(s *abi.SerialSnapshot) *abi.SerialSnapshot {
+		s.WaitingTotal, s.WaitingOldest = 99_998, 2
+		return s
+	}
 	return []SerialCase{
 		{"empty", snap(1, nil, nil)},
 		{"only-waiting", snap(1, nil, runs{confRun("w1", 1, W, 0), confRun("w2", 2, W, 5), confRun("w3", 3, W, 0)})},
@@ -160,6 +166,7 @@ func ConformanceSerial() []SerialCase {
 		{"max0-reads-as-1", snap(0, nil, runs{confRun("w1", 1, W, 0), confRun("w2", 2, W, 0)})},
 		{"max3-full", snap(3, runs{confRun("a1", 1, R, 0), confRun("a2", 2, L, 0), confRun("a3", 3, R, 0)}, runs{confRun("w4", 4, W, 100)})},
 		{"negative-priorities", snap(2, nil, runs{confRun("w1", 1, W, -5), confRun("w2", 2, W, -1), confRun("w3", 3, W, -9)})},
+		{"deep-window", deep(snap(1, runs{confRun("a1", 1, R, 0)}, runs{confRun("w2", 2, W, 0), confRun("w3", 3, W, 4), confRun("w99999", 99_999, W, 0), confRun("w100000", 100_000, W, 2)}))},
 	}
 }
 
