@@ -66,7 +66,7 @@ func newMetrics(reg prometheus.Registerer, ns string) (*metrics, error) {
 		}, []string{"namespace", "outcome"}),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wasmsched_leader_passes_total",
-			Help: "Passes of the leader tasks (coordinator, slots, restore).",
+			Help: "Passes of the leader tasks (coordinator, slots, restore, drain).",
 		}, []string{"namespace", "task"}),
 		lastPass: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "wasmsched_leader_last_pass_timestamp_seconds",

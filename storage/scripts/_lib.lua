@@ -6,6 +6,12 @@
 --   ({w, i, f}) on live workers (heartbeat expiry > now), in free-zset order,
 --   reading the free zset in windows of max(2k, 16) until k are found;
 --   alive (optional) caches worker liveness across calls; writes nothing.
+-- free_cursor(kfree, kworkers, kslots, now): an iterator over the usable
+--   free slots for a batch of allocations: c.take(k) returns k slots
+--   ({w, i, f}) or nil when fewer remain (then the caller stops); each free
+--   zset entry is read and checked once per script (windows of 64), taken
+--   slots must be ZREMed by the caller (the cursor accounts for them);
+--   writes nothing.
 -- new_token(ktokens, now): a fresh assignment token "now-counter", unique forever.
 local function now_ms()
   local t = redis.call('TIME')
@@ -56,6 +62,48 @@ local function pick_free(kfree, kworkers, kslots, k, now, alive)
     if #fs < win then return got end
     off = off + win
   end
+end
+local function free_cursor(kfree, kworkers, kslots, now)
+  local c = {buf = {}, i = 1, read = 0, taken = 0, eof = false, alive = {}}
+  local function nextfree()
+    while true do
+      if c.i > #c.buf then
+        if c.eof then return nil end
+        -- entries already read and taken are gone from the zset
+        local from = c.read - c.taken
+        c.buf = redis.call('ZRANGE', kfree, from, from + 63)
+        c.i = 1
+        c.read = c.read + #c.buf
+        if #c.buf < 64 then c.eof = true end
+        if #c.buf == 0 then return nil end
+      end
+      local f = c.buf[c.i]
+      c.i = c.i + 1
+      local w, i = string.match(f, '^(.*)#(%d+)$')
+      if w then
+        local a = c.alive[w]
+        if a == nil then
+          local sc = redis.call('ZSCORE', kworkers, w)
+          a = (sc and tonumber(sc) > now) or false
+          c.alive[w] = a
+        end
+        if a and redis.call('HGET', kslots, f) == '' then
+          return {w = w, i = i, f = f}
+        end
+      end
+    end
+  end
+  function c.take(k)
+    local got = {}
+    for _ = 1, k do
+      local s = nextfree()
+      if not s then return nil, #got end
+      got[#got + 1] = s
+    end
+    c.taken = c.taken + k
+    return got, k
+  end
+  return c
 end
 local function new_token(ktokens, now)
   return string.format('%d', now) .. '-' .. redis.call('INCR', ktokens)

@@ -19,7 +19,7 @@
 -- the worker picks the run up at once instead of at its next heartbeat).
 -- replay: a run whose alloc_op == op is reported "allocated" with its
 -- assignments (never allocated twice); later runs are tried again.
--- bound: O(n · k · w): n given runs (the caller passes at most allocChunk), k slots each
+-- bound: O(n · k + f): n given runs (the caller passes at most allocChunk), k slots each, f the free-zset entries read once (free_cursor)
 local n = #KEYS - 7
 if n < 0 or #ARGV ~= 4 + n then
   return redis.error_reply('WS_INVALID allocate batch: ' .. n .. ' run keys for ' .. (#ARGV - 4) .. ' run ids')
@@ -33,7 +33,8 @@ for j = 1, n do
   seen[id] = true
 end
 local now = now_ms()
-local alive, out, notify = {}, {}, {}
+local free = free_cursor(KEYS[5], KEYS[3], KEYS[4], now)
+local out, notify = {}, {}
 for j = 1, n do
   local id, key = ARGV[4 + j], KEYS[7 + j]
   local r = redis.call('HMGET', key, 'state', 'slots', 'alloc_op', 'assign')
@@ -43,9 +44,9 @@ for j = 1, n do
     out[#out + 1] = {id, 'skipped', r[1] or ''}
   else
     local k = tonumber(r[2]) or 1
-    local got = pick_free(KEYS[5], KEYS[3], KEYS[4], k, now, alive)
-    if #got < k then
-      out[#out + 1] = {id, 'no_slots', k, #got}
+    local got, found = free.take(k)
+    if not got then
+      out[#out + 1] = {id, 'no_slots', k, found}
       break
     end
     local as = {}
