@@ -45,7 +45,7 @@ type BusEvent struct {
 // connection, whichever node it is on, receives every namespace's
 // messages.
 type Bus struct {
-	client redis.UniversalClient
+	client Subscriber
 	log    *slog.Logger
 
 	mu   sync.Mutex
@@ -57,8 +57,14 @@ type Bus struct {
 
 type busListener struct{ ch chan BusEvent }
 
+// Subscriber opens pub/sub connections: a *storage.Store, or the Redis
+// client a multi-namespace host shares.
+type Subscriber interface {
+	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
+}
+
 // NewBus returns a Bus on client; it connects on the first Subscribe.
-func NewBus(client redis.UniversalClient, log *slog.Logger) *Bus {
+func NewBus(client Subscriber, log *slog.Logger) *Bus {
 	if log == nil {
 		log = slog.Default()
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
@@ -50,6 +51,7 @@ func sharedWasm(t *testing.T) *policies.Runtime {
 // whose tasks the test drives directly (Pass) or runs (Run).
 type renv struct {
 	t     *testing.T
+	rdb   redis.UniversalClient // the test's own client, for fault injection
 	st    *storage.Store
 	reg   *prometheus.Registry
 	rt    *Runtime
@@ -60,11 +62,12 @@ type renv struct {
 func newREnv(t *testing.T, cfg RuntimeConfig) *renv {
 	t.Helper()
 	srv := redistest.Start(t)
-	st, err := storage.New(srv.Client(t), "rtest")
+	rdb := srv.Client(t)
+	st, err := storage.New(rdb, "rtest")
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &renv{t: t, st: st, reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
+	e := &renv{t: t, rdb: rdb, st: st, reg: prometheus.NewRegistry(), logs: &syncBuffer{}}
 	e.newTerm()
 	cfg.Policies = sharedWasm(t)
 	if cfg.PollInterval == 0 {
@@ -96,7 +99,7 @@ func (e *renv) newTerm() {
 	e.t.Helper()
 	ctx := context.Background()
 	stamp := NewIdentity("leader:1")
-	if err := e.st.Client().Set(ctx, e.st.Keys().Lock(), stamp, time.Hour).Err(); err != nil {
+	if err := e.rdb.Set(ctx, e.st.Keys().Lock(), stamp, time.Hour).Err(); err != nil {
 		e.t.Fatal(err)
 	}
 	epoch, err := e.st.BecomeLeader(ctx, stamp)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/bsm/redislock"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -38,7 +37,6 @@ type Elector struct {
 	ns       string
 	identity string
 	store    *storage.Store
-	client   redis.UniversalClient
 	bus      *Bus // leader-events subscription (bus.go)
 	locker   *redislock.Client
 	key      string
@@ -176,7 +174,7 @@ func (e *Elector) campaign(ctx context.Context, logStandby bool) (*redislock.Loc
 		if errors.Is(err, redislock.ErrNotObtained) {
 			// Try again right when the holder's lock runs out (a
 			// kill -9'd leader), if that is sooner than the retry.
-			if pttl, err := e.client.PTTL(ctx, e.key).Result(); err == nil && pttl > 0 && pttl < wait {
+			if pttl, held, err := e.store.LockTTL(ctx); err == nil && held && pttl > 0 && pttl < wait {
 				wait = pttl + time.Duration(rand.Int64N(int64(5*time.Millisecond)))
 			}
 			if logStandby {
@@ -188,7 +186,7 @@ func (e *Elector) campaign(ctx context.Context, logStandby bool) (*redislock.Loc
 					// The holder obtained the lock but has not yet recorded
 					// itself in the fence (its BecomeLeader is in flight):
 					// the lock's value is its identity stamp.
-					holder, _ = e.client.Get(ctx, e.key).Result()
+					holder, _ = e.store.LockHolder(ctx)
 				}
 				e.log.Info("standing by", "leader", holder)
 			}
@@ -334,7 +332,7 @@ func (e *Elector) release(lock *redislock.Lock, reason string) {
 	switch err := lock.Release(ctx); {
 	case err == nil:
 		e.log.Info("leader lock released", "reason", reason)
-		if err := e.client.Publish(ctx, e.store.Keys().LeaderEvents(), "released "+e.identity).Err(); err != nil {
+		if err := e.store.AnnounceRelease(ctx, e.identity); err != nil {
 			e.log.Warn("publish lock release failed", "err", err)
 		}
 	case errors.Is(err, redislock.ErrLockNotHeld):

@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bsm/redislock"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -151,7 +150,7 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	if c.Bus == nil && c.Store != nil {
-		c.Bus = NewBus(c.Store.Client(), c.Logger)
+		c.Bus = NewBus(c.Store, c.Logger)
 	}
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
@@ -209,9 +208,8 @@ func New(cfg Config) (*Host, error) {
 		ns:       ns,
 		identity: cfg.Identity,
 		store:    cfg.Store,
-		client:   cfg.Store.Client(),
 		bus:      cfg.Bus,
-		locker:   redislock.New(cfg.Store.Client()),
+		locker:   cfg.Store.Locker(),
 		key:      cfg.Store.Keys().Lock(),
 		ttl:      cfg.LeaseTTL,
 		refresh:  cfg.RefreshInterval,

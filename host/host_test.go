@@ -154,7 +154,7 @@ func TestHostLeadsTicksAndReleasesOnShutdown(t *testing.T) {
 		return tk.Count >= 2 && tk.Holder == h.Identity() && tk.Epoch == 1
 	})
 	h.shutdown(t)
-	if n, _ := h.st.Client().Exists(ctx, h.st.Keys().Lock()).Result(); n != 0 {
+	if holder, _ := h.st.LockHolder(ctx); holder != "" {
 		t.Fatal("lock still held after shutdown")
 	}
 	if h.ActiveLoops() != 0 || h.MaxActiveLoops() != 1 {

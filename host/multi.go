@@ -335,7 +335,7 @@ func (m *Multi) balanceLoop(ctx context.Context) {
 		// Leave the presence set at once on shutdown.
 		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_ = m.cfg.Client.ZRem(rctx, storage.HostsKey, m.identity).Err()
+		_ = storage.NewHosts(m.cfg.Client).Leave(rctx, m.identity)
 	}()
 	t := time.NewTicker(m.cfg.Balance.Interval)
 	defer t.Stop()
@@ -354,24 +354,13 @@ func (m *Multi) balanceLoop(ctx context.Context) {
 // cooldown has passed. It returns the namespace resigned, if any.
 func (m *Multi) balanceOnce(ctx context.Context) string {
 	b := m.cfg.Balance
-	now := time.Now()
-	if tm, err := m.cfg.Client.Time(ctx).Result(); err == nil {
-		now = tm // one clock for every host's presence expiry
-	}
-	var card *redis.IntCmd
-	_, err := m.cfg.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.ZAdd(ctx, storage.HostsKey, redis.Z{Score: float64(now.Add(b.PresenceTTL).UnixMilli()), Member: m.identity})
-		p.ZRemRangeByScore(ctx, storage.HostsKey, "-inf", "("+strconv.FormatInt(now.UnixMilli(), 10))
-		card = p.ZCard(ctx, storage.HostsKey)
-		return nil
-	})
+	alive, err := storage.NewHosts(m.cfg.Client).Beat(ctx, m.identity, b.PresenceTTL)
 	if err != nil {
 		if ctx.Err() == nil {
 			m.log.Warn("balance: presence update failed", "err", err)
 		}
 		return ""
 	}
-	alive := max(int(card.Val()), 1)
 	mns := len(m.hosts)
 	target := (mns+alive-1)/alive + b.Slack
 	leading := m.Leading()
@@ -439,7 +428,7 @@ func (e *Elector) holdoff(ctx context.Context) bool {
 		}
 		if time.Since(since) >= 2*e.retry {
 			// Nobody took the namespace: stop holding off.
-			if n, err := e.client.Exists(ctx, e.key).Result(); err == nil && n == 0 {
+			if holder, err := e.store.LockHolder(ctx); err == nil && holder == "" {
 				e.holdUntil.Store(0)
 				e.log.Info("holdoff ended early: namespace has no leader")
 			}

@@ -40,7 +40,7 @@ func (e *renv) runOnWorkers(id string, k int) storage.Run {
 // stopped heartbeating (a dead worker).
 func (e *renv) expire(worker string) {
 	e.t.Helper()
-	if err := e.st.Client().ZAdd(context.Background(), e.st.Keys().Workers(), redis.Z{Score: 1, Member: worker}).Err(); err != nil {
+	if err := e.rdb.ZAdd(context.Background(), e.st.Keys().Workers(), redis.Z{Score: 1, Member: worker}).Err(); err != nil {
 		e.t.Fatal(err)
 	}
 }

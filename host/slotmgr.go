@@ -88,7 +88,7 @@ func (s *SlotManager) Pass(ctx context.Context, lease *Lease) (int, error) {
 	s.blockedHead = ""
 	s.mu.Unlock()
 	if head == ids[0] && time.Since(at) < noSlotsRecheck {
-		free, err := s.rt.st.Client().ZCard(ctx, s.rt.st.Keys().Free()).Result()
+		free, err := s.rt.st.FreeSlots(ctx)
 		if err == nil && free <= free0 {
 			s.mu.Lock()
 			s.blockedHead = head // still blocked: keep the mark
@@ -124,7 +124,7 @@ func (s *SlotManager) Pass(ctx context.Context, lease *Lease) (int, error) {
 				s.outcome("skipped")
 			case storage.AllocNoSlots:
 				s.outcome("no_slots")
-				if free, ferr := s.rt.st.Client().ZCard(ctx, s.rt.st.Keys().Free()).Result(); ferr == nil {
+				if free, ferr := s.rt.st.FreeSlots(ctx); ferr == nil {
 					s.mu.Lock()
 					s.blockedHead, s.blockedFree, s.blockedAt = r.Run, free, time.Now()
 					s.mu.Unlock()

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -33,20 +32,12 @@ func (r *Runtime) refreshStats(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var (
-		launched *redis.IntCmd
-		restore  *redis.IntCmd
-	)
-	k := r.st.Keys()
-	if _, err := r.st.Client().Pipelined(ctx, func(p redis.Pipeliner) error {
-		launched = p.ZCard(ctx, k.Launched())
-		restore = p.SCard(ctx, k.Restore())
-		return nil
-	}); err != nil {
+	q, err := r.st.Queues(ctx)
+	if err != nil {
 		return fmt.Errorf("host: stats: %w", err)
 	}
 	v := &statsView{At: time.Now(), SlotsFree: sv.Free, SlotsAssigned: sv.Assigned, Workers: len(sv.Workers),
-		Launched: int(launched.Val()), Restore: int(restore.Val())}
+		Launched: q.Launched, Restore: q.Restore}
 	for _, w := range sv.Workers {
 		if w.Alive {
 			v.WorkersAlive++

@@ -233,7 +233,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // a message is lost) the heartbeat still picks the work up.
 func (w *Worker) subscribe(ctx context.Context) <-chan struct{} {
 	kick := make(chan struct{}, 1)
-	ps := w.Store.Client().Subscribe(ctx, w.Store.Keys().SlotEvents())
+	ps := w.Store.Subscribe(ctx, w.Store.Keys().SlotEvents())
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()

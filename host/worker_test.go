@@ -43,6 +43,7 @@ func (s *syncBuf) String() string {
 // wenv is a redis-server, a store and a fence for playing the leader.
 type wenv struct {
 	t     *testing.T
+	rdb   redis.UniversalClient // the test's own client, for fault injection
 	st    *storage.Store
 	fence storage.Fence
 	logs  *syncBuf
@@ -66,7 +67,7 @@ func newWEnv(t *testing.T) *wenv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &wenv{t: t, st: st, fence: storage.Fence{Epoch: epoch, Holder: stamp}, logs: &syncBuf{}, dir: t.TempDir()}
+	return &wenv{t: t, rdb: rdb, st: st, fence: storage.Fence{Epoch: epoch, Holder: stamp}, logs: &syncBuf{}, dir: t.TempDir()}
 }
 
 // start runs a worker until the test ends; cancel stops it early.
@@ -294,7 +295,7 @@ func TestWorkerReapedReRegistersAndDropsWork(t *testing.T) {
 	// Play the reaper: the worker's heartbeat expired (forced), the leader
 	// reaps it, so its slots are gone and its run awaits restore.
 	ctx := context.Background()
-	if err := e.st.Client().ZAdd(ctx, e.st.Keys().Workers(), redis.Z{Score: 1, Member: old}).Err(); err != nil {
+	if err := e.rdb.ZAdd(ctx, e.st.Keys().Workers(), redis.Z{Score: 1, Member: old}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	reaped, affected, err := e.st.ReapDeadWorkers(ctx, e.fence)

@@ -60,9 +60,6 @@ func (s *Store) Namespace() string { return s.ns }
 // Keys returns the namespace's key builder.
 func (s *Store) Keys() Keys { return s.k }
 
-// Client returns the underlying client.
-func (s *Store) Client() redis.UniversalClient { return s.c }
-
 // Fence is a leader's authority: the epoch it got from BecomeLeader and its
 // holder stamp. Every leader-authority write checks it inside the script.
 type Fence struct {

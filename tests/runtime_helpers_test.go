@@ -354,9 +354,9 @@ func RuntimeHost(t testing.TB, name string, r *redistest.Server, ns, advertise s
 // RestoreQueueLen is the number of runs waiting for the restore decision.
 func RestoreQueueLen(t testing.TB, st *storage.Store) int {
 	t.Helper()
-	n, err := st.Client().SCard(testCtx(t, 5*time.Second), st.Keys().Restore()).Result()
+	q, err := st.Queues(testCtx(t, 5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return int(n)
+	return q.Restore
 }

@@ -9,12 +9,10 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
 	"github.com/wasmsched/wasmsched/abi"
@@ -542,33 +540,32 @@ type benchRec struct {
 	submitted, started, finished, launched int64 // unix ms (Redis TIME)
 }
 
-var benchFields = []string{"state", "submitted_at", "launched_at", "started_at", "finished_at"}
-
-// readRuns reads the bench fields of ids, pipelined in chunks.
+// readRuns reads the runs ids (storage.GetRuns, pipelined in chunks); a
+// run that is gone reads as state "".
 func readRuns(ctx context.Context, st *storage.Store, ids []string) ([]benchRec, error) {
 	out := make([]benchRec, len(ids))
 	const chunk = 1000
+	ms := func(t time.Time) int64 {
+		if t.IsZero() {
+			return 0
+		}
+		return t.UnixMilli()
+	}
 	for lo := 0; lo < len(ids); lo += chunk {
 		hi := min(lo+chunk, len(ids))
-		cmds := make([]*redis.SliceCmd, hi-lo)
-		_, err := st.Client().Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i := lo; i < hi; i++ {
-				cmds[i-lo] = p.HMGet(ctx, st.Keys().Run(ids[i]), benchFields...)
-			}
-			return nil
-		})
+		runs, err := st.GetRuns(ctx, ids[lo:hi])
 		if err != nil {
 			return nil, err
 		}
-		for i, c := range cmds {
-			v := c.Val()
-			ms := func(j int) int64 {
-				s, _ := v[j].(string)
-				n, _ := strconv.ParseInt(s, 10, 64)
-				return n
+		byID := make(map[string]*storage.Run, len(runs))
+		for i := range runs {
+			byID[runs[i].ID] = &runs[i]
+		}
+		for i := lo; i < hi; i++ {
+			if r := byID[ids[i]]; r != nil {
+				out[i] = benchRec{state: string(r.State), submitted: ms(r.SubmittedAt), launched: ms(r.LaunchedAt),
+					started: ms(r.StartedAt), finished: ms(r.FinishedAt)}
 			}
-			s, _ := v[0].(string)
-			out[lo+i] = benchRec{state: s, submitted: ms(1), launched: ms(2), started: ms(3), finished: ms(4)}
 		}
 	}
 	return out, nil
@@ -726,36 +723,5 @@ func benchTable(w io.Writer, r *benchResult) {
 // deleteNamespace unlinks every key of st's namespace (ws:{NS}:*) and
 // returns how many it removed.
 func deleteNamespace(ctx context.Context, st *storage.Store) (int, error) {
-	pattern := globEscape(st.Keys().Prefix()) + "*"
-	var cursor uint64
-	n := 0
-	for {
-		keys, cur, err := st.Client().Scan(ctx, cursor, pattern, 1000).Result()
-		if err != nil {
-			return n, err
-		}
-		if len(keys) > 0 {
-			if err := st.Client().Unlink(ctx, keys...).Err(); err != nil {
-				return n, err
-			}
-			n += len(keys)
-		}
-		cursor = cur
-		if cursor == 0 {
-			return n, nil
-		}
-	}
-}
-
-// globEscape escapes the Redis glob metacharacters of s.
-func globEscape(s string) string {
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '*', '?', '[', ']', '\\':
-			out = append(out, '\\')
-		}
-		out = append(out, s[i])
-	}
-	return string(out)
+	return st.DeleteNamespace(ctx)
 }

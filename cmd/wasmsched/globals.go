@@ -7,6 +7,7 @@ import (
 	"slices"
 	"text/tabwriter"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
 	"github.com/wasmsched/wasmsched/storage"
@@ -120,6 +121,20 @@ func openStore(c *cli.Context) (*storage.Store, func(), error) {
 	if err := storage.ValidateName("namespace", ns); err != nil {
 		return nil, nil, asUsage(err)
 	}
+	rdb, closeFn, err := openClient(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := storage.New(rdb, ns)
+	if err != nil {
+		closeFn()
+		return nil, nil, asUsage(err)
+	}
+	return st, closeFn, nil
+}
+
+// openClient connects to --redis (single node, Sentinel or Cluster).
+func openClient(c *cli.Context) (redis.UniversalClient, func(), error) {
 	rdb, err := storage.Connect(c.Context, globalString(c, flagRedis))
 	if err != nil {
 		if errors.Is(err, storage.ErrInvalid) {
@@ -127,10 +142,5 @@ func openStore(c *cli.Context) (*storage.Store, func(), error) {
 		}
 		return nil, nil, err
 	}
-	st, err := storage.New(rdb, ns)
-	if err != nil {
-		rdb.Close()
-		return nil, nil, asUsage(err)
-	}
-	return st, func() { rdb.Close() }, nil
+	return rdb, func() { rdb.Close() }, nil
 }

@@ -76,7 +76,7 @@ func TestRunStop_stoppingExits2(t *testing.T) {
 	var s submitJSON
 	e.ok(&s, "submit", "g", "--id", "r1")
 	// a run its worker is stopping (the state a RUNNING run gets from run stop)
-	if err := e.st.Client().HSet(context.Background(), e.st.Keys().Run("r1"), "state", "STOPPING").Err(); err != nil {
+	if err := e.rdb.HSet(context.Background(), e.st.Keys().Run("r1"), "state", "STOPPING").Err(); err != nil {
 		t.Fatal(err)
 	}
 	e.usage("run r1 is already STOPPING", "run", "stop", "r1")

@@ -239,7 +239,7 @@ func TestPolicyDryRunSnapshot(t *testing.T) {
 func dumpNamespace(t *testing.T, e *cliEnv) map[string]string {
 	t.Helper()
 	ctx := context.Background()
-	c := e.st.Client()
+	c := e.rdb
 	keys, err := c.Keys(ctx, e.st.Keys().Prefix()+"*").Result()
 	if err != nil {
 		t.Fatal(err)

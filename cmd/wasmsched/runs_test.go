@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
 	"github.com/wasmsched/wasmsched/storage"
@@ -20,6 +21,7 @@ type cliEnv struct {
 	t   *testing.T
 	url string
 	ns  string
+	rdb redis.UniversalClient // the test's own client, for fault injection
 	st  *storage.Store
 }
 
@@ -27,11 +29,12 @@ func newCLIEnv(t *testing.T) *cliEnv {
 	t.Helper()
 	srv := redistest.Start(t)
 	ns := "clitest"
-	st, err := storage.New(srv.Client(t), ns)
+	rdb := srv.Client(t)
+	st, err := storage.New(rdb, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &cliEnv{t: t, url: srv.URL(), ns: ns, st: st}
+	return &cliEnv{t: t, url: srv.URL(), ns: ns, rdb: rdb, st: st}
 }
 
 var (
@@ -318,7 +321,7 @@ func TestCLIRunShowAssignmentsAndStop(t *testing.T) {
 	}
 	// Play the leader: launch and allocate a 2-slot run.
 	stamp := "leader:1#1#bb"
-	if err := e.st.Client().Set(ctx, e.st.Keys().Lock(), stamp, time.Hour).Err(); err != nil {
+	if err := e.rdb.Set(ctx, e.st.Keys().Lock(), stamp, time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
 	epoch, err := e.st.BecomeLeader(ctx, stamp)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/policies"
+	"github.com/wasmsched/wasmsched/storage"
 )
 
 func init() {
@@ -107,7 +108,11 @@ Examples:
 			if err := level.UnmarshalText([]byte(o.LogLevel)); err != nil {
 				return usageErrorf("serve: --log-level %q: want debug, info, warn or error", o.LogLevel)
 			}
-			st, closeFn, err := openStore(c)
+			ns := globalString(c, flagNamespace)
+			if err := storage.ValidateName("namespace", ns); err != nil {
+				return asUsage(err)
+			}
+			rdb, closeFn, err := openClient(c)
 			if err != nil {
 				return err
 			}
@@ -126,7 +131,11 @@ Examples:
 				adv = defaultAdvertise(admin)
 			}
 			if c.IsSet("namespaces") {
-				return serveMulti(c, st.Client(), o, adv, log, admin) // serve_multi.go
+				return serveMulti(c, rdb, o, adv, log, admin) // serve_multi.go
+			}
+			st, err := storage.New(rdb, ns)
+			if err != nil {
+				return asUsage(err)
 			}
 			h, err := host.New(host.Config{
 				Store:          st,

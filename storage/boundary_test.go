@@ -1,0 +1,54 @@
+package storage_test
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// redisCommand matches a go-redis command call (client.Cmd(ctx, ...)).
+var redisCommand = regexp.MustCompile(`\.(Get|Set|SetNX|Del|Unlink|Exists|Expire|PExpire|TTL|PTTL|Time|Publish|Pipelined|TxPipelined|Do|Eval|EvalSha|Scan|Keys|HGet|HSet|HMGet|HGetAll|HDel|HIncrBy|ZAdd|ZRem|ZCard|ZCount|ZRange|ZRangeWithScores|ZRangeByScore|ZRemRangeByScore|ZScore|SAdd|SRem|SCard|SMembers|SRandMemberN|SIsMember|LPush|RPush|LRange|Incr|ConfigGet|ConfigSet|SlowLogGet|ScriptLoad)\(ctx\b`)
+
+// TestBoundary_redisStaysInStorage: no non-test Go file outside storage/
+// sends a Redis command itself; they call Store methods (ISSUE: the storage
+// boundary). Subscriptions (Bus, worker slot events) go through
+// Store.Subscribe and only use the returned PubSub.
+func TestBoundary_redisStaysInStorage(t *testing.T) {
+	root := ".."
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case "storage", "testdata", "node_modules", ".git":
+				if path != root {
+					return filepath.SkipDir
+				}
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(b), `"github.com/redis/go-redis/v9"`) {
+			return nil
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if redisCommand.MatchString(line) {
+				t.Errorf("%s:%d: a Redis command outside storage: %s", path, i+1, strings.TrimSpace(line))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
