@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wasmsched/wasmsched/internal/digest"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 	"github.com/wasmsched/wasmsched/storage/redistest"
@@ -297,7 +298,7 @@ func builtinVersion(t *testing.T, name string) string {
 	if !ok {
 		t.Fatalf("no built-in %s", name)
 	}
-	return shortVersion(sha256hex(b))
+	return digest.Short(digest.SHA256(b))
 }
 
 func TestCoordinatorWaitLaunchesInSeqOrderWithinMaxActive(t *testing.T) {
@@ -442,7 +443,7 @@ func TestCoordinatorBrokenPoliciesChangeNothing(t *testing.T) {
 	}
 	// the old faulty version was retired and closed (nothing held it)
 	for _, lp := range e.rt.set.Loaded() {
-		if lp.Name == "faulty" && lp.SHA256 == sha256hex(faulty) {
+		if lp.Name == "faulty" && lp.SHA256 == digest.SHA256(faulty) {
 			t.Fatalf("retired version still loaded: %+v", lp)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wasmsched/wasmsched/internal/digest"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 	"github.com/wasmsched/wasmsched/storage/redistest"
@@ -268,13 +269,13 @@ func TestHotSwapSubscriberPreloadsAndSurvivesRedisRestart(t *testing.T) {
 		if _, err := st.PushPolicy(ctx, storage.PushRequest{Name: "swapme", Kind: "serial", Who: "t", Blob: b, Activate: true}); err != nil {
 			t.Fatal(err)
 		}
-		waitLoaded(sha256hex(blobs[i]))
+		waitLoaded(digest.SHA256(blobs[i]))
 	}
 	for i := 0; i < 6; i++ {
 		if err := st.ActivatePolicy(ctx, "swapme", 1+i%2, "t", ""); err != nil {
 			t.Fatal(err)
 		}
-		waitLoaded(sha256hex(blobs[i%2]))
+		waitLoaded(digest.SHA256(blobs[i%2]))
 	}
 	// redis-server restarts (empty); the subscriber resubscribes and picks
 	// up the next pushes.
@@ -286,6 +287,6 @@ func TestHotSwapSubscriberPreloadsAndSurvivesRedisRestart(t *testing.T) {
 		if _, err := st.PushPolicy(ctx, storage.PushRequest{Name: "swapme", Kind: "serial", Who: "t", Blob: b, Activate: true}); err != nil {
 			t.Fatal(err)
 		}
-		waitLoaded(sha256hex(b))
+		waitLoaded(digest.SHA256(b))
 	}
 }

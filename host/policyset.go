@@ -2,8 +2,6 @@ package host
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/digest"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -22,7 +21,7 @@ var ErrUnknownPolicy = errors.New("unknown policy")
 
 // VersionLen is the length of the sha256 prefix used as a policy version
 // label (metrics, runs' policy_version, /status).
-const VersionLen = 12
+const VersionLen = digest.ShortLen
 
 // PolicySet resolves policy names to loaded policy versions for one
 // namespace: the active version of a pushed policy (registry, blob by
@@ -309,7 +308,7 @@ func (s *PolicySet) resolve(ctx context.Context, name string) (*PolicyRef, error
 				name, policies.BuiltinNames(), ErrUnknownPolicy)
 		}
 		wasm = b
-		sha = sha256hex(b)
+		sha = digest.SHA256(b)
 	default:
 		return nil, fmt.Errorf("host: resolve policy %s: %w", name, err)
 	}
@@ -330,7 +329,7 @@ func (s *PolicySet) resolve(ctx context.Context, name string) (*PolicyRef, error
 	if err != nil {
 		return nil, fmt.Errorf("host: load policy %s: %w", name, err)
 	}
-	r := &PolicyRef{Policy: pol, Name: name, SHA256: pol.Version(), Version: shortVersion(pol.Version()),
+	r := &PolicyRef{Policy: pol, Name: name, SHA256: pol.Version(), Version: digest.Short(pol.Version()),
 		Registry: reg, LoadedAt: time.Now(), set: s, key: key}
 	s.mu.Lock()
 	if s.closed {
@@ -399,11 +398,4 @@ func (s *PolicySet) Close(ctx context.Context) error {
 		err = errors.Join(err, cerr)
 	}
 	return err
-}
-
-func shortVersion(sha string) string { return sha[:min(VersionLen, len(sha))] }
-
-func sha256hex(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
 }

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"time"
 
-
 	"github.com/wasmsched/wasmsched/storage"
 )
 

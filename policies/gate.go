@@ -2,13 +2,12 @@ package policies
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/digest"
 )
 
 // ErrConformance is returned (wrapped) by Gate when a plugin loads but fails
@@ -63,8 +62,7 @@ type GateReport struct {
 // call's own error: ErrTrap, ErrTimeout or ErrInvalidDecision) and name
 // the case that failed.
 func Gate(ctx context.Context, rt *Runtime, name string, wasm []byte, opts GateOptions) (GateReport, error) {
-	sum := sha256.Sum256(wasm)
-	rep := GateReport{Name: name, SHA256: hex.EncodeToString(sum[:]), Size: len(wasm)}
+	rep := GateReport{Name: name, SHA256: digest.SHA256(wasm), Size: len(wasm)}
 	p, err := rt.Load(ctx, name, wasm)
 	if err != nil {
 		return rep, err

@@ -17,6 +17,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/digest"
 	"github.com/wasmsched/wasmsched/policies/internal/wasmrewrite"
 )
 
@@ -244,7 +245,7 @@ func (p *Policy) newInstance(ctx context.Context) (*instance, error) {
 		defer cancel()
 	}
 	fail := func(err error) (*instance, error) {
-		err = fmt.Errorf("%w: policy %q (%s): %w%s", ErrInstantiate, p.name, short(p.version), err, guestOutput(out))
+		err = fmt.Errorf("%w: policy %q (%s): %w%s", ErrInstantiate, p.name, digest.Short(p.version), err, guestOutput(out))
 		p.rt.log.Warn("policy instantiate failed", "policy", p.name, "version", p.version, "err", err)
 		return nil, err
 	}
@@ -301,8 +302,6 @@ func guestOutput(r *ring) string {
 	}
 	return "; guest output: " + truncate(strings.TrimSpace(s), maxGuestOutput)
 }
-
-func short(v string) string { return v[:min(12, len(v))] }
 
 // call0 calls a no-argument export returning i32.
 func (inst *instance) call0(ctx context.Context, timeout time.Duration, name string) (uint32, error) {
@@ -469,7 +468,7 @@ func (p *Policy) callError(ctx context.Context, inst *instance, err error) error
 			err = fmt.Errorf("%w (guest memory reached its cap of %d MiB, Config.MemoryLimit)", err, c>>20)
 		}
 	}
-	err = fmt.Errorf("policy %q (%s): %w%s", p.name, short(p.version), err, guestOutput(inst.out))
+	err = fmt.Errorf("policy %q (%s): %w%s", p.name, digest.Short(p.version), err, guestOutput(inst.out))
 	p.rt.log.Warn("policy call failed", "policy", p.name, "version", p.version, "err", err)
 	return err
 }
@@ -560,7 +559,7 @@ func (p *Policy) DecideSerial(ctx context.Context, s *abi.SerialSnapshot) (abi.S
 	if !probs.empty() {
 		err := probs.err(false)
 		p.rt.log.Warn("policy returned an invalid decision", "policy", p.name, "version", p.version, "group", s.Group, "err", err)
-		return d, fmt.Errorf("policy %q (%s): %w", p.name, short(p.version), err)
+		return d, fmt.Errorf("policy %q (%s): %w", p.name, digest.Short(p.version), err)
 	}
 	return d, nil
 }
@@ -621,7 +620,7 @@ func (p *Policy) DecideReuse(ctx context.Context, r *abi.ReuseRequest) (abi.Reus
 	p.release(inst, usable)
 	if verr != nil {
 		p.rt.log.Warn("policy returned an invalid decision", "policy", p.name, "version", p.version, "group", r.Group, "run", r.Run.ID, "err", verr)
-		return d, fmt.Errorf("policy %q (%s): %w", p.name, short(p.version), verr)
+		return d, fmt.Errorf("policy %q (%s): %w", p.name, digest.Short(p.version), verr)
 	}
 	return d, nil
 }

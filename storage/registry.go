@@ -2,8 +2,6 @@ package storage
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -13,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/wasmsched/wasmsched/internal/digest"
 )
 
 // PolicyVersion is one pushed version of a policy (content-addressed).
@@ -85,8 +85,7 @@ func (s *Store) PushPolicy(ctx context.Context, req PushRequest) (PolicyVersion,
 			return PolicyVersion{}, err
 		}
 	}
-	sum := sha256.Sum256(req.Blob)
-	sha := hex.EncodeToString(sum[:])
+	sha := digest.SHA256(req.Blob)
 	k := s.k
 	act := "0"
 	if req.Activate {

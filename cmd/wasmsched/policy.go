@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +27,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/digest"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -144,11 +143,6 @@ type termsError struct{ err error }
 func (e *termsError) Error() string { return cliTerms(e.err.Error()) }
 func (e *termsError) Unwrap() error { return e.err }
 
-func sha256Hex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
-
 // --- resolving FILE|NAME ---
 
 // resolvedPolicy is a policy's wasm and where it came from.
@@ -184,7 +178,7 @@ func readWasmFile(path string) (resolvedPolicy, error) {
 	if err != nil {
 		return resolvedPolicy{}, asUsage(err)
 	}
-	return resolvedPolicy{Name: path, Source: "file", SHA256: sha256Hex(b), Wasm: b}, nil
+	return resolvedPolicy{Name: path, Source: "file", SHA256: digest.SHA256(b), Wasm: b}, nil
 }
 
 // resolvePolicy reads a policy given as FILE or NAME. st may be nil (no
@@ -211,7 +205,7 @@ func resolvePolicy(ctx context.Context, st *storage.Store, arg string) (resolved
 		}
 	}
 	if b, ok := policies.Builtin(arg); ok {
-		return resolvedPolicy{Name: arg, Source: "builtin", SHA256: sha256Hex(b), Wasm: b}, nil
+		return resolvedPolicy{Name: arg, Source: "builtin", SHA256: digest.SHA256(b), Wasm: b}, nil
 	}
 	if st == nil {
 		return resolvedPolicy{}, usageErrorf("policy %q: no such file and not a built-in (%s); Redis is unreachable, so pushed policies cannot be read",
@@ -336,7 +330,7 @@ func buildPolicy(ctx context.Context, gocmd, dir, out string, stderr io.Writer) 
 		return buildJSON{}, loadUsage(fmt.Errorf("built %s but it is not a valid plugin: %w", out, err))
 	}
 	defer p.Close(context.Background())
-	return buildJSON{File: out, Kind: p.Kind().String(), ABIVersion: int(p.ABIVersion()), Size: len(wasm), SHA256: sha256Hex(wasm)}, nil
+	return buildJSON{File: out, Kind: p.Kind().String(), ABIVersion: int(p.ABIVersion()), Size: len(wasm), SHA256: digest.SHA256(wasm)}, nil
 }
 
 // --- inspect ---
@@ -399,7 +393,7 @@ func inspectPolicy(ctx context.Context, path string) (inspectJSON, error) {
 	if err != nil {
 		return inspectJSON{}, asUsage(err)
 	}
-	r := inspectJSON{File: path, Size: len(wasm), SHA256: sha256Hex(wasm), Exports: []exportJSON{}, Imports: []string{}}
+	r := inspectJSON{File: path, Size: len(wasm), SHA256: digest.SHA256(wasm), Exports: []exportJSON{}, Imports: []string{}}
 	rt, err := newPolicyRuntime(ctx, sandbox{})
 	if err != nil {
 		return r, err
@@ -960,7 +954,7 @@ func decisionTable(w io.Writer, title string, d decisionJSON) {
 			verdict = "INVALID"
 		}
 	}
-	fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", title, d.Policy, short12(d.Version), verdict)
+	fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", title, d.Policy, digest.Short(d.Version), verdict)
 	if len(d.Actions) == 0 {
 		fmt.Fprintln(w, "\t(no actions)")
 	}
@@ -971,8 +965,6 @@ func decisionTable(w io.Writer, title string, d decisionJSON) {
 		fmt.Fprintf(w, "\terror:\t%s\n", e)
 	}
 }
-
-func short12(s string) string { return s[:min(12, len(s))] }
 
 func dryRunTable(w io.Writer, r dryRunJSON) {
 	decisionTable(w, "CANDIDATE", r.decisionJSON)
@@ -1130,7 +1122,7 @@ Examples:
 					state = "not activated"
 				}
 				fmt.Fprintf(w, "pushed %s version %d (%s, sha256 %s, %d conformance cases passed): %s\n",
-					res.Name, res.Version, res.Kind, short12(res.SHA256), res.Cases, state)
+					res.Name, res.Version, res.Kind, digest.Short(res.SHA256), res.Cases, state)
 			})
 		},
 	}
@@ -1163,7 +1155,7 @@ func pushPolicy(ctx context.Context, sb sandbox, st *storage.Store, name string,
 	}
 	v, err := st.PushPolicy(ctx, storage.PushRequest{Name: name, Kind: rep.Kind.String(), Who: whoAmI(), Note: note, Blob: wasm, Activate: activate})
 	if errors.Is(err, storage.ErrDuplicate) {
-		return pushJSON{}, usageErrorf("push %s refused: these bytes (sha256 %s) are already version %d; use policy activate %s %d", name, short12(rep.SHA256), v.Version, name, v.Version)
+		return pushJSON{}, usageErrorf("push %s refused: these bytes (sha256 %s) are already version %d; use policy activate %s %d", name, digest.Short(rep.SHA256), v.Version, name, v.Version)
 	}
 	if err != nil {
 		return pushJSON{}, storeUsage(err)
@@ -1254,7 +1246,7 @@ func policyTable(w io.Writer, ps []policyJSON) {
 			if v.Version == p.Active {
 				mark = "*"
 			}
-			sha := short12(v.SHA256)
+			sha := digest.Short(v.SHA256)
 			if v.Deleted {
 				sha = "(deleted)"
 			}

@@ -1,0 +1,22 @@
+// Package digest names policy versions: the sha256 of a module's bytes, in
+// hex, and its short form (the first ShortLen hex digits) recorded on runs
+// and shown by the CLI. One helper for storage, policies, host and cmd.
+package digest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+// ShortLen is the length of a short version (a sha256 hex prefix).
+const ShortLen = 12
+
+// SHA256 returns the lowercase hex sha256 of b.
+func SHA256(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Short returns the first ShortLen characters of a hex digest (all of a
+// shorter one).
+func Short(sha string) string { return sha[:min(ShortLen, len(sha))] }
