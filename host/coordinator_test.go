@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/internal/digest"
+	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 	"github.com/wasmsched/wasmsched/storage/redistest"
@@ -294,7 +295,7 @@ func (e *renv) dirty() []string {
 }
 
 func builtinVersion(t *testing.T, name string) string {
-	b, ok := policies.Builtin(name)
+	b, ok := plugins.Builtin(name)
 	if !ok {
 		t.Fatalf("no built-in %s", name)
 	}
@@ -432,7 +433,7 @@ func TestCoordinatorBrokenPoliciesChangeNothing(t *testing.T) {
 	}
 	// a new registry generation (rollback-like fix) clears the backoff:
 	// point "faulty" at the wait plugin
-	wait, _ := policies.Builtin("wait")
+	wait, _ := plugins.Builtin("wait")
 	if _, err := e.st.PushPolicy(ctx, storage.PushRequest{Name: "faulty", Kind: "serial", Who: "test", Blob: wait, Activate: true}); err != nil {
 		t.Fatal(err)
 	}

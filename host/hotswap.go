@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -95,7 +96,7 @@ func (r *PolicyRef) Succeeded() {
 
 // autoRollback rolls r's version back if it is still active.
 func (s *PolicySet) autoRollback(ctx context.Context, r *PolicyRef, n int, outcome string, cause error) {
-	_, builtin := policies.Builtin(r.Name)
+	_, builtin := plugins.Builtin(r.Name)
 	reason := rollbackReason(n, r, outcome, cause)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wasmsched/wasmsched/internal/digest"
-	"github.com/wasmsched/wasmsched/policies"
+	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/storage"
 	"github.com/wasmsched/wasmsched/storage/redistest"
 )
@@ -51,7 +51,7 @@ func TestAutoRollbackAfterKConsecutiveFailures(t *testing.T) {
 	e := newREnv(t, RuntimeConfig{Backoff: time.Nanosecond, MaxBackoff: time.Nanosecond})
 	e.rt.set.rollbackAfter, e.rt.set.who = 3, "host test"
 	ctx := context.Background()
-	wait, _ := policies.Builtin("wait")
+	wait, _ := plugins.Builtin("wait")
 	e.push("flaky", wait)          // v1: good
 	e.push("flaky", readFaulty(t)) // v2: panics when max_active is 98
 	e.group("boom", "flaky", 98)   // traps on v2
@@ -244,8 +244,8 @@ func TestHotSwapSubscriberPreloadsAndSurvivesRedisRestart(t *testing.T) {
 	ctx := context.Background()
 	logs := &syncBuffer{}
 	_, rt := startRuntimeHost(t, st, logs)
-	wait, _ := policies.Builtin("wait")
-	discard, _ := policies.Builtin("discard")
+	wait, _ := plugins.Builtin("wait")
+	discard, _ := plugins.Builtin("discard")
 	blobs := [][]byte{wait, discard}
 	waitLoaded := func(sha string) {
 		t.Helper()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/internal/digest"
+	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -297,7 +298,7 @@ func (s *PolicySet) resolve(ctx context.Context, name string) (*PolicyRef, error
 		reg = p.Active
 		sha = p.Versions[p.Active-1].SHA256
 	case err == nil || errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrInvalid):
-		b, ok := policies.Builtin(name)
+		b, ok := plugins.Builtin(name)
 		if !ok && err == nil && p.AutoRollback != nil && p.Active == 0 {
 			ar := p.AutoRollback
 			return nil, fmt.Errorf("host: policy %q is held: its version %d was rolled back automatically at %s and it has no earlier version (%s); activate a version or push a fixed one: %w",
@@ -305,7 +306,7 @@ func (s *PolicySet) resolve(ctx context.Context, name string) (*PolicyRef, error
 		}
 		if !ok {
 			return nil, fmt.Errorf("host: policy %q: not pushed and active, not a built-in (built-ins: %v): %w",
-				name, policies.BuiltinNames(), ErrUnknownPolicy)
+				name, plugins.Names(), ErrUnknownPolicy)
 		}
 		wasm = b
 		sha = digest.SHA256(b)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/abi/abitest"
+	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 	"github.com/wasmsched/wasmsched/storage/redistest"
@@ -97,7 +98,7 @@ func TestPolicyShare_acquire(t *testing.T) {
 		e := newShareEnv(t, "sa", "sb")
 		a, b := e.acquire(0, "priority"), e.acquire(1, "priority")
 		a.Release()
-		wasm, _ := policies.Builtin("wait")
+		wasm, _ := plugins.Builtin("wait")
 		if _, err := e.sts[0].PushPolicy(ctx, storage.PushRequest{Name: "priority", Kind: "serial", Who: "test", Blob: wasm, Activate: true}); err != nil {
 			t.Fatal(err)
 		}

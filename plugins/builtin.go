@@ -3,6 +3,8 @@ package plugins
 import (
 	"embed"
 	"slices"
+
+	"github.com/wasmsched/wasmsched/abi"
 )
 
 // The built-in policies, each built from plugins/<name> with the command in
@@ -11,18 +13,64 @@ import (
 //go:embed wait/wait.wasm discard/discard.wasm priority/priority.wasm reuse/reuse.wasm
 var builtin embed.FS
 
-var names = []string{"discard", "priority", "reuse", "wait"}
+// Policy is one built-in policy: its name, the kind it decides and its
+// module.
+type Policy struct {
+	Name string
+	Kind abi.Kind
+	Wasm []byte // shared: do not modify
+}
 
-// Builtin returns the embedded wasm of a built-in policy: "wait", "discard",
-// "priority" (serial) or "reuse" (slot-reuse). The slice is shared: do not
-// modify it.
-func Builtin(name string) ([]byte, bool) {
-	if !slices.Contains(names, name) {
-		return nil, false
+// table is the one list of built-ins, by name.
+var table = func() []Policy {
+	out := []Policy{
+		{Name: "discard", Kind: abi.KindSerial},
+		{Name: "priority", Kind: abi.KindSerial},
+		{Name: "reuse", Kind: abi.KindSlotReuse},
+		{Name: "wait", Kind: abi.KindSerial},
 	}
-	b, err := builtin.ReadFile(name + "/" + name + ".wasm")
-	return b, err == nil
+	for i := range out {
+		b, err := builtin.ReadFile(out[i].Name + "/" + out[i].Name + ".wasm")
+		if err != nil {
+			panic(err)
+		}
+		out[i].Wasm = b
+	}
+	return out
+}()
+
+// Lookup returns the built-in policy name: "wait", "discard", "priority"
+// (serial) or "reuse" (slot-reuse). A pushed version under a built-in's
+// name must have its kind.
+func Lookup(name string) (Policy, bool) {
+	i := slices.IndexFunc(table, func(p Policy) bool { return p.Name == name })
+	if i < 0 {
+		return Policy{}, false
+	}
+	return table[i], true
+}
+
+// All returns the built-in policies, sorted by name.
+func All() []Policy { return slices.Clone(table) }
+
+// Builtin returns the embedded wasm of a built-in policy. The slice is
+// shared: do not modify it.
+func Builtin(name string) ([]byte, bool) {
+	p, ok := Lookup(name)
+	return p.Wasm, ok
+}
+
+// Kind returns the kind of a built-in policy name.
+func Kind(name string) (abi.Kind, bool) {
+	p, ok := Lookup(name)
+	return p.Kind, ok
 }
 
 // Names returns the names of the built-in policies, sorted.
-func Names() []string { return slices.Clone(names) }
+func Names() []string {
+	out := make([]string, len(table))
+	for i, p := range table {
+		out[i] = p.Name
+	}
+	return out
+}

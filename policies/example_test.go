@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/policies"
 )
 
@@ -19,7 +20,7 @@ func Example() {
 	}
 	defer rt.Close(ctx)
 
-	wasm, _ := policies.Builtin("priority")
+	wasm, _ := plugins.Builtin("priority")
 	p, err := rt.Load(ctx, "priority", wasm)
 	if err != nil {
 		panic(err)

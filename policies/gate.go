@@ -19,19 +19,6 @@ var ErrConformance = errors.New("policies: plugin failed the conformance run")
 // after compilation).
 const DefaultGateDeadline = 2 * time.Second
 
-// BuiltinKind returns the fixed kind of a built-in policy name: wait,
-// discard and priority are serial, reuse is slot-reuse. A pushed version
-// under a built-in name must have that kind.
-func BuiltinKind(name string) (abi.Kind, bool) {
-	switch name {
-	case "wait", "discard", "priority":
-		return abi.KindSerial, true
-	case "reuse":
-		return abi.KindSlotReuse, true
-	}
-	return 0, false
-}
-
 // GateOptions tunes Gate. The zero value is usable.
 type GateOptions struct {
 	// Kind is the kind the plugin must have; 0 accepts either kind.

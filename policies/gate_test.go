@@ -8,14 +8,15 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/plugins"
 )
 
 func TestGate(t *testing.T) {
 	rt := newRT(t, Config{})
 	ctx := context.Background()
-	for _, name := range BuiltinNames() {
-		wasm, _ := Builtin(name)
-		want, _ := BuiltinKind(name)
+	for _, name := range plugins.Names() {
+		wasm, _ := plugins.Builtin(name)
+		want, _ := plugins.Kind(name)
 		rep, err := Gate(ctx, rt, name, wasm, GateOptions{Kind: want})
 		if err != nil {
 			t.Fatalf("built-in %s: %v", name, err)
@@ -28,8 +29,8 @@ func TestGate(t *testing.T) {
 			t.Fatalf("built-in %s: report %+v", name, rep)
 		}
 	}
-	reuse, _ := Builtin("reuse")
-	wait, _ := Builtin("wait")
+	reuse, _ := plugins.Builtin("reuse")
+	wait, _ := plugins.Builtin("wait")
 	for _, c := range []struct {
 		name  string
 		wasm  []byte

@@ -10,10 +10,11 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	t "github.com/wasmsched/wasmsched/abi/abitest"
+	"github.com/wasmsched/wasmsched/plugins"
 )
 
 func builtin(tb testing.TB, rt *Runtime, name string) *Policy {
-	wasm, ok := Builtin(name)
+	wasm, ok := plugins.Builtin(name)
 	if !ok {
 		tb.Fatalf("no builtin %q", name)
 	}
@@ -102,7 +103,7 @@ func TestKindMismatch(tt *testing.T) {
 // Hot swap: loading and closing versions repeatedly must not leak instances.
 func TestLoadCloseCycles(tt *testing.T) {
 	rt := newRT(tt, Config{})
-	wasm, _ := Builtin("wait")
+	wasm, _ := plugins.Builtin("wait")
 	for range 5 {
 		p, err := rt.Load(context.Background(), "wait", wasm)
 		if err != nil {
@@ -133,7 +134,7 @@ func mustWorkWait(tb testing.TB, p *Policy) {
 // every namespace loads the built-ins at once). Runtime.Load serialises
 // compiles per module.
 func TestRuntime_Load_concurrentSameModule(tt *testing.T) {
-	wasm, _ := Builtin("priority")
+	wasm, _ := plugins.Builtin("priority")
 	builtin(tt, newRT(tt, Config{}), "priority") // the file cache has it now
 	for round := range 5 {
 		rt := newRT(tt, Config{})

@@ -17,7 +17,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/host"
-	"github.com/wasmsched/wasmsched/policies"
+	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -241,7 +241,7 @@ func (o *benchOptions) check() error {
 	if err := storage.ValidateName("policy", o.Policy); err != nil {
 		return usageErrorf("bench: --policy: %v", err)
 	}
-	if k, ok := policies.BuiltinKind(o.Policy); ok && k != abi.KindSerial {
+	if k, ok := plugins.Kind(o.Policy); ok && k != abi.KindSerial {
 		return usageErrorf("bench: --policy %s is a %s policy; groups need a serial one (wait, discard, priority)", o.Policy, k)
 	} else if !ok && o.Namespace == "" {
 		return usageErrorf("bench: --policy %s is not a built-in: a pushed policy needs the --namespace it is pushed in", o.Policy)

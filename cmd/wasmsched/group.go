@@ -10,7 +10,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/host"
-	"github.com/wasmsched/wasmsched/policies"
+	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -188,7 +188,7 @@ Examples:
 // slot-reuse one, or a name neither built in nor pushed (unless
 // allowUnpushed, which returns a warning instead).
 func checkGroupPolicy(ctx context.Context, st *storage.Store, policy string, allowUnpushed bool) (warning string, err error) {
-	if kind, ok := policies.BuiltinKind(policy); ok {
+	if kind, ok := plugins.Kind(policy); ok {
 		if kind != abi.KindSerial {
 			return "", usageErrorf("--policy %s is a %s policy; a group needs a serial one (wait, discard, priority, or a pushed serial policy)", policy, kind)
 		}

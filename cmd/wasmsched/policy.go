@@ -28,6 +28,7 @@ import (
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/digest"
+	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -204,15 +205,15 @@ func resolvePolicy(ctx context.Context, st *storage.Store, arg string) (resolved
 			return resolvedPolicy{}, err
 		}
 	}
-	if b, ok := policies.Builtin(arg); ok {
+	if b, ok := plugins.Builtin(arg); ok {
 		return resolvedPolicy{Name: arg, Source: "builtin", SHA256: digest.SHA256(b), Wasm: b}, nil
 	}
 	if st == nil {
 		return resolvedPolicy{}, usageErrorf("policy %q: no such file and not a built-in (%s); Redis is unreachable, so pushed policies cannot be read",
-			arg, strings.Join(policies.BuiltinNames(), ", "))
+			arg, strings.Join(plugins.Names(), ", "))
 	}
 	return resolvedPolicy{}, usageErrorf("policy %q: no such file, not a built-in (%s) and no active version in namespace %s",
-		arg, strings.Join(policies.BuiltinNames(), ", "), st.Namespace())
+		arg, strings.Join(plugins.Names(), ", "), st.Namespace())
 }
 
 // tryStore opens the store, or returns nil (and a note on stderr) when
@@ -1020,7 +1021,7 @@ type autoRollbackJSON struct {
 }
 
 func toPolicyJSON(p storage.Policy) policyJSON {
-	_, bi := policies.Builtin(p.Name)
+	_, bi := plugins.Builtin(p.Name)
 	out := policyJSON{Name: p.Name, Kind: p.Kind, Active: p.Active, Builtin: bi, Versions: []versionJSON{}, History: []eventJSON{}}
 	if a := p.AutoRollback; a != nil {
 		out.AutoRollback = &autoRollbackJSON{From: a.From, To: a.To, At: jsonTime(a.At), Reason: a.Reason}
@@ -1035,7 +1036,7 @@ func toPolicyJSON(p storage.Policy) policyJSON {
 }
 
 func builtinPolicyJSON(name string) policyJSON {
-	k, _ := policies.BuiltinKind(name)
+	k, _ := plugins.Kind(name)
 	return policyJSON{Name: name, Kind: k.String(), Builtin: true, Versions: []versionJSON{}, History: []eventJSON{}}
 }
 
@@ -1130,7 +1131,7 @@ Examples:
 
 // pushPolicy gates wasm and pushes it. Nothing is written unless the gate passes.
 func pushPolicy(ctx context.Context, sb sandbox, st *storage.Store, name string, wasm []byte, note string, activate bool, deadline time.Duration) (pushJSON, error) {
-	want, builtin := policies.BuiltinKind(name)
+	want, builtin := plugins.Kind(name)
 	if !builtin {
 		p, err := st.GetPolicy(ctx, name)
 		switch {
@@ -1199,7 +1200,7 @@ func listPolicies(ctx context.Context, st *storage.Store, name string) ([]policy
 	if name != "" {
 		p, err := st.GetPolicy(ctx, name)
 		if errors.Is(err, storage.ErrNotFound) {
-			if _, ok := policies.Builtin(name); ok {
+			if _, ok := plugins.Builtin(name); ok {
 				return []policyJSON{builtinPolicyJSON(name)}, nil
 			}
 			return nil, usageErrorf("policy %s not found in namespace %s", name, st.Namespace())
@@ -1219,7 +1220,7 @@ func listPolicies(ctx context.Context, st *storage.Store, name string) ([]policy
 		out = append(out, toPolicyJSON(p))
 		seen[p.Name] = true
 	}
-	for _, n := range policies.BuiltinNames() {
+	for _, n := range plugins.Names() {
 		if !seen[n] {
 			out = append(out, builtinPolicyJSON(n))
 		}
