@@ -155,7 +155,7 @@ func TestAutoRollbackConditional(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sets := []*PolicySet{e.rt.set, NewPolicySet(e.st, sharedWasm(t), slog.New(slog.DiscardHandler))}
+	sets := []*PolicySet{e.rt.set, newPolicySet(e.st, newPolicyShare(sharedWasm(t)), slog.New(slog.DiscardHandler))}
 	t.Cleanup(func() { _ = sets[1].Close(ctx) })
 	var refs []*PolicyRef
 	for i, s := range sets {

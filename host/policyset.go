@@ -110,11 +110,6 @@ type LoadedPolicy struct {
 	LoadedAt time.Time `json:"loaded_at"`
 }
 
-// NewPolicySet returns a set loading policies into rt.
-func NewPolicySet(st *storage.Store, rt *policies.Runtime, log *slog.Logger) *PolicySet {
-	return newPolicySet(st, newPolicyShare(rt), log)
-}
-
 // newPolicySet returns a set loading policies through sh, which other sets
 // may share.
 func newPolicySet(st *storage.Store, sh *policyShare, log *slog.Logger) *PolicySet {

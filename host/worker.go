@@ -343,7 +343,7 @@ func (w *Worker) register(ctx context.Context) error {
 func (w *Worker) heartbeat(ctx context.Context) {
 	id := w.Identity()
 	sent := time.Now()
-	states, err := w.Store.HeartbeatDetail(ctx, id, w.HeartbeatTTL, w.notStarted)
+	states, err := w.Store.Heartbeat(ctx, id, w.HeartbeatTTL, w.notStarted)
 	if errors.Is(err, storage.ErrUnknownWorker) {
 		w.Logger.Warn("worker was reaped; dropping its work and registering again", "identity", id)
 		w.dropAll("worker was reaped")

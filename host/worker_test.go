@@ -20,6 +20,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/storage"
 	"github.com/wasmsched/wasmsched/storage/redistest"
+	"github.com/wasmsched/wasmsched/storage/storagetest"
 )
 
 // syncBuf is a goroutine-safe log sink.
@@ -125,7 +126,7 @@ func (e *wenv) launch(req storage.SubmitRequest) (storage.Run, string) {
 	}); err != nil {
 		e.t.Fatal(err)
 	}
-	as, err := e.st.Allocate(ctx, e.fence, r.ID)
+	as, err := storagetest.TryAllocateOne(ctx, e.st, e.fence, r.ID)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/storage"
+	"github.com/wasmsched/wasmsched/storage/storagetest"
 )
 
 // TestStore_AllocateBatch: FIFO in the given order, all-or-nothing per run,
@@ -172,7 +173,7 @@ func TestStore_DirtyContract(t *testing.T) {
 			t.Fatal("dirty after a launch apply with WAITING runs left")
 		}
 		mustNil(t, e.s.RegisterWorker(ctx, "wA", 2, time.Minute))
-		as := ok(e.s.Allocate(ctx, f, "a"))(t)
+		as := storagetest.AllocateOne(t, ctx, e.s, f, "a")
 		if dirty(t) {
 			t.Fatal("allocate marked the group dirty")
 		}
@@ -184,7 +185,7 @@ func TestStore_DirtyContract(t *testing.T) {
 			{"submit", func(t *testing.T) { ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "e"}))(t) }},
 			{"request_stop-waiting", func(t *testing.T) { ok(e.s.RequestStop(ctx, "e", "x"))(t) }},
 			{"report", func(t *testing.T) {
-				mustNil(t, e.s.ReportInGroup(ctx, as[0].Worker, "g", "a", as[0].Token, storage.StateSucceeded, ""))
+				mustNil(t, e.s.Report(ctx, as[0].Worker, "a", as[0].Token, storage.StateSucceeded, ""))
 			}},
 			{"request_stop-launched", func(t *testing.T) {
 				v := ok(e.s.GetGroup(ctx, "g"))(t).Version

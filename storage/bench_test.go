@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/storage"
+	"github.com/wasmsched/wasmsched/storage/storagetest"
 )
 
 // BenchmarkStorage measures each script on the real redis-server, one
@@ -84,7 +85,7 @@ func BenchmarkStorage(b *testing.B) {
 		ok(e.s.Apply(ctx, f, "g", storage.Decision{Version: v, ClaimID: "c", Actions: acts}))(b)
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			as, err := e.s.Allocate(ctx, f, ids[i])
+			as, err := storagetest.TryAllocateOne(ctx, e.s, f, ids[i])
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -121,7 +122,7 @@ func BenchmarkStorage(b *testing.B) {
 			}
 			b.StopTimer()
 			for _, r := range res {
-				if err := e.s.ReportInGroup(ctx, r.Assignments[0].Worker, "g", r.Run, r.Assignments[0].Token, storage.StateSucceeded, ""); err != nil {
+				if err := e.s.Report(ctx, r.Assignments[0].Worker, r.Run, r.Assignments[0].Token, storage.StateSucceeded, ""); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -156,7 +156,7 @@ func TestStore_NOSCRIPT(t *testing.T) {
 
 func TestScripts(t *testing.T) {
 	names := storage.ScriptNames()
-	for _, n := range []string{"apply", "allocate", "restore_apply", "fail_run", "reap"} {
+	for _, n := range []string{"apply", "allocate_batch", "drain", "restore_apply", "fail_run", "reap"} {
 		if !strings.Contains(storage.ScriptSource(n), "fencing prelude") {
 			t.Errorf("script %s lacks the fencing prelude (scripts: %v)", n, names)
 		}

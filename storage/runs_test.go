@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/storage"
+	"github.com/wasmsched/wasmsched/storage/storagetest"
 )
 
 func TestStore_SetGroup(t *testing.T) {
@@ -162,7 +163,7 @@ func TestStore_Apply(t *testing.T) {
 			if err := e.s.RegisterWorker(ctx, "wk#1", 2, time.Minute); err != nil {
 				t.Fatal(err)
 			}
-			ok(e.s.Allocate(ctx, f, "w2"))(t)
+			storagetest.AllocateOne(t, ctx, e.s, f, "w2")
 			return e, f, v
 		}
 		for _, tc := range []struct {
@@ -303,7 +304,7 @@ func TestStore_RequestStop(t *testing.T) {
 		if err := e.s.RegisterWorker(ctx, "wk", 1, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		as := ok(e.s.Allocate(ctx, f, "w3"))(t)
+		as := storagetest.AllocateOne(t, ctx, e.s, f, "w3")
 		for _, tc := range []struct {
 			run  string
 			want storage.State

@@ -19,7 +19,6 @@ var scriptFS embed.FS
 var fenced = map[string]bool{
 	"apply":          true,
 	"drain":          true,
-	"allocate":       true,
 	"allocate_batch": true,
 	"restore_apply":  true,
 	"fail_run":       true,

@@ -138,16 +138,12 @@ func (s *Store) fillRunStates(ctx context.Context, sl []SlotState, need func(tok
 
 // Heartbeat extends the worker's expiry to now+ttl and returns its slots
 // with the state of each assigned run (one script + one pipelined read).
-// ErrUnknownWorker when the worker was reaped or never registered.
-func (s *Store) Heartbeat(ctx context.Context, identity string, ttl time.Duration) ([]SlotState, error) {
-	return s.HeartbeatDetail(ctx, identity, ttl, nil)
-}
-
-// HeartbeatDetail is Heartbeat that also reads the whole run record
-// (SlotState.Detail) of each task-0 slot whose token satisfies need, in
-// the same pipelined read as the run states: a worker passes "tokens I have
-// not started yet", so starting a run costs no extra round trip.
-func (s *Store) HeartbeatDetail(ctx context.Context, identity string, ttl time.Duration, need func(token string) bool) ([]SlotState, error) {
+// ErrUnknownWorker when the worker was reaped or never registered. need
+// (nil: none) selects task-0 slots, by token, whose whole run record
+// (SlotState.Detail) is read in the same pipelined read: a worker passes
+// "tokens I have not started yet", so starting a run costs no extra round
+// trip.
+func (s *Store) Heartbeat(ctx context.Context, identity string, ttl time.Duration, need func(token string) bool) ([]SlotState, error) {
 	const op = "heartbeat"
 	if err := ValidateWorker(identity); err != nil {
 		return nil, err
@@ -282,32 +278,7 @@ func (s *Store) Report(ctx context.Context, identity, runID, token string, outco
 	return s.report(ctx, identity, g, runID, token, outcome, reason)
 }
 
-// ReportInGroup is Report for a caller that knows the run's group (a
-// worker has it from the run record): it saves Report's read of the group.
-// A wrong group is ErrNotFound (checked in the script; nothing written).
-func (s *Store) ReportInGroup(ctx context.Context, identity, group, runID, token string, outcome State, reason string) error {
-	const op = "report"
-	if err := ValidateWorker(identity); err != nil {
-		return err
-	}
-	if err := ValidateName("group", group); err != nil {
-		return fmt.Errorf("storage: %s: %w", op, err)
-	}
-	if err := ValidateName("run", runID); err != nil {
-		return fmt.Errorf("storage: %s: %w", op, err)
-	}
-	switch outcome {
-	case StateSucceeded, StateFailed, StateStopped:
-	default:
-		return invalid(op, "run %s: outcome %q, want SUCCEEDED, FAILED or STOPPED", runID, outcome)
-	}
-	if token == "" {
-		return invalid(op, "run %s: empty token", runID)
-	}
-	return s.report(ctx, identity, group, runID, token, outcome, reason)
-}
-
-// ReportReq is one report of a ReportBatch (ReportInGroup's arguments).
+// ReportReq is one report of a ReportBatch.
 type ReportReq struct {
 	Group, Run, Token string
 	Outcome           State
@@ -336,7 +307,8 @@ func reportCheck(identity string, r ReportReq) error {
 	return nil
 }
 
-// ReportBatch is ReportInGroup for many runs of worker identity: one
+// ReportBatch is Report for many runs of worker identity whose groups the
+// caller knows (a worker has them from the run records): one
 // report script per run (same checks, same replay rule), all sent in ONE
 // pipelined round trip. Errors are per run, in order (ErrNotOwner,
 // ErrNotFound, ErrBadState, ErrInvalid...): one refused report does not
@@ -382,24 +354,6 @@ func (s *Store) LaunchedRuns(ctx context.Context, limit int) ([]string, error) {
 		return nil, fmt.Errorf("storage: launched runs: %w", err)
 	}
 	return ids, nil
-}
-
-// Allocate gives the LAUNCHED run runID all of its k slots on live workers,
-// each with a fresh token, or none (ErrNoSlots, nothing written), and makes
-// it RUNNING. Fenced. A go-redis retry returns the same assignments.
-func (s *Store) Allocate(ctx context.Context, f Fence, runID string) ([]Assignment, error) {
-	const op = "allocate"
-	if err := ValidateName("run", runID); err != nil {
-		return nil, err
-	}
-	k := s.k
-	args := append(f.args(), runID, newID("op-"))
-	v, err := s.run(ctx, op, "allocate",
-		[]string{k.Fence(), k.Lock(), k.Run(runID), k.Workers(), k.Slots(), k.Free(), k.Launched(), k.Tokens()}, args...)
-	if err != nil {
-		return nil, err
-	}
-	return flatAssign(v), nil
 }
 
 // AllocOutcome is the result of one run of an AllocateBatch.

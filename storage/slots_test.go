@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/storage"
+	"github.com/wasmsched/wasmsched/storage/storagetest"
 )
 
 func mustNil(t testing.TB, err error) {
@@ -34,12 +35,12 @@ func launched(t *testing.T, e *env, slots ...int) storage.Fence {
 func TestStore_Workers(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		id := "10.0.0.1:80#1700000000#ab"
-		if _, err := e.s.Heartbeat(ctx, id, time.Minute); !errors.Is(err, storage.ErrUnknownWorker) {
+		if _, err := e.s.Heartbeat(ctx, id, time.Minute, nil); !errors.Is(err, storage.ErrUnknownWorker) {
 			t.Fatalf("heartbeat unknown = %v", err)
 		}
 		mustNil(t, e.s.RegisterWorker(ctx, id, 2, time.Minute))
 		mustNil(t, e.s.RegisterWorker(ctx, id, 3, time.Minute)) // grow
-		st := ok(e.s.Heartbeat(ctx, id, time.Minute))(t)
+		st := ok(e.s.Heartbeat(ctx, id, time.Minute, nil))(t)
 		if len(st) != 3 || st[0].Run != "" {
 			t.Fatalf("heartbeat = %+v", st)
 		}
@@ -72,7 +73,7 @@ func TestStore_Allocate(t *testing.T) {
 		f := launched(t, e, 2, 2, 1)
 		mustNil(t, e.s.RegisterWorker(ctx, "wA", 2, time.Minute))
 		mustNil(t, e.s.RegisterWorker(ctx, "wB", 1, time.Minute))
-		as := ok(e.s.Allocate(ctx, f, "ra"))(t)
+		as := storagetest.AllocateOne(t, ctx, e.s, f, "ra")
 		if len(as) != 2 || as[0].Task != 0 || as[1].Task != 1 || as[0].Token == as[1].Token {
 			t.Fatalf("assignments = %+v", as)
 		}
@@ -88,20 +89,20 @@ func TestStore_Allocate(t *testing.T) {
 		}{
 			{"no-slots", f, "rb", storage.ErrNoSlots},
 			{"not-launched", f, "ra", storage.ErrBadState},
-			{"unknown", f, "nope", storage.ErrNotFound},
+			{"unknown", f, "nope", storage.ErrBadState}, // skipped: gone
 			{"fenced", storage.Fence{Epoch: f.Epoch + 1, Holder: f.Holder}, "rc", storage.ErrFenced},
 			{"bad-name", f, "r}", storage.ErrInvalid},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				e.unchanged(t, func() {
-					if _, err := e.s.Allocate(ctx, tc.fence, tc.run); !errors.Is(err, tc.want) {
+					if _, err := storagetest.TryAllocateOne(ctx, e.s, tc.fence, tc.run); !errors.Is(err, tc.want) {
 						t.Fatalf("err = %v, want %v", err, tc.want)
 					}
 				})
 			})
 		}
 		// heartbeat sees the assignment and the run state
-		st := ok(e.s.Heartbeat(ctx, as[0].Worker, time.Minute))(t)
+		st := ok(e.s.Heartbeat(ctx, as[0].Worker, time.Minute, nil))(t)
 		if st[as[0].Slot].Run != "ra" || st[as[0].Slot].RunState != storage.StateRunning || st[as[0].Slot].Token != as[0].Token {
 			t.Fatalf("heartbeat = %+v", st)
 		}
@@ -129,7 +130,7 @@ func TestStore_Allocate(t *testing.T) {
 		if v := ok(e.s.Slots(ctx))(t); v.Free != 3 {
 			t.Fatalf("free after report = %d", v.Free)
 		}
-		ok(e.s.Allocate(ctx, f, "rb"))(t)
+		storagetest.AllocateOne(t, ctx, e.s, f, "rb")
 		mustNil(t, e.s.FailRun(ctx, f, "rb", "lost"))
 		mustNil(t, e.s.FailRun(ctx, f, "rb", "lost")) // replay
 		if err := e.s.FailRun(ctx, storage.Fence{Epoch: 99, Holder: "x"}, "rc", "x"); !errors.Is(err, storage.ErrFenced) {
@@ -150,7 +151,7 @@ func TestStore_Restore(t *testing.T) {
 		mustNil(t, e.s.RegisterWorker(ctx, "wA", 2, time.Minute))
 		mustNil(t, e.s.RegisterWorker(ctx, "wDead", 1, 300*time.Millisecond))
 		// fill wA first (free zset is lexicographic: wA#0, wA#1, wDead#0)
-		as := ok(e.s.Allocate(ctx, f, "ra"))(t)
+		as := storagetest.AllocateOne(t, ctx, e.s, f, "ra")
 		if len(as) != 3 {
 			t.Fatalf("assign = %+v", as)
 		}
@@ -177,7 +178,7 @@ func TestStore_Restore(t *testing.T) {
 		if q := ok(e.s.RestoreQueue(ctx, 0))(t); len(q) != 1 || q[0] != "ra" {
 			t.Fatalf("restore queue = %v", q)
 		}
-		if _, err := e.s.Heartbeat(ctx, "wDead", time.Minute); !errors.Is(err, storage.ErrUnknownWorker) {
+		if _, err := e.s.Heartbeat(ctx, "wDead", time.Minute, nil); !errors.Is(err, storage.ErrUnknownWorker) {
 			t.Fatalf("heartbeat reaped = %v", err)
 		}
 		rc := ok(e.s.RestoreCheck(ctx, "ra"))(t)
