@@ -13,6 +13,10 @@
 --   slots must be ZREMed by the caller (the cursor accounts for them);
 --   writes nothing.
 -- new_token(ktokens, now): a fresh assignment token "now-counter", unique forever.
+-- claim_slot(kslots, kfree, ktokens, s, run, task, now): assign free slot s
+--   ({w, i, f}) to task of run with a fresh token; returns {w, i, tok, task}.
+-- release_slots(kslots, kfree, run, as): free every slot of assignments as
+--   that still holds run#token#task (a slot reassigned since is left alone).
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -107,6 +111,21 @@ local function free_cursor(kfree, kworkers, kslots, now)
 end
 local function new_token(ktokens, now)
   return string.format('%d', now) .. '-' .. redis.call('INCR', ktokens)
+end
+local function claim_slot(kslots, kfree, ktokens, s, run, task, now)
+  local tok = new_token(ktokens, now)
+  redis.call('HSET', kslots, s.f, run .. '#' .. tok .. '#' .. task)
+  redis.call('ZREM', kfree, s.f)
+  return {w = s.w, i = s.i, tok = tok, task = task}
+end
+local function release_slots(kslots, kfree, run, as)
+  for _, a in ipairs(as) do
+    local f = a.w .. '#' .. a.i
+    if redis.call('HGET', kslots, f) == run .. '#' .. a.tok .. '#' .. a.task then
+      redis.call('HSET', kslots, f, '')
+      redis.call('ZADD', kfree, 0, f)
+    end
+  end
 end
 local function flat_assign(list)
   local out = {}

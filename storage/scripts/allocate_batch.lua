@@ -51,10 +51,7 @@ for j = 1, n do
     end
     local as = {}
     for task, s in ipairs(got) do
-      local tok = new_token(KEYS[7], now)
-      redis.call('HSET', KEYS[4], s.f, id .. '#' .. tok .. '#' .. (task - 1))
-      redis.call('ZREM', KEYS[5], s.f)
-      as[#as + 1] = {w = s.w, i = s.i, tok = tok, task = task - 1}
+      as[#as + 1] = claim_slot(KEYS[4], KEYS[5], KEYS[7], s, id, task - 1, now)
     end
     redis.call('HSET', key, 'state', 'RUNNING', 'started_at', now, 'assign', join_assign(as), 'alloc_op', ARGV[3])
     redis.call('ZREM', KEYS[6], id)

@@ -17,13 +17,7 @@ if r[1] ~= 'LAUNCHED' and r[1] ~= 'RUNNING' and r[1] ~= 'STOPPING' then
   return redis.error_reply('WS_BAD_STATE fail run ' .. ARGV[3] .. ': run is ' .. r[1] .. ', want LAUNCHED, RUNNING or STOPPING')
 end
 redis.call('HSET', KEYS[3], 'state', 'FAILED', 'finished_at', now_ms(), 'reason', ARGV[4])
-for _, a in ipairs(parse_assign(r[3])) do
-  local f = a.w .. '#' .. a.i
-  if redis.call('HGET', KEYS[8], f) == ARGV[3] .. '#' .. a.tok .. '#' .. a.task then
-    redis.call('HSET', KEYS[8], f, '')
-    redis.call('ZADD', KEYS[9], 0, f)
-  end
-end
+release_slots(KEYS[8], KEYS[9], ARGV[3], parse_assign(r[3]))
 redis.call('ZREM', KEYS[5], ARGV[3])
 redis.call('ZREM', KEYS[6], ARGV[3])
 redis.call('SREM', KEYS[7], ARGV[3])

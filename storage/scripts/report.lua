@@ -41,13 +41,7 @@ if r[1] == 'STOPPING' and o ~= 'STOPPED' then
   o = 'STOPPED'
 end
 redis.call('HSET', KEYS[1], 'state', o, 'finished_at', now_ms(), 'reason', reason, 'report_token', ARGV[3])
-for _, a in ipairs(as) do
-  local f = a.w .. '#' .. a.i
-  if redis.call('HGET', KEYS[2], f) == ARGV[2] .. '#' .. a.tok .. '#' .. a.task then
-    redis.call('HSET', KEYS[2], f, '')
-    redis.call('ZADD', KEYS[3], 0, f)
-  end
-end
+release_slots(KEYS[2], KEYS[3], ARGV[2], as)
 redis.call('ZREM', KEYS[5], ARGV[2])
 redis.call('ZREM', KEYS[6], ARGV[2])
 redis.call('SREM', KEYS[7], ARGV[2])

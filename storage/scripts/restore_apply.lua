@@ -59,19 +59,10 @@ if #got < #realloc then
   return redis.error_reply('WS_NO_SLOTS restore run ' .. ARGV[3] .. ' needs ' .. #realloc .. ' slots, ' .. #got .. ' free on live workers')
 end
 for j, t in ipairs(realloc) do
-  local old = byTask[t]
-  if old then
-    local f = old.w .. '#' .. old.i
-    if redis.call('HGET', KEYS[5], f) == ARGV[3] .. '#' .. old.tok .. '#' .. t then
-      redis.call('HSET', KEYS[5], f, '')
-      redis.call('ZADD', KEYS[6], 0, f)
-    end
+  if byTask[t] then
+    release_slots(KEYS[5], KEYS[6], ARGV[3], {byTask[t]})
   end
-  local s = got[j]
-  local tok = new_token(KEYS[8], now)
-  redis.call('HSET', KEYS[5], s.f, ARGV[3] .. '#' .. tok .. '#' .. t)
-  redis.call('ZREM', KEYS[6], s.f)
-  byTask[t] = {w = s.w, i = s.i, tok = tok, task = t}
+  byTask[t] = claim_slot(KEYS[5], KEYS[6], KEYS[8], got[j], ARGV[3], t, now)
 end
 local as = {}
 for t = 0, k - 1 do as[#as + 1] = byTask[t] end
