@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -33,32 +35,44 @@ type adminServer struct {
 // process runs), /readyz (200 once scripts are loaded and the elector runs,
 // else 503), /metrics (Prometheus), /status (JSON, see Status).
 func (h *Host) AdminHandler() *http.ServeMux {
+	return adminMux(func() string {
+		if !h.Ready() {
+			return "not ready"
+		}
+		return ""
+	}, h.cfg.Registry, h.handleStatus) // status.go
+}
+
+// adminMux is the one admin handler of a Host and a Multi: notReady
+// returns why the process is not ready ("" = ready).
+func adminMux(notReady func() string, g prometheus.Gatherer, status http.HandlerFunc) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !h.Ready() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
+		if why := notReady(); why != "" {
+			http.Error(w, why, http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(h.cfg.Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /status", h.handleStatus) // status.go
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /status", status)
 	return mux
 }
 
-func (h *Host) serveAdmin(ln net.Listener) *adminServer {
+// serveAdmin serves handler on ln until close.
+func serveAdmin(ln net.Listener, handler http.Handler, log *slog.Logger) *adminServer {
 	a := &adminServer{
-		srv:  &http.Server{Handler: h.AdminHandler(), ReadHeaderTimeout: 5 * time.Second},
+		srv:  &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second},
 		done: make(chan struct{}),
 	}
-	h.log.Info("admin server listening", "addr", ln.Addr().String())
+	log.Info("admin server listening", "addr", ln.Addr().String())
 	go func() {
 		defer close(a.done)
 		if err := a.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			h.log.Error("admin server failed", "err", err)
+			log.Error("admin server failed", "err", err)
 		}
 	}()
 	return a

@@ -286,7 +286,7 @@ func (h *Host) Run(ctx context.Context) error {
 
 	var admin *adminServer
 	if h.cfg.Admin != nil {
-		admin = h.serveAdmin(h.cfg.Admin)
+		admin = serveAdmin(h.cfg.Admin, h.AdminHandler(), h.log) // admin.go
 		defer admin.close()
 	}
 	if err := h.cfg.Store.Load(ctx); err != nil {

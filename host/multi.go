@@ -16,7 +16,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/policies"
@@ -258,21 +257,8 @@ func (m *Multi) Run(ctx context.Context) error {
 		m.log.Warn("namespace registry: register failed (advisory)", "err", err)
 	}
 	if m.cfg.Admin != nil {
-		srv := &http.Server{Handler: m.AdminHandler(), ReadHeaderTimeout: 5 * time.Second}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if err := srv.Serve(m.cfg.Admin); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				m.log.Error("admin server failed", "err", err)
-			}
-		}()
-		m.log.Info("admin server listening", "addr", m.cfg.Admin.Addr().String())
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(sctx)
-			<-done
-		}()
+		a := serveAdmin(m.cfg.Admin, m.AdminHandler(), m.log) // admin.go
+		defer a.close()
 	}
 	m.log.Info("multi-namespace host started", "namespaces", len(m.hosts), "balance", !m.cfg.Balance.Disabled)
 	var wg sync.WaitGroup
@@ -494,19 +480,15 @@ func (m *Multi) Status() MultiStatus {
 
 // AdminHandler is the shared admin server's handler.
 func (m *Multi) AdminHandler() *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	notReady := func() string {
 		for _, h := range m.hosts {
 			if !h.Ready() {
-				http.Error(w, "not ready: namespace "+h.ns, http.StatusServiceUnavailable)
-				return
+				return "not ready: namespace " + h.ns
 			}
 		}
-		fmt.Fprintln(w, "ready")
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Gatherer(), promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		return ""
+	}
+	return adminMux(notReady, m.Gatherer(), func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -521,5 +503,4 @@ func (m *Multi) AdminHandler() *http.ServeMux {
 		}
 		_ = enc.Encode(m.Status())
 	})
-	return mux
 }
