@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/internal/digest"
-	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -282,32 +281,11 @@ func (s *PolicySet) Acquire(ctx context.Context, name string) (*PolicyRef, error
 // resolve finds the active version of name and loads it (or reuses the
 // loaded one).
 func (s *PolicySet) resolve(ctx context.Context, name string) (*PolicyRef, error) {
-	var (
-		wasm []byte
-		sha  string
-		reg  int
-	)
-	p, err := s.st.GetPolicy(ctx, name)
-	switch {
-	case err == nil && p.Active > 0 && p.Active <= len(p.Versions):
-		reg = p.Active
-		sha = p.Versions[p.Active-1].SHA256
-	case err == nil || errors.Is(err, storage.ErrNotFound) || errors.Is(err, storage.ErrInvalid):
-		b, ok := plugins.Builtin(name)
-		if !ok && err == nil && p.AutoRollback != nil && p.Active == 0 {
-			ar := p.AutoRollback
-			return nil, fmt.Errorf("host: policy %q is held: its version %d was rolled back automatically at %s and it has no earlier version (%s); activate a version or push a fixed one: %w",
-				name, ar.From, ar.At.UTC().Format(time.RFC3339), ar.Reason, ErrUnknownPolicy)
-		}
-		if !ok {
-			return nil, fmt.Errorf("host: policy %q: not pushed and active, not a built-in (built-ins: %v): %w",
-				name, plugins.Names(), ErrUnknownPolicy)
-		}
-		wasm = b
-		sha = digest.SHA256(b)
-	default:
-		return nil, fmt.Errorf("host: resolve policy %s: %w", name, err)
+	res, err := ResolvePolicy(ctx, s.st, name) // resolve.go
+	if err != nil {
+		return nil, err
 	}
+	sha, reg := res.SHA256, res.Registry
 	key := name + "@" + sha
 	s.mu.Lock()
 	if r, ok := s.loaded[key]; ok {
@@ -316,10 +294,9 @@ func (s *PolicySet) resolve(ctx context.Context, name string) (*PolicyRef, error
 		return r, nil
 	}
 	s.mu.Unlock()
-	if wasm == nil {
-		if wasm, err = s.st.PolicyBlob(ctx, sha); err != nil {
-			return nil, fmt.Errorf("host: policy %s version %d: %w", name, reg, err)
-		}
+	wasm, err := res.Wasm(ctx, s.st)
+	if err != nil {
+		return nil, err
 	}
 	pol, err := s.share.acquire(ctx, key, name, wasm)
 	if err != nil {

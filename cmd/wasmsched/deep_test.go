@@ -104,3 +104,21 @@ func TestPolicyDryRun_badWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyDryRun_unreachableClusterOrSentinel: with no Redis at the
+// cluster seeds or sentinels given, dry-run of a built-in still works
+// offline at once: the reachability probe tries every address the URL
+// names (it used to parse only single-node URLs, so these waited on
+// go-redis's retries).
+func TestPolicyDryRun_unreachableClusterOrSentinel(t *testing.T) {
+	snap := filepath.Join(t.TempDir(), "s.json")
+	if err := os.WriteFile(snap, []byte(`{"waiting": [{"id": "a"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, url := range []string{"redis+cluster://127.0.0.1:1,127.0.0.1:2", "redis+sentinel://127.0.0.1:1,127.0.0.1:2/mymaster"} {
+		code, out, errs := runCLI(t, "--redis", url, "policy", "dry-run", "--policy", "wait", "--snapshot", snap, "-o", "json")
+		if code != 0 || !strings.Contains(out, `"run": "a"`) {
+			t.Errorf("%s: exit %d\n%s%s", url, code, out, errs)
+		}
+	}
+}

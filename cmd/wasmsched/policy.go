@@ -20,7 +20,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/urfave/cli/v2"
@@ -191,41 +190,46 @@ func resolvePolicy(ctx context.Context, st *storage.Store, arg string) (resolved
 	if err := storage.ValidateName("policy", arg); err != nil {
 		return resolvedPolicy{}, asUsage(err)
 	}
-	if st != nil {
-		p, err := st.GetPolicy(ctx, arg)
-		switch {
-		case err == nil && p.Active > 0 && p.Active <= len(p.Versions):
-			v := p.Versions[p.Active-1]
-			b, err := st.PolicyBlob(ctx, v.SHA256)
-			if err != nil {
-				return resolvedPolicy{}, err
-			}
-			return resolvedPolicy{Name: arg, Source: "registry", Version: v.Version, SHA256: v.SHA256, Wasm: b}, nil
-		case err != nil && !errors.Is(err, storage.ErrNotFound):
-			return resolvedPolicy{}, err
-		}
-	}
-	if b, ok := plugins.Builtin(arg); ok {
-		return resolvedPolicy{Name: arg, Source: "builtin", SHA256: digest.SHA256(b), Wasm: b}, nil
-	}
-	if st == nil {
+	res, err := host.ResolvePolicy(ctx, st, arg) // the hosts' resolver
+	switch {
+	case errors.Is(err, host.ErrUnknownPolicy) && st == nil:
 		return resolvedPolicy{}, usageErrorf("policy %q: no such file and not a built-in (%s); Redis is unreachable, so pushed policies cannot be read",
 			arg, strings.Join(plugins.Names(), ", "))
+	case errors.Is(err, host.ErrUnknownPolicy) && strings.Contains(err.Error(), "is held"):
+		return resolvedPolicy{}, asUsage(err)
+	case errors.Is(err, host.ErrUnknownPolicy):
+		return resolvedPolicy{}, usageErrorf("policy %q: no such file, not a built-in (%s) and no active version in namespace %s",
+			arg, strings.Join(plugins.Names(), ", "), st.Namespace())
+	case err != nil:
+		return resolvedPolicy{}, err
 	}
-	return resolvedPolicy{}, usageErrorf("policy %q: no such file, not a built-in (%s) and no active version in namespace %s",
-		arg, strings.Join(plugins.Names(), ", "), st.Namespace())
+	b, err := res.Wasm(ctx, st)
+	if err != nil {
+		return resolvedPolicy{}, err
+	}
+	if res.Builtin() {
+		return resolvedPolicy{Name: arg, Source: "builtin", SHA256: res.SHA256, Wasm: b}, nil
+	}
+	return resolvedPolicy{Name: arg, Source: "registry", Version: res.Registry, SHA256: res.SHA256, Wasm: b}, nil
 }
 
 // tryStore opens the store, or returns nil (and a note on stderr) when
 // Redis is unreachable; bad flags are still errors.
 func tryStore(c *cli.Context) (*storage.Store, func(), error) {
-	// Probe the address first: go-redis would retry (and log) for seconds.
-	if opt, err := redis.ParseURL(globalString(c, flagRedis)); err == nil {
-		conn, err := net.DialTimeout("tcp", opt.Addr, time.Second)
-		if err != nil {
+	// Probe the addresses first (node, cluster seeds or sentinels: any
+	// one answering will do): go-redis would retry (and log) for seconds.
+	if t, err := storage.ParseRedisURL(globalString(c, flagRedis)); err == nil {
+		reachable := false
+		for _, addr := range t.Addrs() {
+			if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+				conn.Close()
+				reachable = true
+				break
+			}
+		}
+		if !reachable {
 			return nil, func() {}, nil
 		}
-		conn.Close()
 	}
 	st, closeFn, err := openStore(c)
 	if err != nil {
