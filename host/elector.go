@@ -86,16 +86,16 @@ func (e *Elector) Leading() bool {
 	return l != nil && l.Valid()
 }
 
-// ActiveLoops is the number of leader task sets running now, maintained by
+// activeLoops is the number of leader task sets running now, maintained by
 // the loop itself (incremented before the first task starts, decremented
 // after the last one returned). It is never more than 1.
-func (e *Elector) ActiveLoops() int { return int(e.active.Load()) }
+func (e *Elector) activeLoops() int { return int(e.active.Load()) }
 
-// MaxActiveLoops is the highest ActiveLoops ever observed.
-func (e *Elector) MaxActiveLoops() int { return int(e.maxActive.Load()) }
+// maxActiveLoops is the highest activeLoops ever observed (tests).
+func (e *Elector) maxActiveLoops() int { return int(e.maxActive.Load()) }
 
-// Terms is the number of times this elector became leader.
-func (e *Elector) Terms() int64 { return e.terms.Load() }
+// termCount is the number of times this elector became leader (tests).
+func (e *Elector) termCount() int64 { return e.terms.Load() }
 
 // Identity is the stamp this elector competes with.
 func (e *Elector) Identity() string { return e.identity }

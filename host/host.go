@@ -253,11 +253,11 @@ func (h *Host) Elector() *Elector { return h.elector }
 // Leading reports whether the host holds a valid lease now.
 func (h *Host) Leading() bool { return h.elector.Leading() }
 
-// ActiveLoops is the number of leader task sets running now (0 or 1).
-func (h *Host) ActiveLoops() int { return h.elector.ActiveLoops() }
+// activeLoops is the number of leader task sets running now (0 or 1; tests).
+func (h *Host) activeLoops() int { return h.elector.activeLoops() }
 
-// MaxActiveLoops is the highest ActiveLoops ever observed.
-func (h *Host) MaxActiveLoops() int { return h.elector.MaxActiveLoops() }
+// maxActiveLoops is the highest activeLoops ever observed (tests).
+func (h *Host) maxActiveLoops() int { return h.elector.maxActiveLoops() }
 
 // Registry is the host's metrics registry (later components add theirs).
 func (h *Host) Registry() *prometheus.Registry { return h.cfg.Registry }

@@ -157,8 +157,8 @@ func TestHostLeadsTicksAndReleasesOnShutdown(t *testing.T) {
 	if holder, _ := h.st.LockHolder(ctx); holder != "" {
 		t.Fatal("lock still held after shutdown")
 	}
-	if h.ActiveLoops() != 0 || h.MaxActiveLoops() != 1 {
-		t.Fatalf("active %d max %d", h.ActiveLoops(), h.MaxActiveLoops())
+	if h.activeLoops() != 0 || h.maxActiveLoops() != 1 {
+		t.Fatalf("active %d max %d", h.activeLoops(), h.maxActiveLoops())
 	}
 	for _, s := range []string{"became leader", "renouncing leadership", "leader lock released"} {
 		if !strings.Contains(h.logs.String(), s) {
@@ -209,7 +209,7 @@ func TestRepeatedDemotePromote(t *testing.T) {
 	defer stopSampling()
 	go func() {
 		for sampleCtx.Err() == nil {
-			if n := int32(h.ActiveLoops()); n > sampledMax.Load() {
+			if n := int32(h.activeLoops()); n > sampledMax.Load() {
 				sampledMax.Store(n)
 			}
 			time.Sleep(time.Millisecond)
@@ -245,13 +245,13 @@ func TestRepeatedDemotePromote(t *testing.T) {
 	if m := maxRunning.Load(); m != 1 {
 		t.Fatalf("max concurrent task loops (task view) = %d, want 1", m)
 	}
-	if m := h.MaxActiveLoops(); m != 1 {
+	if m := h.maxActiveLoops(); m != 1 {
 		t.Fatalf("MaxActiveLoops = %d, want 1", m)
 	}
 	if m := sampledMax.Load(); m != 1 {
 		t.Fatalf("sampled ActiveLoops max = %d, want 1", m)
 	}
-	if got := h.Elector().Terms(); got < losses+1 {
+	if got := h.Elector().termCount(); got < losses+1 {
 		t.Fatalf("terms %d, want >= %d", got, losses+1)
 	}
 	if n := strings.Count(h.logs.String(), "lost leadership"); n < losses {

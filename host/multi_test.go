@@ -88,8 +88,8 @@ func TestMultiBalance(t *testing.T) {
 	wait("b leads all 4", func() bool { return len(b.Leading()) == 4 })
 	// No namespace ever had two task sets in one process.
 	for _, h := range append(a.Hosts(), b.Hosts()...) {
-		if h.MaxActiveLoops() > 1 {
-			t.Errorf("%s: %d task sets at once", h.Namespace(), h.MaxActiveLoops())
+		if h.maxActiveLoops() > 1 {
+			t.Errorf("%s: %d task sets at once", h.Namespace(), h.maxActiveLoops())
 		}
 	}
 }
