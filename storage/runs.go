@@ -497,23 +497,7 @@ func (s *Store) GetRuns(ctx context.Context, ids []string) ([]Run, error) {
 			return nil, err
 		}
 	}
-	cmds := make([]*redis.SliceCmd, len(ids))
-	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			cmds[i] = p.HMGet(ctx, s.k.Run(id), runFields...)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("storage: get runs: %w", err)
-	}
-	out := make([]Run, 0, len(ids))
-	for _, c := range cmds {
-		if r, ok := parseRun(c.Val()); ok {
-			out = append(out, r)
-		}
-	}
-	return out, nil
+	return s.getRuns(ctx, ids)
 }
 
 // MaxGetRuns bounds the ids of one GetRuns call.
