@@ -100,7 +100,7 @@ func newREnv(t *testing.T, cfg RuntimeConfig) *renv {
 func (e *renv) newTerm() {
 	e.t.Helper()
 	ctx := context.Background()
-	stamp := NewIdentity("leader:1")
+	stamp := storage.NewIdentity("leader:1")
 	if err := e.rdb.Set(ctx, e.st.Keys().Lock(), stamp, time.Hour).Err(); err != nil {
 		e.t.Fatal(err)
 	}

@@ -6,7 +6,7 @@
 // # Leadership
 //
 // Every host process has one identity stamp, ADDR#START_UNIX_NANO#RANDOM
-// (NewIdentity). It is the value of the namespace's redislock lock key, so a
+// (storage.NewIdentity). It is the value of the namespace's redislock lock key, so a
 // process restarted at the same address is a different identity and never
 // adopts its predecessor's lease.
 //

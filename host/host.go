@@ -39,7 +39,7 @@ type Config struct {
 	// for the leader lock.
 	Store *storage.Store
 	// Identity is the stamp the host competes with; default
-	// NewIdentity(Advertise).
+	// storage.NewIdentity(Advertise).
 	Identity string
 	// Advertise is the address in the identity; default the hostname.
 	Advertise string
@@ -108,7 +108,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("host: config: refresh interval %v: want < lease TTL - safety margin (%v)", c.RefreshInterval, ttl-margin)
 	}
 	if c.Identity != "" {
-		if _, err := ParseIdentity(c.Identity); err != nil {
+		if _, err := storage.ParseIdentity(c.Identity); err != nil {
 			return fmt.Errorf("host: config: %w", err)
 		}
 	}
@@ -144,7 +144,7 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	if c.Identity == "" {
-		c.Identity = NewIdentity(c.Advertise)
+		c.Identity = storage.NewIdentity(c.Advertise)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -38,7 +38,7 @@ func TestConfigValidate(t *testing.T) {
 		{"margin too big", Config{Store: st, LeaseTTL: time.Second, SafetyMargin: 500 * time.Millisecond}, "safety margin"},
 		{"refresh too slow", Config{Store: st, LeaseTTL: time.Second, RefreshInterval: 950 * time.Millisecond}, "refresh interval"},
 		{"bad identity", Config{Store: st, Identity: "nohash"}, "identity"},
-		{"good identity", Config{Store: st, Identity: NewIdentity("a:1")}, ""},
+		{"good identity", Config{Store: st, Identity: storage.NewIdentity("a:1")}, ""},
 		{"unnamed task", Config{Store: st, Tasks: []Task{{Run: ok().Run}}}, "task 0"},
 		{"nil task", Config{Store: st, Tasks: []Task{{Name: "x"}}}, "task 0"},
 		{"task", Config{Store: st, Tasks: []Task{ok()}}, ""},

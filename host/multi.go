@@ -64,7 +64,7 @@ type MultiConfig struct {
 	// Host is the template of every namespace's Host. Store, Registry and
 	// Admin are ignored (a Store per namespace, a Registry per namespace
 	// gathered by the shared admin server). Identity is shared by all the
-	// namespaces (default NewIdentity(Advertise)).
+	// namespaces (default storage.NewIdentity(Advertise)).
 	Host Config
 	// Runtime, if not nil, gives every namespace a leader runtime
 	// (coordinator, slot manager, restore, stats). Unless Runtime.Policies

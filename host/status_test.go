@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/host/worker"
 	"github.com/wasmsched/wasmsched/storage"
 	"github.com/wasmsched/wasmsched/storage/redistest"
 )
@@ -43,7 +44,7 @@ func TestRuntimeEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	hostDone := make(chan error, 1)
 	go func() { hostDone <- h.Run(ctx) }()
-	w := &Worker{Store: st, Advertise: "127.0.0.1:2", Slots: 3, HeartbeatTTL: 300 * time.Millisecond,
+	w := &worker.Agent{Store: st, Advertise: "127.0.0.1:2", Slots: 3, HeartbeatTTL: 300 * time.Millisecond,
 		Logger: log.With("component", "worker")}
 	workerDone := make(chan error, 1)
 	go func() { workerDone <- w.Run(ctx) }()
@@ -154,7 +155,7 @@ func TestRuntime_handoffIsEventDriven(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = h.Run(ctx) }()
-	w := &Worker{Store: st, Advertise: "127.0.0.1:2", Slots: 2, HeartbeatTTL: 300 * time.Millisecond,
+	w := &worker.Agent{Store: st, Advertise: "127.0.0.1:2", Slots: 2, HeartbeatTTL: 300 * time.Millisecond,
 		Logger: log.With("component", "worker")}
 	go func() { _ = w.Run(ctx) }()
 	deadline := time.Now().Add(10 * time.Second)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/host/worker"
 	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -356,7 +357,7 @@ func runBench(ctx context.Context, url string, o benchOptions, errw io.Writer, l
 		}
 		closers = append(closers, closeW)
 		for i := range o.Workers {
-			w := &host.Worker{Store: wst, Advertise: fmt.Sprintf("bench-worker-%d", i), Slots: o.Slots,
+			w := &worker.Agent{Store: wst, Advertise: fmt.Sprintf("bench-worker-%d", i), Slots: o.Slots,
 				HeartbeatTTL: o.HeartbeatTTL, Logger: log.With("component", "worker", "worker", i)}
 			if err := w.Validate(); err != nil {
 				return nil, asUsage(err)

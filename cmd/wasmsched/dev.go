@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/host/worker"
 	"github.com/wasmsched/wasmsched/storage"
 	"github.com/wasmsched/wasmsched/storage/embedded"
 )
@@ -160,7 +161,7 @@ func runDev(ctx context.Context, o devOptions, ns string, out io.Writer, log *sl
 		return err
 	}
 	defer closeRT()
-	w := &host.Worker{
+	w := &worker.Agent{
 		Store:        st,
 		Advertise:    "dev-worker",
 		Slots:        o.Slots,

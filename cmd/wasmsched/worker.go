@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/urfave/cli/v2"
 
-	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/host/worker"
 )
 
 func init() {
@@ -70,8 +70,8 @@ Examples:
 			&cli.StringFlag{Name: "advertise", Usage: "this worker's `ADDR` (host:port), part of its identity (required)"},
 			&cli.BoolFlag{Name: "simulate", Usage: "simulate runs (sleep --duration; payload \"fail\" fails)"},
 			&cli.StringFlag{Name: "exec", Usage: "execute `PROGRAM` per run"},
-			&cli.DurationFlag{Name: "heartbeat-ttl", Value: host.DefaultHeartbeatTTL, Usage: "heartbeat TTL `D`; heartbeats every D/3"},
-			&cli.DurationFlag{Name: "stop-grace", Value: host.DefaultStopGrace, Usage: "time `D` between SIGTERM and SIGKILL of a stopped program"},
+			&cli.DurationFlag{Name: "heartbeat-ttl", Value: worker.DefaultHeartbeatTTL, Usage: "heartbeat TTL `D`; heartbeats every D/3"},
+			&cli.DurationFlag{Name: "stop-grace", Value: worker.DefaultStopGrace, Usage: "time `D` between SIGTERM and SIGKILL of a stopped program"},
 			&cli.StringFlag{Name: "journal", Usage: "append \"RUN_ID TOKEN\" per execution start to `FILE`"},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus /metrics on `ADDR` (e.g. :9102)"},
 		},
@@ -97,7 +97,7 @@ Examples:
 			defer closeFn()
 			log := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil)).With("namespace", st.Namespace())
 			reg := prometheus.NewRegistry()
-			w := &host.Worker{
+			w := &worker.Agent{
 				Store:        st,
 				Advertise:    o.Advertise,
 				Slots:        o.Slots,
@@ -144,7 +144,7 @@ func (o workerOptions) check() error {
 }
 
 // runWorker serves metrics (if asked) and runs w until ctx ends.
-func runWorker(ctx context.Context, w *host.Worker, metricsAddr string, reg *prometheus.Registry, log *slog.Logger) error {
+func runWorker(ctx context.Context, w *worker.Agent, metricsAddr string, reg *prometheus.Registry, log *slog.Logger) error {
 	if metricsAddr != "" {
 		ln, err := net.Listen("tcp", metricsAddr)
 		if err != nil {

@@ -1,4 +1,4 @@
-package host
+package worker
 
 import (
 	"bytes"
@@ -60,7 +60,7 @@ func newWEnv(t *testing.T) *wenv {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	stamp := NewIdentity("leader:1")
+	stamp := storage.NewIdentity("leader:1")
 	if err := rdb.Set(ctx, st.Keys().Lock(), stamp, time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func newWEnv(t *testing.T) *wenv {
 }
 
 // start runs a worker until the test ends; cancel stops it early.
-func (e *wenv) start(w *Worker) (cancel func()) {
+func (e *wenv) start(w *Agent) (cancel func()) {
 	e.t.Helper()
 	w.Store = e.st
 	if w.Advertise == "" {
@@ -172,7 +172,7 @@ func TestWorkerSimulateOnceAndFail(t *testing.T) {
 	e := newWEnv(t)
 	journal := filepath.Join(e.dir, "journal")
 	reg := prometheus.NewRegistry()
-	w := &Worker{Slots: 2, Journal: journal, Registerer: reg}
+	w := &Agent{Slots: 2, Journal: journal, Registerer: reg}
 	e.start(w)
 
 	ok, tok := e.launch(storage.SubmitRequest{ID: "ok1", Duration: 150 * time.Millisecond})
@@ -217,7 +217,7 @@ func TestWorkerExecEnvOutputAndFailure(t *testing.T) {
 echo "to stderr" >&2
 if [ "$WASMSCHED_PAYLOAD" = "boom" ]; then exit 3; fi
 `)
-	e.start(&Worker{Slots: 1, Exec: prog})
+	e.start(&Agent{Slots: 1, Exec: prog})
 
 	r, _ := e.launch(storage.SubmitRequest{ID: "x1", Group: "etl", Payload: "hello"})
 	e.waitState(r.ID, storage.StateSucceeded)
@@ -249,7 +249,7 @@ echo $! > `+pidFile+`
 echo started
 wait
 `)
-	e.start(&Worker{Slots: 1, Exec: prog, StopGrace: 300 * time.Millisecond})
+	e.start(&Agent{Slots: 1, Exec: prog, StopGrace: 300 * time.Millisecond})
 	r, _ := e.launch(storage.SubmitRequest{ID: "long1"})
 	e.waitFor("child pid", func() bool { b, err := os.ReadFile(pidFile); return err == nil && len(bytes.TrimSpace(b)) > 0 })
 	b, _ := os.ReadFile(pidFile)
@@ -287,7 +287,7 @@ func processGone(pid int) bool {
 func TestWorkerReapedReRegistersAndDropsWork(t *testing.T) {
 	e := newWEnv(t)
 	journal := filepath.Join(e.dir, "journal")
-	w := &Worker{Slots: 1, Journal: journal, HeartbeatTTL: 300 * time.Millisecond}
+	w := &Agent{Slots: 1, Journal: journal, HeartbeatTTL: 300 * time.Millisecond}
 	e.start(w)
 	r, _ := e.launch(storage.SubmitRequest{ID: "slow", Duration: time.Hour})
 	e.waitFor("run executing", func() bool { return len(w.Running()) == 1 })
@@ -325,7 +325,7 @@ func TestWorkerReapedReRegistersAndDropsWork(t *testing.T) {
 
 func TestWorkerStaleTokenReportRefused(t *testing.T) {
 	e := newWEnv(t)
-	w := &Worker{Slots: 1}
+	w := &Agent{Slots: 1}
 	e.start(w)
 	r, tok := e.launch(storage.SubmitRequest{ID: "r1", Duration: time.Hour})
 	e.waitFor("run executing", func() bool { return len(w.Running()) == 1 })
@@ -345,7 +345,7 @@ func TestWorkerStaleTokenReportRefused(t *testing.T) {
 
 func TestWorkerShutdownReportsFailed(t *testing.T) {
 	e := newWEnv(t)
-	w := &Worker{Slots: 1}
+	w := &Agent{Slots: 1}
 	stop := e.start(w)
 	r, _ := e.launch(storage.SubmitRequest{ID: "r1", Duration: time.Hour})
 	e.waitFor("run executing", func() bool { return len(w.Running()) == 1 })
@@ -359,21 +359,21 @@ func TestWorkerShutdownReportsFailed(t *testing.T) {
 func TestWorkerValidate(t *testing.T) {
 	st, _ := storage.New(redistest.Start(t).Client(t), "v")
 	for _, tc := range []struct {
-		w    *Worker
+		w    *Agent
 		want string
 	}{
-		{&Worker{Advertise: "a:1"}, "Store is required"},
-		{&Worker{Store: st}, "Advertise address is required"},
-		{&Worker{Store: st, Advertise: "a#1"}, "must not contain"},
-		{&Worker{Store: st, Advertise: "a:1", Slots: -1}, "slots must be >= 1"},
-		{&Worker{Store: st, Advertise: "a:1", HeartbeatTTL: time.Millisecond}, "below the minimum"},
+		{&Agent{Advertise: "a:1"}, "Store is required"},
+		{&Agent{Store: st}, "Advertise address is required"},
+		{&Agent{Store: st, Advertise: "a#1"}, "must not contain"},
+		{&Agent{Store: st, Advertise: "a:1", Slots: -1}, "slots must be >= 1"},
+		{&Agent{Store: st, Advertise: "a:1", HeartbeatTTL: time.Millisecond}, "below the minimum"},
 	} {
 		err := tc.w.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.want, err, tc.want)
 		}
 	}
-	w := &Worker{Store: st, Advertise: "a:1"}
+	w := &Agent{Store: st, Advertise: "a:1"}
 	if err := w.Validate(); err != nil || w.Slots != 1 || w.HeartbeatTTL != DefaultHeartbeatTTL || w.StopGrace != DefaultStopGrace {
 		t.Errorf("defaults: %v slots %d ttl %v grace %v", err, w.Slots, w.HeartbeatTTL, w.StopGrace)
 	}

@@ -1,4 +1,4 @@
-package host
+package worker
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 
 // execute runs the worker's program for run in its own process group and
 // waits for it or for a kill.
-func (w *Worker) execute(e *execution, run storage.Run, log *slog.Logger) *finished {
+func (w *Agent) execute(e *execution, run storage.Run, log *slog.Logger) *finished {
 	cmd := exec.Command(w.Exec, w.ExecArgs...)
 	cmd.Env = append(os.Environ(),
 		"WASMSCHED_RUN_ID="+run.ID,

@@ -1,20 +1,22 @@
-package host
+package storage_test
 
 import (
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wasmsched/wasmsched/storage"
 )
 
 func TestNewIdentityFormat(t *testing.T) {
 	before := time.Now()
-	id := NewIdentity("10.0.0.7:9090")
+	id := storage.NewIdentity("10.0.0.7:9090")
 	after := time.Now()
 	if !regexp.MustCompile(`^10\.0\.0\.7:9090#[0-9]+#[0-9a-f]{16}$`).MatchString(id) {
 		t.Fatalf("identity %q: want ADDR#START_UNIX_NANO#RANDOM", id)
 	}
-	p, err := ParseIdentity(id)
+	p, err := storage.ParseIdentity(id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,16 +31,16 @@ func TestNewIdentityFormat(t *testing.T) {
 func TestNewIdentityUnique(t *testing.T) {
 	seen := map[string]bool{}
 	for i := 0; i < 10000; i++ {
-		id := NewIdentity("host:1")
+		id := storage.NewIdentity("host:1")
 		if seen[id] {
 			t.Fatalf("duplicate identity %q after %d", id, i)
 		}
 		seen[id] = true
 	}
 	// Same address, same nanosecond would still differ in the random part.
-	a, b := NewIdentity("x:1"), NewIdentity("x:1")
-	pa, _ := ParseIdentity(a)
-	pb, _ := ParseIdentity(b)
+	a, b := storage.NewIdentity("x:1"), storage.NewIdentity("x:1")
+	pa, _ := storage.ParseIdentity(a)
+	pb, _ := storage.ParseIdentity(b)
 	if pa.Random == pb.Random {
 		t.Fatalf("random parts equal: %q %q", a, b)
 	}
@@ -46,12 +48,12 @@ func TestNewIdentityUnique(t *testing.T) {
 
 func TestParseIdentityErrors(t *testing.T) {
 	for _, s := range []string{"", "addr", "addr#123", "#123#ab", "addr#x#ab", "addr#123#", "addr#-5#ab"} {
-		if _, err := ParseIdentity(s); err == nil {
-			t.Errorf("ParseIdentity(%q): want error", s)
+		if _, err := storage.ParseIdentity(s); err == nil {
+			t.Errorf("storage.ParseIdentity(%q): want error", s)
 		}
 	}
 	// An address containing '#' still parses (the last two fields are fixed).
-	p, err := ParseIdentity("a#b#12#ff")
+	p, err := storage.ParseIdentity("a#b#12#ff")
 	if err != nil || p.Addr != "a#b" || !strings.EqualFold(p.Random, "ff") {
 		t.Fatalf("got %+v, %v", p, err)
 	}

@@ -1,4 +1,4 @@
-package host
+package storage
 
 import (
 	"crypto/rand"
@@ -17,7 +17,7 @@ import (
 func NewIdentity(addr string) string {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("host: crypto/rand: %v", err)) // never fails on supported platforms
+		panic(fmt.Sprintf("storage: crypto/rand: %v", err)) // never fails on supported platforms
 	}
 	return addr + "#" + strconv.FormatInt(time.Now().UnixNano(), 10) + "#" + hex.EncodeToString(b[:])
 }
@@ -33,20 +33,20 @@ type Identity struct {
 func ParseIdentity(stamp string) (Identity, error) {
 	i := strings.LastIndexByte(stamp, '#')
 	if i < 0 {
-		return Identity{}, fmt.Errorf("host: identity %q: want ADDR#START_UNIX_NANO#RANDOM", stamp)
+		return Identity{}, fmt.Errorf("storage: identity %q: want ADDR#START_UNIX_NANO#RANDOM", stamp)
 	}
 	rest, random := stamp[:i], stamp[i+1:]
 	j := strings.LastIndexByte(rest, '#')
 	if j < 0 {
-		return Identity{}, fmt.Errorf("host: identity %q: want ADDR#START_UNIX_NANO#RANDOM", stamp)
+		return Identity{}, fmt.Errorf("storage: identity %q: want ADDR#START_UNIX_NANO#RANDOM", stamp)
 	}
 	addr, start := rest[:j], rest[j+1:]
 	ns, err := strconv.ParseInt(start, 10, 64)
 	if err != nil || ns <= 0 {
-		return Identity{}, fmt.Errorf("host: identity %q: bad start %q", stamp, start)
+		return Identity{}, fmt.Errorf("storage: identity %q: bad start %q", stamp, start)
 	}
 	if addr == "" || random == "" {
-		return Identity{}, fmt.Errorf("host: identity %q: empty address or random part", stamp)
+		return Identity{}, fmt.Errorf("storage: identity %q: empty address or random part", stamp)
 	}
 	return Identity{Addr: addr, Start: time.Unix(0, ns), Random: random}, nil
 }

@@ -1,4 +1,4 @@
-package host
+package worker
 
 import (
 	"context"
@@ -23,7 +23,7 @@ const (
 	SimulateFailPayload = "fail"
 )
 
-// Worker is the worker agent: it registers Slots fixed slots under a fresh
+// Agent is the worker agent: it registers Slots fixed slots under a fresh
 // identity, heartbeats every HeartbeatTTL/3, learns its assignments from the
 // heartbeat result and executes every run whose task 0 sits on one of its
 // slots, exactly once per assignment token. It obeys stop requests (run
@@ -52,7 +52,7 @@ const (
 //
 // The zero value of every field except Store and Advertise is a default.
 // Run may be called once.
-type Worker struct {
+type Agent struct {
 	// Store is the namespace store (required).
 	Store *storage.Store
 	// Advertise is the address in the identity stamp (required).
@@ -100,7 +100,7 @@ type finished struct {
 }
 
 // Validate checks the configuration and fills in defaults.
-func (w *Worker) Validate() error {
+func (w *Agent) Validate() error {
 	if w.Store == nil {
 		return errors.New("worker: Store is required")
 	}
@@ -139,14 +139,14 @@ func (w *Worker) Validate() error {
 
 // Identity returns the current identity stamp ("" before registration). It
 // changes when the worker re-registers after being reaped.
-func (w *Worker) Identity() string {
+func (w *Agent) Identity() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.identity
 }
 
 // Running returns the run ids being executed right now.
-func (w *Worker) Running() []string {
+func (w *Agent) Running() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make([]string, 0, len(w.running))
@@ -159,7 +159,7 @@ func (w *Worker) Running() []string {
 // Run registers the worker and serves until ctx is cancelled. It returns nil
 // after a clean shutdown, or the error that prevented the first
 // registration.
-func (w *Worker) Run(ctx context.Context) error {
+func (w *Agent) Run(ctx context.Context) error {
 	if err := w.Validate(); err != nil {
 		return err
 	}
@@ -231,7 +231,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // token when there are some, so the worker starts the run at once instead
 // of at its next heartbeat. Best effort: without the subscription (or when
 // a message is lost) the heartbeat still picks the work up.
-func (w *Worker) subscribe(ctx context.Context) <-chan struct{} {
+func (w *Agent) subscribe(ctx context.Context) <-chan struct{} {
 	kick := make(chan struct{}, 1)
 	ps := w.Store.Subscribe(ctx, w.Store.Keys().SlotEvents())
 	w.wg.Add(1)
@@ -271,7 +271,7 @@ func (w *Worker) subscribe(ctx context.Context) <-chan struct{} {
 
 // notStarted reports whether token is not yet executed or settled: the
 // slots read fetches the whole run record only for such task-0 slots.
-func (w *Worker) notStarted(token string) bool {
+func (w *Agent) notStarted(token string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return !w.started[token]
@@ -282,7 +282,7 @@ func (w *Worker) notStarted(token string) bool {
 // then every announced run still assigned and RUNNING is started. It never
 // stops or drops anything (the heartbeat's reconcile does) and does not
 // extend the heartbeat (the ticker does).
-func (w *Worker) poll(ctx context.Context) {
+func (w *Agent) poll(ctx context.Context) {
 	w.mu.Lock()
 	evs := w.events
 	w.events = nil
@@ -313,8 +313,8 @@ func (w *Worker) poll(ctx context.Context) {
 
 // register takes a fresh identity and registers it, retrying transient
 // errors until ctx ends.
-func (w *Worker) register(ctx context.Context) error {
-	id := NewIdentity(w.Advertise)
+func (w *Agent) register(ctx context.Context) error {
+	id := storage.NewIdentity(w.Advertise)
 	for {
 		err := w.Store.RegisterWorker(ctx, id, w.Slots, w.HeartbeatTTL)
 		if err == nil {
@@ -340,7 +340,7 @@ func (w *Worker) register(ctx context.Context) error {
 
 // heartbeat refreshes the worker's liveness and reconciles executions with
 // the assignments it returns.
-func (w *Worker) heartbeat(ctx context.Context) {
+func (w *Agent) heartbeat(ctx context.Context) {
 	id := w.Identity()
 	sent := time.Now()
 	states, err := w.Store.Heartbeat(ctx, id, w.HeartbeatTTL, w.notStarted)
@@ -374,7 +374,7 @@ func (w *Worker) heartbeat(ctx context.Context) {
 }
 
 // reconcile starts, stops and drops executions to match the assignments.
-func (w *Worker) reconcile(ctx context.Context, states []storage.SlotState) {
+func (w *Agent) reconcile(ctx context.Context, states []storage.SlotState) {
 	assigned := map[string]storage.SlotState{} // task-0 assignments by token
 	for _, s := range states {
 		if s.Run == "" || s.Token == "" || s.Task != 0 {
@@ -441,7 +441,7 @@ func (w *Worker) reconcile(ctx context.Context, states []storage.SlotState) {
 
 // stopReason is the reason recorded with a stop request (kept in the
 // STOPPED report), or a generic one.
-func (w *Worker) stopReason(ctx context.Context, runID string) string {
+func (w *Agent) stopReason(ctx context.Context, runID string) string {
 	if r, err := w.Store.GetRun(ctx, runID); err == nil && r.Reason != "" {
 		return r.Reason
 	}
@@ -451,7 +451,7 @@ func (w *Worker) stopReason(ctx context.Context, runID string) string {
 // startLocked starts executing the run of assignment s. w.mu is held.
 // The run record comes with s (SlotState.Detail, read with the slots);
 // only without it is it read here.
-func (w *Worker) startLocked(ctx context.Context, s storage.SlotState) {
+func (w *Agent) startLocked(ctx context.Context, s storage.SlotState) {
 	var run storage.Run
 	if s.Detail != nil && s.Detail.ID == s.Run {
 		run = *s.Detail
@@ -491,7 +491,7 @@ func (w *Worker) startLocked(ctx context.Context, s storage.SlotState) {
 	}()
 }
 
-func (w *Worker) mode() string {
+func (w *Agent) mode() string {
 	if w.Exec == "" {
 		return "simulate"
 	}
@@ -499,7 +499,7 @@ func (w *Worker) mode() string {
 }
 
 // simulate sleeps the run's Duration.
-func (w *Worker) simulate(e *execution, run storage.Run) *finished {
+func (w *Agent) simulate(e *execution, run storage.Run) *finished {
 	t := time.NewTimer(run.Duration)
 	defer t.Stop()
 	select {
@@ -514,7 +514,7 @@ func (w *Worker) simulate(e *execution, run storage.Run) *finished {
 }
 
 // finish handles a finished execution: report it unless dropped.
-func (w *Worker) finish(ctx context.Context, f *finished) {
+func (w *Agent) finish(ctx context.Context, f *finished) {
 	if w.record(f) {
 		w.retryReports(ctx)
 	}
@@ -522,7 +522,7 @@ func (w *Worker) finish(ctx context.Context, f *finished) {
 
 // record books a finished execution (pending report unless dropped) and
 // reports whether it has something to report.
-func (w *Worker) record(f *finished) bool {
+func (w *Agent) record(f *finished) bool {
 	w.mu.Lock()
 	delete(w.running, f.token)
 	outcome := string(f.outcome)
@@ -539,7 +539,7 @@ func (w *Worker) record(f *finished) bool {
 
 // retryReports sends every pending report; transient failures stay
 // pending for the next heartbeat.
-func (w *Worker) retryReports(ctx context.Context) {
+func (w *Agent) retryReports(ctx context.Context) {
 	w.mu.Lock()
 	todo := make([]finished, 0, len(w.pending))
 	for _, p := range w.pending {
@@ -596,7 +596,7 @@ func (w *Worker) retryReports(ctx context.Context) {
 
 // dropAll kills every execution without reporting and forgets pending
 // reports (the worker lost its slots).
-func (w *Worker) dropAll(why string) {
+func (w *Agent) dropAll(why string) {
 	w.mu.Lock()
 	for _, e := range w.running {
 		e.kill(killDrop)
@@ -613,7 +613,7 @@ func (w *Worker) dropAll(why string) {
 }
 
 // shutdown kills every execution and reports them FAILED, best effort.
-func (w *Worker) shutdown() {
+func (w *Agent) shutdown() {
 	w.mu.Lock()
 	for _, e := range w.running {
 		e.kill(killShutdown)
