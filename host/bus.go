@@ -33,7 +33,7 @@ type BusEvent struct {
 
 // Bus carries the pub/sub channels of every namespace a process serves
 // over one Redis connection: the leader-events channel each Elector
-// listens on and the policy channel of each Runtime. A Host makes a Bus
+// listens on and the policy channel of each Engine. A Host makes a Bus
 // of its own unless Config.Bus is set; Multi shares one among all its
 // namespaces, so a process holds one pub/sub connection however many
 // namespaces it serves (two per namespace before). The connection is

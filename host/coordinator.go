@@ -17,7 +17,7 @@ import (
 	"github.com/wasmsched/wasmsched/storage"
 )
 
-// Runtime defaults (zero RuntimeConfig fields).
+// Engine defaults (zero EngineConfig fields).
 const (
 	DefaultCoordinators    = 8
 	DefaultPollInterval    = 10 * time.Millisecond
@@ -28,13 +28,13 @@ const (
 	DefaultMaxBackoff      = 5 * time.Second
 	DefaultBatchSize       = 1000
 	DefaultReusePolicy     = "reuse"
-	// MaxCoordinators bounds RuntimeConfig.Coordinators.
+	// MaxCoordinators bounds EngineConfig.Coordinators.
 	MaxCoordinators = 256
 )
 
-// RuntimeConfig configures the leader-side runtime: serial coordinator,
+// EngineConfig configures the leader-side runtime: serial coordinator,
 // slot manager, failover restore and stats. Zero fields take defaults.
-type RuntimeConfig struct {
+type EngineConfig struct {
 	// Coordinators is how many batches of groups (one pipelined snapshot +
 	// apply round trip each; see Coordinator) are decided concurrently
 	// (1..256); also the concurrency of the failover restore. Default 8.
@@ -56,7 +56,7 @@ type RuntimeConfig struct {
 	// never loaded. 0 = policies.DefaultMaxModuleSize (8 MiB).
 	PolicyMaxModuleSize uint64
 	// Policies, if set, is a shared wasm runtime used instead of creating
-	// one (the Policy* fields are then ignored); Runtime.Close does not
+	// one (the Policy* fields are then ignored); Engine.Close does not
 	// close it.
 	Policies *policies.Runtime
 	// ReusePolicy is the slot-reuse policy name; default "reuse".
@@ -92,7 +92,7 @@ type RuntimeConfig struct {
 }
 
 // Validate reports unusable values (zero is always fine).
-func (c RuntimeConfig) Validate() error {
+func (c EngineConfig) Validate() error {
 	switch {
 	case c.Coordinators < 0 || c.Coordinators > MaxCoordinators:
 		return fmt.Errorf("host: runtime: coordinators %d: want 1..%d", c.Coordinators, MaxCoordinators)
@@ -120,12 +120,12 @@ func (c RuntimeConfig) Validate() error {
 
 // policyConfig is the wasm runtime's configuration from the Policy*
 // fields (used when Policies is nil).
-func (c RuntimeConfig) policyConfig(log *slog.Logger) policies.Config {
+func (c EngineConfig) policyConfig(log *slog.Logger) policies.Config {
 	return policies.Config{MemoryLimit: c.PolicyMemory, CallTimeout: c.PolicyTimeout, PoolSize: c.PolicyPool,
 		CacheDir: c.PolicyCacheDir, MaxModuleSize: c.PolicyMaxModuleSize, Logger: log}
 }
 
-func (c RuntimeConfig) withDefaults() RuntimeConfig {
+func (c EngineConfig) withDefaults() EngineConfig {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -152,13 +152,13 @@ func (c RuntimeConfig) withDefaults() RuntimeConfig {
 	return c
 }
 
-// Runtime is the leader-side runtime of one namespace: the serial
+// Engine is the leader-side runtime of one namespace: the serial
 // coordinator, the slot manager, the failover restore (with the dead-worker
 // reaper) and the stats refresher, sharing one PolicySet and one set of
-// metrics. NewRuntime registers them as leader tasks of a Host; they run
+// metrics. NewEngine registers them as leader tasks of a Host; they run
 // while the host leads.
-type Runtime struct {
-	cfg    RuntimeConfig
+type Engine struct {
+	cfg    EngineConfig
 	st     *storage.Store
 	log    *slog.Logger
 	m      *metrics
@@ -178,13 +178,13 @@ type Runtime struct {
 	closeOnce sync.Once
 }
 
-// NewRuntime builds the runtime for h's namespace (metrics on
+// NewEngine builds the runtime for h's namespace (metrics on
 // h.Registry(), logs on h's logger), registers its leader tasks
 // ("coordinator", "slots", "restore", "stats") on h and serves its /status
 // section on h's admin server. Call it before h.Run; Close it after h.Run
 // returned.
-func NewRuntime(ctx context.Context, h *Host, cfg RuntimeConfig) (*Runtime, error) {
-	r, err := newRuntime(ctx, h.cfg.Store, h.cfg.Registry, h.log, cfg)
+func NewEngine(ctx context.Context, h *Host, cfg EngineConfig) (*Engine, error) {
+	r, err := newEngine(ctx, h.cfg.Store, h.cfg.Registry, h.log, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +200,7 @@ func NewRuntime(ctx context.Context, h *Host, cfg RuntimeConfig) (*Runtime, erro
 	return r, nil
 }
 
-func newRuntime(ctx context.Context, st *storage.Store, reg prometheus.Registerer, log *slog.Logger, cfg RuntimeConfig) (*Runtime, error) {
+func newEngine(ctx context.Context, st *storage.Store, reg prometheus.Registerer, log *slog.Logger, cfg EngineConfig) (*Engine, error) {
 	if st == nil {
 		return nil, errors.New("host: runtime: nil store")
 	}
@@ -215,7 +215,7 @@ func newRuntime(ctx context.Context, st *storage.Store, reg prometheus.Registere
 	if err != nil {
 		return nil, err
 	}
-	r := &Runtime{cfg: cfg, st: st, log: log, m: m, wasm: cfg.Policies}
+	r := &Engine{cfg: cfg, st: st, log: log, m: m, wasm: cfg.Policies}
 	if r.wasm == nil {
 		r.wasm, err = policies.NewRuntime(ctx, cfg.policyConfig(log))
 		if err != nil {
@@ -240,7 +240,7 @@ func newRuntime(ctx context.Context, st *storage.Store, reg prometheus.Registere
 // work channel (a submit, a finished run: storage.Keys.WorkEvents) until
 // Close, so a serial group hands off without waiting for a poll. Messages
 // while this host does not lead only end a wait that is not happening.
-func (r *Runtime) workEvents(bus *Bus) {
+func (r *Engine) workEvents(bus *Bus) {
 	if bus == nil {
 		return
 	}
@@ -259,8 +259,8 @@ func (r *Runtime) workEvents(bus *Bus) {
 	}()
 }
 
-// Tasks returns the runtime's leader tasks (NewRuntime registers them).
-func (r *Runtime) Tasks() []Task {
+// Tasks returns the runtime's leader tasks (NewEngine registers them).
+func (r *Engine) Tasks() []Task {
 	ts := []Task{
 		{Name: "coordinator", Run: r.coord.Run},
 		{Name: "slots", Run: r.slots.Run},
@@ -274,23 +274,23 @@ func (r *Runtime) Tasks() []Task {
 }
 
 // Config returns the effective configuration.
-func (r *Runtime) Config() RuntimeConfig { return r.cfg }
+func (r *Engine) Config() EngineConfig { return r.cfg }
 
 // Policies returns the runtime's policy set.
-func (r *Runtime) Policies() *PolicySet { return r.set }
+func (r *Engine) Policies() *PolicySet { return r.set }
 
 // Coordinator returns the serial coordinator.
-func (r *Runtime) Coordinator() *Coordinator { return r.coord }
+func (r *Engine) Coordinator() *Coordinator { return r.coord }
 
 // SlotManager returns the slot manager.
-func (r *Runtime) SlotManager() *SlotManager { return r.slots }
+func (r *Engine) SlotManager() *SlotManager { return r.slots }
 
 // Restorer returns the failover restore task.
-func (r *Runtime) Restorer() *Restorer { return r.restore }
+func (r *Engine) Restorer() *Restorer { return r.restore }
 
 // Close closes the loaded policies and, unless it was given in
-// RuntimeConfig.Policies, the wasm runtime. Call it after the host stopped.
-func (r *Runtime) Close(ctx context.Context) error {
+// EngineConfig.Policies, the wasm runtime. Call it after the host stopped.
+func (r *Engine) Close(ctx context.Context) error {
 	var err error
 	r.closeOnce.Do(func() {
 		if r.stopWork != nil {
@@ -306,7 +306,7 @@ func (r *Runtime) Close(ctx context.Context) error {
 }
 
 // count bumps a /status counter ("decisions.applied", "allocations.no_slots", ...).
-func (r *Runtime) count(key string) {
+func (r *Engine) count(key string) {
 	v, ok := r.counts.Load(key)
 	if !ok {
 		v, _ = r.counts.LoadOrStore(key, new(atomic.Int64))
@@ -316,7 +316,7 @@ func (r *Runtime) count(key string) {
 
 // Counts returns the runtime's counters since start ("decisions.applied",
 // "decisions.stale", "allocations.allocated", "restores.kept", ...).
-func (r *Runtime) Counts() map[string]int64 {
+func (r *Engine) Counts() map[string]int64 {
 	out := map[string]int64{}
 	r.counts.Range(func(k, v any) bool {
 		out[k.(string)] = v.(*atomic.Int64).Load()
@@ -328,11 +328,11 @@ func (r *Runtime) Counts() map[string]int64 {
 // Coordinator is the serial coordinator leader task. Each pass reads the
 // dirty groups (storage.Store.DirtyGroups, never a scan of all groups),
 // splits them into batches of 16-64 (pipeChunks) and decides the batches
-// concurrently (RuntimeConfig.Coordinators at a time): one pipeline of
+// concurrently (EngineConfig.Coordinators at a time): one pipeline of
 // snapshot scripts -> each group's policy (wasm, validated) -> one pipeline
 // of fenced, version-checked apply scripts, with per-group outcomes. See Run.
 type Coordinator struct {
-	rt *Runtime
+	rt *Engine
 
 	mu      sync.Mutex
 	backoff map[string]backoffState // group -> when it may be decided again

@@ -49,19 +49,19 @@ func sharedWasm(t *testing.T) *policies.Runtime {
 	return wasmRT
 }
 
-// renv is a redis-server, a store, a hand-made leader term and a Runtime
+// renv is a redis-server, a store, a hand-made leader term and an Engine
 // whose tasks the test drives directly (Pass) or runs (Run).
 type renv struct {
 	t     *testing.T
 	rdb   redis.UniversalClient // the test's own client, for fault injection
 	st    *storage.Store
 	reg   *prometheus.Registry
-	rt    *Runtime
+	rt    *Engine
 	lease *Lease
 	logs  *syncBuffer
 }
 
-func newREnv(t *testing.T, cfg RuntimeConfig) *renv {
+func newREnv(t *testing.T, cfg EngineConfig) *renv {
 	t.Helper()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
@@ -82,7 +82,7 @@ func newREnv(t *testing.T, cfg RuntimeConfig) *renv {
 		cfg.RestoreInterval = 20 * time.Millisecond
 	}
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	e.rt, err = newRuntime(context.Background(), st, e.reg, log, cfg)
+	e.rt, err = newEngine(context.Background(), st, e.reg, log, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func builtinVersion(t *testing.T, name string) string {
 }
 
 func TestCoordinatorWaitLaunchesInSeqOrderWithinMaxActive(t *testing.T) {
-	e := newREnv(t, RuntimeConfig{})
+	e := newREnv(t, EngineConfig{})
 	e.group("gw", "wait", 2)
 	e.worker("w1", 10, time.Hour)
 	ids := []string{"w-1", "w-2", "w-3", "w-4", "w-5"}
@@ -339,7 +339,7 @@ func TestCoordinatorWaitLaunchesInSeqOrderWithinMaxActive(t *testing.T) {
 }
 
 func TestCoordinatorDiscard(t *testing.T) {
-	e := newREnv(t, RuntimeConfig{})
+	e := newREnv(t, EngineConfig{})
 	e.group("gd", "discard", 1)
 	e.worker("w1", 4, time.Hour)
 	ids := []string{"d-1", "d-2", "d-3"}
@@ -354,7 +354,7 @@ func TestCoordinatorDiscard(t *testing.T) {
 }
 
 func TestCoordinatorPriority(t *testing.T) {
-	e := newREnv(t, RuntimeConfig{})
+	e := newREnv(t, EngineConfig{})
 	e.group("gp", "priority", 1)
 	e.worker("w1", 4, time.Hour)
 	e.submit("gp", "p-1", 1)
@@ -372,7 +372,7 @@ func TestCoordinatorPriority(t *testing.T) {
 }
 
 func TestCoordinatorStaleSnapshotSkippedThenDecided(t *testing.T) {
-	e := newREnv(t, RuntimeConfig{})
+	e := newREnv(t, EngineConfig{})
 	e.group("gs", "wait", 1)
 	e.worker("w1", 2, time.Hour)
 	e.submit("gs", "s-1", 1)
@@ -397,7 +397,7 @@ func TestCoordinatorBrokenPoliciesChangeNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newREnv(t, RuntimeConfig{Backoff: time.Hour})
+	e := newREnv(t, EngineConfig{Backoff: time.Hour})
 	ctx := context.Background()
 	if _, err := e.st.PushPolicy(ctx, storage.PushRequest{Name: "faulty", Kind: "serial", Who: "test", Blob: faulty, Activate: true}); err != nil {
 		t.Fatal(err)
@@ -451,7 +451,7 @@ func TestCoordinatorBrokenPoliciesChangeNothing(t *testing.T) {
 }
 
 func TestCoordinatorFencedTaskReturnsErrFenced(t *testing.T) {
-	e := newREnv(t, RuntimeConfig{})
+	e := newREnv(t, EngineConfig{})
 	e.group("gf", "wait", 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -482,7 +482,7 @@ func TestCoordinatorFencedTaskReturnsErrFenced(t *testing.T) {
 }
 
 func TestCoordinatorManyGroupsConcurrently(t *testing.T) {
-	e := newREnv(t, RuntimeConfig{Coordinators: 4})
+	e := newREnv(t, EngineConfig{Coordinators: 4})
 	e.worker("w1", 200, time.Hour)
 	var ids []string
 	for g := 0; g < 40; g++ {
@@ -534,7 +534,7 @@ func TestCoordinatorManyGroupsConcurrently(t *testing.T) {
 // the background, so the other groups of what would be its batch are
 // decided and applied without waiting for it.
 func TestCoordinator_Pass_slowGroupDecidedAlone(t *testing.T) {
-	e := newREnv(t, RuntimeConfig{Backoff: time.Nanosecond, MaxBackoff: time.Nanosecond})
+	e := newREnv(t, EngineConfig{Backoff: time.Nanosecond, MaxBackoff: time.Nanosecond})
 	sleepy, err := os.ReadFile("../policies/testdata/sleep.wasm")
 	if err != nil {
 		t.Fatal(err)
@@ -594,7 +594,7 @@ func TestCoordinator_Pass_versionOverLimitNeverLoaded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newREnv(t, RuntimeConfig{Backoff: time.Hour})
+	e := newREnv(t, EngineConfig{Backoff: time.Hour})
 	e.push("bomb", bomb)
 	e.group("g", "bomb", 1)
 	e.submit("g", "g-1", 1)

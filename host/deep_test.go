@@ -68,7 +68,7 @@ func (e *renv) countStates(ids []string) map[storage.State]int {
 // covers the other 4,999, which the drain task then discards in chunks
 // with the policy's reason; a run submitted afterwards is decided on its own.
 func TestCoordinator_deepDiscard(t *testing.T) {
-	e := newREnv(t, RuntimeConfig{})
+	e := newREnv(t, EngineConfig{})
 	ctx := context.Background()
 	if _, err := e.st.SetGroupSettings(ctx, "d", storage.GroupSettings{Policy: "discard", Window: 8}); err != nil {
 		t.Fatal(err)
@@ -110,7 +110,7 @@ func TestCoordinator_deepDiscard(t *testing.T) {
 // submit stops the launched one and launches itself. Nothing older ever
 // launches.
 func TestCoordinator_deepPriority(t *testing.T) {
-	e := newREnv(t, RuntimeConfig{})
+	e := newREnv(t, EngineConfig{})
 	ctx := context.Background()
 	if _, err := e.st.SetGroupSettings(ctx, "p", storage.GroupSettings{Policy: "priority", Window: 8}); err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func TestCoordinator_deepPriority(t *testing.T) {
 // the host asks it again until the group settles: every run but the oldest
 // ends DISCARDED, each decision bounded by the window.
 func TestCoordinator_v1OnTruncatedWindow(t *testing.T) {
-	e := newREnv(t, RuntimeConfig{})
+	e := newREnv(t, EngineConfig{})
 	ctx := context.Background()
 	v1, err := os.ReadFile("testdata/discard-v1.wasm")
 	if err != nil {

@@ -19,7 +19,7 @@ const drainGroups = 64
 // apply with a discard_below and otherwise polls every 10·PollInterval
 // (a new leader finishes what a deposed one left in the drain set).
 type Drainer struct {
-	rt   *Runtime
+	rt   *Engine
 	wake chan struct{}
 }
 

@@ -170,7 +170,7 @@ type Host struct {
 	leaderGauge *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
 
-	rt atomic.Pointer[Runtime] // set by NewRuntime (coordinator.go; served by /status)
+	rt atomic.Pointer[Engine] // set by NewEngine (coordinator.go; served by /status)
 
 	mu      sync.Mutex
 	running bool

@@ -33,7 +33,7 @@ import (
 // back with storage.Store.AutoRollbackPolicy, which only acts while that
 // version is still active, so several hosts reacting at once roll back once.
 
-// DefaultRollbackAfter is the default RuntimeConfig.RollbackAfter.
+// DefaultRollbackAfter is the default EngineConfig.RollbackAfter.
 const DefaultRollbackAfter = 5
 
 // rollbackMetrics are the hot-swap collectors.
@@ -190,7 +190,7 @@ func (s *PolicySet) Preload(ctx context.Context, name string) (*LoadedPolicy, er
 
 // hotSwap is the per-runtime policy-channel subscriber.
 type hotSwap struct {
-	r      *Runtime
+	r      *Engine
 	bus    *Bus
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -198,10 +198,10 @@ type hotSwap struct {
 }
 
 // startHotSwap configures auto-rollback on the runtime's policy set and
-// starts the policy-channel subscriber. It runs until Runtime.Close
-// (stopHotSwap), not until ctx ends: NewRuntime's ctx may be a construction
-// deadline. Called by NewRuntime.
-func (r *Runtime) startHotSwap(ctx context.Context, h *Host, reg prometheus.Registerer) error {
+// starts the policy-channel subscriber. It runs until Engine.Close
+// (stopHotSwap), not until ctx ends: NewEngine's ctx may be a construction
+// deadline. Called by NewEngine.
+func (r *Engine) startHotSwap(ctx context.Context, h *Host, reg prometheus.Registerer) error {
 	rb, err := newRollbackMetrics(reg, r.st.Namespace())
 	if err != nil {
 		return err
@@ -224,7 +224,7 @@ func (r *Runtime) startHotSwap(ctx context.Context, h *Host, reg prometheus.Regi
 }
 
 // stopHotSwap stops the subscriber and waits for it (idempotent).
-func (r *Runtime) stopHotSwap() {
+func (r *Engine) stopHotSwap() {
 	if hs := r.hot; hs != nil {
 		hs.once.Do(func() {
 			hs.cancel()

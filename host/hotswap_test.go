@@ -48,7 +48,7 @@ func (e *renv) active(name string) int {
 // times in a row is rolled back to the previous version (once, even when a
 // second host reacts too); the reason is recorded; a success resets the count.
 func TestAutoRollbackAfterKConsecutiveFailures(t *testing.T) {
-	e := newREnv(t, RuntimeConfig{Backoff: time.Nanosecond, MaxBackoff: time.Nanosecond})
+	e := newREnv(t, EngineConfig{Backoff: time.Nanosecond, MaxBackoff: time.Nanosecond})
 	e.rt.set.rollbackAfter, e.rt.set.who = 3, "host test"
 	ctx := context.Background()
 	wait, _ := plugins.Builtin("wait")
@@ -114,7 +114,7 @@ func TestAutoRollbackAfterKConsecutiveFailures(t *testing.T) {
 // is rolled back to no version, its groups hold (their runs stay WAITING,
 // nothing is decided), and the reason says why and what to do.
 func TestAutoRollbackFirstVersionHolds(t *testing.T) {
-	e := newREnv(t, RuntimeConfig{Backoff: time.Nanosecond, MaxBackoff: time.Nanosecond})
+	e := newREnv(t, EngineConfig{Backoff: time.Nanosecond, MaxBackoff: time.Nanosecond})
 	e.rt.set.rollbackAfter, e.rt.set.who = 3, "host test"
 	ctx := context.Background()
 	e.push("custom", readFaulty(t)) // v1: panics when max_active is 98
@@ -147,7 +147,7 @@ func TestAutoRollbackFirstVersionHolds(t *testing.T) {
 // TestAutoRollbackConditional: two hosts hit K failures of the same version:
 // only one rollback happens; a built-in name falls back to the built-in.
 func TestAutoRollbackConditional(t *testing.T) {
-	e := newREnv(t, RuntimeConfig{})
+	e := newREnv(t, EngineConfig{})
 	ctx := context.Background()
 	e.push("priority", readFaulty(t)) // v1 of a built-in name: rollback goes to the built-in
 	reg := prometheus.NewRegistry()
@@ -201,16 +201,16 @@ func TestAutoRollbackConditional(t *testing.T) {
 	}
 }
 
-// startRuntimeHost builds a Host with NewRuntime on srv (not run: it stands
+// startRuntimeHost builds a Host with NewEngine on srv (not run: it stands
 // by, like a standby host) and returns it with its runtime.
-func startRuntimeHost(t *testing.T, st *storage.Store, logs *syncBuffer) (*Host, *Runtime) {
+func startRuntimeHost(t *testing.T, st *storage.Store, logs *syncBuffer) (*Host, *Engine) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h, err := New(Config{Store: st, Advertise: "127.0.0.1:9", Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := NewRuntime(context.Background(), h, RuntimeConfig{Policies: sharedWasm(t)})
+	rt, err := NewEngine(context.Background(), h, EngineConfig{Policies: sharedWasm(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func startRuntimeHost(t *testing.T, st *storage.Store, logs *syncBuffer) (*Host,
 	return h, rt
 }
 
-func activeLoaded(rt *Runtime, name string) (LoadedPolicy, bool) {
+func activeLoaded(rt *Engine, name string) (LoadedPolicy, bool) {
 	for _, lp := range rt.Policies().Loaded() {
 		if lp.Name == name && lp.Active {
 			return lp, true

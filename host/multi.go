@@ -72,7 +72,7 @@ type MultiConfig struct {
 	// Either way each policy version is loaded once for all namespaces
 	// (one instance pool per version), and closed when the last namespace
 	// lets go of it.
-	Runtime *RuntimeConfig
+	Runtime *EngineConfig
 	// Admin, if not nil, is where the shared admin server listens: /healthz,
 	// /readyz (every namespace ready), /metrics (all namespaces) and
 	// /status (JSON: identity, balance, and every namespace's Status;
@@ -90,7 +90,7 @@ type Multi struct {
 	log      *slog.Logger
 	hosts    []*Host
 	byNS     map[string]*Host
-	rts      []*Runtime
+	rts      []*Engine
 	wasm     *policies.Runtime
 	share    *policyShare // loaded versions, shared by the namespaces
 	ownsWasm bool
@@ -199,7 +199,7 @@ func NewMulti(ctx context.Context, cfg MultiConfig) (*Multi, error) {
 		if cfg.Runtime != nil {
 			rc := *cfg.Runtime
 			rc.Policies, rc.share = m.wasm, m.share
-			rt, err := NewRuntime(ctx, h, rc)
+			rt, err := NewEngine(ctx, h, rc)
 			if err != nil {
 				m.Close(ctx)
 				return nil, err

@@ -36,7 +36,7 @@ const (
 // (storage.Store.ReapDeadWorkers, which queues the runs that held their
 // slots) and restores the restore queue plus the runs still pending.
 type Restorer struct {
-	rt       *Runtime
+	rt       *Engine
 	lastPass atomic.Int64
 
 	mu      sync.Mutex

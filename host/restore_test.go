@@ -48,7 +48,7 @@ func (e *renv) expire(worker string) {
 func fmtAs(as []storage.Assignment) string { return fmt.Sprint(as) }
 
 func TestRestoreKeepsVerifiedSlotsAndTokens(t *testing.T) {
-	e := newREnv(t, RuntimeConfig{})
+	e := newREnv(t, EngineConfig{})
 	e.worker("w1", 2, time.Hour)
 	e.worker("w2", 2, time.Hour)
 	before := e.runOnWorkers("r", 3)
@@ -65,7 +65,7 @@ func TestRestoreKeepsVerifiedSlotsAndTokens(t *testing.T) {
 }
 
 func TestRestoreReallocatesDeadWorkersSlot(t *testing.T) {
-	e := newREnv(t, RuntimeConfig{})
+	e := newREnv(t, EngineConfig{})
 	e.worker("w1", 1, time.Hour)
 	e.worker("w2", 1, time.Hour) // will die
 	before := e.runOnWorkers("r", 2)
@@ -96,7 +96,7 @@ func TestRestoreReallocatesDeadWorkersSlot(t *testing.T) {
 }
 
 func TestRestoreShortageWritesNothingAndRetries(t *testing.T) {
-	e := newREnv(t, RuntimeConfig{})
+	e := newREnv(t, EngineConfig{})
 	e.worker("w1", 1, time.Hour)
 	e.worker("w2", 1, time.Hour)
 	before := e.runOnWorkers("r", 2)
@@ -143,7 +143,7 @@ func TestRestoreShortageWritesNothingAndRetries(t *testing.T) {
 
 func TestRestoreTaskFailsOverWithRunningTasks(t *testing.T) {
 	// The whole restore task: the first pass restores, later ones reap.
-	e := newREnv(t, RuntimeConfig{})
+	e := newREnv(t, EngineConfig{})
 	e.worker("w1", 1, time.Hour)
 	e.worker("w2", 1, time.Hour)
 	e.runOnWorkers("r", 2)

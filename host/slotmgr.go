@@ -17,7 +17,7 @@ import (
 // never starved by a stream of small ones (RATIONALE.md "Slot manager is
 // strictly FIFO").
 type SlotManager struct {
-	rt       *Runtime
+	rt       *Engine
 	lastPass atomic.Int64
 	waiting  atomic.Bool   // the last pass stopped on ErrNoSlots
 	wake     chan struct{} // the coordinator applied launches: pass at once

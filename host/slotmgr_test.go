@@ -72,7 +72,7 @@ func (e *renv) checkSlots(ids ...string) (assigned int) {
 }
 
 func TestSlotManagerStrictFIFOAllOrNothing(t *testing.T) {
-	e := newREnv(t, RuntimeConfig{})
+	e := newREnv(t, EngineConfig{})
 	e.worker("w1", 2, time.Hour)
 	ids := e.launchAll("big", 3, "small", 1)
 	// big (older) needs 3 of 2: it waits, and small does not overtake it
@@ -97,7 +97,7 @@ func TestSlotManagerStrictFIFOAllOrNothing(t *testing.T) {
 }
 
 func TestSlotManagerNoOverAllocation(t *testing.T) {
-	e := newREnv(t, RuntimeConfig{})
+	e := newREnv(t, EngineConfig{})
 	e.worker("w1", 3, time.Hour)
 	ids := e.launchAll("a", 2, "b", 2, "c", 1)
 	// two passes race (as a go-redis retry or a slow previous pass would)
@@ -126,7 +126,7 @@ func TestSlotManagerNoOverAllocation(t *testing.T) {
 }
 
 func TestSlotManagerTaskFencedAndLeaseCheck(t *testing.T) {
-	e := newREnv(t, RuntimeConfig{})
+	e := newREnv(t, EngineConfig{})
 	e.worker("w1", 1, time.Hour)
 	ids := e.launchAll("x", 1)
 	old := e.lease

@@ -22,7 +22,7 @@ type statsView struct {
 // refreshStats reads the slot table, the groups' queue lengths, the
 // LAUNCHED queue and the restore set (a few pipelined reads) and sets the
 // gauges.
-func (r *Runtime) refreshStats(ctx context.Context) error {
+func (r *Engine) refreshStats(ctx context.Context) error {
 	sv, err := r.st.Slots(ctx)
 	if err != nil {
 		return err
@@ -61,7 +61,7 @@ func (r *Runtime) refreshStats(ctx context.Context) error {
 
 // runStats is the stats LeaderTask: refresh every StatsInterval; the gauges
 // are removed when the term ends (a standby exports none).
-func (r *Runtime) runStats(ctx context.Context, lease *Lease) error {
+func (r *Engine) runStats(ctx context.Context, lease *Lease) error {
 	defer func() {
 		r.m.slots.Reset()
 		r.m.runs.Reset()
@@ -85,7 +85,7 @@ type Status struct {
 	Leading   bool           `json:"leading"`
 	Epoch     int64          `json:"epoch"` // this host's term, 0 while standing by
 	Ready     bool           `json:"ready"`
-	Runtime   *RuntimeStatus `json:"runtime,omitempty"` // absent without NewRuntime
+	Runtime   *RuntimeStatus `json:"runtime,omitempty"` // absent without NewEngine
 }
 
 // RuntimeStatus is the runtime section of /status.
@@ -133,7 +133,7 @@ func (h *Host) Status() Status {
 }
 
 // Status returns the runtime section of /status.
-func (r *Runtime) Status() *RuntimeStatus {
+func (r *Engine) Status() *RuntimeStatus {
 	rs := &RuntimeStatus{
 		Coordinators:    r.cfg.Coordinators,
 		Policies:        r.set.Loaded(),

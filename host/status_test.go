@@ -16,7 +16,7 @@ import (
 	"github.com/wasmsched/wasmsched/storage/redistest"
 )
 
-// TestRuntimeEndToEnd runs a Host with NewRuntime and an in-process Worker:
+// TestRuntimeEndToEnd runs a Host with NewEngine and an in-process Worker:
 // runs of three strategies complete, /status and /metrics show the runtime.
 func TestRuntimeEndToEnd(t *testing.T) {
 	srv := redistest.Start(t)
@@ -34,7 +34,7 @@ func TestRuntimeEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := NewRuntime(context.Background(), h, RuntimeConfig{Policies: sharedWasm(t), Coordinators: 3,
+	rt, err := NewEngine(context.Background(), h, EngineConfig{Policies: sharedWasm(t), Coordinators: 3,
 		PollInterval: 2 * time.Millisecond, SlotInterval: 2 * time.Millisecond, RestoreInterval: 50 * time.Millisecond,
 		StatsInterval: 20 * time.Millisecond})
 	if err != nil {
@@ -146,7 +146,7 @@ func TestRuntime_handoffIsEventDriven(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rt, err := NewRuntime(context.Background(), h, RuntimeConfig{Policies: sharedWasm(t),
+	rt, err := NewEngine(context.Background(), h, EngineConfig{Policies: sharedWasm(t),
 		PollInterval: time.Hour, SlotInterval: time.Hour, RestoreInterval: time.Hour, StatsInterval: -1})
 	if err != nil {
 		t.Fatal(err)

@@ -336,7 +336,7 @@ func runBench(ctx context.Context, url string, o benchOptions, errw io.Writer, l
 		h, closeRT, err := newRuntimeHost(ctx, runtimeHostConfig{
 			Store: hst, Advertise: fmt.Sprintf("bench-host-%d", i), LeaseTTL: o.LeaseTTL,
 			Logger:  log.With("component", "host", "host", i),
-			Runtime: host.RuntimeConfig{Coordinators: o.Coordinators},
+			Runtime: host.EngineConfig{Coordinators: o.Coordinators},
 		})
 		if err != nil {
 			return nil, err

@@ -223,11 +223,11 @@ type runtimeHostConfig struct {
 	LeaseTTL  time.Duration
 	Logger    *slog.Logger
 	Admin     net.Listener
-	Runtime   host.RuntimeConfig
+	Runtime   host.EngineConfig
 }
 
 // newRuntimeHost builds the same host runtime as `serve` (leadership plus
-// the leader tasks of host.NewRuntime: serial coordinator, slot manager,
+// the leader tasks of host.NewEngine: serial coordinator, slot manager,
 // failover restore, stats) for the in-process hosts of dev and bench. The
 // caller runs the host and then calls the returned close function.
 func newRuntimeHost(ctx context.Context, c runtimeHostConfig) (*host.Host, func(), error) {
@@ -241,7 +241,7 @@ func newRuntimeHost(ctx context.Context, c runtimeHostConfig) (*host.Host, func(
 	if err != nil {
 		return nil, nil, asUsage(err)
 	}
-	rt, err := host.NewRuntime(ctx, h, c.Runtime)
+	rt, err := host.NewEngine(ctx, h, c.Runtime)
 	if err != nil {
 		return nil, nil, asUsage(err)
 	}

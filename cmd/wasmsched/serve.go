@@ -148,7 +148,7 @@ Examples:
 			if err != nil {
 				return asUsage(err)
 			}
-			rt, err := host.NewRuntime(c.Context, h, o.runtimeConfig())
+			rt, err := host.NewEngine(c.Context, h, o.runtimeConfig())
 			if err != nil {
 				return asUsage(err)
 			}
@@ -186,12 +186,12 @@ func (o serveOptions) check() error {
 }
 
 // runtimeConfig is the leader runtime's configuration from the flags.
-func (o serveOptions) runtimeConfig() host.RuntimeConfig {
+func (o serveOptions) runtimeConfig() host.EngineConfig {
 	rollback := o.RollbackAfter
 	if rollback == 0 {
-		rollback = -1 // the flag's 0 disables; RuntimeConfig's 0 means the default
+		rollback = -1 // the flag's 0 disables; EngineConfig's 0 means the default
 	}
-	return host.RuntimeConfig{Coordinators: o.Coordinators, PolicyTimeout: o.PolicyTimeout, PolicyMemory: o.PolicyMemory,
+	return host.EngineConfig{Coordinators: o.Coordinators, PolicyTimeout: o.PolicyTimeout, PolicyMemory: o.PolicyMemory,
 		PolicyMaxModuleSize: o.PolicyMaxSize, RollbackAfter: rollback}
 }
 
