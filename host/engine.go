@@ -1,0 +1,324 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wasmsched/wasmsched/policies"
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// Engine defaults (zero EngineConfig fields).
+const (
+	DefaultCoordinators    = 8
+	DefaultPollInterval    = 10 * time.Millisecond
+	DefaultSlotInterval    = 10 * time.Millisecond
+	DefaultRestoreInterval = 500 * time.Millisecond
+	DefaultStatsInterval   = 2 * time.Second
+	DefaultBackoff         = 100 * time.Millisecond
+	DefaultMaxBackoff      = 5 * time.Second
+	DefaultBatchSize       = 1000
+	DefaultReusePolicy     = "reuse"
+	// MaxCoordinators bounds EngineConfig.Coordinators.
+	MaxCoordinators = 256
+)
+
+// EngineConfig configures the leader-side runtime: serial coordinator,
+// slot manager, failover restore and stats. Zero fields take defaults.
+type EngineConfig struct {
+	// Coordinators is how many batches of groups (one pipelined snapshot +
+	// apply round trip each; see Coordinator) are decided concurrently
+	// (1..256); also the concurrency of the failover restore. Default 8.
+	Coordinators int
+	// PolicyTimeout is the deadline of one policy decide call; default
+	// policies.DefaultCallTimeout.
+	PolicyTimeout time.Duration
+	// PolicyMemory caps each policy instance's memory in bytes (>=
+	// policies.MinMemoryLimit); default policies.DefaultMemoryLimit.
+	PolicyMemory uint64
+	// PolicyPool is the number of instances per policy version; default
+	// GOMAXPROCS. In a Multi, a version is loaded once for all namespaces,
+	// so this is per version per process.
+	PolicyPool int
+	// PolicyCacheDir is the wazero compilation cache ("" default dir, "-" none).
+	PolicyCacheDir string
+	// PolicyMaxModuleSize bounds the size of a policy module this host
+	// loads (policies.Config.MaxModuleSize); a pushed version over it is
+	// never loaded. 0 = policies.DefaultMaxModuleSize (8 MiB).
+	PolicyMaxModuleSize uint64
+	// Policies, if set, is a shared wasm runtime used instead of creating
+	// one (the Policy* fields are then ignored); Engine.Close does not
+	// close it.
+	Policies *policies.Runtime
+	// ReusePolicy is the slot-reuse policy name; default "reuse".
+	ReusePolicy string
+	// PollInterval is how often the coordinator polls the dirty set when
+	// idle (a pass that did work is followed at once by the next). Default 10ms.
+	PollInterval time.Duration
+	// SlotInterval is how often the slot manager polls the LAUNCHED queue
+	// when idle or short of slots. Default 10ms.
+	SlotInterval time.Duration
+	// RestoreInterval is the period of dead-worker reaping and restore-queue
+	// processing. Default 500ms.
+	RestoreInterval time.Duration
+	// StatsInterval is the period of the slots/runs gauges refresh; default
+	// 2s; negative disables the stats task.
+	StatsInterval time.Duration
+	// Backoff is the first delay before a group whose policy failed
+	// (invalid, trap, timeout, unknown) is decided again; it doubles up to
+	// MaxBackoff. Defaults 100ms and 5s.
+	Backoff, MaxBackoff time.Duration
+	// BatchSize bounds the groups read per coordinator pass and the runs per
+	// slot-manager pass. Default 1000.
+	BatchSize int
+	// RollbackAfter is how many consecutive failed decisions (trap,
+	// timeout, invalid) of a pushed policy version make this host roll it
+	// back (storage.Store.AutoRollbackPolicy; hotswap.go). 0 =
+	// DefaultRollbackAfter (5); negative disables.
+	RollbackAfter int
+
+	// share, set by Multi with Policies, makes the namespaces' policy sets
+	// share loaded versions (policyShare); nil: the runtime's own.
+	share *policyShare
+}
+
+// Validate reports unusable values (zero is always fine).
+func (c EngineConfig) Validate() error {
+	switch {
+	case c.Coordinators < 0 || c.Coordinators > MaxCoordinators:
+		return fmt.Errorf("host: runtime: coordinators %d: want 1..%d", c.Coordinators, MaxCoordinators)
+	case c.PolicyTimeout < 0:
+		return fmt.Errorf("host: runtime: policy timeout %v: want > 0", c.PolicyTimeout)
+	case c.PolicyPool < 0:
+		return fmt.Errorf("host: runtime: policy pool %d: want >= 0", c.PolicyPool)
+	case c.PollInterval < 0 || c.SlotInterval < 0 || c.RestoreInterval < 0 || c.Backoff < 0 || c.MaxBackoff < 0:
+		return errors.New("host: runtime: negative interval")
+	case c.BatchSize < 0:
+		return fmt.Errorf("host: runtime: batch size %d: want >= 0", c.BatchSize)
+	}
+	if c.ReusePolicy != "" {
+		if err := storage.ValidateName("policy", c.ReusePolicy); err != nil {
+			return fmt.Errorf("host: runtime: reuse policy: %w", err)
+		}
+	}
+	if c.Policies == nil {
+		if err := c.policyConfig(nil).Validate(); err != nil {
+			return fmt.Errorf("host: runtime: %w", err)
+		}
+	}
+	return nil
+}
+
+// policyConfig is the wasm runtime's configuration from the Policy*
+// fields (used when Policies is nil).
+func (c EngineConfig) policyConfig(log *slog.Logger) policies.Config {
+	return policies.Config{MemoryLimit: c.PolicyMemory, CallTimeout: c.PolicyTimeout, PoolSize: c.PolicyPool,
+		CacheDir: c.PolicyCacheDir, MaxModuleSize: c.PolicyMaxModuleSize, Logger: log}
+}
+
+func (c EngineConfig) withDefaults() EngineConfig {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.Coordinators == 0 {
+		c.Coordinators = DefaultCoordinators
+	}
+	def(&c.PollInterval, DefaultPollInterval)
+	def(&c.SlotInterval, DefaultSlotInterval)
+	def(&c.RestoreInterval, DefaultRestoreInterval)
+	def(&c.StatsInterval, DefaultStatsInterval)
+	def(&c.Backoff, DefaultBackoff)
+	def(&c.MaxBackoff, DefaultMaxBackoff)
+	if c.MaxBackoff < c.Backoff {
+		c.MaxBackoff = c.Backoff
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.ReusePolicy == "" {
+		c.ReusePolicy = DefaultReusePolicy
+	}
+	return c
+}
+
+// Engine is the leader-side runtime of one namespace: the serial
+// coordinator, the slot manager, the failover restore (with the dead-worker
+// reaper) and the stats refresher, sharing one PolicySet and one set of
+// metrics. NewEngine registers them as leader tasks of a Host; they run
+// while the host leads.
+type Engine struct {
+	cfg    EngineConfig
+	st     *storage.Store
+	log    *slog.Logger
+	m      *metrics
+	set    *PolicySet
+	wasm   *policies.Runtime
+	ownsRT bool
+	hot    *hotSwap // policy-channel subscriber (hotswap.go)
+
+	coord   *Coordinator
+	slots   *SlotManager
+	restore *Restorer
+	drain   *Drainer
+
+	stopWork  func() // ends workEvents; nil without a Bus
+	stats     atomic.Pointer[statsView]
+	counts    sync.Map // outcome key -> *atomic.Int64
+	closeOnce sync.Once
+}
+
+// NewEngine builds the runtime for h's namespace (metrics on
+// h.Registry(), logs on h's logger), registers its leader tasks
+// ("coordinator", "slots", "restore", "stats") on h and serves its /status
+// section on h's admin server. Call it before h.Run; Close it after h.Run
+// returned.
+func NewEngine(ctx context.Context, h *Host, cfg EngineConfig) (*Engine, error) {
+	r, err := newEngine(ctx, h.cfg.Store, h.cfg.Registry, h.log, cfg)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range r.Tasks() {
+		h.AddLeaderTask(t.Name, t.Run)
+	}
+	h.rt.Store(r)
+	if err := r.startHotSwap(ctx, h, h.cfg.Registry); err != nil { // hotswap.go
+		_ = r.Close(ctx)
+		return nil, err
+	}
+	r.workEvents(h.cfg.Bus)
+	return r, nil
+}
+
+func newEngine(ctx context.Context, st *storage.Store, reg prometheus.Registerer, log *slog.Logger, cfg EngineConfig) (*Engine, error) {
+	if st == nil {
+		return nil, errors.New("host: runtime: nil store")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if log == nil {
+		log = slog.Default()
+	}
+	m, err := newMetrics(reg, st.Namespace())
+	if err != nil {
+		return nil, err
+	}
+	r := &Engine{cfg: cfg, st: st, log: log, m: m, wasm: cfg.Policies}
+	if r.wasm == nil {
+		r.wasm, err = policies.NewRuntime(ctx, cfg.policyConfig(log))
+		if err != nil {
+			return nil, fmt.Errorf("host: runtime: %w", err)
+		}
+		r.ownsRT = true
+	}
+	sh := cfg.share // Multi's, over the same wasm runtime (it sets Policies too)
+	if sh == nil {
+		sh = newPolicyShare(r.wasm)
+	}
+	r.set = newPolicySet(st, sh, log)
+	r.set.m = m
+	r.coord = &Coordinator{rt: r, wake: make(chan struct{}, 1)}
+	r.slots = &SlotManager{rt: r, wake: make(chan struct{}, 1)}
+	r.restore = &Restorer{rt: r}
+	r.drain = &Drainer{rt: r, wake: make(chan struct{}, 1)}
+	return r, nil
+}
+
+// workEvents wakes the coordinator on every message of the namespace's
+// work channel (a submit, a finished run: storage.Keys.WorkEvents) until
+// Close, so a serial group hands off without waiting for a poll. Messages
+// while this host does not lead only end a wait that is not happening.
+func (r *Engine) workEvents(bus *Bus) {
+	if bus == nil {
+		return
+	}
+	events, unsubscribe := bus.Subscribe(r.st.Keys().WorkEvents())
+	done := make(chan struct{})
+	r.stopWork = func() { close(done); unsubscribe() }
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-events:
+				wakeUp(r.coord.wake)
+			}
+		}
+	}()
+}
+
+// Tasks returns the runtime's leader tasks (NewEngine registers them).
+func (r *Engine) Tasks() []Task {
+	ts := []Task{
+		{Name: "coordinator", Run: r.coord.Run},
+		{Name: "slots", Run: r.slots.Run},
+		{Name: "restore", Run: r.restore.Run},
+		{Name: "drain", Run: r.drain.Run},
+	}
+	if r.cfg.StatsInterval > 0 {
+		ts = append(ts, Task{Name: "stats", Run: r.runStats})
+	}
+	return ts
+}
+
+// Config returns the effective configuration.
+func (r *Engine) Config() EngineConfig { return r.cfg }
+
+// Policies returns the runtime's policy set.
+func (r *Engine) Policies() *PolicySet { return r.set }
+
+// Coordinator returns the serial coordinator.
+func (r *Engine) Coordinator() *Coordinator { return r.coord }
+
+// SlotManager returns the slot manager.
+func (r *Engine) SlotManager() *SlotManager { return r.slots }
+
+// Restorer returns the failover restore task.
+func (r *Engine) Restorer() *Restorer { return r.restore }
+
+// Close closes the loaded policies and, unless it was given in
+// EngineConfig.Policies, the wasm runtime. Call it after the host stopped.
+func (r *Engine) Close(ctx context.Context) error {
+	var err error
+	r.closeOnce.Do(func() {
+		if r.stopWork != nil {
+			r.stopWork()
+		}
+		r.stopHotSwap()
+		err = r.set.Close(ctx)
+		if r.ownsRT {
+			err = errors.Join(err, r.wasm.Close(ctx))
+		}
+	})
+	return err
+}
+
+// count bumps a /status counter ("decisions.applied", "allocations.no_slots", ...).
+func (r *Engine) count(key string) {
+	v, ok := r.counts.Load(key)
+	if !ok {
+		v, _ = r.counts.LoadOrStore(key, new(atomic.Int64))
+	}
+	v.(*atomic.Int64).Add(1)
+}
+
+// Counts returns the runtime's counters since start ("decisions.applied",
+// "decisions.stale", "allocations.allocated", "restores.kept", ...).
+func (r *Engine) Counts() map[string]int64 {
+	out := map[string]int64{}
+	r.counts.Range(func(k, v any) bool {
+		out[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return out
+}
