@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
