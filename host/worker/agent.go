@@ -19,6 +19,8 @@ import (
 const (
 	DefaultHeartbeatTTL = 3 * time.Second
 	DefaultStopGrace    = 5 * time.Second
+	// MinHeartbeatTTL is the shortest HeartbeatTTL Validate accepts.
+	MinHeartbeatTTL = 30 * time.Millisecond
 	// SimulateFailPayload is the payload that makes a simulated run FAILED.
 	SimulateFailPayload = "fail"
 )
@@ -101,32 +103,32 @@ type finished struct {
 
 // Validate checks the configuration and fills in defaults.
 func (w *Agent) Validate() error {
-	if w.Store == nil {
+	switch {
+	case w.Store == nil:
 		return errors.New("worker: Store is required")
-	}
-	if strings.TrimSpace(w.Advertise) == "" {
+	case strings.TrimSpace(w.Advertise) == "":
 		return errors.New("worker: Advertise address is required")
-	}
-	if strings.ContainsAny(w.Advertise, "#{},| \t\r\n") {
+	case strings.ContainsAny(w.Advertise, "#{},| \t\r\n"):
 		return fmt.Errorf("worker: advertise address %q must not contain '#', '{', '}', ',', '|' or whitespace", w.Advertise)
-	}
-	if w.Slots < 0 {
+	case w.Slots < 0:
 		return fmt.Errorf("worker: slots must be >= 1, got %d", w.Slots)
+	case w.HeartbeatTTL < 0:
+		return fmt.Errorf("worker: heartbeat TTL must be positive, got %v", w.HeartbeatTTL)
+	case w.HeartbeatTTL != 0 && w.HeartbeatTTL < MinHeartbeatTTL:
+		return fmt.Errorf("worker: heartbeat TTL %v is below the minimum %v", w.HeartbeatTTL, MinHeartbeatTTL)
+	case w.StopGrace < 0:
+		return fmt.Errorf("worker: stop grace must not be negative, got %v", w.StopGrace)
 	}
+	return nil
+}
+
+// withDefaults fills the zero fields with their defaults (Run does, once).
+func (w *Agent) withDefaults() {
 	if w.Slots == 0 {
 		w.Slots = 1
 	}
-	if w.HeartbeatTTL < 0 {
-		return fmt.Errorf("worker: heartbeat TTL must be positive, got %v", w.HeartbeatTTL)
-	}
 	if w.HeartbeatTTL == 0 {
 		w.HeartbeatTTL = DefaultHeartbeatTTL
-	}
-	if w.HeartbeatTTL < 30*time.Millisecond {
-		return fmt.Errorf("worker: heartbeat TTL %v is below the minimum 30ms", w.HeartbeatTTL)
-	}
-	if w.StopGrace < 0 {
-		return fmt.Errorf("worker: stop grace must not be negative, got %v", w.StopGrace)
 	}
 	if w.StopGrace == 0 {
 		w.StopGrace = DefaultStopGrace
@@ -134,7 +136,6 @@ func (w *Agent) Validate() error {
 	if w.Logger == nil {
 		w.Logger = slog.Default()
 	}
-	return nil
 }
 
 // Identity returns the current identity stamp ("" before registration). It
@@ -163,6 +164,7 @@ func (w *Agent) Run(ctx context.Context) error {
 	if err := w.Validate(); err != nil {
 		return err
 	}
+	w.withDefaults()
 	w.running = map[string]*execution{}
 	w.started = map[string]bool{}
 	w.pending = map[string]*finished{}

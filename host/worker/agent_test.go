@@ -373,9 +373,14 @@ func TestWorkerValidate(t *testing.T) {
 			t.Errorf("%s: %v, want %q", tc.want, err, tc.want)
 		}
 	}
+	// zero means default: Validate accepts it and changes nothing; Run fills it
 	w := &Agent{Store: st, Advertise: "a:1"}
-	if err := w.Validate(); err != nil || w.Slots != 1 || w.HeartbeatTTL != DefaultHeartbeatTTL || w.StopGrace != DefaultStopGrace {
-		t.Errorf("defaults: %v slots %d ttl %v grace %v", err, w.Slots, w.HeartbeatTTL, w.StopGrace)
+	if err := w.Validate(); err != nil || w.Slots != 0 || w.HeartbeatTTL != 0 || w.StopGrace != 0 || w.Logger != nil {
+		t.Errorf("Validate: %v, and it changed the agent: slots %d ttl %v grace %v", err, w.Slots, w.HeartbeatTTL, w.StopGrace)
+	}
+	w.withDefaults()
+	if w.Slots != 1 || w.HeartbeatTTL != DefaultHeartbeatTTL || w.StopGrace != DefaultStopGrace || w.Logger == nil {
+		t.Errorf("defaults: slots %d ttl %v grace %v", w.Slots, w.HeartbeatTTL, w.StopGrace)
 	}
 }
 
