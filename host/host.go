@@ -78,7 +78,7 @@ type Config struct {
 }
 
 // Validate checks the config as given (zero fields are fine).
-func (c *Config) Validate() error {
+func (c Config) Validate() error {
 	if c.Store == nil {
 		return errors.New("host: config: Store is required")
 	}
