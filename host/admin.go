@@ -31,18 +31,6 @@ type adminServer struct {
 	done chan struct{}
 }
 
-// AdminHandler returns the admin HTTP handler: /healthz (200 while the
-// process runs), /readyz (200 once scripts are loaded and the elector runs,
-// else 503), /metrics (Prometheus), /status (JSON, see Status).
-func (h *Host) AdminHandler() *http.ServeMux {
-	return adminMux(func() string {
-		if !h.Ready() {
-			return "not ready"
-		}
-		return ""
-	}, h.cfg.Registry, h.handleStatus) // status.go
-}
-
 // adminMux is the one admin handler of a Host and a Multi: notReady
 // returns why the process is not ready ("" = ready).
 func adminMux(notReady func() string, g prometheus.Gatherer, status http.HandlerFunc) *http.ServeMux {

@@ -501,3 +501,11 @@ func unixMilli(t time.Time) int64 {
 	}
 	return t.UnixMilli()
 }
+
+// clearBackoff lets every backed-off group be decided again at once (a new
+// policy version may fix it).
+func (c *Coordinator) clearBackoff() {
+	c.mu.Lock()
+	c.backoff = nil
+	c.mu.Unlock()
+}

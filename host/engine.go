@@ -322,3 +322,116 @@ func (r *Engine) Counts() map[string]int64 {
 	})
 	return out
 }
+
+// startHotSwap configures auto-rollback on the runtime's policy set and
+// starts the policy-channel subscriber. It runs until Engine.Close
+// (stopHotSwap), not until ctx ends: NewEngine's ctx may be a construction
+// deadline. Called by NewEngine.
+func (r *Engine) startHotSwap(ctx context.Context, h *Host, reg prometheus.Registerer) error {
+	rb, err := newRollbackMetrics(reg, r.st.Namespace())
+	if err != nil {
+		return err
+	}
+	k := r.cfg.RollbackAfter
+	switch {
+	case k == 0:
+		k = DefaultRollbackAfter
+	case k < 0:
+		k = 0
+	}
+	r.set.rollbackAfter = k
+	r.set.who = "host " + h.Identity()
+	r.set.rb = rb
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	hs := &hotSwap{r: r, bus: h.cfg.Bus, cancel: cancel, done: make(chan struct{})}
+	r.hot = hs
+	go hs.run(ctx)
+	return nil
+}
+
+// stopHotSwap stops the subscriber and waits for it (idempotent).
+func (r *Engine) stopHotSwap() {
+	if hs := r.hot; hs != nil {
+		hs.once.Do(func() {
+			hs.cancel()
+			<-hs.done
+		})
+	}
+}
+
+// refreshStats reads the slot table, the groups' queue lengths, the
+// LAUNCHED queue and the restore set (a few pipelined reads) and sets the
+// gauges.
+func (r *Engine) refreshStats(ctx context.Context) error {
+	sv, err := r.st.Slots(ctx)
+	if err != nil {
+		return err
+	}
+	groups, err := r.st.ListGroups(ctx)
+	if err != nil {
+		return err
+	}
+	q, err := r.st.Queues(ctx)
+	if err != nil {
+		return fmt.Errorf("host: stats: %w", err)
+	}
+	v := &statsView{At: time.Now(), SlotsFree: sv.Free, SlotsAssigned: sv.Assigned, Workers: len(sv.Workers),
+		Launched: q.Launched, Restore: q.Restore}
+	for _, w := range sv.Workers {
+		if w.Alive {
+			v.WorkersAlive++
+		}
+	}
+	active := 0
+	for _, g := range groups {
+		v.Waiting += g.Waiting
+		active += g.Active
+	}
+	v.Running = max(active-v.Launched, 0)
+	r.stats.Store(v)
+	ns := r.m.ns
+	r.m.slots.WithLabelValues(ns, "free").Set(float64(v.SlotsFree))
+	r.m.slots.WithLabelValues(ns, "assigned").Set(float64(v.SlotsAssigned))
+	r.m.runs.WithLabelValues(ns, string(storage.StateWaiting)).Set(float64(v.Waiting))
+	r.m.runs.WithLabelValues(ns, string(storage.StateLaunched)).Set(float64(v.Launched))
+	r.m.runs.WithLabelValues(ns, string(storage.StateRunning)).Set(float64(v.Running))
+	r.m.runs.WithLabelValues(ns, "RESTORE").Set(float64(v.Restore))
+	return nil
+}
+
+// runStats is the stats LeaderTask: refresh every StatsInterval; the gauges
+// are removed when the term ends (a standby exports none).
+func (r *Engine) runStats(ctx context.Context, lease *Lease) error {
+	defer func() {
+		r.m.slots.Reset()
+		r.m.runs.Reset()
+	}()
+	for {
+		if lease.Valid() {
+			if err := r.refreshStats(ctx); err != nil && ctx.Err() == nil {
+				r.log.Debug("stats refresh failed", "err", err)
+			}
+		}
+		if !sleepCtx(ctx, r.cfg.StatsInterval) {
+			return nil
+		}
+	}
+}
+
+// Status returns the runtime section of /status.
+func (r *Engine) Status() *RuntimeStatus {
+	rs := &RuntimeStatus{
+		Coordinators:    r.cfg.Coordinators,
+		Policies:        r.set.Loaded(),
+		Counters:        r.Counts(),
+		LastPass:        timePtr(r.coord.LastPass()),
+		LastSlotPass:    timePtr(r.slots.LastPass()),
+		LastRestorePass: timePtr(r.restore.LastPass()),
+		RestorePending:  r.restore.Pending(),
+	}
+	if v := r.stats.Load(); v != nil {
+		rs.Stats = &StatsStatus{At: v.At, SlotsFree: v.SlotsFree, SlotsAssigned: v.SlotsAssigned, Workers: v.Workers,
+			WorkersAlive: v.WorkersAlive, Waiting: v.Waiting, Launched: v.Launched, Running: v.Running, RestoreQueue: v.Restore}
+	}
+	return rs
+}

@@ -2,10 +2,12 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -353,4 +355,36 @@ func TickTask(st *storage.Store, interval time.Duration, unchecked bool, log *sl
 			}
 		}
 	}
+}
+
+// Status returns this host's view (what /status serves).
+func (h *Host) Status() Status {
+	st := Status{Namespace: h.ns, Identity: h.cfg.Identity, Ready: h.Ready()}
+	if l := h.elector.Lease(); l != nil && l.Valid() {
+		st.Leading, st.Epoch = true, l.Epoch()
+	}
+	if r := h.rt.Load(); r != nil {
+		st.Runtime = r.Status()
+	}
+	return st
+}
+
+// handleStatus serves /status (JSON).
+func (h *Host) handleStatus(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(h.Status())
+}
+
+// AdminHandler returns the admin HTTP handler: /healthz (200 while the
+// process runs), /readyz (200 once scripts are loaded and the elector runs,
+// else 503), /metrics (Prometheus), /status (JSON, see Status).
+func (h *Host) AdminHandler() *http.ServeMux {
+	return adminMux(func() string {
+		if !h.Ready() {
+			return "not ready"
+		}
+		return ""
+	}, h.cfg.Registry, h.handleStatus) // status.go
 }

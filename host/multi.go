@@ -385,65 +385,6 @@ func (m *Multi) balanceOnce(ctx context.Context) string {
 	return ns
 }
 
-// Resign ends the current term (if any) at once with reason (the lock is
-// released gracefully and a standby takes over) and keeps this elector
-// from competing for holdoff, unless the lock stays free: after two retry
-// intervals without a leader it competes again. It reports whether a term
-// was ended.
-func (e *Elector) Resign(reason string, holdoff time.Duration) bool {
-	e.holdUntil.Store(time.Now().Add(holdoff).UnixNano())
-	l := e.Lease()
-	if l == nil {
-		return false
-	}
-	return l.revoke(reason)
-}
-
-// holdoff waits out a Resign's holdoff (and, for a reluctant Multi member,
-// one more retry interval) before a campaign. It reports false if ctx ended.
-func (e *Elector) holdoff(ctx context.Context) bool {
-	since := time.Now()
-	for {
-		until := e.holdUntil.Load()
-		now := time.Now()
-		if until <= now.UnixNano() {
-			break
-		}
-		if !sleepCtx(ctx, min(time.Duration(until-now.UnixNano()), e.retry)) {
-			return false
-		}
-		if time.Since(since) >= 2*e.retry {
-			// Nobody took the namespace: stop holding off.
-			if holder, err := e.store.LockHolder(ctx); err == nil && holder == "" {
-				e.holdUntil.Store(0)
-				e.log.Info("holdoff ended early: namespace has no leader")
-			}
-		}
-	}
-	return true
-}
-
-// admit counts a campaign in flight for a Multi member and, when the
-// process is reluctant, waits one more retry interval first. It reports
-// false if ctx ended (the campaign is then not counted).
-func (e *Elector) admit(ctx context.Context) bool {
-	if e.beginCampaign == nil {
-		return true
-	}
-	if e.beginCampaign() && !sleepCtx(ctx, jitter(e.retry)) {
-		e.campaignEnded()
-		return false
-	}
-	return true
-}
-
-// campaignEnded ends what admit counted.
-func (e *Elector) campaignEnded() {
-	if e.endCampaign != nil {
-		e.endCampaign()
-	}
-}
-
 // MultiStatus is the shared admin server's /status.
 type MultiStatus struct {
 	Identity    string   `json:"identity"`

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/internal/digest"
+	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -371,4 +372,89 @@ func (s *PolicySet) Close(ctx context.Context) error {
 		err = errors.Join(err, cerr)
 	}
 	return err
+}
+
+// Failed records a failed decision of r (outcome trap, timeout or invalid;
+// other outcomes are ignored). After the set's rollback threshold of
+// consecutive failures of a pushed version it asks storage to roll the
+// version back (once per loaded version). Call it from the coordinator.
+func (r *PolicyRef) Failed(ctx context.Context, outcome string, cause error) {
+	s := r.set
+	if s.rollbackAfter <= 0 || r.Registry == 0 {
+		return
+	}
+	switch outcome {
+	case OutcomeTrap, OutcomeTimeout, OutcomeInvalid:
+	default:
+		return
+	}
+	n := int(r.fails.Add(1))
+	if n < s.rollbackAfter || !r.rolling.CompareAndSwap(false, true) {
+		return
+	}
+	s.autoRollback(ctx, r, n, outcome, cause)
+}
+
+// Succeeded records a valid decision of r: the failure count restarts.
+func (r *PolicyRef) Succeeded() {
+	if r.fails.Load() != 0 {
+		r.fails.Store(0)
+	}
+}
+
+// autoRollback rolls r's version back if it is still active.
+func (s *PolicySet) autoRollback(ctx context.Context, r *PolicyRef, n int, outcome string, cause error) {
+	_, builtin := plugins.Builtin(r.Name)
+	reason := rollbackReason(n, r, outcome, cause)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	res, err := s.st.AutoRollbackPolicy(rctx, r.Name, r.Registry, s.who, reason)
+	oc := "not_active"
+	switch {
+	case err != nil:
+		oc = "error"
+		r.rolling.Store(false) // try again after the next failures
+		r.fails.Store(0)
+		s.log.Error("policy auto-rollback failed", "policy", r.Name, "version", r.Registry, "sha", r.Version,
+			"reason", reason, "err", err)
+	case res.RolledBack:
+		oc = "rolled_back"
+		to := "the built-in"
+		switch {
+		case res.Active > 0:
+			to = fmt.Sprintf("version %d", res.Active)
+		case !builtin:
+			to = "no version (held: its groups wait until a version is activated or pushed)"
+		}
+		s.log.Error("policy auto-rolled back", "policy", r.Name, "from", r.Registry, "sha", r.Version,
+			"to", to, "reason", reason)
+	default:
+		s.log.Warn("policy auto-rollback not needed: the failing version is no longer active", "policy", r.Name,
+			"version", r.Registry, "active", res.Active)
+	}
+	if s.rb != nil {
+		s.rb.rollbacks.WithLabelValues(s.rb.ns, r.Name, oc).Inc()
+	}
+	if err == nil && s.rollbackHook != nil {
+		s.rollbackHook(r.Name)
+	}
+}
+
+// Generation is the registry generation of the last Refresh (0 before).
+func (s *PolicySet) Generation() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen
+}
+
+// Preload makes sure name's active version is loaded (compiled and one
+// instance started), so the next decision with it pays nothing.
+func (s *PolicySet) Preload(ctx context.Context, name string) (*LoadedPolicy, error) {
+	ref, err := s.Acquire(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer ref.Release()
+	return &LoadedPolicy{Name: ref.Name, Version: ref.Version, SHA256: ref.SHA256, Registry: ref.Registry,
+		Active: true, LoadedAt: ref.LoadedAt}, nil
 }
