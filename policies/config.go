@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"runtime"
 	"time"
+
+	"github.com/wasmsched/wasmsched/policies/internal/wasmrewrite"
 )
 
 // Defaults applied to zero Config fields.
@@ -120,4 +122,15 @@ func (c Config) withDefaults() Config {
 		c.Termination = TerminationInline
 	}
 	return c
+}
+
+// limits returns the static limits with the configured module size.
+func (c Config) limits() wasmrewrite.Limits {
+	return wasmrewrite.Limits{
+		ModuleSize: c.MaxModuleSize, Functions: MaxFunctions, BodySize: MaxBodySize, Locals: MaxLocals,
+		TotalLocals: MaxTotalLocals, NestingDepth: MaxNestingDepth, Tables: MaxTables, TableSize: MaxTableSize,
+		Memories: MaxMemories, Globals: MaxGlobals, Types: MaxTypes, TypeArity: MaxTypeArity, Imports: MaxImports,
+		Exports: MaxExports, DataSegments: MaxDataSegments, ElemSegments: MaxElemSegments, Elements: MaxElements,
+		CustomSections: MaxCustomSections,
+	}
 }

@@ -1,7 +1,5 @@
 package policies
 
-import "github.com/wasmsched/wasmsched/policies/internal/wasmrewrite"
-
 // Static limits on a plugin module, checked by Load before anything
 // decodes, validates or compiles the module (and so at push, and on every
 // host that loads a pushed version). A module over one is refused with
@@ -31,17 +29,6 @@ const (
 	MaxElements          = 100_000 // elements of all element segments (1,824)
 	MaxCustomSections    = 1_000   // custom sections (2)
 )
-
-// limits returns the static limits with the configured module size.
-func (c Config) limits() wasmrewrite.Limits {
-	return wasmrewrite.Limits{
-		ModuleSize: c.MaxModuleSize, Functions: MaxFunctions, BodySize: MaxBodySize, Locals: MaxLocals,
-		TotalLocals: MaxTotalLocals, NestingDepth: MaxNestingDepth, Tables: MaxTables, TableSize: MaxTableSize,
-		Memories: MaxMemories, Globals: MaxGlobals, Types: MaxTypes, TypeArity: MaxTypeArity, Imports: MaxImports,
-		Exports: MaxExports, DataSegments: MaxDataSegments, ElemSegments: MaxElemSegments, Elements: MaxElements,
-		CustomSections: MaxCustomSections,
-	}
-}
 
 // CheckLimits checks wasm against the static limits of cfg (zero fields:
 // defaults) without compiling anything: nil, or an error wrapping ErrLimit

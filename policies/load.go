@@ -1,14 +1,10 @@
 package policies
 
 import (
-	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/tetratelabs/wazero"
 
 	"github.com/wasmsched/wasmsched/policies/internal/wasmrewrite"
 )
@@ -37,84 +33,6 @@ func checkLimits(cfg Config, name string, wasm []byte) (wasmrewrite.Info, error)
 
 // maxValidated bounds the memo of modules already validated.
 const maxValidated = 1024
-
-// validate runs wazero's own validation on the module exactly as given,
-// before any rewrite: the rewrite appends globals and a function, so a
-// module naming indices it never declared would become valid after it.
-// wazero's interpreter engine decodes and validates without generating
-// machine code (about a tenth of a compile); a module that passed is
-// remembered by sha256 for the process, so a version loaded again (hot
-// swap back, another namespace) is not validated twice.
-func (r *Runtime) validate(ctx context.Context, name string, sum [sha256.Size]byte, wasm []byte) error {
-	r.mu.Lock()
-	ok := r.validated[sum]
-	if !ok && r.validator == nil {
-		r.validator = wazero.NewRuntimeWithConfig(context.Background(), wazero.NewRuntimeConfigInterpreter().
-			WithMemoryLimitPages(uint32(r.cfg.MemoryLimit/wasmPageSize)))
-	}
-	v := r.validator
-	r.mu.Unlock()
-	if ok {
-		return nil
-	}
-	cm, err := r.bounded(ctx, func(ctx context.Context) (wazero.CompiledModule, error) { return v.CompileModule(ctx, wasm) })
-	if err != nil {
-		if errors.Is(err, ErrCompileTimeout) {
-			return fmt.Errorf("%w: policy %q: validating took longer than %v (Config.CompileTimeout)", ErrCompileTimeout, name, r.cfg.CompileTimeout)
-		}
-		return fmt.Errorf("%w: policy %q: invalid module: %v", ErrNotWasm, name, err)
-	}
-	_ = cm.Close(context.Background())
-	r.mu.Lock()
-	if r.validated == nil || len(r.validated) >= maxValidated {
-		r.validated = map[[sha256.Size]byte]bool{}
-	}
-	r.validated[sum] = true
-	r.mu.Unlock()
-	return nil
-}
-
-// bounded runs compile (a wazero CompileModule) under
-// Config.CompileTimeout. wazero checks the context between functions, not
-// inside one, so on timeout bounded returns at once with ErrCompileTimeout
-// and leaves the compile to stop by itself at its next function (the
-// static limits bound one function's cost); a module it still produces is
-// closed, so nothing of a timed-out compile is kept. ctx cancels it too.
-func (r *Runtime) bounded(ctx context.Context, compile func(context.Context) (wazero.CompiledModule, error)) (wazero.CompiledModule, error) {
-	cctx, cancel := context.WithTimeout(ctx, r.cfg.CompileTimeout)
-	type result struct {
-		m   wazero.CompiledModule
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		m, err := compile(cctx)
-		ch <- result{m, err}
-	}()
-	select {
-	case res := <-ch:
-		timedOut := cctx.Err() != nil
-		cancel()
-		if res.err != nil && timedOut && ctx.Err() == nil {
-			return nil, ErrCompileTimeout
-		}
-		if res.err != nil && ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return res.m, res.err
-	case <-cctx.Done():
-		cancel()
-		go func() {
-			if res := <-ch; res.m != nil {
-				_ = res.m.Close(context.Background())
-			}
-		}()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, ErrCompileTimeout
-	}
-}
 
 // callFailure is a failed call of an export, with a message in the
 // plugin author's terms (no wasm stack trace for a deadline).
