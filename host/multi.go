@@ -66,13 +66,14 @@ type MultiConfig struct {
 	// gathered by the shared admin server). Identity is shared by all the
 	// namespaces (default storage.NewIdentity(Advertise)).
 	Host Config
-	// Runtime, if not nil, gives every namespace a leader runtime
-	// (coordinator, slot manager, restore, stats). Unless Runtime.Policies
-	// is set, one wasm runtime is created and shared by all namespaces.
+	// Engine, if not nil, gives every namespace a leader engine
+	// (coordinator, slot manager, restore, drain, stats). Unless
+	// Engine.Policies is set, one wasm runtime is created and shared by all
+	// namespaces.
 	// Either way each policy version is loaded once for all namespaces
 	// (one instance pool per version), and closed when the last namespace
 	// lets go of it.
-	Runtime *EngineConfig
+	Engine *EngineConfig
 	// Admin, if not nil, is where the shared admin server listens: /healthz,
 	// /readyz (every namespace ready), /metrics (all namespaces) and
 	// /status (JSON: identity, balance, and every namespace's Status;
@@ -111,37 +112,51 @@ type Multi struct {
 	closeOnce   sync.Once
 }
 
-// NewMulti validates cfg and builds the hosts (and runtimes); it does not
-// talk to Redis until Run. Close it after Run returned.
-func NewMulti(ctx context.Context, cfg MultiConfig) (*Multi, error) {
-	if cfg.Client == nil {
-		return nil, errors.New("host: multi: Client is required")
+// Validate checks the config as given (zero fields are defaults): a
+// client, at least one valid namespace listed once, no negative balance
+// setting, a usable Host template (its Store, Registry and Admin are
+// ignored) and Engine.
+func (c MultiConfig) Validate() error {
+	if c.Client == nil {
+		return errors.New("host: multi: Client is required")
 	}
-	if len(cfg.Namespaces) == 0 {
-		return nil, errors.New("host: multi: no namespaces")
+	if len(c.Namespaces) == 0 {
+		return errors.New("host: multi: no namespaces")
 	}
 	seen := map[string]bool{}
-	for _, ns := range cfg.Namespaces {
+	for _, ns := range c.Namespaces {
 		if err := storage.ValidateName("namespace", ns); err != nil {
-			return nil, fmt.Errorf("host: multi: %w", err)
+			return fmt.Errorf("host: multi: %w", err)
 		}
 		if seen[ns] {
-			return nil, fmt.Errorf("host: multi: namespace %q listed twice", ns)
+			return fmt.Errorf("host: multi: namespace %q listed twice", ns)
 		}
 		seen[ns] = true
 	}
-	if cfg.Balance.Slack < 0 || cfg.Balance.Interval < 0 || cfg.Balance.Cooldown < 0 || cfg.Balance.Holdoff < 0 || cfg.Balance.PresenceTTL < 0 {
-		return nil, errors.New("host: multi: negative balance setting")
+	if b := c.Balance; b.Slack < 0 || b.Interval < 0 || b.Cooldown < 0 || b.Holdoff < 0 || b.PresenceTTL < 0 {
+		return errors.New("host: multi: negative balance setting")
 	}
-	base := cfg.Host
-	base.Store, base.Registry, base.Admin = nil, nil, nil
-	// Validate the template with a placeholder store.
-	probe := base
-	probe.Store, _ = storage.New(cfg.Client, cfg.Namespaces[0])
+	probe := c.Host
+	probe.Store, _ = storage.New(c.Client, c.Namespaces[0]) // the template is validated with a placeholder store
 	if err := probe.Validate(); err != nil {
+		return err
+	}
+	if c.Engine != nil {
+		return c.Engine.Validate()
+	}
+	return nil
+}
+
+// NewMulti validates cfg and builds the hosts (and runtimes); it does not
+// talk to Redis until Run. Close it after Run returned.
+func NewMulti(ctx context.Context, cfg MultiConfig) (*Multi, error) {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	base = probe.withDefaults() // fills Identity, Advertise, LeaseTTL, Logger...
+	base := cfg.Host
+	base.Registry, base.Admin = nil, nil
+	base.Store, _ = storage.New(cfg.Client, cfg.Namespaces[0]) // a placeholder: each Host gets its own
+	base = base.withDefaults()                                 // fills Identity, Advertise, LeaseTTL, Logger...
 	b := &cfg.Balance
 	if b.Interval == 0 {
 		b.Interval = base.LeaseTTL / 2
@@ -165,14 +180,11 @@ func NewMulti(ctx context.Context, cfg MultiConfig) (*Multi, error) {
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.ledGauge, m.aliveGauge, m.targetG, m.releases)
 
-	if cfg.Runtime != nil {
-		m.wasm = cfg.Runtime.Policies
+	if cfg.Engine != nil {
+		m.wasm = cfg.Engine.Policies
 		if m.wasm == nil {
-			if err := cfg.Runtime.Validate(); err != nil {
-				return nil, err
-			}
 			var err error
-			m.wasm, err = policies.NewRuntime(ctx, cfg.Runtime.policyConfig(base.Logger))
+			m.wasm, err = policies.NewRuntime(ctx, cfg.Engine.policyConfig(base.Logger))
 			if err != nil {
 				return nil, fmt.Errorf("host: multi: %w", err)
 			}
@@ -196,8 +208,8 @@ func NewMulti(ctx context.Context, cfg MultiConfig) (*Multi, error) {
 			return nil, err
 		}
 		h.elector.beginCampaign, h.elector.endCampaign = m.beginCampaign, m.endCampaign
-		if cfg.Runtime != nil {
-			rc := *cfg.Runtime
+		if cfg.Engine != nil {
+			rc := *cfg.Engine
 			rc.Policies, rc.share = m.wasm, m.share
 			rt, err := NewEngine(ctx, h, rc)
 			if err != nil {

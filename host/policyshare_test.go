@@ -160,7 +160,7 @@ func TestNewMulti_sharesPolicies(t *testing.T) {
 	c := redistest.Start(t).Client(t)
 	m, err := NewMulti(context.Background(), MultiConfig{Client: c, Namespaces: []string{"m1", "m2", "m3"},
 		Host:    Config{Advertise: "a:1", Logger: slog.New(slog.DiscardHandler)},
-		Runtime: &EngineConfig{Policies: sharedWasm(t)}})
+		Engine: &EngineConfig{Policies: sharedWasm(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
