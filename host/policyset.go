@@ -311,12 +311,7 @@ func (s *PolicySet) resolve(ctx context.Context, name string) (*PolicyRef, error
 		_, _ = s.share.release(ctx, key, pol)
 		return nil, fmt.Errorf("host: policy %s: %w", name, policies.ErrClosed)
 	}
-	if old, ok := s.loaded[key]; ok { // cannot happen (one loader per name), be safe
-		s.mu.Unlock()
-		_, _ = s.share.release(ctx, key, pol)
-		return old, nil
-	}
-	s.loaded[key] = r
+	s.loaded[key] = r // new: one loader per name at a time (s.loading)
 	s.mu.Unlock()
 	if s.m != nil {
 		s.m.loaded.WithLabelValues(s.m.ns, name, r.Version).Set(1)

@@ -77,11 +77,7 @@ func (sh *policyShare) acquire(ctx context.Context, key, name string, wasm []byt
 // that was the last; it reports whether it closed it.
 func (sh *policyShare) release(ctx context.Context, key string, pol *policies.Policy) (closed bool, err error) {
 	sh.mu.Lock()
-	e, ok := sh.m[key]
-	if !ok || e.pol != pol {
-		sh.mu.Unlock()
-		return true, pol.Close(ctx) // not shared (cannot happen): close it as the only holder
-	}
+	e := sh.m[key] // acquire put it there; it leaves only with its last holder
 	e.sets--
 	last := e.sets == 0
 	if last {
