@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wasmsched/wasmsched/host/internal/leader"
 	"github.com/wasmsched/wasmsched/internal/digest"
 	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/policies"
@@ -108,7 +109,7 @@ func (e *renv) newTerm() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.lease = newLease(storage.Fence{Epoch: epoch, Holder: stamp}, time.Now().Add(time.Hour), nil)
+	e.lease = leader.NewLease(storage.Fence{Epoch: epoch, Holder: stamp}, time.Now().Add(time.Hour), nil)
 }
 
 // runTask runs a leader task until the test ends; stop returns its error.

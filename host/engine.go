@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/wasmsched/wasmsched/host/internal/leader"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -412,7 +413,7 @@ func (r *Engine) runStats(ctx context.Context, lease *Lease) error {
 				r.log.Debug("stats refresh failed", "err", err)
 			}
 		}
-		if !sleepCtx(ctx, r.cfg.StatsInterval) {
+		if !leader.Sleep(ctx, r.cfg.StatsInterval) {
 			return nil
 		}
 	}

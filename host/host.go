@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/wasmsched/wasmsched/host/internal/leader"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -166,7 +167,7 @@ func (c Config) withDefaults() Config {
 type Host struct {
 	cfg     Config
 	ns      string
-	elector *Elector
+	elector *leader.Elector
 	log     *slog.Logger
 
 	leaderGauge *prometheus.GaugeVec
@@ -206,21 +207,11 @@ func New(cfg Config) (*Host, error) {
 	h.transitions.WithLabelValues(ns, "leader")
 	h.transitions.WithLabelValues(ns, "standby")
 
-	h.elector = &Elector{
-		ns:       ns,
-		identity: cfg.Identity,
-		store:    cfg.Store,
-		bus:      cfg.Bus,
-		locker:   cfg.Store.Locker(),
-		key:      cfg.Store.Keys().Lock(),
-		ttl:      cfg.LeaseTTL,
-		refresh:  cfg.RefreshInterval,
-		retry:    cfg.RetryInterval,
-		margin:   cfg.SafetyMargin,
-		log:      h.log,
-		now:      time.Now,
-		onChange: h.onChange,
-	}
+	h.elector = leader.New(leader.Config{
+		Namespace: ns, Identity: cfg.Identity, Store: cfg.Store, Bus: cfg.Bus,
+		TTL: cfg.LeaseTTL, Refresh: cfg.RefreshInterval, Retry: cfg.RetryInterval, Margin: cfg.SafetyMargin,
+		Log: h.log, OnChange: h.onChange,
+	})
 	if cfg.TickInterval > 0 {
 		h.elector.AddLeaderTask("tick", TickTask(cfg.Store, cfg.TickInterval, cfg.UncheckedTicks, h.log))
 	}
@@ -249,17 +240,17 @@ func (h *Host) Identity() string { return h.cfg.Identity }
 // Namespace is the namespace the host competes for.
 func (h *Host) Namespace() string { return h.ns }
 
-// Elector is the namespace's elector.
-func (h *Host) Elector() *Elector { return h.elector }
+// Lease returns the current term's lease, nil while standing by.
+func (h *Host) Lease() *Lease { return h.elector.Lease() }
 
 // Leading reports whether the host holds a valid lease now.
 func (h *Host) Leading() bool { return h.elector.Leading() }
 
 // activeLoops is the number of leader task sets running now (0 or 1; tests).
-func (h *Host) activeLoops() int { return h.elector.activeLoops() }
+func (h *Host) activeLoops() int { return h.elector.ActiveLoops() }
 
 // maxActiveLoops is the highest activeLoops ever observed (tests).
-func (h *Host) maxActiveLoops() int { return h.elector.maxActiveLoops() }
+func (h *Host) maxActiveLoops() int { return h.elector.MaxActiveLoops() }
 
 // Registry is the host's metrics registry (later components add theirs).
 func (h *Host) Registry() *prometheus.Registry { return h.cfg.Registry }

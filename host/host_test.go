@@ -251,7 +251,7 @@ func TestRepeatedDemotePromote(t *testing.T) {
 	if m := sampledMax.Load(); m != 1 {
 		t.Fatalf("sampled ActiveLoops max = %d, want 1", m)
 	}
-	if got := h.Elector().termCount(); got < losses+1 {
+	if got := h.elector.TermCount(); got < losses+1 {
 		t.Fatalf("terms %d, want >= %d", got, losses+1)
 	}
 	if n := strings.Count(h.logs.String(), "lost leadership"); n < losses {
@@ -268,7 +268,7 @@ func TestFencedTaskDemotes(t *testing.T) {
 	ctx := context.Background()
 	h := startHost(t, srv, Config{Advertise: "127.0.0.1:3", LeaseTTL: 300 * time.Millisecond})
 	waitFor(t, 3*time.Second, "leadership", h.Leading)
-	l := h.Elector().Lease()
+	l := h.Lease()
 	if l == nil {
 		t.Fatal("no lease while leading")
 	}
@@ -288,7 +288,7 @@ func TestFencedTaskDemotes(t *testing.T) {
 		t.Fatalf("tick with the old fence: %v, want ErrFenced", err)
 	}
 	waitFor(t, 3*time.Second, "re-election", func() bool {
-		nl := h.Elector().Lease()
+		nl := h.Lease()
 		return nl != nil && nl.Valid() && nl.Epoch() > l.Epoch()+1
 	})
 }

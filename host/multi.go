@@ -207,7 +207,7 @@ func NewMulti(ctx context.Context, cfg MultiConfig) (*Multi, error) {
 			m.Close(ctx)
 			return nil, err
 		}
-		h.elector.beginCampaign, h.elector.endCampaign = m.beginCampaign, m.endCampaign
+		h.elector.SetCampaignHooks(m.beginCampaign, m.endCampaign)
 		if cfg.Engine != nil {
 			rc := *cfg.Engine
 			rc.Policies, rc.share = m.wasm, m.share

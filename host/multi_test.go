@@ -76,7 +76,7 @@ func TestMultiBalance(t *testing.T) {
 	})
 	// One pub/sub connection per process (its Bus), not one per namespace
 	// and channel: 2 Multis x 4 namespaces hold 2.
-	if n := pubsubConns(t, c); n != 2 {
+	if n := redistest.PubSubConns(t, c); n != 2 {
 		t.Errorf("%d pub/sub connections for 2 processes of 4 namespaces, want 2", n)
 	}
 	got, err := storage.ListNamespaces(context.Background(), c)

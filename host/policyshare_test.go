@@ -159,7 +159,7 @@ func TestPolicyShare_acquire(t *testing.T) {
 func TestNewMulti_sharesPolicies(t *testing.T) {
 	c := redistest.Start(t).Client(t)
 	m, err := NewMulti(context.Background(), MultiConfig{Client: c, Namespaces: []string{"m1", "m2", "m3"},
-		Host:    Config{Advertise: "a:1", Logger: slog.New(slog.DiscardHandler)},
+		Host:   Config{Advertise: "a:1", Logger: slog.New(slog.DiscardHandler)},
 		Engine: &EngineConfig{Policies: sharedWasm(t)}})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/host/internal/leader"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -63,7 +64,7 @@ func (r *Restorer) Run(ctx context.Context, lease *Lease) error {
 	r.mu.Unlock()
 	err := r.RestoreAll(ctx, lease)
 	for err == nil && ctx.Err() == nil {
-		if !sleepCtx(ctx, r.rt.cfg.RestoreInterval) {
+		if !leader.Sleep(ctx, r.rt.cfg.RestoreInterval) {
 			break
 		}
 		err = r.Pass(ctx, lease)

@@ -135,7 +135,7 @@ func TestSlotManagerTaskFencedAndLeaseCheck(t *testing.T) {
 		t.Fatal("allocation with a stale fence succeeded")
 	}
 	e.wantStates(ids, storage.StateLaunched)
-	old.revoke("test")
+	old.Revoke("test")
 	if n, err := e.rt.slots.Pass(context.Background(), old); n != 0 || err != nil {
 		t.Fatalf("pass with a revoked lease: %d %v", n, err)
 	}

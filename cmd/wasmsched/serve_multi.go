@@ -57,7 +57,7 @@ func serveMulti(c *cli.Context, rdb redis.UniversalClient, o serveOptions, adv s
 			UncheckedTicks: o.UncheckedTicks,
 			Logger:         log,
 		},
-		Engine: &rc,
+		Engine:  &rc,
 		Admin:   admin,
 		Balance: host.BalanceConfig{Disabled: slack < 0, Slack: max(slack, 0)},
 	})

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -175,4 +176,15 @@ func (s *Server) Restart(t testing.TB) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatal(err)
+}
+
+// PubSubConns counts the server's pub/sub connections (CLIENT LIST TYPE
+// pubsub), for tests that check a process shares one.
+func PubSubConns(tb testing.TB, c redis.UniversalClient) int {
+	tb.Helper()
+	out, err := c.Do(context.Background(), "CLIENT", "LIST", "TYPE", "pubsub").Text()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return strings.Count(out, "\n")
 }

@@ -1,4 +1,4 @@
-package host
+package leader
 
 import (
 	"errors"
@@ -28,7 +28,7 @@ type Lease struct {
 	done     chan struct{}
 }
 
-func newLease(f storage.Fence, deadline time.Time, now func() time.Time) *Lease {
+func NewLease(f storage.Fence, deadline time.Time, now func() time.Time) *Lease {
 	if now == nil {
 		now = time.Now
 	}
@@ -88,9 +88,9 @@ func (l *Lease) extend(deadline time.Time) bool {
 	return true
 }
 
-// revoke ends the lease at once; the first reason wins. It reports whether
+// Revoke ends the lease at once; the first reason wins. It reports whether
 // this call revoked it.
-func (l *Lease) revoke(reason string) bool {
+func (l *Lease) Revoke(reason string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.reason != "" {

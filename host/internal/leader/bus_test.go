@@ -1,27 +1,14 @@
-package host
+package leader
 
 import (
 	"context"
 	"io"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/wasmsched/wasmsched/storage/redistest"
 )
-
-// pubsubConns counts the server's pub/sub connections.
-func pubsubConns(t *testing.T, c redis.UniversalClient) int {
-	t.Helper()
-	out, err := c.Do(context.Background(), "CLIENT", "LIST", "TYPE", "pubsub").Text()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Count(out, "\n")
-}
 
 // next returns the listener's next event, failing after 10 s.
 func next(t *testing.T, ch <-chan BusEvent, what string) BusEvent {
@@ -73,7 +60,7 @@ func TestBus_Subscribe(t *testing.T) {
 			}
 		}
 	}
-	if n := pubsubConns(t, c); n != 1 {
+	if n := redistest.PubSubConns(t, c); n != 1 {
 		t.Fatalf("%d pub/sub connections, want 1", n)
 	}
 	c.Publish(ctx, "a", "x")
@@ -115,11 +102,11 @@ func TestBus_Subscribe(t *testing.T) {
 		n, err := c.PubSubNumSub(ctx, "a").Result()
 		return err == nil && n["a"] == 0
 	})
-	if n := pubsubConns(t, c); n != 1 {
+	if n := redistest.PubSubConns(t, c); n != 1 {
 		t.Fatalf("%d pub/sub connections with b still listened to, want 1", n)
 	}
 	unB1()
-	waitUntil(t, "no pub/sub connection left", func() bool { return pubsubConns(t, c) == 0 })
+	waitUntil(t, "no pub/sub connection left", func() bool { return redistest.PubSubConns(t, c) == 0 })
 
 	// A new listener opens a new connection.
 	a3, unA3 := b.Subscribe("a")

@@ -1,4 +1,4 @@
-package host
+package leader
 
 import (
 	"errors"
@@ -24,7 +24,7 @@ func (c *fakeClock) add(d time.Duration) {
 func TestLeaseValidity(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1000, 0)}
 	f := storage.Fence{Epoch: 7, Holder: "a:1#1#ab"}
-	l := newLease(f, clk.now().Add(time.Second), clk.now)
+	l := NewLease(f, clk.now().Add(time.Second), clk.now)
 	if l.Fence() != f || l.Epoch() != 7 {
 		t.Fatalf("fence %+v", l.Fence())
 	}
@@ -62,11 +62,11 @@ func TestLeaseValidity(t *testing.T) {
 
 func TestLeaseRevoke(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1000, 0)}
-	l := newLease(storage.Fence{Epoch: 1, Holder: "h"}, clk.now().Add(time.Hour), clk.now)
-	if !l.revoke("lock lost") {
+	l := NewLease(storage.Fence{Epoch: 1, Holder: "h"}, clk.now().Add(time.Hour), clk.now)
+	if !l.Revoke("lock lost") {
 		t.Fatal("first revoke returned false")
 	}
-	if l.revoke("second") {
+	if l.Revoke("second") {
 		t.Fatal("second revoke returned true")
 	}
 	if l.Valid() || l.Reason() != "lock lost" {

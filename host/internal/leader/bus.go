@@ -1,4 +1,4 @@
-package host
+package leader
 
 import (
 	"context"
@@ -146,7 +146,7 @@ func (b *Bus) run(ctx context.Context, ps *redis.PubSub, done chan struct{}) {
 			if fails == 3 {
 				b.log.Warn("pub/sub connection failing; retrying", "err", err)
 			}
-			if !sleepCtx(ctx, min(time.Duration(fails)*100*time.Millisecond, 2*time.Second)) {
+			if !Sleep(ctx, min(time.Duration(fails)*100*time.Millisecond, 2*time.Second)) {
 				return
 			}
 			continue

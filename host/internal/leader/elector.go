@@ -1,4 +1,4 @@
-package host
+package leader
 
 import (
 	"context"
@@ -65,6 +65,39 @@ type Elector struct {
 	terms     atomic.Int64 // promotions so far
 }
 
+// Config configures an Elector (the host fills every field; see host.Config).
+type Config struct {
+	Namespace string
+	Identity  string
+	Store     *storage.Store
+	Bus       *Bus
+	TTL       time.Duration
+	Refresh   time.Duration
+	Retry     time.Duration
+	Margin    time.Duration
+	Log       *slog.Logger
+	// OnChange is called on every promotion and demotion.
+	OnChange func(leading bool, epoch int64, reason string)
+}
+
+// New returns an Elector for c.Namespace's leader lock.
+func New(c Config) *Elector {
+	return &Elector{
+		ns: c.Namespace, identity: c.Identity, store: c.Store, bus: c.Bus,
+		locker: c.Store.Locker(), key: c.Store.Keys().Lock(),
+		ttl: c.TTL, refresh: c.Refresh, retry: c.Retry, margin: c.Margin,
+		log: c.Log, now: time.Now, onChange: c.OnChange,
+	}
+}
+
+// SetCampaignHooks is for a multi-namespace process, before Run: begin
+// reports whether the process is reluctant (it then waits a retry more
+// before campaigning) and counts the campaign in flight until end, which
+// runs once the campaign failed or its lease is visible in Leading.
+func (e *Elector) SetCampaignHooks(begin func() (reluctant bool), end func()) {
+	e.beginCampaign, e.endCampaign = begin, end
+}
+
 // AddLeaderTask registers a task for every future term (a term already
 // running is not changed).
 func (e *Elector) AddLeaderTask(name string, fn LeaderTask) {
@@ -86,16 +119,16 @@ func (e *Elector) Leading() bool {
 	return l != nil && l.Valid()
 }
 
-// activeLoops is the number of leader task sets running now, maintained by
+// ActiveLoops is the number of leader task sets running now, maintained by
 // the loop itself (incremented before the first task starts, decremented
 // after the last one returned). It is never more than 1.
-func (e *Elector) activeLoops() int { return int(e.active.Load()) }
+func (e *Elector) ActiveLoops() int { return int(e.active.Load()) }
 
-// maxActiveLoops is the highest activeLoops ever observed (tests).
-func (e *Elector) maxActiveLoops() int { return int(e.maxActive.Load()) }
+// MaxActiveLoops is the highest ActiveLoops ever observed.
+func (e *Elector) MaxActiveLoops() int { return int(e.maxActive.Load()) }
 
-// termCount is the number of times this elector became leader (tests).
-func (e *Elector) termCount() int64 { return e.terms.Load() }
+// TermCount is the number of times this elector became leader.
+func (e *Elector) TermCount() int64 { return e.terms.Load() }
 
 // Identity is the stamp this elector competes with.
 func (e *Elector) Identity() string { return e.identity }
@@ -147,7 +180,7 @@ func (e *Elector) Run(ctx context.Context) error {
 		if ctx.Err() == nil {
 			// Compete again after a pause, so a standby gets its chance
 			// when we renounced because of a failing task.
-			sleepCtx(ctx, jitter(e.retry))
+			Sleep(ctx, jitter(e.retry))
 		}
 		// Drop a wake-up caused by our own release.
 		select {
@@ -203,7 +236,7 @@ func (e *Elector) campaign(ctx context.Context, logStandby bool) (*redislock.Loc
 		cancel()
 		return nil, nil, wait
 	}
-	lease := newLease(storage.Fence{Epoch: epoch, Holder: e.identity}, sent.Add(e.ttl-e.margin), e.now)
+	lease := NewLease(storage.Fence{Epoch: epoch, Holder: e.identity}, sent.Add(e.ttl-e.margin), e.now)
 	if !lease.Valid() {
 		// Obtaining took longer than the lease: do not start a term.
 		e.log.Warn("lease ran out while becoming leader; standing by", "epoch", epoch)
@@ -249,14 +282,14 @@ func (e *Elector) lead(ctx context.Context, lock *redislock.Lock, lease *Lease) 
 			err := runTask(tctx, t, lease)
 			if err != nil && tctx.Err() == nil {
 				// Stop deciding at once, before the loop even wakes up.
-				lease.revoke(taskReason(t.Name, err))
+				lease.Revoke(taskReason(t.Name, err))
 			}
 			done <- taskDone{t.Name, err}
 		}()
 	}
 
 	reason := e.hold(ctx, lock, lease, done)
-	lease.revoke(reason) // Valid() is false from here on
+	lease.Revoke(reason) // Valid() is false from here on
 	cancel()
 	wg.Wait()
 	e.active.Add(-1)
@@ -378,8 +411,8 @@ func sleepWake(ctx context.Context, d time.Duration, wake <-chan struct{}) bool 
 	}
 }
 
-// sleepCtx sleeps d; it reports false if ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
+// Sleep sleeps d; it reports false if ctx ended first.
+func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -401,7 +434,7 @@ func (e *Elector) Resign(reason string, holdoff time.Duration) bool {
 	if l == nil {
 		return false
 	}
-	return l.revoke(reason)
+	return l.Revoke(reason)
 }
 
 // holdoff waits out a Resign's holdoff (and, for a reluctant Multi member,
@@ -414,7 +447,7 @@ func (e *Elector) holdoff(ctx context.Context) bool {
 		if until <= now.UnixNano() {
 			break
 		}
-		if !sleepCtx(ctx, min(time.Duration(until-now.UnixNano()), e.retry)) {
+		if !Sleep(ctx, min(time.Duration(until-now.UnixNano()), e.retry)) {
 			return false
 		}
 		if time.Since(since) >= 2*e.retry {
@@ -435,7 +468,7 @@ func (e *Elector) admit(ctx context.Context) bool {
 	if e.beginCampaign == nil {
 		return true
 	}
-	if e.beginCampaign() && !sleepCtx(ctx, jitter(e.retry)) {
+	if e.beginCampaign() && !Sleep(ctx, jitter(e.retry)) {
 		e.campaignEnded()
 		return false
 	}
