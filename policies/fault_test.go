@@ -189,10 +189,9 @@ func TestInvalidDecisionRejected(tt *testing.T) {
 }
 
 // TestPolicy_DecideSerial_runResolution: the host maps each action to its
-// run by the position of the id in the guest's copy of the input (the
-// SDK's in-place encoding), checking the bytes, and otherwise by hashing
-// the id. Out-of-order names, ids copied elsewhere and an id the guest
-// rewrote in its input buffer all resolve to what the bytes say.
+// run by the id's bytes (the hash index of the snapshot), wherever the
+// guest's string lies: out-of-order names, ids copied elsewhere and an id
+// the guest rewrote in its input buffer all resolve to what the bytes say.
 func TestPolicy_DecideSerial_runResolution(tt *testing.T) {
 	p := faulty(tt, Config{})
 	for _, tc := range []struct {

@@ -357,16 +357,6 @@ func (inst *instance) run(ctx context.Context, in []byte) ([]byte, error) {
 	return out, nil
 }
 
-// inBase is the host address of the guest's input buffer (where run wrote
-// the last input), or 0 if it cannot be viewed.
-func (inst *instance) inBase() uintptr {
-	b, ok := inst.mem.Read(inst.inPtr, uint32(len(inst.enc)))
-	if !ok || len(b) == 0 {
-		return 0
-	}
-	return uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-}
-
 func (inst *instance) intern(s string) string {
 	// The same reference as the last call's (the SDK writes a repeated
 	// reason once and points every action at it): no compare needed.
@@ -525,7 +515,7 @@ func (p *Policy) DecideSerial(ctx context.Context, s *abi.SerialSnapshot) (abi.S
 		return abi.SerialDecision{}, err
 	}
 	v.actions = view.Actions
-	v.resolve(s, &view, inst.enc, inst.inBase())
+	v.resolve(s, &view)
 	v.abi = p.abi
 	probs := v.checkSerial(s, &view)
 	// Copy out of guest memory: run ids become the snapshot's own strings,

@@ -1,11 +1,9 @@
 package policies
 
 import (
-	"encoding/binary"
 	"fmt"
 	"hash/maphash"
 	"strconv"
-	"unsafe"
 
 	"github.com/wasmsched/wasmsched/abi"
 )
@@ -66,65 +64,21 @@ type validator struct {
 	abi     uint32       // the deciding module's ABI version (0: the newest)
 }
 
-// resolve fills v.idx with the run each action of d names, or -1. Policy
-// passes the snapshot's encoding enc and the address base of the guest's
-// copy of it: an action whose run string lies inside that copy at the very
-// offset where the host wrote run j's id (the SDK's in-place encoding
-// points run ids there) and whose bytes still equal that id is run j,
-// found by a binary search over the run records instead of a hash. Any
-// other string (base 0, a copy elsewhere, bytes the guest rewrote) goes
-// through the hash index.
-func (v *validator) resolve(s *abi.SerialSnapshot, d *abi.SerialDecision, enc []byte, base uintptr) {
-	n := len(s.Active) + len(s.Waiting)
+// resolve fills v.idx with the run each action of d names, or -1, through
+// the hash index of the snapshot's ids (an id longer than any run's is not
+// hashed). d may alias guest memory: nothing is copied.
+func (v *validator) resolve(s *abi.SerialSnapshot, d *abi.SerialDecision) {
 	v.idx = v.idx[:0]
-	next := 0 // policies mostly name runs in snapshot order: try that first
 	for i := range d.Actions {
 		id := d.Actions[i].Run
 		j := -1
-		if off := uintptr(unsafe.Pointer(unsafe.StringData(id))) - base; base != 0 && off < uintptr(len(enc)) {
-			if next < n && idOff(enc, next) == uint32(off) {
-				j = next
-			} else {
-				j = idAt(enc, n, uint32(off))
-			}
-			next = j + 1
-		}
-		if j < 0 || v.run(s, j).ID != id {
-			if len(id) > v.maxID { // no run has so long an id: do not hash it
-				v.idx = append(v.idx, -1)
-				continue
-			}
-			var ok bool
-			if j, ok = v.lookup(s, id); !ok {
-				j = -1
+		if len(id) <= v.maxID {
+			if k, ok := v.lookup(s, id); ok {
+				j = k
 			}
 		}
 		v.idx = append(v.idx, int32(j))
 	}
-}
-
-// idAt returns the run whose id reference in the serial snapshot encoding
-// enc (n runs) starts at off, or -1. Ids are written in run order, so
-// their offsets increase with the run index.
-func idAt(enc []byte, n int, off uint32) int {
-	lo, hi := 0, n
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		switch o := idOff(enc, m); {
-		case o == off:
-			return m
-		case o < off:
-			lo = m + 1
-		default:
-			hi = m
-		}
-	}
-	return -1
-}
-
-// idOff is the offset of run j's id in the serial snapshot encoding enc.
-func idOff(enc []byte, j int) uint32 {
-	return binary.LittleEndian.Uint32(enc[abi.SerialSnapshotHeaderSize+j*abi.RunSize+32:])
 }
 
 func (v *validator) run(s *abi.SerialSnapshot, j int) *abi.Run {
@@ -301,7 +255,7 @@ func ValidateSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) error {
 	if probs := v.indexSerial(s); !probs.empty() {
 		return probs.err(true)
 	}
-	v.resolve(s, d, nil, 0)
+	v.resolve(s, d)
 	if probs := v.checkSerial(s, d); !probs.empty() {
 		return probs.err(false)
 	}
