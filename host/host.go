@@ -60,10 +60,6 @@ type Config struct {
 	// liveness write, storage.Store.Tick); default LeaseTTL/3; negative
 	// disables the tick task.
 	TickInterval time.Duration
-	// UncheckedTicks makes the tick task skip Lease.Valid() and make one
-	// last write with its (stale) fence when its term ends. Test hook only:
-	// it shows the storage fence rejecting a deposed leader.
-	UncheckedTicks bool
 	// Tasks are the leader tasks run while leading (more with AddLeaderTask).
 	Tasks []Task
 	// Logger defaults to slog.Default().
@@ -213,7 +209,7 @@ func New(cfg Config) (*Host, error) {
 		Log: h.log, OnChange: h.onChange,
 	})
 	if cfg.TickInterval > 0 {
-		h.elector.AddLeaderTask("tick", TickTask(cfg.Store, cfg.TickInterval, cfg.UncheckedTicks, h.log))
+		h.elector.AddLeaderTask("tick", TickTask(cfg.Store, cfg.TickInterval, h.log))
 	}
 	for _, t := range cfg.Tasks {
 		h.elector.AddLeaderTask(t.Name, t.Run)
@@ -302,49 +298,45 @@ func (h *Host) Run(ctx context.Context) error {
 
 // TickTask is the leader task that makes a fenced liveness write
 // (storage.Store.Tick) every interval. It checks lease.Valid() before every
-// write (unless unchecked, a test hook: then it also makes one last write
-// with its stale fence after its term ended). It returns storage.ErrFenced
+// write. It returns storage.ErrFenced
 // (which demotes the host) when a write is rejected by the fence; other
 // errors are logged and retried at the next tick.
-func TickTask(st *storage.Store, interval time.Duration, unchecked bool, log *slog.Logger) LeaderTask {
+func TickTask(st *storage.Store, interval time.Duration, log *slog.Logger) LeaderTask {
 	return func(ctx context.Context, lease *Lease) error {
 		t := time.NewTicker(interval)
 		defer t.Stop()
-		tick := func(ctx context.Context) error {
-			err := st.Tick(ctx, lease.Fence())
-			switch {
-			case err == nil:
-				return nil
-			case errors.Is(err, storage.ErrFenced):
-				log.Warn("tick rejected: fenced", "epoch", lease.Epoch(), "err", err)
-				return err
-			case ctx.Err() != nil:
-				return nil
-			default:
-				log.Warn("tick failed", "epoch", lease.Epoch(), "err", err)
-				return nil
-			}
-		}
 		for {
 			select {
 			case <-ctx.Done():
-				if unchecked {
-					wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-					defer cancel()
-					log.Info("unchecked tick: writing with a stale fence after the term ended", "epoch", lease.Epoch())
-					_ = tick(wctx)
-				}
 				return nil
 			case <-t.C:
 			}
-			if !unchecked && !lease.Valid() {
+			if !lease.Valid() {
 				log.Info("tick skipped: lease not valid", "epoch", lease.Epoch(), "reason", lease.Reason())
 				return nil
 			}
-			if err := tick(ctx); err != nil {
+			if err := Tick(ctx, st, lease, log); err != nil {
 				return err
 			}
 		}
+	}
+}
+
+// Tick writes one fenced tick with lease's fence: nil on success and on a
+// transient failure (logged), storage.ErrFenced when the fence rejects it.
+func Tick(ctx context.Context, st *storage.Store, lease *Lease, log *slog.Logger) error {
+	err := st.Tick(ctx, lease.Fence())
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, storage.ErrFenced):
+		log.Warn("tick rejected: fenced", "epoch", lease.Epoch(), "err", err)
+		return err
+	case ctx.Err() != nil:
+		return nil
+	default:
+		log.Warn("tick failed", "epoch", lease.Epoch(), "err", err)
+		return nil
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -131,20 +132,22 @@ Examples:
 				adv = defaultAdvertise(admin)
 			}
 			if c.IsSet("namespaces") {
+				if o.UncheckedTicks {
+					return usageErrorf("serve: --debug-unchecked-ticks is a single-namespace test hook; not with --namespaces")
+				}
 				return serveMulti(c, rdb, o, adv, log, admin) // serve_multi.go
 			}
 			st, err := storage.New(rdb, ns)
 			if err != nil {
 				return asUsage(err)
 			}
-			h, err := host.New(host.Config{
-				Store:          st,
-				Advertise:      adv,
-				LeaseTTL:       o.LeaseTTL,
-				UncheckedTicks: o.UncheckedTicks,
-				Logger:         log,
-				Admin:          admin,
-			})
+			hc := host.Config{Store: st, Advertise: adv, LeaseTTL: o.LeaseTTL, Logger: log, Admin: admin}
+			if o.UncheckedTicks { // test hook (debug_tick.go)
+				ttl := cmp.Or(o.LeaseTTL, host.DefaultLeaseTTL)
+				hc.TickInterval = -1
+				hc.Tasks = []host.Task{{Name: "tick", Run: uncheckedTickTask(st, ttl/host.DefaultTickDivisor, log)}}
+			}
+			h, err := host.New(hc)
 			if err != nil {
 				return asUsage(err)
 			}

@@ -52,10 +52,9 @@ func serveMulti(c *cli.Context, rdb redis.UniversalClient, o serveOptions, adv s
 		Client:     rdb,
 		Namespaces: names,
 		Host: host.Config{
-			Advertise:      adv,
-			LeaseTTL:       o.LeaseTTL,
-			UncheckedTicks: o.UncheckedTicks,
-			Logger:         log,
+			Advertise: adv,
+			LeaseTTL:  o.LeaseTTL,
+			Logger:    log,
 		},
 		Engine:  &rc,
 		Admin:   admin,
