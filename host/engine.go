@@ -23,6 +23,10 @@ const (
 	DefaultSlotInterval    = 10 * time.Millisecond
 	DefaultRestoreInterval = 500 * time.Millisecond
 	DefaultStatsInterval   = 2 * time.Second
+	// DefaultRetention is how long finished runs are kept when neither
+	// the group (group set --retention) nor EngineConfig.Retention says.
+	DefaultRetention         = 7 * 24 * time.Hour
+	DefaultRetentionInterval = time.Second
 	DefaultBackoff         = 100 * time.Millisecond
 	DefaultMaxBackoff      = 5 * time.Second
 	DefaultBatchSize       = 1000
@@ -69,6 +73,13 @@ type EngineConfig struct {
 	// RestoreInterval is the period of dead-worker reaping and restore-queue
 	// processing. Default 500ms.
 	RestoreInterval time.Duration
+	// Retention is the namespace's default retention of finished runs
+	// (a group's own setting wins): default DefaultRetention (7 days);
+	// negative keeps them forever.
+	Retention time.Duration
+	// RetentionInterval is the period of the retention task (it removes
+	// expired runs in fenced chunks of storage.ExpireChunk). Default 1s.
+	RetentionInterval time.Duration
 	// StatsInterval is the period of the slots/runs gauges refresh; default
 	// 2s; negative disables the stats task.
 	StatsInterval time.Duration
@@ -99,7 +110,7 @@ func (c EngineConfig) Validate() error {
 		return fmt.Errorf("host: runtime: policy timeout %v: want > 0", c.PolicyTimeout)
 	case c.PolicyPool < 0:
 		return fmt.Errorf("host: runtime: policy pool %d: want >= 0", c.PolicyPool)
-	case c.PollInterval < 0 || c.SlotInterval < 0 || c.RestoreInterval < 0 || c.Backoff < 0 || c.MaxBackoff < 0:
+	case c.PollInterval < 0 || c.SlotInterval < 0 || c.RestoreInterval < 0 || c.Backoff < 0 || c.MaxBackoff < 0 || c.RetentionInterval < 0:
 		return errors.New("host: runtime: negative interval")
 	case c.BatchSize < 0:
 		return fmt.Errorf("host: runtime: batch size %d: want >= 0", c.BatchSize)
@@ -137,6 +148,8 @@ func (c EngineConfig) withDefaults() EngineConfig {
 	def(&c.SlotInterval, DefaultSlotInterval)
 	def(&c.RestoreInterval, DefaultRestoreInterval)
 	def(&c.StatsInterval, DefaultStatsInterval)
+	def(&c.Retention, DefaultRetention)
+	def(&c.RetentionInterval, DefaultRetentionInterval)
 	def(&c.Backoff, DefaultBackoff)
 	def(&c.MaxBackoff, DefaultMaxBackoff)
 	if c.MaxBackoff < c.Backoff {
@@ -265,6 +278,7 @@ func (r *Engine) Tasks() []Task {
 		{Name: "slots", Run: r.slots.Run},
 		{Name: "restore", Run: r.restore.Run},
 		{Name: "drain", Run: r.drain.Run},
+		{Name: "retention", Run: r.retention},
 	}
 	if r.cfg.StatsInterval > 0 {
 		ts = append(ts, Task{Name: "stats", Run: r.runStats})

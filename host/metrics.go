@@ -34,6 +34,7 @@ type metrics struct {
 	runs        *prometheus.GaugeVec     // state
 	loaded      *prometheus.GaugeVec     // policy, version
 	drained     prometheus.Counter
+	expired     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, ns string) (*metrics, error) {
@@ -66,7 +67,7 @@ func newMetrics(reg prometheus.Registerer, ns string) (*metrics, error) {
 		}, []string{"namespace", "outcome"}),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wasmsched_leader_passes_total",
-			Help: "Passes of the leader tasks (coordinator, slots, restore, drain).",
+			Help: "Passes of the leader tasks (coordinator, slots, restore, drain, retention).",
 		}, []string{"namespace", "task"}),
 		lastPass: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "wasmsched_leader_last_pass_timestamp_seconds",
@@ -84,6 +85,11 @@ func newMetrics(reg prometheus.Registerer, ns string) (*metrics, error) {
 			Name: "wasmsched_policy_loaded",
 			Help: "1 for each policy version loaded by this host (name, sha256 prefix).",
 		}, []string{"namespace", "policy", "version"}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name:        "wasmsched_expired_runs_total",
+			Help:        "Finished runs removed by the retention task (older than their group's retention).",
+			ConstLabels: prometheus.Labels{"namespace": ns},
+		}),
 		drained: prometheus.NewCounter(prometheus.CounterOpts{
 			Name:        "wasmsched_drained_runs_total",
 			Help:        "WAITING runs discarded by the drain task because a decision's discard_below covered them.",
@@ -91,7 +97,7 @@ func newMetrics(reg prometheus.Registerer, ns string) (*metrics, error) {
 		}),
 	}
 	for _, c := range []prometheus.Collector{m.decisions, m.latency, m.stale, m.fenced, m.allocations,
-		m.restores, m.passes, m.lastPass, m.slots, m.runs, m.loaded, m.drained} {
+		m.restores, m.passes, m.lastPass, m.slots, m.runs, m.loaded, m.drained, m.expired} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("host: register runtime metrics: %w", err)
 		}

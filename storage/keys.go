@@ -48,6 +48,11 @@ func (k Keys) Active(g string) string { return k.p + "group:" + g + ":active" }
 // Dirty is the set of groups that may need a decision.
 func (k Keys) Dirty() string { return k.p + "dirty" }
 
+// Finished is the zset of group g's finished runs by finished_at (ms): the
+// retention index (every script that ends a run adds it; expire.lua
+// removes it with the run).
+func (k Keys) Finished(g string) string { return k.p + "group:" + g + ":finished" }
+
 // Drain is the set of groups whose discard_below still covers WAITING runs
 // (apply adds, drain.lua removes).
 func (k Keys) Drain() string { return k.p + "drain" }

@@ -50,6 +50,9 @@ type Group struct {
 	Policy    string // policy name; default "wait"
 	MaxActive int
 	Window    int   // waiting runs per side of a snapshot's window; 0 = DefaultWindow
+	// Retention is how long the group's finished runs are kept: -1 = the
+	// namespace default (the leader's EngineConfig.Retention), 0 = forever.
+	Retention time.Duration
 	Version   int64 // bumped on every change of the group's runs or settings
 	Waiting   int   // number of WAITING runs (in a Snapshot: not covered by DiscardBelow)
 	Active    int   // number of LAUNCHED/RUNNING/STOPPING runs
@@ -197,7 +200,15 @@ type GroupSettings struct {
 	Policy    string
 	MaxActive int // 1..MaxMaxActive
 	Window    int // 1..MaxWindow
+	// Retention (nil = keep) is how long finished runs are kept: 0 =
+	// forever, RetentionDefault = the namespace default, else > 0 (whole
+	// milliseconds).
+	Retention *time.Duration
 }
+
+// RetentionDefault, as GroupSettings.Retention, returns a group to the
+// namespace's default retention.
+const RetentionDefault time.Duration = -1
 
 // SetGroupSettings creates or updates a group: only the nonzero settings
 // change. It bumps the version and marks the group dirty.
@@ -217,15 +228,28 @@ func (s *Store) SetGroupSettings(ctx context.Context, name string, gs GroupSetti
 	if gs.Window < 0 || gs.Window > MaxWindow {
 		return Group{}, invalid(op, "group %s: window %d is outside 1 to %d", name, gs.Window, MaxWindow)
 	}
+	ret := ""
+	if r := gs.Retention; r != nil {
+		switch {
+		case *r == RetentionDefault:
+			ret = "-1"
+		case *r < 0:
+			return Group{}, invalid(op, "group %s: retention %v is negative", name, *r)
+		case *r > 0 && *r < time.Millisecond:
+			return Group{}, invalid(op, "group %s: retention %v is below 1ms", name, *r)
+		default:
+			ret = strconv.FormatInt(r.Milliseconds(), 10)
+		}
+	}
 	k := s.k
 	v, err := s.run(ctx, op, "set_group", []string{k.Groups(), k.Group(name), k.Dirty(), k.Waiting(name), k.Active(name)},
-		name, gs.Policy, gs.MaxActive, gs.Window)
+		name, gs.Policy, gs.MaxActive, gs.Window, ret)
 	if err != nil {
 		return Group{}, err
 	}
 	a := v.([]any)
 	return Group{Name: name, Policy: str(a[0]), MaxActive: int(toInt64(a[1])), Version: toInt64(a[2]),
-		Waiting: int(toInt64(a[3])), Active: int(toInt64(a[4])), Window: int(toInt64(a[5]))}, nil
+		Waiting: int(toInt64(a[3])), Active: int(toInt64(a[4])), Window: int(toInt64(a[5])), Retention: retention(a[6])}, nil
 }
 
 // deleteChunk bounds the waiting runs one delete_group call discards.
@@ -312,7 +336,7 @@ func (s *Store) getGroups(ctx context.Context, names []string) ([]Group, error) 
 	cs := make([]cmds, len(names))
 	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, n := range names {
-			cs[i] = cmds{p.HMGet(ctx, s.k.Group(n), "policy", "max_active", "version", "window"),
+			cs[i] = cmds{p.HMGet(ctx, s.k.Group(n), "policy", "max_active", "version", "window", "retention_ms"),
 				p.ZCard(ctx, s.k.Waiting(n)), p.ZCard(ctx, s.k.Active(n))}
 		}
 		return nil
@@ -327,7 +351,7 @@ func (s *Store) getGroups(ctx context.Context, names []string) ([]Group, error) 
 			continue
 		}
 		out = append(out, Group{Name: n, Policy: str(v[0]), MaxActive: int(toInt64(v[1])), Version: toInt64(v[2]),
-			Window: int(toInt64(v[3])), Waiting: int(cs[i].w.Val()), Active: int(cs[i].a.Val())})
+			Window: int(toInt64(v[3])), Retention: retention(v[4]), Waiting: int(cs[i].w.Val()), Active: int(cs[i].a.Val())})
 	}
 	return out, nil
 }
@@ -745,8 +769,8 @@ func (s *Store) applyCall(f Fence, group string, d Decision) (scriptCall, error)
 	if d.Below < 0 {
 		return scriptCall{}, invalid(op, "discard_below %d is negative", d.Below)
 	}
-	keys := make([]string, 0, 8+len(d.Actions))
-	keys = append(keys, k.Fence(), k.Lock(), k.Group(group), k.Waiting(group), k.Active(group), k.Dirty(), k.Launched(), k.Drain())
+	keys := make([]string, 0, 9+len(d.Actions))
+	keys = append(keys, k.Fence(), k.Lock(), k.Group(group), k.Waiting(group), k.Active(group), k.Dirty(), k.Launched(), k.Drain(), k.Finished(group))
 	args := make([]any, 0, 10+3*len(d.Actions))
 	args = append(args, f.args()...)
 	again := 0
@@ -808,6 +832,57 @@ func (s *Store) ApplyBatch(ctx context.Context, f Fence, ds []GroupDecision) []A
 	return out
 }
 
+// retention reads a retention_ms value: absent or -1 = the default (-1).
+func retention(v any) time.Duration {
+	if v == nil {
+		return RetentionDefault
+	}
+	ms := toInt64(v)
+	if ms < 0 {
+		return RetentionDefault
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// ExpireChunk is the number of finished runs one expire script removes.
+const ExpireChunk = 256
+
+// Expire removes up to chunk (<= 0: ExpireChunk) of group's finished runs
+// older than its retention (its own, else def; 0 = forever), with their
+// index entries, in one fenced script, and reports how many and whether
+// more may be due (then call it again). Errors: ErrFenced, ErrInvalid.
+func (s *Store) Expire(ctx context.Context, f Fence, group string, def time.Duration, chunk int) (n int, more bool, err error) {
+	if err := ValidateName("group", group); err != nil {
+		return 0, false, err
+	}
+	if def < 0 {
+		return 0, false, invalid("expire", "default retention %v is negative", def)
+	}
+	if chunk <= 0 {
+		chunk = ExpireChunk
+	}
+	k := s.k
+	v, err := s.run(ctx, "expire", "expire", []string{k.Fence(), k.Lock(), k.Group(group), k.Finished(group), k.Runs()},
+		append(f.args(), k.RunPrefix(), def.Milliseconds(), chunk)...)
+	if err != nil {
+		return 0, false, err
+	}
+	a, _ := v.([]any)
+	if len(a) < 2 {
+		return 0, false, fmt.Errorf("storage: expire: unexpected reply %v", v)
+	}
+	return int(toInt64(a[0])), toInt64(a[1]) == 1, nil
+}
+
+// GroupNames returns every group's name (the groups set; unsorted).
+func (s *Store) GroupNames(ctx context.Context) ([]string, error) {
+	names, err := s.c.SMembers(ctx, s.k.Groups()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("storage: group names: %w", err)
+	}
+	return names, nil
+}
+
 // DrainGroups returns up to limit groups whose discard_below still covers
 // WAITING runs (the drain set).
 func (s *Store) DrainGroups(ctx context.Context, limit int) ([]string, error) {
@@ -830,7 +905,7 @@ func (s *Store) Drain(ctx context.Context, f Fence, group string, chunk int) (n 
 		chunk = DrainChunk
 	}
 	k := s.k
-	v, err := s.run(ctx, "drain", "drain", []string{k.Fence(), k.Lock(), k.Group(group), k.Waiting(group), k.Drain()},
+	v, err := s.run(ctx, "drain", "drain", []string{k.Fence(), k.Lock(), k.Group(group), k.Waiting(group), k.Drain(), k.Finished(group)},
 		append(f.args(), group, k.RunPrefix(), chunk)...)
 	if err != nil {
 		return 0, false, err
@@ -853,7 +928,7 @@ func (s *Store) RequestStop(ctx context.Context, id, reason string) (Run, error)
 	}
 	k := s.k
 	if _, err := s.run(ctx, op, "request_stop",
-		[]string{k.Run(id), k.Group(g), k.Waiting(g), k.Active(g), k.Launched(), k.Dirty()}, id, g, reason); err != nil {
+		[]string{k.Run(id), k.Group(g), k.Waiting(g), k.Active(g), k.Launched(), k.Dirty(), k.Finished(g)}, id, g, reason); err != nil {
 		return Run{}, err
 	}
 	return s.GetRun(ctx, id)

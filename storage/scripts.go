@@ -19,6 +19,7 @@ var scriptFS embed.FS
 var fenced = map[string]bool{
 	"apply":          true,
 	"drain":          true,
+	"expire":         true,
 	"allocate_batch": true,
 	"restore_apply":  true,
 	"fail_run":       true,

@@ -335,7 +335,7 @@ func (s *Store) ReportBatch(ctx context.Context, identity string, reps []ReportR
 func (s *Store) reportCall(identity, g, runID, token string, outcome State, reason string) scriptCall {
 	k := s.k
 	return scriptCall{
-		keys: []string{k.Run(runID), k.Slots(), k.Free(), k.Group(g), k.Active(g), k.Launched(), k.Restore(), k.Dirty()},
+		keys: []string{k.Run(runID), k.Slots(), k.Free(), k.Group(g), k.Active(g), k.Launched(), k.Restore(), k.Dirty(), k.Finished(g)},
 		args: []any{identity, runID, token, string(outcome), reason, g, s.k.WorkEvents()},
 	}
 }
@@ -671,6 +671,6 @@ func (s *Store) FailRun(ctx context.Context, f Fence, runID, reason string) erro
 	k := s.k
 	args := append(f.args(), runID, reason, g)
 	_, err = s.run(ctx, op, "fail_run",
-		[]string{k.Fence(), k.Lock(), k.Run(runID), k.Group(g), k.Active(g), k.Launched(), k.Restore(), k.Slots(), k.Free(), k.Dirty()}, args...)
+		[]string{k.Fence(), k.Lock(), k.Run(runID), k.Group(g), k.Active(g), k.Launched(), k.Restore(), k.Slots(), k.Free(), k.Dirty(), k.Finished(g)}, args...)
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -24,6 +25,9 @@ type groupJSON struct {
 	Policy    string `json:"policy"`
 	MaxActive int    `json:"max_active"`
 	Window    int    `json:"window"`
+	// Retention: "default" (the leader's serve --retention), "forever",
+	// or a duration.
+	Retention string `json:"retention"`
 	Version   int64  `json:"version"`
 	Waiting   int    `json:"waiting"`
 	Active    int    `json:"active"`
@@ -34,7 +38,14 @@ func toGroupJSON(g storage.Group) groupJSON {
 	if w == 0 {
 		w = storage.DefaultWindow
 	}
-	return groupJSON{Name: g.Name, Policy: g.Policy, MaxActive: g.MaxActive, Window: w, Version: g.Version,
+	ret := "default"
+	switch {
+	case g.Retention == 0:
+		ret = "forever"
+	case g.Retention > 0:
+		ret = g.Retention.String()
+	}
+	return groupJSON{Name: g.Name, Policy: g.Policy, MaxActive: g.MaxActive, Window: w, Retention: ret, Version: g.Version,
 		Waiting: g.Waiting, Active: g.Active}
 }
 
@@ -71,7 +82,11 @@ examples/oldest-first-by-priority.
 --window N bounds what one decision reads of a deep group: when more than
 2·N runs wait, the policy sees the oldest N and the newest N (each at least
 max_active) and the total; the built-ins still act on every run (discard and
-priority discard the rest with one discard_below). Default 128.
+priority discard the rest with one discard_below). Default 16.
+
+--retention D: the leader removes the group's finished runs (SUCCEEDED,
+FAILED, STOPPED, DISCARDED) D after they finished, with every index entry;
+0 keeps them forever, "default" returns to the leader's serve --retention.
 
 Examples:
    wasmsched group set nightly
@@ -80,6 +95,7 @@ Examples:
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "policy", Aliases: []string{"p"}, Usage: "serial policy `NAME` (wait, discard, priority, or a pushed one)"},
 					&cli.IntFlag{Name: "max-active", Aliases: []string{"m"}, Usage: fmt.Sprintf("at most `N` (1 to %d) active runs (a new group: 1)", storage.MaxMaxActive), DefaultText: "kept"},
+					&cli.StringFlag{Name: "retention", Usage: "keep the group's finished runs for `D` (36h, 7d), 0 = forever, default = the leader's serve --retention (7d unless set)", DefaultText: "kept"},
 					&cli.IntFlag{Name: "window", Usage: fmt.Sprintf("a decision sees the oldest and the newest `N` (1 to %d) waiting runs of a deeper group (a new group: %d)", storage.MaxWindow, storage.DefaultWindow), DefaultText: "kept"},
 					&cli.BoolFlag{Name: "allow-unpushed", Usage: "accept a --policy name that is not pushed yet (its runs wait until it is)"},
 				},
@@ -100,6 +116,14 @@ Examples:
 						if window < 1 || window > storage.MaxWindow {
 							return usageErrorf("--window must be 1 to %d, got %d", storage.MaxWindow, window)
 						}
+					}
+					var retention *time.Duration
+					if c.IsSet("retention") {
+						d, err := parseRetention(c.String("retention"), true)
+						if err != nil {
+							return usageErrorf("--retention: %v", err)
+						}
+						retention = &d
 					}
 					policy := c.String("policy")
 					if c.IsSet("policy") {
@@ -125,7 +149,7 @@ Examples:
 							fmt.Fprintln(c.App.ErrWriter, "wasmsched: warning: "+warn)
 						}
 					}
-					g, err := setGroup(c.Context, st, name, storage.GroupSettings{Policy: policy, MaxActive: maxActive, Window: window})
+					g, err := setGroup(c.Context, st, name, storage.GroupSettings{Policy: policy, MaxActive: maxActive, Window: window, Retention: retention})
 					if err != nil {
 						return err
 					}

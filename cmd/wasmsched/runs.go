@@ -304,7 +304,7 @@ func showRun(ctx context.Context, st *storage.Store, id string) (runJSON, error)
 	}
 	r, err := st.GetRun(ctx, id)
 	if errors.Is(err, storage.ErrNotFound) {
-		return runJSON{}, usageErrorf("run %s not found", id)
+		return runJSON{}, usageErrorf("run %s not found (expired or never existed)", id)
 	}
 	if err != nil {
 		return runJSON{}, err
@@ -332,7 +332,7 @@ func stopRun(ctx context.Context, st *storage.Store, id, reason string) (runJSON
 	r, err := st.RequestStop(ctx, id, reason)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
-		return runJSON{}, usageErrorf("run %s not found", id)
+		return runJSON{}, usageErrorf("run %s not found (expired or never existed)", id)
 	case errors.Is(err, storage.ErrBadState):
 		if cur, gerr := st.GetRun(ctx, id); gerr == nil {
 			return runJSON{}, usageErrorf("run %s is %s", id, cur.State)

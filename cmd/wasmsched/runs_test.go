@@ -135,7 +135,7 @@ func TestCLIGroupSubmitRuns(t *testing.T) {
 
 	var g map[string]any
 	e.ok(&g, "group", "set", "nightly", "--policy", "wait", "--max-active", "2")
-	wantKeys(t, "group set", g, "name", "policy", "max_active", "window", "version", "waiting", "active")
+	wantKeys(t, "group set", g, "name", "policy", "max_active", "window", "retention", "version", "waiting", "active")
 	if g["name"] != "nightly" || g["policy"] != "wait" || g["max_active"] != float64(2) {
 		t.Errorf("group set: %v", g)
 	}
@@ -273,6 +273,9 @@ func TestCLIBadInput(t *testing.T) {
 	e.usage(`"r{1}"`, "submit", "g1", "--id", "r{1}")
 	e.usage("--max-active must be 1 to 10000, got 0", "group", "set", "g1", "--max-active", "0")
 	e.usage("--window must be 1 to 10000, got 0", "group", "set", "g1", "--window", "0")
+	e.usage("--retention: \"-1h\": want a duration (36h), whole days (7d) or 0 (forever), or default", "group", "set", "g1", "--retention", "-1h")
+	e.usage("--retention: \"xd\": want a positive number of days", "group", "set", "g1", "--retention", "xd")
+	e.usage("run nosuch not found (expired or never existed)", "run", "show", "nosuch")
 	e.usage("--max-active must be 1 to 10000, got 10001", "group", "set", "g1", "--max-active", "10001")
 	e.usage("run r404 not found", "run", "show", "r404")
 	e.usage("run r404 not found", "run", "stop", "r404")
@@ -382,5 +385,25 @@ func TestCLIRunShowAssignmentsAndStop(t *testing.T) {
 	}
 	if !strings.Contains(out2.String(), `"state": "SUCCEEDED"`) || !strings.Contains(out2.String(), `"finished_at": "`) {
 		t.Errorf("run show: %s", out2.String())
+	}
+}
+
+// TestCLIGroupSet_retention: group set --retention takes durations, whole
+// days, 0 (forever) and "default", keeps the other settings, and group
+// show reports it.
+func TestCLIGroupSet_retention(t *testing.T) {
+	e := newCLIEnv(t)
+	var g groupJSON
+	e.ok(&g, "group", "set", "g", "--max-active", "3")
+	for _, c := range []struct{ arg, want string }{{"36h", "36h0m0s"}, {"7d", "168h0m0s"}, {"0", "forever"}, {"default", "default"}} {
+		e.ok(&g, "group", "set", "g", "--retention", c.arg)
+		if g.Retention != c.want || g.MaxActive != 3 {
+			t.Errorf("--retention %s: retention %q max_active %d, want %q and 3 kept", c.arg, g.Retention, g.MaxActive, c.want)
+		}
+	}
+	e.ok(nil, "group", "set", "g", "--retention", "2h")
+	e.ok(&g, "group", "show", "g")
+	if g.Retention != "2h0m0s" {
+		t.Errorf("group show: retention %q", g.Retention)
 	}
 }

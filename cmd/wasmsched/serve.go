@@ -32,8 +32,9 @@ type serveOptions struct {
 	Coordinators   int
 	PolicyTimeout  time.Duration
 	PolicyMemory   uint64
-	PolicyMaxSize  uint64 // --policy-max-module-size
-	RollbackAfter  int    // --rollback-after: 0 disables
+	PolicyMaxSize  uint64        // --policy-max-module-size
+	RollbackAfter  int           // --rollback-after: 0 disables
+	Retention      time.Duration // --retention: the namespace default; 0 = forever
 }
 
 func serveCommand() *cli.Command {
@@ -75,6 +76,7 @@ Examples:
 			&cli.DurationFlag{Name: "policy-timeout", Value: policies.DefaultCallTimeout, Usage: "deadline `D` of one policy decide call (> 0)"},
 			&cli.StringFlag{Name: "policy-memory", Value: "32MiB", Usage: fmt.Sprintf("memory cap per policy instance, `BYTES` (plain or with KiB/MiB/GiB; >= %dMiB)", policies.MinMemoryLimit>>20)},
 			&cli.StringFlag{Name: "policy-max-module-size", Value: "8MiB", Usage: "largest policy module this host loads, `BYTES` (a pushed version over it is never loaded)"},
+			&cli.StringFlag{Name: "retention", Value: "7d", Usage: "keep finished runs for `D` (e.g. 36h, 7d; 0 = forever) unless their group says otherwise (group set --retention)"},
 			&cli.IntFlag{Name: "rollback-after", Value: host.DefaultRollbackAfter, Usage: "roll a pushed policy version back after `K` consecutive failed decisions (trap, timeout, invalid); 0 disables"},
 			&cli.StringFlag{Name: "namespaces", Usage: "compete for each of `LIST` (comma-separated, or \"all\" = every registered namespace) instead of --namespace"},
 			&cli.IntFlag{Name: "balance-slack", Usage: "with --namespaces: lead at most ceil(namespaces/hosts)+`N` before resigning one; -1 disables balancing"},
@@ -94,6 +96,11 @@ Examples:
 				PolicyTimeout:  c.Duration("policy-timeout"),
 				RollbackAfter:  c.Int("rollback-after"),
 			}
+			ret, err := parseRetention(c.String("retention"), false)
+			if err != nil {
+				return usageErrorf("serve: --retention: %v", err)
+			}
+			o.Retention = ret
 			mem, err := parseBytes(c.String("policy-memory"))
 			if err != nil {
 				return usageErrorf("serve: --policy-memory: %v", err)
@@ -194,8 +201,40 @@ func (o serveOptions) runtimeConfig() host.EngineConfig {
 	if rollback == 0 {
 		rollback = -1 // the flag's 0 disables; EngineConfig's 0 means the default
 	}
+	retention := o.Retention
+	if retention == 0 {
+		retention = -1 // the flag's 0 keeps forever; EngineConfig's 0 means the default
+	}
 	return host.EngineConfig{Coordinators: o.Coordinators, PolicyTimeout: o.PolicyTimeout, PolicyMemory: o.PolicyMemory,
-		PolicyMaxModuleSize: o.PolicyMaxSize, RollbackAfter: rollback}
+		PolicyMaxModuleSize: o.PolicyMaxSize, RollbackAfter: rollback, Retention: retention}
+}
+
+// parseRetention parses a retention: a Go duration or whole days ("7d"),
+// "0" for forever, and (with allowDefault) "default" for the namespace's
+// default (storage.RetentionDefault).
+func parseRetention(s string, allowDefault bool) (time.Duration, error) {
+	t := strings.TrimSpace(s)
+	switch {
+	case t == "default" && allowDefault:
+		return storage.RetentionDefault, nil
+	case t == "0":
+		return 0, nil
+	case strings.HasSuffix(t, "d"):
+		n, err := strconv.Atoi(strings.TrimSuffix(t, "d"))
+		if err != nil || n <= 0 {
+			return 0, fmt.Errorf("%q: want a positive number of days (7d), a duration (36h) or 0 (forever)", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(t)
+	if err != nil || d < time.Millisecond {
+		hint := "a duration (36h), whole days (7d) or 0 (forever)"
+		if allowDefault {
+			hint += ", or default"
+		}
+		return 0, fmt.Errorf("%q: want %s", s, hint)
+	}
+	return d, nil
 }
 
 // parseBytes parses a byte count: digits, optionally followed by K/KiB,

@@ -1,7 +1,8 @@
 -- apply: apply a policy decision to one group (leader, fenced, version CAS).
 -- KEYS[1] fence, KEYS[2] lock, KEYS[3] group hash, KEYS[4] waiting zset,
 -- KEYS[5] active zset, KEYS[6] dirty set, KEYS[7] launched zset,
--- KEYS[8] drain set, KEYS[9..8+n] run hash of action 1..n
+-- KEYS[8] drain set, KEYS[9] the group's finished zset (retention index),
+-- KEYS[10..9+n] run hash of action 1..n
 -- ARGV[1] epoch, ARGV[2] holder, ARGV[3] group, ARGV[4] snapshot version,
 -- ARGV[5] claim id, ARGV[6] policy, ARGV[7] policy version,
 -- ARGV[8] discard_below (0 = none), ARGV[9] its reason, ARGV[10] again
@@ -23,7 +24,7 @@
 -- (submit, report, fail_run, request_stop, set_group) marks it dirty again
 -- (README.md "Dirty contract").
 -- bound: O(n · log m), n actions (at most the snapshot's runs plus one)
-local n = #KEYS - 8
+local n = #KEYS - 9
 if #ARGV ~= 10 + 3 * n then
   return redis.error_reply('WS_INVALID apply: ' .. n .. ' run keys for ' .. (#ARGV - 10) .. ' action args')
 end
@@ -46,7 +47,7 @@ for j = 1, n do
     return redis.error_reply('WS_INVALID two actions on run ' .. id)
   end
   seen[id] = true
-  local r = redis.call('HMGET', KEYS[8 + j], 'state', 'group', 'seq')
+  local r = redis.call('HMGET', KEYS[9 + j], 'state', 'group', 'seq')
   if not r[1] or r[2] ~= ARGV[3] then
     return redis.error_reply('WS_NOT_FOUND run ' .. id .. ' is not in group ' .. ARGV[3])
   end
@@ -65,7 +66,7 @@ for j = 1, n do
   else
     return redis.error_reply('WS_INVALID unknown action kind ' .. kind)
   end
-  acts[j] = {kind = kind, id = id, reason = reason, st = st, key = KEYS[8 + j]}
+  acts[j] = {kind = kind, id = id, reason = reason, st = st, key = KEYS[9 + j]}
 end
 if n == 0 and below == 0 then
   redis.call('SREM', KEYS[6], ARGV[3])
@@ -83,8 +84,10 @@ for _, a in ipairs(acts) do
   elseif a.kind == 'discard' then
     redis.call('HSET', a.key, 'state', 'DISCARDED', 'finished_at', now, 'reason', a.reason)
     redis.call('ZREM', KEYS[4], a.id)
+    redis.call('ZADD', KEYS[9], now, a.id)
   elseif a.st == 'LAUNCHED' then
     redis.call('HSET', a.key, 'state', 'STOPPED', 'finished_at', now, 'reason', a.reason)
+    redis.call('ZADD', KEYS[9], now, a.id)
     redis.call('ZREM', KEYS[5], a.id)
     redis.call('ZREM', KEYS[7], a.id)
   else

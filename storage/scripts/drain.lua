@@ -1,7 +1,7 @@
 -- drain: discard the next chunk of a group's runs covered by its
 -- discard_below (leader, fenced): WAITING runs with seq < discard_below.
 -- KEYS[1] fence, KEYS[2] lock, KEYS[3] group hash, KEYS[4] waiting zset,
--- KEYS[5] drain set
+-- KEYS[5] drain set, KEYS[6] the group's finished zset (retention index)
 -- ARGV[1] epoch, ARGV[2] holder, ARGV[3] group, ARGV[4] run-hash key prefix
 -- (Keys.RunPrefix), ARGV[5] chunk (runs per call, >= 1)
 -- returns: {discarded, more (0|1)}
@@ -27,6 +27,7 @@ local now = now_ms()
 for _, id in ipairs(ids) do
   redis.call('HSET', ARGV[4] .. id, 'state', 'DISCARDED', 'finished_at', now, 'reason', g[2] or '')
   redis.call('ZREM', KEYS[4], id)
+  redis.call('ZADD', KEYS[6], now, id)
 end
 if #ids < chunk then
   redis.call('SREM', KEYS[5], ARGV[3])

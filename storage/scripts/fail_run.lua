@@ -1,7 +1,8 @@
 -- fail_run: the leader fails an active run (leader, fenced).
 -- KEYS[1] fence, KEYS[2] lock, KEYS[3] run hash, KEYS[4] group hash,
 -- KEYS[5] active zset, KEYS[6] launched zset, KEYS[7] restore set,
--- KEYS[8] slots hash, KEYS[9] free zset, KEYS[10] dirty set
+-- KEYS[8] slots hash, KEYS[9] free zset, KEYS[10] dirty set, KEYS[11] the
+-- group's finished zset (retention index)
 -- ARGV[1] epoch, ARGV[2] holder, ARGV[3] run id, ARGV[4] reason, ARGV[5] group
 -- returns: 1 (0 = already FAILED, nothing written: replay-safe)
 -- errors (nothing written): WS_FENCED, WS_NOT_FOUND, WS_BAD_STATE (WAITING or final)
@@ -16,7 +17,9 @@ if r[1] == 'FAILED' then return 0 end
 if r[1] ~= 'LAUNCHED' and r[1] ~= 'RUNNING' and r[1] ~= 'STOPPING' then
   return redis.error_reply('WS_BAD_STATE fail run ' .. ARGV[3] .. ': run is ' .. r[1] .. ', want LAUNCHED, RUNNING or STOPPING')
 end
-redis.call('HSET', KEYS[3], 'state', 'FAILED', 'finished_at', now_ms(), 'reason', ARGV[4])
+local fin = now_ms()
+redis.call('HSET', KEYS[3], 'state', 'FAILED', 'finished_at', fin, 'reason', ARGV[4])
+redis.call('ZADD', KEYS[11], fin, ARGV[3])
 release_slots(KEYS[8], KEYS[9], ARGV[3], parse_assign(r[3]))
 redis.call('ZREM', KEYS[5], ARGV[3])
 redis.call('ZREM', KEYS[6], ARGV[3])

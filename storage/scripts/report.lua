@@ -1,6 +1,7 @@
 -- report: the task-0 worker reports a run's outcome (worker write, token-guarded).
 -- KEYS[1] run hash, KEYS[2] slots hash, KEYS[3] free zset, KEYS[4] group hash,
--- KEYS[5] active zset, KEYS[6] launched zset, KEYS[7] restore set, KEYS[8] dirty set
+-- KEYS[5] active zset, KEYS[6] launched zset, KEYS[7] restore set, KEYS[8] dirty set,
+-- KEYS[9] the group's finished zset (retention index)
 -- ARGV[1] worker identity, ARGV[2] run id, ARGV[3] token, ARGV[4] outcome
 -- (SUCCEEDED|FAILED|STOPPED), ARGV[5] reason, ARGV[6] group, ARGV[7] work
 -- channel (PUBLISH of the group: the coordinator wakes; advisory)
@@ -40,7 +41,9 @@ if r[1] == 'STOPPING' and o ~= 'STOPPED' then
   reason = 'stop requested; the run had already finished ' .. o .. (reason ~= '' and (': ' .. reason) or '')
   o = 'STOPPED'
 end
-redis.call('HSET', KEYS[1], 'state', o, 'finished_at', now_ms(), 'reason', reason, 'report_token', ARGV[3])
+local fin = now_ms()
+redis.call('HSET', KEYS[1], 'state', o, 'finished_at', fin, 'reason', reason, 'report_token', ARGV[3])
+redis.call('ZADD', KEYS[9], fin, ARGV[2])
 release_slots(KEYS[2], KEYS[3], ARGV[2], as)
 redis.call('ZREM', KEYS[5], ARGV[2])
 redis.call('ZREM', KEYS[6], ARGV[2])

@@ -1,6 +1,7 @@
 -- request_stop: a client asks to stop a run (unfenced).
 -- KEYS[1] run hash, KEYS[2] group hash, KEYS[3] waiting zset, KEYS[4] active zset,
--- KEYS[5] launched zset, KEYS[6] dirty set
+-- KEYS[5] launched zset, KEYS[6] dirty set, KEYS[7] the group's finished
+-- zset (retention index)
 -- ARGV[1] run id, ARGV[2] group, ARGV[3] reason
 -- returns: the new state. WAITING -> DISCARDED, LAUNCHED -> STOPPED,
 -- RUNNING -> STOPPING (the worker finishes it), STOPPING -> STOPPING (no write)
@@ -20,9 +21,11 @@ if st == 'WAITING' then
   new = 'DISCARDED'
   redis.call('HSET', KEYS[1], 'state', new, 'finished_at', now, 'reason', ARGV[3])
   redis.call('ZREM', KEYS[3], ARGV[1])
+  redis.call('ZADD', KEYS[7], now, ARGV[1])
 elseif st == 'LAUNCHED' then
   new = 'STOPPED'
   redis.call('HSET', KEYS[1], 'state', new, 'finished_at', now, 'reason', ARGV[3])
+  redis.call('ZADD', KEYS[7], now, ARGV[1])
   redis.call('ZREM', KEYS[4], ARGV[1])
   redis.call('ZREM', KEYS[5], ARGV[1])
 elseif st == 'RUNNING' then

@@ -2,13 +2,15 @@
 -- KEYS[1] groups set, KEYS[2] group hash, KEYS[3] dirty set, KEYS[4] waiting zset, KEYS[5] active zset
 -- ARGV[1] group name, ARGV[2] policy ("" = keep; "wait" for a new group),
 -- ARGV[3] max_active (>= 1; 0 = keep; 1 for a new group),
--- ARGV[4] window (>= 1; 0 = keep; unset for a new group = DefaultWindow)
--- returns: {policy, max_active, version, waiting count, active count, window (0 = default)}
+-- ARGV[4] window (>= 1; 0 = keep; unset for a new group = DefaultWindow),
+-- ARGV[5] retention ms ("" = keep; "-1" = the namespace default; "0" = forever)
+-- returns: {policy, max_active, version, waiting count, active count, window
+-- (0 = default), retention ms (-1 = the namespace default)}
 -- errors: WS_INVALID (max_active or window < 0)
 -- writes: group policy/max_active/window (only what was given changes),
 -- version+1, dirty. replay: bumps the version again (harmless).
 -- bound: O(1)
-local cur = redis.call('HMGET', KEYS[2], 'policy', 'max_active', 'window')
+local cur = redis.call('HMGET', KEYS[2], 'policy', 'max_active', 'window', 'retention_ms')
 local policy = ARGV[2]
 if policy == '' then policy = cur[1] or 'wait' end
 local m = tonumber(ARGV[3])
@@ -20,6 +22,14 @@ local w = tonumber(ARGV[4] or '0')
 if not w or w < 0 then
   return redis.error_reply('WS_INVALID group ' .. ARGV[1] .. ': bad window ' .. tostring(ARGV[4]))
 end
+local ret = tonumber(cur[4] or '-1')
+local setret = ARGV[5] and ARGV[5] ~= ''
+if setret then
+  ret = tonumber(ARGV[5])
+  if not ret or ret < -1 then
+    return redis.error_reply('WS_INVALID group ' .. ARGV[1] .. ': bad retention ' .. ARGV[5])
+  end
+end
 redis.call('SADD', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[2], 'name', ARGV[1], 'policy', policy, 'max_active', m)
 if w > 0 then
@@ -27,6 +37,11 @@ if w > 0 then
 else
   w = tonumber(cur[3]) or 0
 end
+if setret and ret == -1 then
+  redis.call('HDEL', KEYS[2], 'retention_ms')
+elseif setret then
+  redis.call('HSET', KEYS[2], 'retention_ms', ret)
+end
 local v = redis.call('HINCRBY', KEYS[2], 'version', 1)
 redis.call('SADD', KEYS[3], ARGV[1])
-return {policy, m, v, redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5]), w}
+return {policy, m, v, redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5]), w, ret}

@@ -1,0 +1,101 @@
+package storage_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// TestStore_Expire: retention removes exactly the finished runs older than
+// the group's retention (SUCCEEDED, DISCARDED, STOPPED; every script that
+// ends a run indexes it), with their index entries, and never a WAITING or
+// active one; 0 keeps forever, the group's own setting beats the default,
+// a stale epoch is fenced, and nothing is removed before its time.
+func TestStore_Expire(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		ok(e.s.SetGroupSettings(ctx, "g", storage.GroupSettings{MaxActive: 3}))(t)
+		for _, id := range []string{"done", "discarded", "stopped", "running", "waiting"} {
+			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: id}))(t)
+		}
+		sn := ok(e.s.Snapshot(ctx, "g"))(t)
+		ok(e.s.Apply(ctx, f, "g", storage.Decision{Version: sn.Group.Version, ClaimID: "c1", Actions: []storage.Action{
+			{Kind: storage.ActionLaunch, Run: "done"}, {Kind: storage.ActionLaunch, Run: "running"},
+			{Kind: storage.ActionLaunch, Run: "stopped"}, {Kind: storage.ActionDiscard, Run: "discarded", Reason: "x"}}}))(t)
+		mustNil(t, e.s.RegisterWorker(ctx, "w#1#a", 4, time.Minute))
+		as := ok(e.s.AllocateBatch(ctx, f, []string{"done", "running"}))(t)
+		mustNil(t, e.s.Report(ctx, as[0].Assignments[0].Worker, "done", as[0].Assignments[0].Token, storage.StateSucceeded, ""))
+		ok(e.s.RequestStop(ctx, "stopped", "operator"))(t)
+
+		// nothing is old enough for a day's retention
+		if n, _, err := e.s.Expire(ctx, f, "g", 24*time.Hour, 0); err != nil || n != 0 {
+			t.Fatalf("expire with a day's retention: %d, %v", n, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		// forever: the group says 0
+		forever := time.Duration(0)
+		ok(e.s.SetGroupSettings(ctx, "g", storage.GroupSettings{Retention: &forever}))(t)
+		if n, _, err := e.s.Expire(ctx, f, "g", 10*time.Millisecond, 0); err != nil || n != 0 {
+			t.Fatalf("expire with retention 0 (forever): %d, %v", n, err)
+		}
+		def := storage.RetentionDefault
+		g := ok(e.s.SetGroupSettings(ctx, "g", storage.GroupSettings{Retention: &def}))(t)
+		if g.Retention != storage.RetentionDefault {
+			t.Fatalf("retention %v after RetentionDefault", g.Retention)
+		}
+		if _, _, err := e.s.Expire(ctx, storage.Fence{Epoch: f.Epoch - 1, Holder: f.Holder}, "g", 10*time.Millisecond, 0); !errors.Is(err, storage.ErrFenced) {
+			t.Fatalf("expire by a stale epoch: %v, want ErrFenced", err)
+		}
+		n, more, err := e.s.Expire(ctx, f, "g", 10*time.Millisecond, 2)
+		if err != nil || n != 2 || !more {
+			t.Fatalf("first chunk of 2: %d %v %v", n, more, err)
+		}
+		n, more, err = e.s.Expire(ctx, f, "g", 10*time.Millisecond, 2)
+		if err != nil || n != 1 || more {
+			t.Fatalf("second chunk: %d %v %v", n, more, err)
+		}
+		for _, id := range []string{"done", "discarded", "stopped"} {
+			if _, err := e.s.GetRun(ctx, id); !errors.Is(err, storage.ErrNotFound) {
+				t.Errorf("%s: %v, want it removed", id, err)
+			}
+		}
+		for _, id := range []string{"running", "waiting"} {
+			if _, err := e.s.GetRun(ctx, id); err != nil {
+				t.Errorf("%s removed: %v", id, err)
+			}
+		}
+		runs := ok(e.s.ListRuns(ctx, storage.RunFilter{}))(t)
+		if got := fmt.Sprint(len(runs)); got != "2" {
+			t.Errorf("ListRuns after expire: %d runs, want the 2 unfinished (index entries removed too)", len(runs))
+		}
+		if n := e.c.ZCard(ctx, e.s.Keys().Finished("g")).Val(); n != 0 {
+			t.Errorf("finished index still holds %d", n)
+		}
+	})
+}
+
+// TestStore_SetGroupSettings_retention: a negative retention other than
+// RetentionDefault, or one below a millisecond, is ErrInvalid and writes
+// nothing.
+func TestStore_SetGroupSettings_retention(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		ok(e.s.SetGroup(ctx, "g", "wait", 1))(t)
+		for _, d := range []time.Duration{-2 * time.Second, time.Microsecond} {
+			e.unchanged(t, func() {
+				if _, err := e.s.SetGroupSettings(ctx, "g", storage.GroupSettings{Retention: &d}); !errors.Is(err, storage.ErrInvalid) {
+					t.Fatalf("retention %v: %v, want ErrInvalid", d, err)
+				}
+			})
+		}
+		week := 7 * 24 * time.Hour
+		if g := ok(e.s.SetGroupSettings(ctx, "g", storage.GroupSettings{Retention: &week}))(t); g.Retention != week {
+			t.Fatalf("retention %v, want a week", g.Retention)
+		}
+		if g := ok(e.s.GetGroup(ctx, "g"))(t); g.Retention != week {
+			t.Fatalf("GetGroup retention %v", g.Retention)
+		}
+	})
+}
