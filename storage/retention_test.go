@@ -99,3 +99,61 @@ func TestStore_SetGroupSettings_retention(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_ListRunsPage: pages of newest-first runs chain through Next
+// (Below = the last seq listed) without gaps or repeats, filters apply
+// across pages, and the last page says there is no next one.
+func TestStore_ListRunsPage(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		var batch []storage.SubmitRequest
+		for i := range 1201 {
+			g := "a"
+			if i%3 == 0 {
+				g = "b"
+			}
+			batch = append(batch, storage.SubmitRequest{Group: g, ID: fmt.Sprintf("r%04d", i)})
+		}
+		for lo := 0; lo < len(batch); lo += 400 {
+			for _, r := range e.s.SubmitBatch(ctx, batch[lo:min(lo+400, len(batch))]) {
+				if r.Err != nil {
+					t.Fatal(r.Err)
+				}
+			}
+		}
+		for _, c := range []struct {
+			group string
+			limit int
+			want  int
+		}{{"", 500, 1201}, {"b", 150, 401}, {"a", 1000, 800}} {
+			seen := map[string]bool{}
+			var below, prev int64
+			pages := 0
+			for {
+				p, err := e.s.ListRunsPage(ctx, storage.RunFilter{Group: c.group, Limit: c.limit, Below: below})
+				if err != nil {
+					t.Fatal(err)
+				}
+				pages++
+				for _, r := range p.Runs {
+					if seen[r.ID] || (prev != 0 && r.Seq >= prev) || (c.group != "" && r.Group != c.group) {
+						t.Fatalf("group %q page %d: run %s seq %d (previous %d) out of order, repeated or of another group", c.group, pages, r.ID, r.Seq, prev)
+					}
+					seen[r.ID], prev = true, r.Seq
+				}
+				if p.Next == 0 {
+					break
+				}
+				if pages > 20 {
+					t.Fatal("pages do not end")
+				}
+				below = p.Next
+			}
+			if len(seen) != c.want {
+				t.Errorf("group %q limit %d: %d runs over %d pages, want %d", c.group, c.limit, len(seen), pages, c.want)
+			}
+		}
+		if _, err := e.s.ListRunsPage(ctx, storage.RunFilter{Below: -1}); !errors.Is(err, storage.ErrInvalid) {
+			t.Errorf("Below -1: %v", err)
+		}
+	})
+}

@@ -531,35 +531,83 @@ const MaxGetRuns = 10_000
 type RunFilter struct {
 	Group string
 	State State
-	Limit int // <= 0: 1000
+	Limit int   // <= 0: 1000
+	Below int64 // > 0: only runs with a smaller seq (the next page after a run of seq Below)
 }
 
 // ListRuns lists runs, newest first (by seq), filtered.
 func (s *Store) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
+	p, err := s.ListRunsPage(ctx, f)
+	return p.Runs, err
+}
+
+// RunPage is one page of ListRunsPage.
+type RunPage struct {
+	Runs []Run
+	// Next is the seq to pass as RunFilter.Below for the next page; 0
+	// when no older run exists (filtered or not).
+	Next int64
+}
+
+// ListRunsPage lists up to f.Limit runs, newest first, with seq below
+// f.Below, and where the next page starts. It reads the runs index in
+// pages of 500 (and each page's run records in one pipeline) until Limit
+// runs match or the index ends.
+func (s *Store) ListRunsPage(ctx context.Context, f RunFilter) (RunPage, error) {
 	if f.Limit <= 0 {
 		f.Limit = 1000
 	}
-	var out []Run
+	if f.Below < 0 {
+		return RunPage{}, invalid("list runs", "below %d is negative", f.Below)
+	}
+	top := "+inf"
+	if f.Below > 0 {
+		top = "(" + strconv.FormatInt(f.Below, 10)
+	}
+	var out RunPage
 	const page = 500
-	for start := int64(0); len(out) < f.Limit; start += page {
-		ids, err := s.c.ZRevRange(ctx, s.k.Runs(), start, start+page-1).Result()
+	var last int64
+	for offset := int64(0); len(out.Runs) < f.Limit; offset += page {
+		zs, err := s.c.ZRevRangeByScoreWithScores(ctx, s.k.Runs(), &redis.ZRangeBy{Max: top, Min: "-inf", Offset: offset, Count: page}).Result()
 		if err != nil {
-			return nil, fmt.Errorf("storage: list runs: %w", err)
+			return RunPage{}, fmt.Errorf("storage: list runs: %w", err)
 		}
-		if len(ids) == 0 {
+		if len(zs) == 0 {
+			last = 0
 			break
+		}
+		ids := make([]string, len(zs))
+		for i, z := range zs {
+			ids[i], _ = z.Member.(string)
 		}
 		runs, err := s.getRuns(ctx, ids)
 		if err != nil {
-			return nil, err
+			return RunPage{}, err
 		}
+		last = int64(zs[len(zs)-1].Score)
 		for _, r := range runs {
 			if (f.Group == "" || r.Group == f.Group) && (f.State == "" || r.State == f.State) {
-				out = append(out, r)
-				if len(out) == f.Limit {
+				out.Runs = append(out.Runs, r)
+				if len(out.Runs) == f.Limit {
+					last = r.Seq
 					break
 				}
 			}
+		}
+		if len(zs) < page {
+			if len(out.Runs) < f.Limit {
+				last = 0 // the index ended
+			}
+			break
+		}
+	}
+	if last > 0 {
+		n, err := s.c.ZCount(ctx, s.k.Runs(), "-inf", "("+strconv.FormatInt(last, 10)).Result()
+		if err != nil {
+			return RunPage{}, fmt.Errorf("storage: list runs: %w", err)
+		}
+		if n > 0 {
+			out.Next = last
 		}
 	}
 	return out, nil

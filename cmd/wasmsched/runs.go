@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -133,22 +134,33 @@ States: WAITING, LAUNCHED, RUNNING, STOPPING, SUCCEEDED, FAILED, STOPPED,
 DISCARDED. In json, times are RFC 3339 (UTC) and a time not reached yet is
 null.
 
+Pages: at most --limit runs are listed; when older runs exist, a hint on
+stderr names the next page (--after SEQ: the runs older than seq SEQ).
+
 Examples:
    wasmsched runs
    wasmsched runs --group nightly --state WAITING
-   wasmsched runs --limit 5 -o json`,
+   wasmsched runs --limit 5 -o json
+   wasmsched runs --limit 100 --after 48213`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Usage: "only runs of group `G`"},
 			&cli.StringFlag{Name: "state", Aliases: []string{"s"}, Usage: "only runs in state `S`"},
 			&cli.IntFlag{Name: "limit", Value: 100, Usage: "at most `N` runs (0 = all)"},
+			&cli.Int64Flag{Name: "after", Usage: "list the runs after (older than) the run of seq `SEQ`: the next page"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := exactArgs(c, 0, "none"); err != nil {
 				return err
 			}
-			f := storage.RunFilter{Group: c.String("group"), Limit: c.Int("limit")}
+			f := storage.RunFilter{Group: c.String("group"), Limit: c.Int("limit"), Below: c.Int64("after")}
 			if f.Limit < 0 {
 				return usageErrorf("--limit must be >= 0, got %d", f.Limit)
+			}
+			if f.Below < 0 || (c.IsSet("after") && f.Below == 0) {
+				return usageErrorf("--after must be a seq >= 1, got %d", f.Below)
+			}
+			if f.Limit == 0 {
+				f.Limit = math.MaxInt32 // all
 			}
 			if f.Group != "" {
 				if err := storage.ValidateName("group", f.Group); err != nil {
@@ -175,11 +187,17 @@ Examples:
 					return usageErrorf("group %s does not exist in namespace %s (wasmsched group list)", f.Group, st.Namespace())
 				}
 			}
-			rs, err := listRuns(c.Context, st, f)
+			rs, next, err := listRuns(c.Context, st, f)
 			if err != nil {
 				return err
 			}
-			return render(c, rs, func(w io.Writer) { runsTable(w, rs) })
+			if err := render(c, rs, func(w io.Writer) { runsTable(w, rs) }); err != nil {
+				return err
+			}
+			if next > 0 {
+				fmt.Fprintf(c.App.ErrWriter, "wasmsched: more runs; the next page: wasmsched runs%s --after %d\n", pageFlags(c), next)
+			}
+			return nil
 		},
 	}
 }
@@ -197,17 +215,29 @@ func requireNamespace(ctx context.Context, st *storage.Store) error {
 	return nil
 }
 
-// listRuns returns the runs matching f as json views.
-func listRuns(ctx context.Context, st *storage.Store, f storage.RunFilter) ([]runJSON, error) {
-	runs, err := st.ListRuns(ctx, f)
+// listRuns returns the runs matching f as json views, and the seq the
+// next page starts below (0: none).
+func listRuns(ctx context.Context, st *storage.Store, f storage.RunFilter) ([]runJSON, int64, error) {
+	p, err := st.ListRunsPage(ctx, f)
 	if err != nil {
-		return nil, storeUsage(err)
+		return nil, 0, storeUsage(err)
 	}
-	out := make([]runJSON, 0, len(runs))
-	for _, r := range runs {
+	out := make([]runJSON, 0, len(p.Runs))
+	for _, r := range p.Runs {
 		out = append(out, toRunJSON(r))
 	}
-	return out, nil
+	return out, p.Next, nil
+}
+
+// pageFlags repeats the filter flags of a runs command for its next page.
+func pageFlags(c *cli.Context) string {
+	var b strings.Builder
+	for _, f := range []string{"group", "state", "limit"} {
+		if c.IsSet(f) {
+			fmt.Fprintf(&b, " --%s %s", f, c.String(f))
+		}
+	}
+	return b.String()
 }
 
 func runsTable(w io.Writer, rs []runJSON) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -406,4 +407,33 @@ func TestCLIGroupSet_retention(t *testing.T) {
 	if g.Retention != "2h0m0s" {
 		t.Errorf("group show: retention %q", g.Retention)
 	}
+}
+
+// TestCLIRuns_pages: runs --limit lists one page and names the next on
+// stderr; --after SEQ continues below that seq; the last page has no
+// hint; --after 0 or negative is exit 2.
+func TestCLIRuns_pages(t *testing.T) {
+	e := newCLIEnv(t)
+	for i := range 5 {
+		e.ok(nil, "submit", "g", "--id", fmt.Sprintf("r%d", i))
+	}
+	code, out, errs := e.cli("runs", "--limit", "2", "-o", "json")
+	var page []runJSON
+	if code != 0 || json.Unmarshal([]byte(out), &page) != nil || len(page) != 2 || page[0].ID != "r4" || page[1].ID != "r3" {
+		t.Fatalf("first page: exit %d %q", code, out)
+	}
+	hint := fmt.Sprintf("the next page: wasmsched runs --limit 2 --after %d", page[1].Seq)
+	if !strings.Contains(errs, hint) {
+		t.Fatalf("stderr %q lacks %q", errs, hint)
+	}
+	code, out, errs = e.cli("runs", "--limit", "2", "--after", fmt.Sprint(page[1].Seq), "-o", "json")
+	if code != 0 || json.Unmarshal([]byte(out), &page) != nil || len(page) != 2 || page[0].ID != "r2" || !strings.Contains(errs, "--after") {
+		t.Fatalf("second page: exit %d %q %q", code, out, errs)
+	}
+	code, out, errs = e.cli("runs", "--limit", "2", "--after", fmt.Sprint(page[1].Seq), "-o", "json")
+	if code != 0 || json.Unmarshal([]byte(out), &page) != nil || len(page) != 1 || page[0].ID != "r0" || errs != "" {
+		t.Fatalf("last page: exit %d %q stderr %q (want no hint)", code, out, errs)
+	}
+	e.usage("--after must be a seq >= 1, got 0", "runs", "--after", "0")
+	e.usage("--after must be a seq >= 1, got -3", "runs", "--after", "-3")
 }
