@@ -435,13 +435,15 @@ func (c *Coordinator) decideOne(ctx context.Context, lease *Lease, sn storage.Sn
 	}
 	ref.Succeeded()
 	d = storage.Decision{
-		Version:       sn.Group.Version,
-		ClaimID:       fmt.Sprintf("%d:%s:%d", lease.Epoch(), group, sn.Group.Version),
-		Policy:        policy,
-		PolicyVersion: ref.Version,
-		Actions:       make([]storage.Action, len(dec.Actions)),
-		Below:         int64(min(dec.Below, math.MaxInt64)),
-		BelowReason:   dec.BelowReason,
+		Version:        sn.Group.Version,
+		ClaimID:        fmt.Sprintf("%d:%s:%d", lease.Epoch(), group, sn.Group.Version),
+		Policy:         policy,
+		PolicyVersion:  ref.Version,
+		PolicySHA256:   ref.SHA256,
+		PolicyRegistry: ref.Registry,
+		Actions:        make([]storage.Action, len(dec.Actions)),
+		Below:          int64(min(dec.Below, math.MaxInt64)),
+		BelowReason:    dec.BelowReason,
 		// A version 1 policy cannot act beyond the window: after it acted,
 		// ask it again on the next window, until it settles. A version 2
 		// decision is complete for the whole group (discard_below).

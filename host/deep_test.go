@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/digest"
+	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -165,5 +168,27 @@ func TestCoordinator_v1OnTruncatedWindow(t *testing.T) {
 	}
 	if d, _ := e.st.DirtyGroups(ctx, 0); len(d) != 0 {
 		t.Fatalf("dirty %v after the group settled", d)
+	}
+}
+
+// TestCoordinator_decisionRecord: a run the coordinator launched records
+// the decision (claim id, the leader's epoch, the action, the policy's
+// reason) and the exact policy version (sha256 of the built-in, registry
+// version 0); the group's history has the decision.
+func TestCoordinator_decisionRecord(t *testing.T) {
+	e := newREnv(t, EngineConfig{})
+	e.group("g", "wait", 1)
+	e.submit("g", "r1", 1)
+	e.settle()
+	r := e.run("r1")
+	wasm, _ := plugins.Builtin("wait")
+	d := r.Decision
+	if d == nil || d.Epoch != e.lease.Epoch() || !strings.HasPrefix(d.ID, fmt.Sprintf("%d:g:", e.lease.Epoch())) || d.Action != storage.ActionLaunch ||
+		d.Reason == "" || d.Policy != "wait" || d.PolicySHA256 != digest.SHA256(wasm) || d.PolicyVersion != digest.Short(d.PolicySHA256) || d.PolicyRegistry != 0 {
+		t.Fatalf("decision record %+v", d)
+	}
+	ds, err := e.st.GroupDecisions(context.Background(), "g")
+	if err != nil || len(ds) != 1 || ds[0].ID != d.ID || ds[0].Launched != 1 {
+		t.Fatalf("group decisions %+v, %v", ds, err)
 	}
 }

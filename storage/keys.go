@@ -53,6 +53,10 @@ func (k Keys) Dirty() string { return k.p + "dirty" }
 // removes it with the run).
 func (k Keys) Finished(g string) string { return k.p + "group:" + g + ":finished" }
 
+// Decisions is the list of group g's latest decisions, newest first
+// (apply.lua LPUSHes and trims it to DecisionsKept).
+func (k Keys) Decisions(g string) string { return k.p + "group:" + g + ":decisions" }
+
 // Drain is the set of groups whose discard_below still covers WAITING runs
 // (apply adds, drain.lua removes).
 func (k Keys) Drain() string { return k.p + "drain" }

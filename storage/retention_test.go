@@ -157,3 +157,52 @@ func TestStore_ListRunsPage(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_Apply_decisionRecord: every run a decision names keeps the
+// decision (id, epoch, time, action, the policy's reason, policy name,
+// version, sha256 and registry version), and the group keeps its latest
+// DecisionsKept decisions, newest first.
+func TestStore_Apply_decisionRecord(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		ok(e.s.SetGroupSettings(ctx, "g", storage.GroupSettings{MaxActive: 1}))(t)
+		for _, id := range []string{"a", "b"} {
+			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: id}))(t)
+		}
+		sn := ok(e.s.Snapshot(ctx, "g"))(t)
+		ok(e.s.Apply(ctx, f, "g", storage.Decision{Version: sn.Group.Version, ClaimID: "7:g:3", Policy: "discard",
+			PolicyVersion: "abcdef012345", PolicySHA256: "abcdef0123456789", PolicyRegistry: 4,
+			Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "a", Reason: "oldest"}, {Kind: storage.ActionDiscard, Run: "b", Reason: "busy"}}}))(t)
+		for _, c := range []struct {
+			id     string
+			action storage.ActionKind
+			reason string
+		}{{"a", storage.ActionLaunch, "oldest"}, {"b", storage.ActionDiscard, "busy"}} {
+			r := ok(e.s.GetRun(ctx, c.id))(t)
+			d := r.Decision
+			if d == nil || d.ID != "7:g:3" || d.Epoch != f.Epoch || d.At.IsZero() || d.Action != c.action || d.Reason != c.reason ||
+				d.Policy != "discard" || d.PolicyVersion != "abcdef012345" || d.PolicySHA256 != "abcdef0123456789" || d.PolicyRegistry != 4 {
+				t.Errorf("run %s decision %+v", c.id, d)
+			}
+		}
+		for i := range storage.DecisionsKept + 3 {
+			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: fmt.Sprintf("x%d", i)}))(t)
+			sn = ok(e.s.Snapshot(ctx, "g"))(t)
+			ok(e.s.Apply(ctx, f, "g", storage.Decision{Version: sn.Group.Version, ClaimID: fmt.Sprintf("c%d", i), Policy: "discard",
+				Actions: []storage.Action{{Kind: storage.ActionDiscard, Run: fmt.Sprintf("x%d", i)}}}))(t)
+		}
+		ds := ok(e.s.GroupDecisions(ctx, "g"))(t)
+		if len(ds) != storage.DecisionsKept || ds[0].ID != fmt.Sprintf("c%d", storage.DecisionsKept+2) || ds[0].Discarded != 1 || ds[0].Epoch != f.Epoch {
+			t.Fatalf("%d decisions, newest %+v", len(ds), ds[0])
+		}
+		if r := ok(e.s.GetRun(ctx, "x0"))(t); r.Decision == nil {
+			t.Fatal("a run's record outlives the group's trimmed history")
+		}
+		if _, err := e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "w"}); err != nil {
+			t.Fatal(err)
+		}
+		if r := ok(e.s.GetRun(ctx, "w"))(t); r.Decision != nil {
+			t.Fatalf("a waiting run has a decision: %+v", r.Decision)
+		}
+	})
+}

@@ -49,7 +49,7 @@ type Group struct {
 	Name      string
 	Policy    string // policy name; default "wait"
 	MaxActive int
-	Window    int   // waiting runs per side of a snapshot's window; 0 = DefaultWindow
+	Window    int // waiting runs per side of a snapshot's window; 0 = DefaultWindow
 	// Retention is how long the group's finished runs are kept: -1 = the
 	// namespace default (the leader's EngineConfig.Retention), 0 = forever.
 	Retention time.Duration
@@ -73,6 +73,9 @@ const (
 	MaxMaxActive = 10_000
 	// DrainChunk is the number of covered runs one drain script discards.
 	DrainChunk = 256
+	// DecisionsKept is how many of its latest decisions a group keeps
+	// (GroupDecisions).
+	DecisionsKept = 20
 )
 
 // SubmitRequest describes a new run.
@@ -101,7 +104,8 @@ type Run struct {
 	Slots, Priority                                int
 	Payload                                        string
 	Duration                                       time.Duration
-	Policy, PolicyVersion                          string // set at launch
+	Policy, PolicyVersion                          string       // of the decision that moved it
+	Decision                                       *RunDecision // nil: no decision moved it (waiting, or a client's stop)
 	SubmittedAt, LaunchedAt, StartedAt, FinishedAt time.Time
 	Reason                                         string
 	Assignments                                    []Assignment // set at allocation, by task
@@ -109,7 +113,22 @@ type Run struct {
 
 // runFields is the order of run fields returned by scripts and HMGET.
 var runFields = []string{"id", "group", "seq", "state", "slots", "priority", "payload", "duration_ms",
-	"policy", "policy_version", "submitted_at", "launched_at", "started_at", "finished_at", "reason", "assign"}
+	"policy", "policy_version", "submitted_at", "launched_at", "started_at", "finished_at", "reason", "assign",
+	"decision", "decision_epoch", "decided_at", "decision_action", "decision_reason", "policy_sha256", "policy_registry"}
+
+// RunDecision is the record of the decision that launched, discarded or
+// stopped a run.
+type RunDecision struct {
+	ID             string // the decision's claim id, epoch:group:version
+	Epoch          int64  // the leader's term
+	At             time.Time
+	Action         ActionKind
+	Reason         string // the policy's
+	Policy         string
+	PolicyVersion  string // sha256 prefix
+	PolicySHA256   string
+	PolicyRegistry int // the registry version; 0 = the built-in
+}
 
 func runFieldArgs() []any {
 	a := make([]any, len(runFields))
@@ -143,7 +162,17 @@ func parseRun(vals []any) (Run, bool) {
 		SubmittedAt: msTime(toInt64(vals[10])), LaunchedAt: msTime(toInt64(vals[11])),
 		StartedAt: msTime(toInt64(vals[12])), FinishedAt: msTime(toInt64(vals[13])),
 		Reason: str(vals[14]), Assignments: parseAssign(str(vals[15])),
+		Decision: parseRunDecision(vals),
 	}, true
+}
+
+func parseRunDecision(vals []any) *RunDecision {
+	if len(vals) < 23 || vals[16] == nil {
+		return nil
+	}
+	return &RunDecision{ID: str(vals[16]), Epoch: toInt64(vals[17]), At: msTime(toInt64(vals[18])),
+		Action: ActionKind(str(vals[19])), Reason: str(vals[20]), Policy: str(vals[8]), PolicyVersion: str(vals[9]),
+		PolicySHA256: str(vals[21]), PolicyRegistry: int(toInt64(vals[22]))}
 }
 
 // parseAssign parses "worker#index#token#task,..." (worker may contain '#').
@@ -785,6 +814,10 @@ type Decision struct {
 	// leader drains them in chunks (Drain).
 	Below       int64
 	BelowReason string
+	// PolicySHA256 and PolicyRegistry (0 = the built-in) complete the
+	// record of the policy version on every run the decision names.
+	PolicySHA256   string
+	PolicyRegistry int
 	// Again keeps the group dirty after a non-empty apply: set when the
 	// snapshot's window was truncated, so the group is decided again on
 	// its next window.
@@ -818,14 +851,15 @@ func (s *Store) applyCall(f Fence, group string, d Decision) (scriptCall, error)
 		return scriptCall{}, invalid(op, "discard_below %d is negative", d.Below)
 	}
 	keys := make([]string, 0, 9+len(d.Actions))
-	keys = append(keys, k.Fence(), k.Lock(), k.Group(group), k.Waiting(group), k.Active(group), k.Dirty(), k.Launched(), k.Drain(), k.Finished(group))
+	keys = append(keys, k.Fence(), k.Lock(), k.Group(group), k.Waiting(group), k.Active(group), k.Dirty(), k.Launched(), k.Drain(), k.Finished(group), k.Decisions(group))
 	args := make([]any, 0, 10+3*len(d.Actions))
 	args = append(args, f.args()...)
 	again := 0
 	if d.Again {
 		again = 1
 	}
-	args = append(args, group, d.Version, d.ClaimID, d.Policy, d.PolicyVersion, d.Below, d.BelowReason, again)
+	args = append(args, group, d.Version, d.ClaimID, d.Policy, d.PolicyVersion, d.Below, d.BelowReason, again,
+		d.PolicySHA256, d.PolicyRegistry, DecisionsKept)
 	for _, a := range d.Actions {
 		if err := ValidateName("run", a.Run); err != nil {
 			return scriptCall{}, fmt.Errorf("storage: %s: %w", op, err)
@@ -920,6 +954,40 @@ func (s *Store) Expire(ctx context.Context, f Fence, group string, def time.Dura
 		return 0, false, fmt.Errorf("storage: expire: unexpected reply %v", v)
 	}
 	return int(toInt64(a[0])), toInt64(a[1]) == 1, nil
+}
+
+// GroupDecisionRecord is one entry of a group's decision history.
+type GroupDecisionRecord struct {
+	At                        time.Time
+	ID                        string // claim: epoch:group:version
+	Epoch                     int64
+	Policy, PolicyVersion     string
+	PolicyRegistry            int
+	Launched, Discarded, Stop int
+	DiscardBelow              int64
+}
+
+// GroupDecisions returns group's latest applied decisions (at most
+// DecisionsKept), newest first.
+func (s *Store) GroupDecisions(ctx context.Context, group string) ([]GroupDecisionRecord, error) {
+	if err := ValidateName("group", group); err != nil {
+		return nil, err
+	}
+	vs, err := s.c.LRange(ctx, s.k.Decisions(group), 0, DecisionsKept-1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("storage: group decisions: %w", err)
+	}
+	out := make([]GroupDecisionRecord, 0, len(vs))
+	for _, v := range vs {
+		f := strings.Split(v, "\x1f")
+		if len(f) < 10 {
+			continue
+		}
+		n := func(i int) int64 { x, _ := strconv.ParseInt(f[i], 10, 64); return x }
+		out = append(out, GroupDecisionRecord{At: msTime(n(0)), ID: f[1], Epoch: n(2), Policy: f[3], PolicyVersion: f[4],
+			PolicyRegistry: int(n(5)), Launched: int(n(6)), Discarded: int(n(7)), Stop: int(n(8)), DiscardBelow: n(9)})
+	}
+	return out, nil
 }
 
 // GroupNames returns every group's name (the groups set; unsorted).

@@ -31,6 +31,21 @@ type groupJSON struct {
 	Version   int64  `json:"version"`
 	Waiting   int    `json:"waiting"`
 	Active    int    `json:"active"`
+	// Decisions are the group's latest decisions, newest first (group show).
+	Decisions *[]groupDecisionJSON `json:"decisions,omitempty"`
+}
+
+type groupDecisionJSON struct {
+	At             string `json:"at"`
+	ID             string `json:"id"`
+	Epoch          int64  `json:"epoch"`
+	Policy         string `json:"policy"`
+	PolicyVersion  string `json:"policy_version"`
+	PolicyRegistry int    `json:"policy_registry"`
+	Launched       int    `json:"launched"`
+	Discarded      int    `json:"discarded"`
+	Stopped        int    `json:"stopped"`
+	DiscardBelow   int64  `json:"discard_below,omitempty"`
 }
 
 func toGroupJSON(g storage.Group) groupJSON {
@@ -201,7 +216,7 @@ Examples:
 					if err != nil {
 						return err
 					}
-					return render(c, g, func(w io.Writer) { groupsTable(w, []groupJSON{g}) })
+					return render(c, g, func(w io.Writer) { groupsTable(w, []groupJSON{g}); decisionsTable(w, g) })
 				},
 			},
 		},
@@ -263,7 +278,34 @@ func showGroup(ctx context.Context, st *storage.Store, name string) (groupJSON, 
 	if err != nil {
 		return groupJSON{}, storeUsage(err)
 	}
-	return toGroupJSON(g), nil
+	ds, err := st.GroupDecisions(ctx, name)
+	if err != nil {
+		return groupJSON{}, err
+	}
+	out := toGroupJSON(g)
+	list := make([]groupDecisionJSON, 0, len(ds))
+	for _, d := range ds {
+		list = append(list, groupDecisionJSON{At: d.At.UTC().Format(jsonTimeLayout), ID: d.ID, Epoch: d.Epoch, Policy: d.Policy,
+			PolicyVersion: d.PolicyVersion, PolicyRegistry: d.PolicyRegistry, Launched: d.Launched, Discarded: d.Discarded,
+			Stopped: d.Stop, DiscardBelow: d.DiscardBelow})
+	}
+	out.Decisions = &list
+	return out, nil
+}
+
+// decisionsTable prints a group's latest decisions (group show).
+func decisionsTable(w io.Writer, g groupJSON) {
+	if g.Decisions == nil || len(*g.Decisions) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nDECIDED\tDECISION\tPOLICY\tLAUNCHED\tDISCARDED\tSTOPPED")
+	for _, d := range *g.Decisions {
+		disc := fmt.Sprint(d.Discarded)
+		if d.DiscardBelow > 0 {
+			disc += fmt.Sprintf(" + all below seq %d", d.DiscardBelow)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s %s\t%d\t%s\t%d\n", d.At, d.ID, d.Policy, d.PolicyVersion, d.Launched, disc, d.Stopped)
+	}
 }
 
 func groupsTable(w io.Writer, gs []groupJSON) {

@@ -42,19 +42,34 @@ func dash(s string) string {
 
 // runJSON is the json of a run in `runs` and `run show`.
 type runJSON struct {
-	ID            string        `json:"id"`
-	Group         string        `json:"group"`
-	Seq           int64         `json:"seq"`
-	State         string        `json:"state"`
-	Slots         int           `json:"slots"`
-	Priority      int           `json:"priority"`
-	Policy        string        `json:"policy"`
-	PolicyVersion string        `json:"policy_version"`
-	SubmittedAt   *string       `json:"submitted_at"`
-	StartedAt     *string       `json:"started_at"`
-	FinishedAt    *string       `json:"finished_at"`
-	Reason        string        `json:"reason"`
-	Assignments   *[]assignJSON `json:"assignments,omitempty"` // run show only
+	ID            string              `json:"id"`
+	Group         string              `json:"group"`
+	Seq           int64               `json:"seq"`
+	State         string              `json:"state"`
+	Slots         int                 `json:"slots"`
+	Priority      int                 `json:"priority"`
+	Policy        string              `json:"policy"`
+	PolicyVersion string              `json:"policy_version"`
+	SubmittedAt   *string             `json:"submitted_at"`
+	StartedAt     *string             `json:"started_at"`
+	FinishedAt    *string             `json:"finished_at"`
+	Reason        string              `json:"reason"`
+	Assignments   *[]assignJSON       `json:"assignments,omitempty"` // run show only
+	Decision      *decisionRecordJSON `json:"decision,omitempty"`    // run show only: what moved it
+}
+
+// decisionRecordJSON is the decision that launched, discarded or stopped a
+// run (`run show`).
+type decisionRecordJSON struct {
+	ID             string `json:"id"` // epoch:group:version
+	Epoch          int64  `json:"epoch"`
+	At             string `json:"at"`
+	Action         string `json:"action"`
+	Reason         string `json:"reason"`
+	Policy         string `json:"policy"`
+	PolicyVersion  string `json:"policy_version"`
+	PolicySHA256   string `json:"policy_sha256"`
+	PolicyRegistry int    `json:"policy_registry"` // 0 = the built-in
 }
 
 // assignJSON is one task slot of a run (`run show`).
@@ -345,6 +360,10 @@ func showRun(ctx context.Context, st *storage.Store, id string) (runJSON, error)
 		as = append(as, assignJSON{Worker: a.Worker, Slot: a.Slot, Token: a.Token})
 	}
 	v.Assignments = &as
+	if d := r.Decision; d != nil {
+		v.Decision = &decisionRecordJSON{ID: d.ID, Epoch: d.Epoch, At: d.At.UTC().Format(jsonTimeLayout), Action: string(d.Action),
+			Reason: d.Reason, Policy: d.Policy, PolicyVersion: d.PolicyVersion, PolicySHA256: d.PolicySHA256, PolicyRegistry: d.PolicyRegistry}
+	}
 	return v, nil
 }
 
@@ -386,6 +405,15 @@ func runShowTable(w io.Writer, r runJSON) {
 	fmt.Fprintf(w, "STARTED\t%s\n", derefDash(r.StartedAt))
 	fmt.Fprintf(w, "FINISHED\t%s\n", derefDash(r.FinishedAt))
 	fmt.Fprintf(w, "REASON\t%s\n", dash(r.Reason))
+	if d := r.Decision; d != nil {
+		src := "built-in"
+		if d.PolicyRegistry > 0 {
+			src = fmt.Sprintf("registry v%d", d.PolicyRegistry)
+		}
+		fmt.Fprintf(w, "\nDECISION\t%s (epoch %d) at %s: %s\n", d.ID, d.Epoch, d.At, d.Action)
+		fmt.Fprintf(w, "BY\t%s %s (%s, sha256 %s)\n", d.Policy, d.PolicyVersion, src, d.PolicySHA256)
+		fmt.Fprintf(w, "BECAUSE\t%s\n", dash(d.Reason))
+	}
 	if r.Assignments != nil && len(*r.Assignments) > 0 {
 		fmt.Fprintln(w, "\nTASK\tWORKER\tSLOT\tTOKEN")
 		for i, a := range *r.Assignments {

@@ -108,6 +108,16 @@ func (e *cliEnv) usage(want string, args ...string) {
 	}
 }
 
+// okText runs args (table output) and returns stdout, failing on exit != 0.
+func (e *cliEnv) okText(args ...string) string {
+	e.t.Helper()
+	code, out, errs := e.cli(args...)
+	if code != 0 {
+		e.t.Fatalf("%v: exit %d, stderr %q", args, code, errs)
+	}
+	return out
+}
+
 func keysOf(m map[string]any) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -344,7 +354,7 @@ func TestCLIRunShowAssignmentsAndStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := e.st.Apply(ctx, fence, "g", storage.Decision{Version: sn.Group.Version, ClaimID: "c1", Policy: "wait",
-		PolicyVersion: "v1", Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "r1"}}}); err != nil {
+		PolicyVersion: "v1", PolicySHA256: "v1full", Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "r1", Reason: "oldest"}}}); err != nil {
 		t.Fatal(err)
 	}
 	as, err := storagetest.TryAllocateOne(ctx, e.st, fence, "r1")
@@ -356,6 +366,20 @@ func TestCLIRunShowAssignmentsAndStop(t *testing.T) {
 	e.ok(&show, "run", "show", "r1")
 	if show["state"] != "RUNNING" || show["policy"] != "wait" || show["policy_version"] != "v1" || show["started_at"] == nil {
 		t.Errorf("run show: %v", show)
+	}
+	dec, _ := show["decision"].(map[string]any)
+	if dec == nil || dec["id"] != "c1" || dec["epoch"] != float64(epoch) || dec["action"] != "launch" || dec["reason"] != "oldest" ||
+		dec["policy_sha256"] != "v1full" || dec["policy_registry"] != float64(0) || dec["at"] == nil {
+		t.Errorf("run show decision: %v", dec)
+	}
+	table := e.okText("run", "show", "r1")
+	if !strings.Contains(table, "DECISION") || !strings.Contains(table, "c1 (epoch") || !strings.Contains(table, "oldest") {
+		t.Errorf("run show table lacks the decision:\n%s", table)
+	}
+	var gs groupJSON
+	e.ok(&gs, "group", "show", "g")
+	if gs.Decisions == nil || len(*gs.Decisions) != 1 || (*gs.Decisions)[0].ID != "c1" || (*gs.Decisions)[0].Launched != 1 {
+		t.Errorf("group show decisions: %+v", gs.Decisions)
 	}
 	got := show["assignments"].([]any)
 	if len(got) != 2 {
