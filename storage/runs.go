@@ -990,6 +990,29 @@ func (s *Store) GroupDecisions(ctx context.Context, group string) ([]GroupDecisi
 	return out, nil
 }
 
+// QueuePosition returns a WAITING run's place in its group's queue: how
+// many waiting runs are older (0 = the head) and how many wait in all, in
+// one round trip. ok is false when the run is not waiting in group.
+func (s *Store) QueuePosition(ctx context.Context, group, id string) (ahead, total int64, ok bool, err error) {
+	if err := ValidateName("group", group); err != nil {
+		return 0, 0, false, err
+	}
+	var rank *redis.IntCmd
+	var card *redis.IntCmd
+	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		rank = p.ZRank(ctx, s.k.Waiting(group), id)
+		card = p.ZCard(ctx, s.k.Waiting(group))
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return 0, 0, false, fmt.Errorf("storage: queue position: %w", err)
+	}
+	if rank.Err() == redis.Nil {
+		return 0, card.Val(), false, nil
+	}
+	return rank.Val(), card.Val(), true, nil
+}
+
 // GroupNames returns every group's name (the groups set; unsorted).
 func (s *Store) GroupNames(ctx context.Context) ([]string, error) {
 	names, err := s.c.SMembers(ctx, s.k.Groups()).Result()

@@ -275,11 +275,13 @@ func derefDash(s *string) string {
 func runCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "run",
-		Usage: "show or stop one run",
+		Usage: "show, explain or stop one run",
 		Description: `Examples:
    wasmsched run show r42
+   wasmsched run explain r42
    wasmsched run stop r42 --reason "bad input"`,
 		Subcommands: []*cli.Command{
+			runExplainCommand(), // explain.go
 			{
 				Name:      "show",
 				Usage:     "show one run with its slot assignments",

@@ -461,3 +461,57 @@ func TestCLIRuns_pages(t *testing.T) {
 	e.usage("--after must be a seq >= 1, got 0", "runs", "--after", "0")
 	e.usage("--after must be a seq >= 1, got -3", "runs", "--after", "-3")
 }
+
+// TestCLIRunExplain: for a waiting run, run explain names its place, the
+// active runs ahead and max_active, the group's policy, and what the policy
+// decides for it now (read-only: nothing written); for a launched run the
+// decision that moved it; an unknown run is exit 2.
+func TestCLIRunExplain(t *testing.T) {
+	e := newCLIEnv(t)
+	ctx := context.Background()
+	stamp := "leader:1#1#bb"
+	if err := e.rdb.Set(ctx, e.st.Keys().Lock(), stamp, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	epoch, err := e.st.BecomeLeader(ctx, stamp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"r1", "r2", "r3"} {
+		e.ok(nil, "submit", "g", "--id", id)
+	}
+	sn, err := e.st.Snapshot(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Apply(ctx, storage.Fence{Epoch: epoch, Holder: stamp}, "g", storage.Decision{Version: sn.Group.Version,
+		ClaimID: "c1", Policy: "wait", PolicyVersion: "v", Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "r1", Reason: "oldest"}}}); err != nil {
+		t.Fatal(err)
+	}
+	var ex explainJSON
+	before := dumpNamespace(t, e)
+	e.ok(&ex, "run", "explain", "r3")
+	if ex.State != "WAITING" || ex.Ahead == nil || *ex.Ahead != 1 || *ex.Waiting != 2 || len(ex.Active) != 1 || ex.Active[0].ID != "r1" ||
+		ex.MaxActive != 1 || ex.Now != "none" || !strings.Contains(ex.Policy, "wait") || !strings.Contains(ex.Why, "1 active runs of max_active 1") {
+		t.Fatalf("explain r3: %+v", ex)
+	}
+	if after := dumpNamespace(t, e); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatal("run explain wrote to the namespace")
+	}
+	table := e.okText("run", "explain", "r3")
+	for _, want := range []string{"PLACE", "1 of 2 waiting", "r1 LAUNCHED", "WHY"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("explain table lacks %q:\n%s", want, table)
+		}
+	}
+	e.ok(&ex, "run", "explain", "r1")
+	if ex.State != "LAUNCHED" || !strings.Contains(ex.Why, "launch by decision c1") || !strings.Contains(ex.Why, "oldest") {
+		t.Fatalf("explain r1: %+v", ex)
+	}
+	e.ok(nil, "group", "set", "g", "--policy", "discard")
+	e.ok(&ex, "run", "explain", "r3")
+	if ex.Now != "discard" || !strings.Contains(ex.Why, "discards it") {
+		t.Fatalf("explain r3 under discard: %+v", ex)
+	}
+	e.usage("run nosuch not found (expired or never existed)", "run", "explain", "nosuch")
+}
