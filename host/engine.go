@@ -27,10 +27,10 @@ const (
 	// the group (group set --retention) nor EngineConfig.Retention says.
 	DefaultRetention         = 7 * 24 * time.Hour
 	DefaultRetentionInterval = time.Second
-	DefaultBackoff         = 100 * time.Millisecond
-	DefaultMaxBackoff      = 5 * time.Second
-	DefaultBatchSize       = 1000
-	DefaultReusePolicy     = "reuse"
+	DefaultBackoff           = 100 * time.Millisecond
+	DefaultMaxBackoff        = 5 * time.Second
+	DefaultBatchSize         = 1000
+	DefaultReusePolicy       = "reuse"
 	// MaxCoordinators bounds EngineConfig.Coordinators.
 	MaxCoordinators = 256
 )
