@@ -206,3 +206,23 @@ func TestStore_Apply_decisionRecord(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_Apply_launcherKept: a run launched by one policy version and
+// stopped by a decision of another keeps the launching version in Policy
+// and PolicyVersion; its Decision is the stop's.
+func TestStore_Apply_launcherKept(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "r"}))(t)
+		sn := ok(e.s.Snapshot(ctx, "g"))(t)
+		ok(e.s.Apply(ctx, f, "g", storage.Decision{Version: sn.Group.Version, ClaimID: "c1", Policy: "p", PolicyVersion: "v1",
+			Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "r"}}}))(t)
+		sn = ok(e.s.Snapshot(ctx, "g"))(t)
+		ok(e.s.Apply(ctx, f, "g", storage.Decision{Version: sn.Group.Version, ClaimID: "c2", Policy: "p", PolicyVersion: "v2",
+			Actions: []storage.Action{{Kind: storage.ActionStop, Run: "r", Reason: "newer"}}}))(t)
+		r := ok(e.s.GetRun(ctx, "r"))(t)
+		if r.PolicyVersion != "v1" || r.Decision == nil || r.Decision.PolicyVersion != "v2" || r.Decision.Action != storage.ActionStop {
+			t.Fatalf("policy_version %q, decision %+v: want the launcher v1 kept and the stop's record", r.PolicyVersion, r.Decision)
+		}
+	})
+}

@@ -104,7 +104,7 @@ type Run struct {
 	Slots, Priority                                int
 	Payload                                        string
 	Duration                                       time.Duration
-	Policy, PolicyVersion                          string       // of the decision that moved it
+	Policy, PolicyVersion                          string       // of the decision that launched it (Decision: the last that moved it)
 	Decision                                       *RunDecision // nil: no decision moved it (waiting, or a client's stop)
 	SubmittedAt, LaunchedAt, StartedAt, FinishedAt time.Time
 	Reason                                         string
@@ -114,7 +114,8 @@ type Run struct {
 // runFields is the order of run fields returned by scripts and HMGET.
 var runFields = []string{"id", "group", "seq", "state", "slots", "priority", "payload", "duration_ms",
 	"policy", "policy_version", "submitted_at", "launched_at", "started_at", "finished_at", "reason", "assign",
-	"decision", "decision_epoch", "decided_at", "decision_action", "decision_reason", "policy_sha256", "policy_registry"}
+	"decision", "decision_epoch", "decided_at", "decision_action", "decision_reason", "policy_sha256", "policy_registry",
+	"decision_policy", "decision_policy_version"}
 
 // RunDecision is the record of the decision that launched, discarded or
 // stopped a run.
@@ -167,11 +168,11 @@ func parseRun(vals []any) (Run, bool) {
 }
 
 func parseRunDecision(vals []any) *RunDecision {
-	if len(vals) < 23 || vals[16] == nil {
+	if len(vals) < 25 || vals[16] == nil {
 		return nil
 	}
 	return &RunDecision{ID: str(vals[16]), Epoch: toInt64(vals[17]), At: msTime(toInt64(vals[18])),
-		Action: ActionKind(str(vals[19])), Reason: str(vals[20]), Policy: str(vals[8]), PolicyVersion: str(vals[9]),
+		Action: ActionKind(str(vals[19])), Reason: str(vals[20]), Policy: str(vals[23]), PolicyVersion: str(vals[24]),
 		PolicySHA256: str(vals[21]), PolicyRegistry: int(toInt64(vals[22]))}
 }
 

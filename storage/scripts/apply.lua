@@ -19,7 +19,8 @@
 -- zero actions and no discard_below = settle: SREM dirty (version matched),
 -- no bump. Otherwise: each named run gets the decision record (decision =
 -- claim, decision_epoch, decided_at, decision_action, decision_reason,
--- policy, policy_version, policy_sha256, policy_registry), the group's
+-- decision_policy, decision_policy_version, policy_sha256, policy_registry;
+-- a launch also sets policy and policy_version, the launching version), the group's
 -- decisions list gets the decision's summary (newest first, trimmed to
 -- ARGV[13]), version+1, last_claim = claim, SREM dirty (unless
 -- again). A discard_below above the group's raises it (discard_below,
@@ -83,12 +84,14 @@ local counts = {launch = 0, discard = 0, stop = 0}
 for _, a in ipairs(acts) do
   counts[a.kind] = counts[a.kind] + 1
   -- the decision record: which decision moved the run, by which policy, why
+  -- (policy and policy_version stay the launching decision's: see launch)
   redis.call('HSET', a.key, 'decision', ARGV[5], 'decision_epoch', ARGV[1], 'decided_at', now,
-    'decision_action', a.kind, 'decision_reason', a.reason, 'policy', ARGV[6], 'policy_version', ARGV[7],
-    'policy_sha256', ARGV[11], 'policy_registry', ARGV[12])
+    'decision_action', a.kind, 'decision_reason', a.reason, 'decision_policy', ARGV[6],
+    'decision_policy_version', ARGV[7], 'policy_sha256', ARGV[11], 'policy_registry', ARGV[12])
   if a.kind == 'launch' then
     local seq = redis.call('ZSCORE', KEYS[4], a.id)
-    redis.call('HSET', a.key, 'state', 'LAUNCHED', 'launched_at', now, 'claim', ARGV[5])
+    redis.call('HSET', a.key, 'state', 'LAUNCHED', 'launched_at', now, 'policy', ARGV[6],
+      'policy_version', ARGV[7], 'claim', ARGV[5])
     redis.call('ZREM', KEYS[4], a.id)
     redis.call('ZADD', KEYS[5], seq, a.id)
     redis.call('ZADD', KEYS[7], seq, a.id)
