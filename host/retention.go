@@ -16,7 +16,8 @@ const expireRounds = 16
 // retention is the leader task that removes finished runs older than their
 // retention (the group's, else EngineConfig.Retention), with their index
 // entries: every RetentionInterval, each group, up to expireRounds fenced
-// chunks of storage.ExpireChunk (storage.Store.Expire). A new leader goes
+// chunks of storage.ExpireChunk, every group's chunk of a round in one
+// pipeline (storage.Store.ExpireBatch). A new leader goes
 // on where a deposed one stopped: the expiry is in the data, not in the
 // task.
 func (r *Engine) retention(ctx context.Context, lease *Lease) error {
@@ -35,27 +36,30 @@ func (r *Engine) retention(ctx context.Context, lease *Lease) error {
 			}
 			continue
 		}
-		for _, g := range groups {
-			for range expireRounds {
-				if !lease.Valid() || ctx.Err() != nil {
-					break
-				}
-				n, more, err := r.st.Expire(ctx, lease.Fence(), g, def, 0)
-				if errors.Is(err, storage.ErrFenced) {
+		// One pipelined round trip per round for every group still due
+		// (storage.ExpireBatch), at most expireRounds rounds per pass: an
+		// idle namespace costs one round trip per interval, whatever its
+		// number of groups.
+		for round := 0; round < expireRounds && len(groups) > 0 && lease.Valid(); round++ {
+			res := r.st.ExpireBatch(ctx, lease.Fence(), groups, def)
+			due := groups[:0]
+			for i, x := range res {
+				switch {
+				case errors.Is(x.Err, storage.ErrFenced):
 					r.m.fenced.WithLabelValues(r.m.ns, "retention").Inc()
-					return err
-				}
-				if err != nil {
+					return x.Err
+				case x.Err != nil:
 					if ctx.Err() == nil {
-						r.log.Warn("retention: expire failed", "group", g, "err", err)
+						r.log.Warn("retention: expire failed", "group", groups[i], "err", x.Err)
 					}
-					break
-				}
-				r.m.expired.Add(float64(n))
-				if !more {
-					break
+				default:
+					r.m.expired.Add(float64(x.Removed))
+					if x.More {
+						due = append(due, groups[i])
+					}
 				}
 			}
+			groups = due
 		}
 		r.m.pass("retention", time.Now())
 	}

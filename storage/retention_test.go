@@ -226,3 +226,25 @@ func TestStore_Apply_launcherKept(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_ExpireBatch: one pipeline expires every group's due runs, and
+// reports per group (a bad name is that group's error only).
+func TestStore_ExpireBatch(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		for _, g := range []string{"a", "b"} {
+			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: g, ID: "r-" + g}))(t)
+			ok(e.s.RequestStop(ctx, "r-"+g, "x"))(t)
+		}
+		time.Sleep(15 * time.Millisecond)
+		res := e.s.ExpireBatch(ctx, f, []string{"a", "b{", "b"}, 10*time.Millisecond)
+		if res[0].Removed != 1 || res[2].Removed != 1 || res[0].Err != nil || res[2].Err != nil || !errors.Is(res[1].Err, storage.ErrInvalid) {
+			t.Fatalf("results %+v", res)
+		}
+		for _, id := range []string{"r-a", "r-b"} {
+			if _, err := e.s.GetRun(ctx, id); !errors.Is(err, storage.ErrNotFound) {
+				t.Errorf("%s: %v", id, err)
+			}
+		}
+	})
+}

@@ -1014,6 +1014,51 @@ func (s *Store) QueuePosition(ctx context.Context, group, id string) (ahead, tot
 	return rank.Val(), card.Val(), true, nil
 }
 
+// ExpireResult is one group's outcome in an ExpireBatch.
+type ExpireResult struct {
+	Removed int
+	More    bool
+	Err     error
+}
+
+// ExpireBatch is Expire (one chunk) for many groups, one fenced script per
+// group, all in ONE pipelined round trip; results are in order.
+func (s *Store) ExpireBatch(ctx context.Context, f Fence, groups []string, def time.Duration) []ExpireResult {
+	out := make([]ExpireResult, len(groups))
+	if def < 0 {
+		for i := range out {
+			out[i].Err = invalid("expire", "default retention %v is negative", def)
+		}
+		return out
+	}
+	k := s.k
+	calls := make([]scriptCall, 0, len(groups))
+	pos := make([]int, 0, len(groups))
+	for i, g := range groups {
+		if err := ValidateName("group", g); err != nil {
+			out[i].Err = err
+			continue
+		}
+		calls = append(calls, scriptCall{keys: []string{k.Fence(), k.Lock(), k.Group(g), k.Finished(g), k.Runs()},
+			args: append(f.args(), k.RunPrefix(), def.Milliseconds(), ExpireChunk)})
+		pos = append(pos, i)
+	}
+	vals, errs := s.runPipe(ctx, "expire", "expire", calls)
+	for j, i := range pos {
+		if errs[j] != nil {
+			out[i].Err = errs[j]
+			continue
+		}
+		a, _ := vals[j].([]any)
+		if len(a) < 2 {
+			out[i].Err = fmt.Errorf("storage: expire: unexpected reply %v", vals[j])
+			continue
+		}
+		out[i] = ExpireResult{Removed: int(toInt64(a[0])), More: toInt64(a[1]) == 1}
+	}
+	return out
+}
+
 // GroupNames returns every group's name (the groups set; unsorted).
 func (s *Store) GroupNames(ctx context.Context) ([]string, error) {
 	names, err := s.c.SMembers(ctx, s.k.Groups()).Result()

@@ -108,6 +108,22 @@ func (e *cliEnv) usage(want string, args ...string) {
 	}
 }
 
+// lead makes the test the namespace's leader (lock and fence) and returns
+// its fence, to play the leader by hand.
+func (e *cliEnv) lead() storage.Fence {
+	e.t.Helper()
+	ctx := context.Background()
+	stamp := "leader:1#1#bb"
+	if err := e.rdb.Set(ctx, e.st.Keys().Lock(), stamp, time.Hour).Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	epoch, err := e.st.BecomeLeader(ctx, stamp)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return storage.Fence{Epoch: epoch, Holder: stamp}
+}
+
 // okText runs args (table output) and returns stdout, failing on exit != 0.
 func (e *cliEnv) okText(args ...string) string {
 	e.t.Helper()
@@ -335,15 +351,8 @@ func TestCLIRunShowAssignmentsAndStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Play the leader: launch and allocate a 2-slot run.
-	stamp := "leader:1#1#bb"
-	if err := e.rdb.Set(ctx, e.st.Keys().Lock(), stamp, time.Hour).Err(); err != nil {
-		t.Fatal(err)
-	}
-	epoch, err := e.st.BecomeLeader(ctx, stamp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fence := storage.Fence{Epoch: epoch, Holder: stamp}
+	fence := e.lead()
+	epoch := fence.Epoch
 	var sub map[string]any
 	code, out, errs := e.cli("submit", "g", "--slots", "2", "--id", "r1", "-o", "json")
 	if code != 0 || json.Unmarshal([]byte(out), &sub) != nil {
@@ -469,14 +478,7 @@ func TestCLIRuns_pages(t *testing.T) {
 func TestCLIRunExplain(t *testing.T) {
 	e := newCLIEnv(t)
 	ctx := context.Background()
-	stamp := "leader:1#1#bb"
-	if err := e.rdb.Set(ctx, e.st.Keys().Lock(), stamp, time.Hour).Err(); err != nil {
-		t.Fatal(err)
-	}
-	epoch, err := e.st.BecomeLeader(ctx, stamp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fence := e.lead()
 	for _, id := range []string{"r1", "r2", "r3"} {
 		e.ok(nil, "submit", "g", "--id", id)
 	}
@@ -484,7 +486,7 @@ func TestCLIRunExplain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.st.Apply(ctx, storage.Fence{Epoch: epoch, Holder: stamp}, "g", storage.Decision{Version: sn.Group.Version,
+	if _, err := e.st.Apply(ctx, fence, "g", storage.Decision{Version: sn.Group.Version,
 		ClaimID: "c1", Policy: "wait", PolicyVersion: "v", Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "r1", Reason: "oldest"}}}); err != nil {
 		t.Fatal(err)
 	}
