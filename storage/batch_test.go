@@ -124,7 +124,7 @@ func TestStore_AllocateBatchReplay(t *testing.T) {
 		k := e.s.Keys()
 		src := storage.ScriptSource("allocate_batch")
 		keys := []string{k.Fence(), k.Lock(), k.Workers(), k.Slots(), k.Free(), k.Launched(), k.Tokens(), k.Run("ra"), k.Run("rb")}
-		args := []any{f.Epoch, f.Holder, "op-x", "", "ra", "rb"}
+		args := []any{f.Epoch, f.Holder, "op-x", "", "", "ra", "rb"}
 		first, err := redis.NewScript(src).Run(ctx, e.c, keys, args...).Slice()
 		mustNil(t, err)
 		before := e.dump(t)

@@ -100,6 +100,12 @@ func (k Keys) SlotEvents() string { return k.p + "slot-events" }
 // the truth, and the coordinator still polls it.
 func (k Keys) WorkEvents() string { return k.p + "work-events" }
 
+// RunEvents is the pub/sub channel on which every script that changes a
+// run's state announces it: space-separated "STATE#group#id"
+// (ParseRunEvents). Advisory: a watcher that misses a message (it was not
+// subscribed, its connection dropped) re-reads the runs.
+func (k Keys) RunEvents() string { return k.p + "run-events" }
+
 // Policies is the set of policy names.
 func (k Keys) Policies() string { return k.p + "policies" }
 

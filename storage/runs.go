@@ -303,7 +303,7 @@ func (s *Store) DeleteGroup(ctx context.Context, name string, force bool, reason
 	}
 	for {
 		keys := []string{k.Groups(), k.Group(name), k.Waiting(name), k.Active(name), k.Dirty()}
-		args := []any{name, f, reason}
+		args := []any{name, f, reason, k.RunEvents()}
 		var ids []string
 		if force {
 			if ids, err = s.c.ZRange(ctx, k.Waiting(name), 0, deleteChunk-1).Result(); err != nil {
@@ -474,7 +474,7 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 	k := s.k
 	return r, scriptCall{
 		keys: []string{k.Seq(), k.Groups(), k.Group(r.Group), k.Waiting(r.Group), k.Dirty(), k.Run(r.ID), k.Runs()},
-		args: []any{r.Group, r.ID, r.Slots, r.Priority, r.Payload, r.Duration.Milliseconds(), newID("op-"), k.WorkEvents()},
+		args: []any{r.Group, r.ID, r.Slots, r.Priority, r.Payload, r.Duration.Milliseconds(), newID("op-"), k.WorkEvents(), k.RunEvents()},
 	}, nil
 }
 
@@ -860,7 +860,7 @@ func (s *Store) applyCall(f Fence, group string, d Decision) (scriptCall, error)
 		again = 1
 	}
 	args = append(args, group, d.Version, d.ClaimID, d.Policy, d.PolicyVersion, d.Below, d.BelowReason, again,
-		d.PolicySHA256, d.PolicyRegistry, DecisionsKept)
+		d.PolicySHA256, d.PolicyRegistry, DecisionsKept, k.RunEvents())
 	for _, a := range d.Actions {
 		if err := ValidateName("run", a.Run); err != nil {
 			return scriptCall{}, fmt.Errorf("storage: %s: %w", op, err)
@@ -1091,7 +1091,7 @@ func (s *Store) Drain(ctx context.Context, f Fence, group string, chunk int) (n 
 	}
 	k := s.k
 	v, err := s.run(ctx, "drain", "drain", []string{k.Fence(), k.Lock(), k.Group(group), k.Waiting(group), k.Drain(), k.Finished(group)},
-		append(f.args(), group, k.RunPrefix(), chunk)...)
+		append(f.args(), group, k.RunPrefix(), chunk, k.RunEvents())...)
 	if err != nil {
 		return 0, false, err
 	}
@@ -1113,7 +1113,7 @@ func (s *Store) RequestStop(ctx context.Context, id, reason string) (Run, error)
 	}
 	k := s.k
 	if _, err := s.run(ctx, op, "request_stop",
-		[]string{k.Run(id), k.Group(g), k.Waiting(g), k.Active(g), k.Launched(), k.Dirty(), k.Finished(g)}, id, g, reason); err != nil {
+		[]string{k.Run(id), k.Group(g), k.Waiting(g), k.Active(g), k.Launched(), k.Dirty(), k.Finished(g)}, id, g, reason, k.RunEvents()); err != nil {
 		return Run{}, err
 	}
 	return s.GetRun(ctx, id)

@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -388,4 +389,34 @@ func TestStore_DeleteGroup(t *testing.T) {
 			}
 		})
 	})
+}
+
+func TestRunPage_Cursor(t *testing.T) {
+	f := storage.RunFilter{Group: "g:1", State: storage.StateWaiting, Limit: 5}
+	c := storage.RunPage{Next: 42}.Cursor(f)
+	got, err := storage.ParseCursor(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Group != "g:1" || got.State != storage.StateWaiting || got.Below != 42 || got.Limit != 0 {
+		t.Fatalf("ParseCursor(Cursor) = %+v", got)
+	}
+	if c := (storage.RunPage{}).Cursor(f); c != "" {
+		t.Fatalf("last page cursor = %q, want empty", c)
+	}
+	for _, tc := range []struct{ name, in string }{
+		{"empty", ""},
+		{"no version", "abc"},
+		{"not base64", "c1.!!!"},
+		{"wrong shape", "c1." + base64.RawURLEncoding.EncodeToString([]byte("g\x0042"))},
+		{"zero seq", "c1." + base64.RawURLEncoding.EncodeToString([]byte("g\x00\x000"))},
+		{"bad state", "c1." + base64.RawURLEncoding.EncodeToString([]byte("g\x00NOPE\x007"))},
+		{"bad group", "c1." + base64.RawURLEncoding.EncodeToString([]byte("a b\x00\x007"))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := storage.ParseCursor(tc.in); !errors.Is(err, storage.ErrInvalid) {
+				t.Fatalf("ParseCursor(%q) = %v, want ErrInvalid", tc.in, err)
+			}
+		})
+	}
 }

@@ -336,7 +336,7 @@ func (s *Store) reportCall(identity, g, runID, token string, outcome State, reas
 	k := s.k
 	return scriptCall{
 		keys: []string{k.Run(runID), k.Slots(), k.Free(), k.Group(g), k.Active(g), k.Launched(), k.Restore(), k.Dirty(), k.Finished(g)},
-		args: []any{identity, runID, token, string(outcome), reason, g, s.k.WorkEvents()},
+		args: []any{identity, runID, token, string(outcome), reason, g, k.WorkEvents(), k.RunEvents()},
 	}
 }
 
@@ -396,7 +396,7 @@ func (s *Store) AllocateBatch(ctx context.Context, f Fence, runIDs []string) ([]
 	keys = append(keys, k.Fence(), k.Lock(), k.Workers(), k.Slots(), k.Free(), k.Launched(), k.Tokens())
 	args := make([]any, 0, 4+len(runIDs))
 	args = append(args, f.args()...)
-	args = append(args, newID("op-"), k.SlotEvents())
+	args = append(args, newID("op-"), k.SlotEvents(), k.RunEvents())
 	for _, id := range runIDs {
 		if err := ValidateName("run", id); err != nil {
 			return nil, fmt.Errorf("storage: %s: %w", op, err)
@@ -669,7 +669,7 @@ func (s *Store) FailRun(ctx context.Context, f Fence, runID, reason string) erro
 		return err
 	}
 	k := s.k
-	args := append(f.args(), runID, reason, g)
+	args := append(f.args(), runID, reason, g, k.RunEvents())
 	_, err = s.run(ctx, op, "fail_run",
 		[]string{k.Fence(), k.Lock(), k.Run(runID), k.Group(g), k.Active(g), k.Launched(), k.Restore(), k.Slots(), k.Free(), k.Dirty(), k.Finished(g)}, args...)
 	return err

@@ -150,18 +150,31 @@ DISCARDED. In json, times are RFC 3339 (UTC) and a time not reached yet is
 null.
 
 Pages: at most --limit runs are listed; when older runs exist, a hint on
-stderr names the next page (--after SEQ: the runs older than seq SEQ).
+stderr names the next page, both as --after SEQ (the runs older than seq
+SEQ) and as --cursor C (an opaque cursor that also carries --group and
+--state, so the next page cannot be asked with other filters by mistake).
+
+Watch: --watch lists the page, then follows the namespace's run events and
+prints each run that changes state (matching --group and --state) as it
+changes, until interrupted (Ctrl-C: exit 0). With -o json it prints one
+compact JSON run per line (the page first, then each change). Events are
+pushed by the scripts (no polling); when the watch falls behind or its
+connection drops, it says so on stderr and lists the page again.
 
 Examples:
    wasmsched runs
    wasmsched runs --group nightly --state WAITING
    wasmsched runs --limit 5 -o json
-   wasmsched runs --limit 100 --after 48213`,
+   wasmsched runs --limit 100 --after 48213
+   wasmsched runs --cursor c1.bmlnaHRseQAAMTIz
+   wasmsched runs --group nightly --watch`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Usage: "only runs of group `G`"},
 			&cli.StringFlag{Name: "state", Aliases: []string{"s"}, Usage: "only runs in state `S`"},
 			&cli.IntFlag{Name: "limit", Value: 100, Usage: "at most `N` runs (0 = all)"},
 			&cli.Int64Flag{Name: "after", Usage: "list the runs after (older than) the run of seq `SEQ`: the next page"},
+			&cli.StringFlag{Name: "cursor", Usage: "list the page cursor `C` names (printed with the previous page)"},
+			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "after the page, print each run as it changes state, until interrupted"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := exactArgs(c, 0, "none"); err != nil {
@@ -173,6 +186,25 @@ Examples:
 			}
 			if f.Below < 0 || (c.IsSet("after") && f.Below == 0) {
 				return usageErrorf("--after must be a seq >= 1, got %d", f.Below)
+			}
+			if c.IsSet("cursor") {
+				if c.IsSet("after") {
+					return usageErrorf("--cursor and --after both name a page: give one")
+				}
+				cf, err := storage.ParseCursor(c.String("cursor"))
+				if err != nil {
+					return usageErrorf("--cursor: %v", trimStorage(err))
+				}
+				if c.IsSet("group") && f.Group != cf.Group {
+					return usageErrorf("--cursor continues a listing of group %q, not --group %q", cf.Group, f.Group)
+				}
+				if s := c.String("state"); c.IsSet("state") && !strings.EqualFold(s, string(cf.State)) {
+					return usageErrorf("--cursor continues a listing of state %q, not --state %q", cf.State, s)
+				}
+				f.Group, f.Below = cf.Group, cf.Below
+				if cf.State != "" {
+					_ = c.Set("state", string(cf.State))
+				}
 			}
 			if f.Limit == 0 {
 				f.Limit = math.MaxInt32 // all
@@ -202,6 +234,9 @@ Examples:
 					return usageErrorf("group %s does not exist in namespace %s (wasmsched group list)", f.Group, st.Namespace())
 				}
 			}
+			if c.Bool("watch") {
+				return watchRuns(c, st, f)
+			}
 			rs, next, err := listRuns(c.Context, st, f)
 			if err != nil {
 				return err
@@ -210,7 +245,8 @@ Examples:
 				return err
 			}
 			if next > 0 {
-				fmt.Fprintf(c.App.ErrWriter, "wasmsched: more runs; the next page: wasmsched runs%s --after %d\n", pageFlags(c), next)
+				fmt.Fprintf(c.App.ErrWriter, "wasmsched: more runs; the next page: wasmsched runs%s --after %d (or: wasmsched runs --cursor %s%s)\n",
+					pageFlags(c), next, storage.RunPage{Next: next}.Cursor(f), limitFlag(c))
 			}
 			return nil
 		},
@@ -244,6 +280,17 @@ func listRuns(ctx context.Context, st *storage.Store, f storage.RunFilter) ([]ru
 	return out, p.Next, nil
 }
 
+// limitFlag repeats --limit for a next page named by cursor.
+func limitFlag(c *cli.Context) string {
+	if c.IsSet("limit") {
+		return " --limit " + c.String("limit")
+	}
+	return ""
+}
+
+// trimStorage drops the "storage: " prefix of a storage error's message.
+func trimStorage(err error) string { return strings.TrimPrefix(err.Error(), "storage: ") }
+
 // pageFlags repeats the filter flags of a runs command for its next page.
 func pageFlags(c *cli.Context) string {
 	var b strings.Builder
@@ -258,9 +305,14 @@ func pageFlags(c *cli.Context) string {
 func runsTable(w io.Writer, rs []runJSON) {
 	fmt.Fprintln(w, "ID\tGROUP\tSEQ\tSTATE\tSLOTS\tPRIO\tPOLICY\tSUBMITTED\tREASON")
 	for _, r := range rs {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\n", r.ID, r.Group, r.Seq, r.State, r.Slots,
-			r.Priority, dash(r.Policy), derefDash(r.SubmittedAt), dash(r.Reason))
+		runRow(w, r)
 	}
+}
+
+// runRow is one row of runsTable.
+func runRow(w io.Writer, r runJSON) {
+	fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\n", r.ID, r.Group, r.Seq, r.State, r.Slots,
+		r.Priority, dash(r.Policy), derefDash(r.SubmittedAt), dash(r.Reason))
 }
 
 func derefDash(s *string) string {

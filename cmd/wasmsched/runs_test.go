@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -516,4 +517,131 @@ func TestCLIRunExplain(t *testing.T) {
 		t.Fatalf("explain r3 under discard: %+v", ex)
 	}
 	e.usage("run nosuch not found (expired or never existed)", "run", "explain", "nosuch")
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a command writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestCLIRuns_watch: runs --watch prints the page, then each change of a
+// matching run as it happens (pushed, not polled), one JSON line each,
+// and exits 0 when interrupted.
+func TestCLIRuns_watch(t *testing.T) {
+	e := newCLIEnv(t)
+	ctx := context.Background()
+	e.ok(nil, "submit", "g", "--id", "old")
+	e.ok(nil, "submit", "other", "--id", "x0")
+	var out, errb syncBuffer
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	resetCommandFlags()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(wctx, []string{"wasmsched", "runs", "--group", "g", "--watch", "-o", "json", "--redis", e.url, "--namespace", e.ns}, &out, &errb)
+	}()
+	lines := func(n int) []runJSON {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var rs []runJSON
+			for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+				var r runJSON
+				if l != "" && json.Unmarshal([]byte(l), &r) == nil {
+					rs = append(rs, r)
+				}
+			}
+			if len(rs) >= n {
+				return rs
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("watch printed %d runs, want %d: %q (stderr %q)", len(rs), n, out.String(), errb.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if rs := lines(1); rs[0].ID != "old" || rs[0].State != "WAITING" {
+		t.Fatalf("page = %+v", rs)
+	}
+	// the watch is subscribed once the page is printed: changes follow
+	for _, id := range []string{"new", "x1"} {
+		g := "g"
+		if id == "x1" {
+			g = "other" // filtered out
+		}
+		if _, err := e.st.Submit(ctx, storage.SubmitRequest{Group: g, ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.st.RequestStop(ctx, "old", "operator"); err != nil {
+		t.Fatal(err)
+	}
+	rs := lines(3)
+	got := []string{}
+	for _, r := range rs {
+		got = append(got, r.ID+":"+r.State)
+	}
+	if want := "old:WAITING new:WAITING old:DISCARDED"; strings.Join(got, " ") != want {
+		t.Fatalf("watch printed %v, want %s", got, want)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("interrupted watch: exit %d, stderr %q", code, errb.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch did not end on interrupt")
+	}
+}
+
+// TestCLIRuns_cursor: the hint names an opaque cursor too; --cursor
+// continues the listing with its filters; a bad or mismatched cursor is
+// exit 2.
+func TestCLIRuns_cursor(t *testing.T) {
+	e := newCLIEnv(t)
+	for i := range 5 {
+		e.ok(nil, "submit", "g", "--id", fmt.Sprintf("r%d", i))
+	}
+	e.ok(nil, "submit", "k", "--id", "k0")
+	code, _, errs := e.cli("runs", "--group", "g", "--limit", "2")
+	m := regexp.MustCompile(`--cursor (\S+) --limit 2`).FindStringSubmatch(errs)
+	if code != 0 || m == nil {
+		t.Fatalf("first page: exit %d, stderr %q has no cursor", code, errs)
+	}
+	var seen []string
+	cur := m[1]
+	for cur != "" {
+		var page []runJSON
+		code, out, errs := e.cli("runs", "--cursor", cur, "--limit", "2", "-o", "json")
+		if code != 0 || json.Unmarshal([]byte(out), &page) != nil {
+			t.Fatalf("cursor page: exit %d %q %q", code, out, errs)
+		}
+		for _, r := range page {
+			seen = append(seen, r.ID)
+		}
+		cur = ""
+		if m := regexp.MustCompile(`--cursor (\S+)`).FindStringSubmatch(errs); m != nil {
+			cur = m[1]
+		}
+	}
+	if want := "r2 r1 r0"; strings.Join(seen, " ") != want {
+		t.Fatalf("cursor pages listed %v, want %s (group g only, no repeat)", seen, want)
+	}
+	e.usage("--cursor: cursor", "runs", "--cursor", "nonsense")
+	e.usage("--cursor continues a listing of group \"g\", not --group \"k\"", "runs", "--cursor", m[1], "--group", "k")
+	e.usage("--cursor and --after both name a page", "runs", "--cursor", m[1], "--after", "3")
 }

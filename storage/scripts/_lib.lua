@@ -17,6 +17,10 @@
 --   ({w, i, f}) to task of run with a fresh token; returns {w, i, tok, task}.
 -- release_slots(kslots, kfree, run, as): free every slot of assignments as
 --   that still holds run#token#task (a slot reassigned since is left alone).
+-- publish_runs(chan, ev): one PUBLISH on chan of the run events in ev, a
+--   list of "STATE#group#id" (storage.ParseRunEvents), space-separated;
+--   nothing when chan is '' or ev is empty. Advisory: watchers (runs
+--   --watch, client.Watch) re-read the run.
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -133,4 +137,9 @@ local function flat_assign(list)
     out[#out + 1] = a.w; out[#out + 1] = a.i; out[#out + 1] = a.tok; out[#out + 1] = tostring(a.task)
   end
   return out
+end
+local function publish_runs(chan, ev)
+  if chan ~= nil and chan ~= '' and #ev > 0 then
+    redis.call('PUBLISH', chan, table.concat(ev, ' '))
+  end
 end

@@ -6,7 +6,8 @@
 -- KEYS[5] free zset, KEYS[6] launched zset, KEYS[7] tokens counter,
 -- KEYS[8..7+n] run hash of run 1..n
 -- ARGV[1] epoch, ARGV[2] holder, ARGV[3] op id (random per call),
--- ARGV[4] slot-events channel ("" = no notification), ARGV[5..4+n] run ids
+-- ARGV[4] slot-events channel ("" = no notification), ARGV[5] run-events
+-- channel (publish_runs: RUNNING#group#id per allocated run), ARGV[6..5+n] run ids
 -- returns: {{run id, "allocated", {worker, index, token, task, ...}},
 --           {run id, "skipped", state or ""},      -- not LAUNCHED (stopped, gone): nothing written
 --           {run id, "no_slots", needed, found}}   -- the first misfit: nothing written for it, the rest untouched
@@ -21,12 +22,12 @@
 -- assignments (never allocated twice); later runs are tried again.
 -- bound: O(n · k + f): n given runs (the caller passes at most allocChunk), k slots each, f the free-zset entries read once (free_cursor)
 local n = #KEYS - 7
-if n < 0 or #ARGV ~= 4 + n then
-  return redis.error_reply('WS_INVALID allocate batch: ' .. n .. ' run keys for ' .. (#ARGV - 4) .. ' run ids')
+if n < 0 or #ARGV ~= 5 + n then
+  return redis.error_reply('WS_INVALID allocate batch: ' .. n .. ' run keys for ' .. (#ARGV - 5) .. ' run ids')
 end
 local seen = {}
 for j = 1, n do
-  local id = ARGV[4 + j]
+  local id = ARGV[5 + j]
   if seen[id] then
     return redis.error_reply('WS_INVALID allocate batch: run ' .. id .. ' twice')
   end
@@ -34,10 +35,10 @@ for j = 1, n do
 end
 local now = now_ms()
 local free = free_cursor(KEYS[5], KEYS[3], KEYS[4], now)
-local out, notify = {}, {}
+local out, notify, ev = {}, {}, {}
 for j = 1, n do
-  local id, key = ARGV[4 + j], KEYS[7 + j]
-  local r = redis.call('HMGET', key, 'state', 'slots', 'alloc_op', 'assign')
+  local id, key = ARGV[5 + j], KEYS[7 + j]
+  local r = redis.call('HMGET', key, 'state', 'slots', 'alloc_op', 'assign', 'group')
   if r[1] and r[3] == ARGV[3] then
     out[#out + 1] = {id, 'allocated', flat_assign(parse_assign(r[4]))}
   elseif r[1] ~= 'LAUNCHED' then
@@ -56,10 +57,12 @@ for j = 1, n do
     redis.call('HSET', key, 'state', 'RUNNING', 'started_at', now, 'assign', join_assign(as), 'alloc_op', ARGV[3])
     redis.call('ZREM', KEYS[6], id)
     notify[#notify + 1] = as[1].w .. '#' .. as[1].i .. '#' .. id
+    ev[#ev + 1] = 'RUNNING#' .. (r[5] or '') .. '#' .. id
     out[#out + 1] = {id, 'allocated', flat_assign(as)}
   end
 end
 if ARGV[4] ~= '' and #notify > 0 then
   redis.call('PUBLISH', ARGV[4], table.concat(notify, ' '))
 end
+publish_runs(ARGV[5], ev)
 return out

@@ -10,7 +10,8 @@
 -- non-empty decision, so it is decided again on the next window),
 -- ARGV[11] policy sha256, ARGV[12] policy registry version (0 = built-in),
 -- ARGV[13] decisions kept per group (the decisions list's length),
--- ARGV[14..] per action: kind ("launch"|"discard"|"stop"), run id, reason
+-- ARGV[14] run-events channel (publish_runs: each named run's new state),
+-- ARGV[15..] per action: kind ("launch"|"discard"|"stop"), run id, reason
 -- returns: the group's version after the apply
 -- errors (nothing written): WS_FENCED, WS_NOT_FOUND (group; run unknown or of
 -- another group), WS_DUP (claim == group.last_claim), WS_STALE (version),
@@ -32,8 +33,8 @@
 -- (README.md "Dirty contract").
 -- bound: O(n · log m), n actions (at most the snapshot's runs plus one)
 local n = #KEYS - 10
-if #ARGV ~= 13 + 3 * n then
-  return redis.error_reply('WS_INVALID apply: ' .. n .. ' run keys for ' .. (#ARGV - 13) .. ' action args')
+if #ARGV ~= 14 + 3 * n then
+  return redis.error_reply('WS_INVALID apply: ' .. n .. ' run keys for ' .. (#ARGV - 14) .. ' action args')
 end
 local below = tonumber(ARGV[8]) or 0
 local g = redis.call('HMGET', KEYS[3], 'version', 'last_claim', 'discard_below')
@@ -49,7 +50,7 @@ end
 local covered = tonumber(g[3]) or 0
 local seen, acts = {}, {}
 for j = 1, n do
-  local kind, id, reason = ARGV[11 + 3 * j], ARGV[12 + 3 * j], ARGV[13 + 3 * j]
+  local kind, id, reason = ARGV[12 + 3 * j], ARGV[13 + 3 * j], ARGV[14 + 3 * j]
   if seen[id] then
     return redis.error_reply('WS_INVALID two actions on run ' .. id)
   end
@@ -81,6 +82,7 @@ if n == 0 and below == 0 then
 end
 local now = now_ms()
 local counts = {launch = 0, discard = 0, stop = 0}
+local ev = {}
 for _, a in ipairs(acts) do
   counts[a.kind] = counts[a.kind] + 1
   -- the decision record: which decision moved the run, by which policy, why
@@ -95,19 +97,24 @@ for _, a in ipairs(acts) do
     redis.call('ZREM', KEYS[4], a.id)
     redis.call('ZADD', KEYS[5], seq, a.id)
     redis.call('ZADD', KEYS[7], seq, a.id)
+    ev[#ev + 1] = 'LAUNCHED#' .. ARGV[3] .. '#' .. a.id
   elseif a.kind == 'discard' then
     redis.call('HSET', a.key, 'state', 'DISCARDED', 'finished_at', now, 'reason', a.reason)
     redis.call('ZREM', KEYS[4], a.id)
     redis.call('ZADD', KEYS[9], now, a.id)
+    ev[#ev + 1] = 'DISCARDED#' .. ARGV[3] .. '#' .. a.id
   elseif a.st == 'LAUNCHED' then
     redis.call('HSET', a.key, 'state', 'STOPPED', 'finished_at', now, 'reason', a.reason)
     redis.call('ZADD', KEYS[9], now, a.id)
     redis.call('ZREM', KEYS[5], a.id)
     redis.call('ZREM', KEYS[7], a.id)
+    ev[#ev + 1] = 'STOPPED#' .. ARGV[3] .. '#' .. a.id
   else
     redis.call('HSET', a.key, 'state', 'STOPPING', 'reason', a.reason)
+    ev[#ev + 1] = 'STOPPING#' .. ARGV[3] .. '#' .. a.id
   end
 end
+publish_runs(ARGV[14], ev)
 redis.call('LPUSH', KEYS[10], table.concat({now, ARGV[5], ARGV[1], ARGV[6], ARGV[7], ARGV[12],
   counts.launch, counts.discard, counts.stop, below}, '\31'))
 redis.call('LTRIM', KEYS[10], 0, math.max(tonumber(ARGV[13]) or 20, 1) - 1)

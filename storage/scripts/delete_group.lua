@@ -4,7 +4,8 @@
 -- KEYS[4] active zset, KEYS[5] dirty set, KEYS[6..] run hashes of the
 -- waiting runs to discard (the caller read them: the oldest chunk)
 -- ARGV[1] group name, ARGV[2] force ("1": discard waiting runs),
--- ARGV[3] reason, ARGV[4..] the run ids of KEYS[6..]
+-- ARGV[3] reason, ARGV[4] run-events channel (publish_runs: DISCARDED per
+-- run), ARGV[5..] the run ids of KEYS[6..]
 -- returns: {deleted (1|0), waiting runs left, runs discarded by this call}. With force, discards the
 -- given runs that are still waiting in this group and deletes the group
 -- only when none is left: the caller repeats until deleted.
@@ -31,15 +32,18 @@ if waiting > 0 then
       ' waiting run(s): --force discards them')
   end
   local now = now_ms()
+  local ev = {}
   for j = 6, #KEYS do
-    local id = ARGV[j - 2]
+    local id = ARGV[j - 1]
     if redis.call('ZSCORE', KEYS[3], id) then
       redis.call('HSET', KEYS[j], 'state', 'DISCARDED', 'finished_at', now, 'reason', ARGV[3])
       redis.call('ZREM', KEYS[3], id)
       waiting = waiting - 1
       discarded = discarded + 1
+      ev[#ev + 1] = 'DISCARDED#' .. ARGV[1] .. '#' .. id
     end
   end
+  publish_runs(ARGV[4], ev)
   if waiting > 0 then return {0, waiting, discarded} end
 end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])

@@ -3,7 +3,8 @@
 -- KEYS[1] fence, KEYS[2] lock, KEYS[3] group hash, KEYS[4] waiting zset,
 -- KEYS[5] drain set, KEYS[6] the group's finished zset (retention index)
 -- ARGV[1] epoch, ARGV[2] holder, ARGV[3] group, ARGV[4] run-hash key prefix
--- (Keys.RunPrefix), ARGV[5] chunk (runs per call, >= 1)
+-- (Keys.RunPrefix), ARGV[5] chunk (runs per call, >= 1), ARGV[6] run-events
+-- channel (publish_runs: DISCARDED per run, one message per call)
 -- returns: {discarded, more (0|1)}
 -- writes: each run state DISCARDED, finished_at, reason (the group's
 -- discard_reason); ZREM waiting. When no covered run is left (or the group
@@ -24,11 +25,14 @@ if lo <= 0 then
 end
 local ids = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', '(' .. string.format('%d', lo), 'LIMIT', 0, chunk)
 local now = now_ms()
+local ev = {}
 for _, id in ipairs(ids) do
   redis.call('HSET', ARGV[4] .. id, 'state', 'DISCARDED', 'finished_at', now, 'reason', g[2] or '')
   redis.call('ZREM', KEYS[4], id)
   redis.call('ZADD', KEYS[6], now, id)
+  ev[#ev + 1] = 'DISCARDED#' .. ARGV[3] .. '#' .. id
 end
+publish_runs(ARGV[6], ev)
 if #ids < chunk then
   redis.call('SREM', KEYS[5], ARGV[3])
   return {#ids, 0}

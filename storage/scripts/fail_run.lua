@@ -3,7 +3,8 @@
 -- KEYS[5] active zset, KEYS[6] launched zset, KEYS[7] restore set,
 -- KEYS[8] slots hash, KEYS[9] free zset, KEYS[10] dirty set, KEYS[11] the
 -- group's finished zset (retention index)
--- ARGV[1] epoch, ARGV[2] holder, ARGV[3] run id, ARGV[4] reason, ARGV[5] group
+-- ARGV[1] epoch, ARGV[2] holder, ARGV[3] run id, ARGV[4] reason, ARGV[5] group,
+-- ARGV[6] run-events channel (publish_runs: FAILED)
 -- returns: 1 (0 = already FAILED, nothing written: replay-safe)
 -- errors (nothing written): WS_FENCED, WS_NOT_FOUND, WS_BAD_STATE (WAITING or final)
 -- writes: FAILED + finished_at + reason, releases the slots still holding
@@ -26,4 +27,5 @@ redis.call('ZREM', KEYS[6], ARGV[3])
 redis.call('SREM', KEYS[7], ARGV[3])
 redis.call('HINCRBY', KEYS[4], 'version', 1)
 redis.call('SADD', KEYS[10], ARGV[5])
+publish_runs(ARGV[6], {'FAILED#' .. ARGV[5] .. '#' .. ARGV[3]})
 return 1

@@ -4,7 +4,8 @@
 -- KEYS[9] the group's finished zset (retention index)
 -- ARGV[1] worker identity, ARGV[2] run id, ARGV[3] token, ARGV[4] outcome
 -- (SUCCEEDED|FAILED|STOPPED), ARGV[5] reason, ARGV[6] group, ARGV[7] work
--- channel (PUBLISH of the group: the coordinator wakes; advisory)
+-- channel (PUBLISH of the group: the coordinator wakes; advisory), ARGV[8]
+-- run-events channel (publish_runs: the run's final state)
 -- returns: 1 (0 = replay of an accepted report, nothing written)
 -- errors (nothing written): WS_NOT_FOUND, WS_INVALID, WS_NOT_OWNER (not the
 -- task-0 worker + token), WS_BAD_STATE (run not RUNNING/STOPPING)
@@ -51,4 +52,5 @@ redis.call('SREM', KEYS[7], ARGV[2])
 redis.call('HINCRBY', KEYS[4], 'version', 1)
 redis.call('SADD', KEYS[8], ARGV[6])
 redis.call('PUBLISH', ARGV[7], ARGV[6])
+publish_runs(ARGV[8], {o .. '#' .. ARGV[6] .. '#' .. ARGV[2]})
 return 1

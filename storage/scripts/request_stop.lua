@@ -2,7 +2,8 @@
 -- KEYS[1] run hash, KEYS[2] group hash, KEYS[3] waiting zset, KEYS[4] active zset,
 -- KEYS[5] launched zset, KEYS[6] dirty set, KEYS[7] the group's finished
 -- zset (retention index)
--- ARGV[1] run id, ARGV[2] group, ARGV[3] reason
+-- ARGV[1] run id, ARGV[2] group, ARGV[3] reason, ARGV[4] run-events channel
+-- (publish_runs: the new state)
 -- returns: the new state. WAITING -> DISCARDED, LAUNCHED -> STOPPED,
 -- RUNNING -> STOPPING (the worker finishes it), STOPPING -> STOPPING (no write)
 -- errors: WS_NOT_FOUND, WS_BAD_STATE (final)
@@ -36,4 +37,5 @@ else
 end
 redis.call('HINCRBY', KEYS[2], 'version', 1)
 redis.call('SADD', KEYS[6], ARGV[2])
+publish_runs(ARGV[4], {new .. '#' .. ARGV[2] .. '#' .. ARGV[1]})
 return new

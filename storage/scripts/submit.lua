@@ -3,7 +3,8 @@
 -- KEYS[5] dirty set, KEYS[6] run hash, KEYS[7] runs zset
 -- ARGV[1] group, ARGV[2] run id, ARGV[3] slots (>= 1), ARGV[4] priority,
 -- ARGV[5] payload, ARGV[6] duration_ms, ARGV[7] op id (random per call),
--- ARGV[8] work channel (PUBLISH of the group: the coordinator wakes; advisory)
+-- ARGV[8] work channel (PUBLISH of the group: the coordinator wakes; advisory),
+-- ARGV[9] run-events channel (publish_runs: WAITING#group#id)
 -- returns: {seq, submitted_at_ms, replayed (0|1)}
 -- errors: WS_DUP (run id exists, submitted by another call), WS_INVALID
 -- replay: a retried call (same op id) finds its own run and returns it, replayed = 1.
@@ -33,4 +34,5 @@ redis.call('ZADD', KEYS[7], seq, ARGV[2])
 redis.call('HINCRBY', KEYS[3], 'version', 1)
 redis.call('SADD', KEYS[5], ARGV[1])
 redis.call('PUBLISH', ARGV[8], ARGV[1])
+publish_runs(ARGV[9], {'WAITING#' .. ARGV[1] .. '#' .. ARGV[2]})
 return {seq, now, 0}
