@@ -22,6 +22,10 @@ var (
 	ErrNotHolder     = errors.New("not lock holder") // lock does not hold the caller's stamp
 	ErrUnknownWorker = errors.New("unknown worker")  // worker reaped or never registered
 	ErrInvalid       = errors.New("invalid")         // bad input
+	// ErrOutOfMemory: Redis refused a write because it is at maxmemory
+	// with eviction off (noeviction). Nothing was written (a script is
+	// refused before its first write); retry once memory is freed.
+	ErrOutOfMemory = errors.New("redis out of memory")
 )
 
 var codes = map[string]error{
@@ -47,6 +51,10 @@ func scriptErr(op string, err error) error {
 	if errors.As(err, &re) {
 		msg := re.Error()
 		code, detail, _ := strings.Cut(msg, " ")
+		if code == "OOM" {
+			return fmt.Errorf("storage: %s: Redis refused the write: it is at its maxmemory with eviction off "+
+				"(free memory, raise maxmemory, or shorten group retention); nothing was written: %w", op, ErrOutOfMemory)
+		}
 		if s, ok := codes[code]; ok {
 			if detail == "" {
 				return fmt.Errorf("storage: %s: %w", op, s)

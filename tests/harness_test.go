@@ -304,6 +304,17 @@ func LogAttr(line, key string) string {
 // stdout and exit code; stderr is logged.
 func RunCLI(t testing.TB, args ...string) (string, int) {
 	t.Helper()
+	out, errs, code := RunCLIErr(t, args...)
+	if errs != "" {
+		t.Logf("wasmsched %s: stderr: %s", strings.Join(args, " "), strings.TrimSpace(errs))
+	}
+	return out, code
+}
+
+// RunCLIErr runs the binary to completion (bounded by 20s) and returns its
+// stdout, stderr and exit code.
+func RunCLIErr(t testing.TB, args ...string) (string, string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, Binary(t), args...)
@@ -319,10 +330,7 @@ func RunCLI(t testing.TB, args ...string) (string, int) {
 		}
 		code = ee.ExitCode()
 	}
-	if errb.Len() > 0 {
-		t.Logf("wasmsched %s: stderr: %s", strings.Join(args, " "), strings.TrimSpace(errb.String()))
-	}
-	return out.String(), code
+	return out.String(), errb.String(), code
 }
 
 // WaitFor polls cond every 10ms until it holds or d has passed (then fails
