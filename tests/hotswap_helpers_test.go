@@ -149,6 +149,30 @@ func (h AdminHost) Metrics(t testing.TB, metric, by string, want ...string) map[
 	return out
 }
 
+// Goroutines scrapes the host's go_goroutines gauge from /metrics.
+func (h AdminHost) Goroutines(t testing.TB) int {
+	t.Helper()
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(h.URL + "/metrics")
+	if err != nil {
+		t.Fatalf("%s: scrape /metrics: %v", h.Name, err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: go_goroutines %q: %v", h.Name, v, err)
+			}
+			return int(n)
+		}
+	}
+	t.Fatalf("%s: no go_goroutines in /metrics", h.Name)
+	return 0
+}
+
 // RSSKiB is the resident set size of pid (VmRSS of /proc/PID/status).
 func RSSKiB(t testing.TB, pid int) int {
 	t.Helper()

@@ -209,13 +209,27 @@ func TestHotSwapUnderLoad(t *testing.T) {
 
 // TestHotSwapRepeatedBoundedMemory: 50 swaps v1 <-> v2 with `policy
 // activate` under a light load; after each, both hosts report only the new
-// version loaded (old runtimes closed). The serve processes' RSS after swap
-// 50 is within 1.5x + 64 MiB of their RSS after swap 10 (a leak check: a
-// leaked compiled module + pool costs several MiB per swap, so 40 leaked
+// version loaded (old runtimes closed). The serve processes' RSS after the
+// last swap is within 1.5x + 64 MiB of their RSS after swap 10, and their
+// goroutines within 20 of it (a leak check: a leaked compiled module + pool
+// costs several MiB per swap, a leaked watcher a goroutine, so 40 leaked
 // swaps would exceed the bound; not a timing assertion).
+//
+// The soak in BENCHMARKS.md ("Hot swap soak") is the same test with 1,000
+// swaps, printing RSS and goroutines every 100:
+//
+//	WASMSCHED_SOAK_SWAPS=1000 go test ./tests -run TestHotSwapRepeatedBoundedMemory -v -timeout 60m
 func TestHotSwapRepeatedBoundedMemory(t *testing.T) {
+	swaps := 50
+	if v := os.Getenv("WASMSCHED_SOAK_SWAPS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 20 {
+			t.Fatalf("WASMSCHED_SOAK_SWAPS=%q: want a number >= 20", v)
+		}
+		swaps = n
+	}
 	e := newHotSwapEnv(t, "swaps", 4)
-	ctx := testCtx(t, 10*time.Minute)
+	ctx := testCtx(t, 10*time.Minute+time.Duration(swaps)*2*time.Second)
 	groups := []string{"s0", "s1", "s2", "s3", "s4"}
 	for _, g := range groups {
 		if _, err := e.st.SetGroup(ctx, g, "priority", 2); err != nil {
@@ -235,26 +249,35 @@ func TestHotSwapRepeatedBoundedMemory(t *testing.T) {
 
 	shas := map[int]string{1: v1, 2: v2}
 	rss10 := make([]int, len(e.hosts))
+	gor10 := make([]int, len(e.hosts))
+	every := max(swaps/10, 10)
 	var lat []time.Duration
-	for i := 1; i <= 50; i++ {
+	for i := 1; i <= swaps; i++ {
 		ver := 1 + i%2 // 2 is active: start with 1
 		cli(t, e.r, e.ns, "policy", "activate", "priority", strconv.Itoa(ver))
 		lat = append(lat, WaitActiveEverywhere(t, e.hosts, "priority", shas[ver], 20*time.Second))
-		switch i {
-		case 10:
+		if i == 10 {
 			for j, h := range e.hosts {
-				rss10[j] = RSSKiB(t, h.Pid())
+				rss10[j], gor10[j] = RSSKiB(t, h.Pid()), h.Goroutines(t)
 			}
-		case 50:
-			for j, h := range e.hosts {
-				rss := RSSKiB(t, h.Pid())
-				bound := rss10[j]*3/2 + 64<<10
-				t.Logf("%s: RSS after swap 10: %d KiB, after swap 50: %d KiB (bound %d KiB)", h.Name, rss10[j], rss, bound)
-				if rss > bound {
-					t.Errorf("%s: RSS grew from %d KiB (swap 10) to %d KiB (swap 50), bound 1.5x + 64 MiB = %d KiB: a leak",
-						h.Name, rss10[j], rss, bound)
-				}
+		}
+		if i%every == 0 || i == swaps {
+			for _, h := range e.hosts {
+				t.Logf("swap %5d  %s  RSS %7d KiB  goroutines %4d  runs submitted %d", i, h.Name, RSSKiB(t, h.Pid()), h.Goroutines(t), submitted.Load())
 			}
+		}
+	}
+	for j, h := range e.hosts {
+		rss, gor := RSSKiB(t, h.Pid()), h.Goroutines(t)
+		bound := rss10[j]*3/2 + 64<<10
+		t.Logf("%s: RSS after swap 10: %d KiB, after swap %d: %d KiB (bound %d KiB); goroutines %d -> %d",
+			h.Name, rss10[j], swaps, rss, bound, gor10[j], gor)
+		if rss > bound {
+			t.Errorf("%s: RSS grew from %d KiB (swap 10) to %d KiB (swap %d), bound 1.5x + 64 MiB = %d KiB: a leak",
+				h.Name, rss10[j], rss, swaps, bound)
+		}
+		if gor > gor10[j]+20 {
+			t.Errorf("%s: goroutines grew from %d (swap 10) to %d (swap %d): a leak", h.Name, gor10[j], gor, swaps)
 		}
 	}
 	stop()
@@ -262,7 +285,7 @@ func TestHotSwapRepeatedBoundedMemory(t *testing.T) {
 	for _, h := range e.hosts {
 		s, _ := h.Status()
 		if _, n := s.ActiveSHA("priority"); n != 1 {
-			t.Errorf("%s: %d versions of priority loaded after 50 swaps, want 1: %+v", h.Name, n, s.Runtime)
+			t.Errorf("%s: %d versions of priority loaded after %d swaps, want 1: %+v", h.Name, n, swaps, s.Runtime)
 		}
 		if len(s.Runtime.Policies) > 3 {
 			t.Errorf("%s: %d policy versions loaded: %+v", h.Name, len(s.Runtime.Policies), s.Runtime.Policies)
@@ -275,8 +298,8 @@ func TestHotSwapRepeatedBoundedMemory(t *testing.T) {
 		}
 	}
 	slices.Sort(lat)
-	t.Logf("50 swaps (CLI activate returned -> both hosts with only the new version loaded): median %v, p90 %v, max %v",
-		lat[len(lat)/2], lat[len(lat)*9/10], lat[len(lat)-1])
+	t.Logf("%d swaps (CLI activate returned -> both hosts with only the new version loaded): median %v, p90 %v, max %v",
+		swaps, lat[len(lat)/2], lat[len(lat)*9/10], lat[len(lat)-1])
 	WaitAllFinal(t, e.st, 60*time.Second)
 }
 
