@@ -100,6 +100,10 @@ func (k Keys) SlotEvents() string { return k.p + "slot-events" }
 // the truth, and the coordinator still polls it.
 func (k Keys) WorkEvents() string { return k.p + "work-events" }
 
+// Idempotency is the key that names the run submitted with an
+// idempotency key (its SHA-256, hex), for IdempotencyTTL.
+func (k Keys) Idempotency(keySHA string) string { return k.p + "idem:" + keySHA }
+
 // RunEvents is the pub/sub channel on which every script that changes a
 // run's state announces it: space-separated "STATE#group#id"
 // (ParseRunEvents). Advisory: a watcher that misses a message (it was not

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/wasmsched/wasmsched/internal/digest"
 )
 
 // State is a run state.
@@ -86,7 +88,17 @@ type SubmitRequest struct {
 	Priority int
 	Payload  string
 	Duration time.Duration
+	// IdempotencyKey (optional, at most MaxIdempotencyKey bytes): a second
+	// submit with the same key within IdempotencyTTL returns the first
+	// one's run (while it exists) instead of submitting another.
+	IdempotencyKey string
 }
+
+// Idempotency bounds.
+const (
+	IdempotencyTTL    = 24 * time.Hour
+	MaxIdempotencyKey = 256
+)
 
 // Assignment is one task slot of a run: (worker, slot index, token), task 0..k-1.
 type Assignment struct {
@@ -437,15 +449,32 @@ func (s *Store) DirtyAndGeneration(ctx context.Context, limit int) (groups []str
 // max_active 1. An existing ID is ErrDuplicate; a go-redis retry of the same
 // call is recognised by its op id and returns the run.
 func (s *Store) Submit(ctx context.Context, r SubmitRequest) (Run, error) {
+	run, _, err := s.SubmitReplay(ctx, r)
+	return run, err
+}
+
+// SubmitReplay is Submit that also says whether the run was there
+// already: replayed by the same call's retry, or named by r.IdempotencyKey
+// (then the run is the stored one, read back whole).
+func (s *Store) SubmitReplay(ctx context.Context, r SubmitRequest) (Run, bool, error) {
 	r, c, err := s.submitCall(r)
 	if err != nil {
-		return Run{}, err
+		return Run{}, false, err
 	}
 	v, err := s.run(ctx, "submit", "submit", c.keys, c.args...)
 	if err != nil {
-		return Run{}, err
+		return Run{}, false, err
 	}
-	return submittedRun(r, v), nil
+	run := submittedRun(r, v)
+	if a, _ := v.([]any); len(a) >= 3 && toInt64(a[2]) == 1 && r.IdempotencyKey != "" {
+		got, err := s.GetRun(ctx, run.ID)
+		if err != nil {
+			return Run{}, false, err
+		}
+		return got, true, nil
+	}
+	a, _ := v.([]any)
+	return run, len(a) >= 3 && toInt64(a[2]) == 1, nil
 }
 
 func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
@@ -471,17 +500,28 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 	if r.Priority < math.MinInt32 || r.Priority > math.MaxInt32 {
 		return r, scriptCall{}, invalid(op, "run %s: priority %d outside %d..%d (a policy reads it as a 32-bit integer)", r.ID, r.Priority, math.MinInt32, math.MaxInt32)
 	}
+	if len(r.IdempotencyKey) > MaxIdempotencyKey {
+		return r, scriptCall{}, invalid(op, "idempotency key is %d bytes, at most %d", len(r.IdempotencyKey), MaxIdempotencyKey)
+	}
 	k := s.k
-	return r, scriptCall{
+	c := scriptCall{
 		keys: []string{k.Seq(), k.Groups(), k.Group(r.Group), k.Waiting(r.Group), k.Dirty(), k.Run(r.ID), k.Runs()},
 		args: []any{r.Group, r.ID, r.Slots, r.Priority, r.Payload, r.Duration.Milliseconds(), newID("op-"), k.WorkEvents(), k.RunEvents()},
-	}, nil
+	}
+	if r.IdempotencyKey != "" {
+		c.keys = append(c.keys, k.Idempotency(digest.SHA256([]byte(r.IdempotencyKey))))
+		c.args = append(c.args, IdempotencyTTL.Milliseconds(), k.RunPrefix())
+	}
+	return r, c, nil
 }
 
 func submittedRun(r SubmitRequest, v any) Run {
 	a, _ := v.([]any)
-	for len(a) < 2 {
+	for len(a) < 4 {
 		a = append(a, nil)
+	}
+	if id, ok := a[3].(string); ok && id != "" {
+		r.ID = id
 	}
 	return Run{ID: r.ID, Group: r.Group, Seq: toInt64(a[0]), State: StateWaiting, Slots: r.Slots,
 		Priority: r.Priority, Payload: r.Payload, Duration: r.Duration.Truncate(time.Millisecond),

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/digest"
 	"github.com/wasmsched/wasmsched/storage"
 	"github.com/wasmsched/wasmsched/storage/storagetest"
 )
@@ -419,4 +420,43 @@ func TestRunPage_Cursor(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStore_Submit_idempotency: the same key twice is the same run (the
+// second call returns the stored run, replayed), whatever id it asks for;
+// another key is another run; an oversized key is ErrInvalid, nothing
+// written.
+func TestStore_Submit_idempotency(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		first, replayed, err := e.s.SubmitReplay(ctx, storage.SubmitRequest{Group: "g", Priority: 7, IdempotencyKey: "order-42"})
+		mustNil(t, err)
+		if replayed {
+			t.Fatal("first submit reported replayed")
+		}
+		again, replayed, err := e.s.SubmitReplay(ctx, storage.SubmitRequest{Group: "g", ID: "other-id", IdempotencyKey: "order-42"})
+		mustNil(t, err)
+		if !replayed || again.ID != first.ID || again.Seq != first.Seq || again.Priority != 7 {
+			t.Fatalf("second submit = %+v replayed %v, want run %s (seq %d, priority 7)", again, replayed, first.ID, first.Seq)
+		}
+		if _, err := e.s.GetRun(ctx, "other-id"); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("the replayed call made run other-id: %v", err)
+		}
+		other, replayed, err := e.s.SubmitReplay(ctx, storage.SubmitRequest{Group: "g", IdempotencyKey: "order-43"})
+		mustNil(t, err)
+		if replayed || other.ID == first.ID {
+			t.Fatalf("another key = %+v replayed %v", other, replayed)
+		}
+		e.unchanged(t, func() {
+			_, _, err := e.s.SubmitReplay(ctx, storage.SubmitRequest{Group: "g", IdempotencyKey: strings.Repeat("k", storage.MaxIdempotencyKey+1)})
+			if !errors.Is(err, storage.ErrInvalid) {
+				t.Fatalf("oversized key = %v", err)
+			}
+		})
+		// the key names its run for IdempotencyTTL
+		ttl, err := e.c.PTTL(ctx, e.s.Keys().Idempotency(digest.SHA256([]byte("order-42")))).Result()
+		mustNil(t, err)
+		if ttl <= storage.IdempotencyTTL-time.Minute || ttl > storage.IdempotencyTTL {
+			t.Fatalf("idempotency key ttl %v, want about %v", ttl, storage.IdempotencyTTL)
+		}
+	})
 }

@@ -1,11 +1,17 @@
 -- submit: add a WAITING run to a group (client write, unfenced).
 -- KEYS[1] seq, KEYS[2] groups set, KEYS[3] group hash, KEYS[4] waiting zset,
--- KEYS[5] dirty set, KEYS[6] run hash, KEYS[7] runs zset
+-- KEYS[5] dirty set, KEYS[6] run hash, KEYS[7] runs zset, KEYS[8] (optional)
+-- the idempotency key's key (Keys.Idempotency)
 -- ARGV[1] group, ARGV[2] run id, ARGV[3] slots (>= 1), ARGV[4] priority,
 -- ARGV[5] payload, ARGV[6] duration_ms, ARGV[7] op id (random per call),
 -- ARGV[8] work channel (PUBLISH of the group: the coordinator wakes; advisory),
--- ARGV[9] run-events channel (publish_runs: WAITING#group#id)
--- returns: {seq, submitted_at_ms, replayed (0|1)}
+-- ARGV[9] run-events channel (publish_runs: WAITING#group#id),
+-- ARGV[10] the idempotency key's lifetime in ms, ARGV[11] run-hash key
+-- prefix (Keys.RunPrefix) (both with KEYS[8] only)
+-- returns: {seq, submitted_at_ms, replayed (0|1), run id}
+-- idempotency: with KEYS[8], a key that names a run that still exists
+-- returns that run (replayed = 1, its id), whatever ARGV[2] says; else the
+-- run is submitted and KEYS[8] names it for ARGV[10] ms.
 -- errors: WS_DUP (run id exists, submitted by another call), WS_INVALID
 -- replay: a retried call (same op id) finds its own run and returns it, replayed = 1.
 -- bound: O(log n) (one run, its group's waiting zset)
@@ -13,10 +19,19 @@ local slots = tonumber(ARGV[3])
 if not slots or slots < 1 then
   return redis.error_reply('WS_INVALID run ' .. ARGV[2] .. ': slots must be >= 1')
 end
+if KEYS[8] then
+  local prev = redis.call('GET', KEYS[8])
+  if prev then
+    local r = redis.call('HMGET', ARGV[11] .. prev, 'seq', 'submitted_at')
+    if r[1] then
+      return {tonumber(r[1]), tonumber(r[2]), 1, prev}
+    end
+  end
+end
 if redis.call('EXISTS', KEYS[6]) == 1 then
   local r = redis.call('HMGET', KEYS[6], 'op', 'seq', 'submitted_at')
   if r[1] == ARGV[7] then
-    return {tonumber(r[2]), tonumber(r[3]), 1}
+    return {tonumber(r[2]), tonumber(r[3]), 1, ARGV[2]}
   end
   return redis.error_reply('WS_DUP run ' .. ARGV[2] .. ' already exists')
 end
@@ -35,4 +50,7 @@ redis.call('HINCRBY', KEYS[3], 'version', 1)
 redis.call('SADD', KEYS[5], ARGV[1])
 redis.call('PUBLISH', ARGV[8], ARGV[1])
 publish_runs(ARGV[9], {'WAITING#' .. ARGV[1] .. '#' .. ARGV[2]})
-return {seq, now, 0}
+if KEYS[8] then
+  redis.call('SET', KEYS[8], ARGV[2], 'PX', ARGV[10])
+end
+return {seq, now, 0, ARGV[2]}
