@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/wasmsched/wasmsched/host"
-	"github.com/wasmsched/wasmsched/internal/digest"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -73,80 +73,35 @@ func explainRun(ctx context.Context, sb sandbox, st *storage.Store, id string) (
 	if err != nil {
 		return explainJSON{}, err
 	}
-	ex := explainJSON{Run: rv, State: rv.State}
-	if rv.State != string(storage.StateWaiting) {
-		if d := rv.Decision; d != nil {
-			ex.Why = fmt.Sprintf("%s by decision %s (epoch %d) of %s %s at %s: %s", d.Action, d.ID, d.Epoch, d.Policy, d.PolicyVersion, d.At, dash(d.Reason))
-		} else {
-			ex.Why = fmt.Sprintf("%s; no decision of a policy moved it (%s)", rv.State, dash(rv.Reason))
-		}
-		return ex, nil
-	}
-	ahead, total, ok, err := st.QueuePosition(ctx, rv.Group, id)
-	if err != nil {
-		return explainJSON{}, err
-	}
-	if !ok { // it left the queue meanwhile
-		return explainRun(ctx, sb, st, id)
-	}
-	ex.Ahead, ex.Waiting = &ahead, &total
-	sn, err := st.Snapshot(ctx, rv.Group)
-	if err != nil {
-		return explainJSON{}, storeUsage(err)
-	}
-	ex.MaxActive = sn.Group.MaxActive
-	for _, r := range sn.Active {
-		ex.Active = append(ex.Active, toRunJSON(r))
-	}
-	snap, err := host.SerialSnapshot(sn)
-	if err != nil {
-		return explainJSON{}, err
-	}
-	in := false
-	for _, r := range snap.Waiting {
-		in = in || r.ID == id
-	}
-	ex.InWindow = &in
-	pol, err := resolvePolicy(ctx, st, sn.Group.Policy)
-	if err != nil {
-		ex.Why = fmt.Sprintf("waits: its group's policy %s cannot be used (%v); fix the policy or the group", sn.Group.Policy, userMessage(err))
-		return ex, nil
-	}
-	ex.Policy = pol.label() + " " + digest.Short(pol.SHA256)
 	rt, err := newPolicyRuntime(ctx, sb)
 	if err != nil {
 		return explainJSON{}, err
 	}
 	defer rt.Close(context.Background())
-	d, err := decide(ctx, rt, pol, snap)
-	if err != nil {
-		return explainJSON{}, err
-	}
-	ex.Now = "none"
-	for _, a := range d.Actions {
-		switch {
-		case a.Run == id:
-			ex.Now, ex.NowReason = a.Action, a.Reason
-		case a.Action == "discard_below" && uint64(rv.Seq) < a.Seq:
-			ex.Now, ex.NowReason = "discard_below", a.Reason
-		}
-	}
-	active := len(sn.Active)
+	ex, err := host.Explain(ctx, rt, st, id)
 	switch {
-	case !d.Valid:
-		ex.Why = fmt.Sprintf("waits: the policy's decision is %s (%v), so the group is not decided", d.Outcome, d.Errors)
-	case ex.Now == "launch":
-		ex.Why = "the policy launches it now: it will start as soon as the leader decides the group (and a worker has its slots)"
-	case ex.Now == "discard" || ex.Now == "discard_below":
-		ex.Why = "the policy discards it on the next decision: " + dash(ex.NowReason)
-	case !in:
-		ex.Why = fmt.Sprintf("waits: %d runs wait ahead of it, beyond the group's window (the policy sees the oldest and newest %d)", ahead, len(snap.Waiting)/2)
-	case active >= max(sn.Group.MaxActive, 1):
-		ex.Why = fmt.Sprintf("waits: the group has %d active runs of max_active %d, and %d waiting runs ahead of it", active, max(sn.Group.MaxActive, 1), ahead)
-	default:
-		ex.Why = fmt.Sprintf("waits: the policy does not launch it now (%d waiting runs ahead, %d active of max_active %d)", ahead, active, max(sn.Group.MaxActive, 1))
+	case errors.Is(err, storage.ErrNotFound):
+		return explainJSON{}, usageErrorf("run %s not found (expired or never existed)", id)
+	case err != nil:
+		return explainJSON{}, storeUsage(loadUsage(err))
 	}
-	return ex, nil
+	out := explainJSON{Run: rv, State: string(ex.Run.State), Why: ex.Why}
+	if ex.Run.State != storage.StateWaiting {
+		if ex.Run.State != storage.State(rv.State) { // it moved meanwhile
+			if rv, err = showRun(ctx, st, id); err != nil {
+				return explainJSON{}, err
+			}
+			out.Run = rv
+		}
+		return out, nil
+	}
+	out.Ahead, out.Waiting, out.MaxActive, out.Policy = &ex.Ahead, &ex.Total, ex.MaxActive, ex.Policy
+	out.InWindow = &ex.InWindow
+	for _, r := range ex.Active {
+		out.Active = append(out.Active, toRunJSON(r))
+	}
+	out.Now, out.NowReason = ex.Now, ex.NowReason
+	return out, nil
 }
 
 func explainTable(w io.Writer, ex explainJSON) {

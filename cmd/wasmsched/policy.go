@@ -445,20 +445,8 @@ func inspectPolicy(ctx context.Context, path string) (inspectJSON, error) {
 
 // --- test ---
 
-type actionJSON struct {
-	Action string `json:"action"`
-	Run    string `json:"run"`
-	Seq    uint64 `json:"seq,omitempty"` // of a discard_below: every waiting run below it
-	Reason string `json:"reason,omitempty"`
-}
-
-// key is what decision diffs compare by: the run, or the discard_below.
-func (a actionJSON) key() string {
-	if a.Action == "discard_below" {
-		return belowKey(a.Seq)
-	}
-	return a.Run
-}
+// actionJSON is one action in dry-run and policy test output.
+type actionJSON = host.Action
 
 type scenarioResultJSON struct {
 	Name   string   `json:"name"`
@@ -587,43 +575,15 @@ func resolveArg(c *cli.Context, arg string) (resolvedPolicy, func(), error) {
 	return r, closeFn, nil
 }
 
-func actionsJSON(d abi.SerialDecision) []actionJSON {
-	out := make([]actionJSON, 0, len(d.Actions))
-	for _, a := range d.Actions {
-		out = append(out, actionJSON{Action: a.Kind.String(), Run: a.Run, Reason: a.Reason})
-	}
-	if d.Below != 0 {
-		out = append(out, actionJSON{Action: abi.ActionDiscardBelow.String(), Seq: d.Below, Reason: d.BelowReason})
-	}
-	return out
-}
+func actionsJSON(d abi.SerialDecision) []actionJSON { return host.Actions(d) }
 
-// decisionProblems splits a decide error into validation problems (the
-// decision is returned but invalid) or one call error.
+// decisionProblems is host.Problems in the CLI's terms.
 func decisionProblems(err error) []string {
-	var ve *policies.ValidationError
-	if errors.As(err, &ve) {
-		out := append([]string(nil), ve.Problems...)
-		if ve.More > 0 {
-			out = append(out, fmt.Sprintf("and %d more problem(s)", ve.More))
-		}
-		return out
+	ps := host.Problems(err)
+	for i := range ps {
+		ps[i] = cliTerms(ps[i])
 	}
-	return []string{cliTerms(err.Error())}
-}
-
-// decisionOutcome names how a decide call ended: valid, invalid (a
-// decision that failed validation), timeout or trap.
-func decisionOutcome(err error) string {
-	switch {
-	case err == nil:
-		return "valid"
-	case errors.Is(err, policies.ErrTimeout):
-		return "timeout"
-	case errors.Is(err, policies.ErrInvalidDecision):
-		return "invalid"
-	}
-	return "trap"
+	return ps
 }
 
 // cliTerms names the CLI's flags where a policies message names the Go
@@ -749,27 +709,10 @@ func testTable(w io.Writer, res testJSON) {
 
 // --- dry-run ---
 
-type decisionJSON struct {
-	Policy  string       `json:"policy"`
-	Version string       `json:"version"`
-	Valid   bool         `json:"valid"`
-	Outcome string       `json:"outcome"` // valid, invalid, timeout or trap
-	Errors  []string     `json:"errors"`
-	Actions []actionJSON `json:"actions"`
-}
-
-type diffJSON struct {
-	Run       string `json:"run"`
-	Active    string `json:"active"`
-	Candidate string `json:"candidate"`
-}
-
-type dryRunJSON struct {
-	decisionJSON
-	Group  string        `json:"group,omitempty"`
-	Active *decisionJSON `json:"active,omitempty"`
-	Diff   []diffJSON    `json:"diff,omitempty"`
-}
+type (
+	decisionJSON = host.DecisionView
+	dryRunJSON   = host.DryRun
+)
 
 func policyDryRunCommand() *cli.Command {
 	return &cli.Command{
@@ -848,46 +791,38 @@ Examples:
 	}
 }
 
+func (r resolvedPolicy) candidate() host.Candidate {
+	return host.Candidate{Label: r.label(), Name: r.Name, SHA256: r.SHA256, Wasm: r.Wasm}
+}
+
+// decide is host.Decide with the CLI's errors: a bad module or snapshot,
+// or a policy of the wrong kind, is bad input (exit 2).
 func decide(ctx context.Context, rt *policies.Runtime, pol resolvedPolicy, snap *abi.SerialSnapshot) (decisionJSON, error) {
-	out := decisionJSON{Policy: pol.label(), Version: pol.SHA256, Errors: []string{}, Actions: []actionJSON{}}
-	p, err := rt.Load(ctx, pol.Name, pol.Wasm)
-	if err != nil {
-		return out, loadUsage(err)
+	d, err := host.Decide(ctx, rt, pol.candidate(), snap)
+	switch {
+	case errors.Is(err, host.ErrNotSerial):
+		return d, usageErrorf("policy %s is not a serial policy; dry-run decides for serial groups (use policy test with a \"request\" scenario for slot-reuse)", pol.label())
+	case errors.Is(err, policies.ErrInvalidSnapshot):
+		return d, asUsage(err)
+	case err != nil:
+		return d, loadUsage(err)
 	}
-	defer p.Close(context.Background())
-	if p.Kind() != abi.KindSerial {
-		return out, usageErrorf("policy %s is %s; dry-run decides for serial groups (use policy test with a \"request\" scenario for slot-reuse)", pol.label(), p.Kind())
+	for i := range d.Errors {
+		d.Errors[i] = cliTerms(d.Errors[i])
 	}
-	d, err := p.DecideSerial(ctx, snap)
-	if errors.Is(err, policies.ErrInvalidSnapshot) {
-		return out, asUsage(err)
-	}
-	out.Actions = actionsJSON(d)
-	out.Valid = err == nil
-	out.Outcome = decisionOutcome(err)
-	if err != nil {
-		out.Errors = decisionProblems(err)
-	}
-	return out, nil
+	return d, nil
 }
 
 func dryRun(ctx context.Context, sb sandbox, st *storage.Store, polArg string, snap *abi.SerialSnapshot, group string) (dryRunJSON, error) {
-	var active resolvedPolicy
 	if group != "" {
-		sn, err := st.Snapshot(ctx, group)
-		if errors.Is(err, storage.ErrNotFound) {
+		sn, err := st.GetGroup(ctx, group)
+		if errors.Is(err, storage.ErrNotFound) || (err == nil && sn.Policy == "") {
 			return dryRunJSON{}, usageErrorf("group %s not found in namespace %s", group, st.Namespace())
 		}
 		if err != nil {
 			return dryRunJSON{}, storeUsage(err)
 		}
-		if sn.Group.Policy == "" {
-			return dryRunJSON{}, usageErrorf("group %s not found in namespace %s", group, st.Namespace())
-		}
-		if snap, err = host.SerialSnapshot(sn); err != nil {
-			return dryRunJSON{}, err
-		}
-		if active, err = resolvePolicy(ctx, st, sn.Group.Policy); err != nil {
+		if _, err := resolvePolicy(ctx, st, sn.Policy); err != nil {
 			return dryRunJSON{}, fmt.Errorf("group %s: active policy: %w", group, err)
 		}
 	}
@@ -900,55 +835,27 @@ func dryRun(ctx context.Context, sb sandbox, st *storage.Store, polArg string, s
 		return dryRunJSON{}, err
 	}
 	defer rt.Close(context.Background())
-	cd, err := decide(ctx, rt, cand, snap)
-	if err != nil {
-		return dryRunJSON{}, err
-	}
-	res := dryRunJSON{decisionJSON: cd, Group: group}
 	if group == "" {
-		return res, nil
+		cd, err := decide(ctx, rt, cand, snap)
+		return dryRunJSON{DecisionView: cd}, err
 	}
-	ad, err := decide(ctx, rt, active, snap)
-	if err != nil {
-		return dryRunJSON{}, fmt.Errorf("group %s: active policy: %w", group, err)
+	res, err := host.DryRunGroup(ctx, rt, st, cand.candidate(), group)
+	switch {
+	case errors.Is(err, host.ErrUnknownGroup):
+		return dryRunJSON{}, usageErrorf("group %s not found in namespace %s", group, st.Namespace())
+	case errors.Is(err, host.ErrNotSerial):
+		return dryRunJSON{}, usageErrorf("policy %s is not a serial policy; dry-run decides for serial groups (use policy test with a \"request\" scenario for slot-reuse)", cand.label())
+	case errors.Is(err, policies.ErrInvalidSnapshot):
+		return dryRunJSON{}, asUsage(err)
+	case err != nil:
+		return dryRunJSON{}, loadUsage(err)
 	}
-	res.Active = &ad
-	res.Diff = decisionDiff(ad.Actions, cd.Actions)
+	for _, d := range []*decisionJSON{&res.DecisionView, res.Active} {
+		for i := range d.Errors {
+			d.Errors[i] = cliTerms(d.Errors[i])
+		}
+	}
 	return res, nil
-}
-
-// decisionDiff lists the runs on which two decisions differ, sorted by run.
-func decisionDiff(active, cand []actionJSON) []diffJSON {
-	a, c := map[string]string{}, map[string]string{}
-	for _, x := range active {
-		a[x.key()] = x.Action
-	}
-	for _, x := range cand {
-		c[x.key()] = x.Action
-	}
-	var runs []string
-	for r := range a {
-		runs = append(runs, r)
-	}
-	for r := range c {
-		if _, ok := a[r]; !ok {
-			runs = append(runs, r)
-		}
-	}
-	sort.Strings(runs)
-	out := []diffJSON{}
-	none := func(s string) string {
-		if s == "" {
-			return "none"
-		}
-		return s
-	}
-	for _, r := range runs {
-		if a[r] != c[r] {
-			out = append(out, diffJSON{Run: r, Active: none(a[r]), Candidate: none(c[r])})
-		}
-	}
-	return out
 }
 
 func decisionTable(w io.Writer, title string, d decisionJSON) {
@@ -964,7 +871,7 @@ func decisionTable(w io.Writer, title string, d decisionJSON) {
 		fmt.Fprintln(w, "\t(no actions)")
 	}
 	for _, a := range d.Actions {
-		fmt.Fprintf(w, "\t%s\t%s\t%s\n", a.Action, a.key(), a.Reason)
+		fmt.Fprintf(w, "\t%s\t%s\t%s\n", a.Action, a.Key(), a.Reason)
 	}
 	for _, e := range d.Errors {
 		fmt.Fprintf(w, "\terror:\t%s\n", e)
@@ -972,7 +879,7 @@ func decisionTable(w io.Writer, title string, d decisionJSON) {
 }
 
 func dryRunTable(w io.Writer, r dryRunJSON) {
-	decisionTable(w, "CANDIDATE", r.decisionJSON)
+	decisionTable(w, "CANDIDATE", r.DecisionView)
 	if r.Active != nil {
 		decisionTable(w, "ACTIVE", *r.Active)
 		if len(r.Diff) == 0 {

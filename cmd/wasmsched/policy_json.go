@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/policies"
 )
 
@@ -270,7 +271,7 @@ type expectAction struct {
 
 // belowKey is the key of a discard_below in scenario expectations and
 // decision diffs (which are keyed by run).
-func belowKey(seq uint64) string { return fmt.Sprintf("(waiting runs below seq %d)", seq) }
+func belowKey(seq uint64) string { return host.BelowKey(seq) }
 
 // expectReuse is the expected slot-reuse decision.
 type expectReuse struct {
