@@ -67,3 +67,6 @@ func ResolvePolicy(ctx context.Context, st *storage.Store, name string) (Resolut
 		return Resolution{}, fmt.Errorf("host: resolve policy %s: %w", name, err)
 	}
 }
+
+// BuiltinPolicies names the built-in policies (the embedded defaults).
+func BuiltinPolicies() []string { return plugins.Names() }

@@ -76,6 +76,12 @@ func (s *Store) WatchRuns(ctx context.Context) (*RunWatch, error) {
 	ch := make(chan RunBatch, RunWatchBuffer)
 	w := &RunWatch{C: ch, ps: ps, cancel: cancel, done: make(chan struct{})}
 	go w.loop(ctx, ch)
+	go func() {
+		// A blocked Receive does not watch its context: closing the
+		// connection ends it.
+		<-ctx.Done()
+		_ = ps.Close()
+	}()
 	return w, nil
 }
 
@@ -121,7 +127,6 @@ func (w *RunWatch) Close() error {
 	var err error
 	w.once.Do(func() {
 		w.cancel()
-		err = w.ps.Close()
 		<-w.done
 	})
 	return err

@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"strings"
@@ -144,5 +145,25 @@ func TestStore_WatchRuns_slowReader(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("no batch after the gap")
 		}
+	})
+}
+
+// TestStore_WatchRuns_cancel: cancelling the watch's context ends it (C
+// is closed) without a message arriving.
+func TestStore_WatchRuns_cancel(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		wctx, cancel := context.WithCancel(ctx)
+		w, err := e.s.WatchRuns(wctx)
+		mustNil(t, err)
+		cancel()
+		select {
+		case _, ok := <-w.C:
+			if ok {
+				t.Fatal("a batch after cancel")
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the watch did not end on cancel")
+		}
+		mustNil(t, w.Close())
 	})
 }

@@ -72,3 +72,10 @@ func (s *Store) Exists(ctx context.Context) (bool, error) {
 	}
 	return n > 0, nil
 }
+
+// Namespaces is ListNamespaces on the store's connection.
+func (s *Store) Namespaces(ctx context.Context) ([]string, error) { return ListNamespaces(ctx, s.c) }
+
+// Sibling opens namespace ns on the store's connection (no new
+// connection; ns is validated).
+func (s *Store) Sibling(ns string) (*Store, error) { return New(s.c, ns) }

@@ -29,6 +29,8 @@ type devOptions struct {
 	Addr         string
 	Slots        int
 	AdminAddr    string
+	APIAddr      string // "" = off
+	APITokens    string
 	LeaseTTL     time.Duration
 	HeartbeatTTL time.Duration
 	LogLevel     string
@@ -39,6 +41,7 @@ type devOptions struct {
 const (
 	defaultDevAddr         = "127.0.0.1:6380"
 	defaultDevAdminAddr    = "127.0.0.1:9090"
+	defaultDevAPIAddr      = "127.0.0.1:8080"
 	defaultDevLeaseTTL     = host.DefaultLeaseTTL
 	defaultDevHeartbeatTTL = 600 * time.Millisecond
 )
@@ -66,14 +69,14 @@ Examples:
    go run ./cmd/wasmsched dev
    wasmsched dev --addr 127.0.0.1:0 --slots 8 --admin-addr ""
    wasmsched -n demo dev --log-level warn`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "addr", Value: defaultDevAddr, Usage: "embedded store listen `ADDR` (127.0.0.1:0 = a free port)"},
 			&cli.IntFlag{Name: "slots", Value: 4, Usage: "slots `N` (>= 1) of the local simulated worker"},
 			&cli.StringFlag{Name: "admin-addr", Value: defaultDevAdminAddr, Usage: "admin HTTP `ADDR` (/healthz, /readyz, /metrics); \"\" disables"},
 			&cli.DurationFlag{Name: "lease-ttl", Value: defaultDevLeaseTTL, Usage: "leader lease TTL `D`"},
 			&cli.DurationFlag{Name: "heartbeat-ttl", Value: defaultDevHeartbeatTTL, Usage: "worker heartbeat TTL `D` (it heartbeats, and picks up work, every D/3)"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log `LEVEL`: debug, info, warn, error"},
-		},
+		}, apiFlags(defaultDevAPIAddr)...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 0 {
 				return usageErrorf("dev: unexpected arguments %q", c.Args().Slice())
@@ -85,6 +88,8 @@ Examples:
 				LeaseTTL:     c.Duration("lease-ttl"),
 				HeartbeatTTL: c.Duration("heartbeat-ttl"),
 				LogLevel:     c.String("log-level"),
+				APIAddr:      c.String("api-addr"),
+				APITokens:    c.String("api-tokens"),
 			}
 			if err := o.check(); err != nil {
 				return err
@@ -173,7 +178,16 @@ func runDev(ctx context.Context, o devOptions, ns string, out io.Writer, log *sl
 		return asUsage(err)
 	}
 
+	apiSrv, err := openAPI(ctx, "dev", o.APIAddr, o.APITokens, st, nil, log.With("component", "api"))
+	if err != nil {
+		return err
+	}
+	defer apiSrv.Stop()
+
 	printDevBanner(out, url, ns, o, admin)
+	if apiSrv != nil {
+		fmt.Fprintf(out, "wasmsched dev: web UI at %s/ui/ and HTTP API at %s/api/v1 (--api-addr \"\" turns them off)\n", apiSrv.URL, apiSrv.URL)
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

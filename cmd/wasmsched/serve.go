@@ -67,7 +67,7 @@ Examples:
    wasmsched serve
    wasmsched --redis redis://r:6379/0 -n prod serve --advertise 10.0.0.7:9090 --lease-ttl 3s
    wasmsched serve --admin-addr 127.0.0.1:0 --lease-ttl 1s`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "advertise", Usage: "this host's `ADDR`, part of its identity (default <hostname>:<admin port>, or <hostname> with the admin server off)"},
 			&cli.DurationFlag{Name: "lease-ttl", Value: host.DefaultLeaseTTL, Usage: fmt.Sprintf("leader lease TTL `D` (>= %v); refresh every D/3", host.MinLeaseTTL)},
 			&cli.StringFlag{Name: "admin-addr", Value: host.DefaultAdminAddr, Usage: "admin HTTP `ADDR` (/healthz, /readyz, /metrics); \"\" disables"},
@@ -81,7 +81,7 @@ Examples:
 			&cli.StringFlag{Name: "namespaces", Usage: "compete for each of `LIST` (comma-separated, or \"all\" = every registered namespace) instead of --namespace"},
 			&cli.IntFlag{Name: "balance-slack", Usage: "with --namespaces: lead at most ceil(namespaces/hosts)+`N` before resigning one; -1 disables balancing"},
 			&cli.BoolFlag{Name: "debug-unchecked-ticks", Hidden: true, Usage: "test hook: the tick task skips the lease check and writes once more with its stale fence after losing leadership"},
-		},
+		}, apiFlags("")...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 0 {
 				return usageErrorf("serve: unexpected arguments %q", c.Args().Slice())
@@ -148,6 +148,11 @@ Examples:
 			if err != nil {
 				return asUsage(err)
 			}
+			apiSrv, err := startAPI(c, st, nil, log)
+			if err != nil {
+				return err
+			}
+			defer apiSrv.Stop()
 			hc := host.Config{Store: st, Advertise: adv, LeaseTTL: o.LeaseTTL, Logger: log, Admin: admin}
 			if o.UncheckedTicks { // test hook (debug_tick.go)
 				ttl := cmp.Or(o.LeaseTTL, host.DefaultLeaseTTL)

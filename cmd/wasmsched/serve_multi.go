@@ -47,6 +47,15 @@ func serveMulti(c *cli.Context, rdb redis.UniversalClient, o serveOptions, adv s
 	if slack < -1 {
 		return usageErrorf("serve: --balance-slack must be >= -1, got %d", slack)
 	}
+	first, err := storage.New(rdb, names[0])
+	if err != nil {
+		return asUsage(err)
+	}
+	apiSrv, err := startAPI(c, first, names[1:], log)
+	if err != nil {
+		return err
+	}
+	defer apiSrv.Stop()
 	rc := o.runtimeConfig()
 	m, err := host.NewMulti(c.Context, host.MultiConfig{
 		Client:     rdb,

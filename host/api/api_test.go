@@ -1,0 +1,576 @@
+package api_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/host/api"
+	"github.com/wasmsched/wasmsched/host/worker"
+	"github.com/wasmsched/wasmsched/storage"
+	"github.com/wasmsched/wasmsched/storage/redistest"
+)
+
+const (
+	adminTok = "admin-token-0123456789"
+	readTok  = "read-token-0123456789ab"
+)
+
+// env is a redis-server, a namespace "ns" and the API over it (optionally
+// with tokens and an engine: a leader and a simulated worker).
+type env struct {
+	t   *testing.T
+	st  *storage.Store
+	srv *httptest.Server
+	tok string // the token requests send ("" = none)
+}
+
+type opts struct {
+	tokens bool
+	engine bool
+}
+
+func newEnv(t *testing.T, o opts) *env {
+	t.Helper()
+	r := redistest.Start(t)
+	st, err := storage.New(r.Client(t), "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cfg := api.Config{Store: st}
+	if o.tokens {
+		p := filepath.Join(t.TempDir(), "tokens")
+		writeFile(t, p, "# operators\n"+adminTok+" admin\n"+readTok+" read\n")
+		toks, err := api.LoadTokens(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Tokens = toks
+	}
+	s, err := api.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { srv.Close(); _ = s.Close(context.Background()) })
+	if o.engine {
+		startEngine(t, ctx, st)
+	}
+	e := &env{t: t, st: st, srv: srv}
+	if o.tokens {
+		e.tok = adminTok
+	}
+	return e
+}
+
+// startEngine runs a leader (host + engine) and a simulated worker on st.
+func startEngine(t *testing.T, ctx context.Context, st *storage.Store) {
+	t.Helper()
+	h, err := host.New(host.Config{Store: st, Advertise: "api-test", LeaseTTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := host.NewEngine(ctx, h, host.EngineConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &worker.Agent{Store: st, Advertise: "api-worker", Slots: 4, HeartbeatTTL: 600 * time.Millisecond}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = h.Run(ctx) }()
+	go func() { defer wg.Done(); _ = w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		_ = eng.Close(context.Background())
+	})
+}
+
+func writeFile(t *testing.T, p, s string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// do sends a request and decodes a JSON reply into out (if not nil).
+func (e *env) do(method, path, body string, out any, hdr ...string) int {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if e.tok != "" {
+		req.Header.Set("Authorization", "Bearer "+e.tok)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			e.t.Fatalf("%s %s: %d %q: %v", method, path, resp.StatusCode, b, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+type apiErr struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+// fails asserts a request fails with status and code, with a message
+// containing want.
+func (e *env) fails(status int, code, want, method, path, body string, hdr ...string) {
+	e.t.Helper()
+	var ae apiErr
+	got := e.do(method, path, body, &ae, hdr...)
+	if got != status || ae.Code != code || !strings.Contains(ae.Error, want) {
+		e.t.Errorf("%s %s: %d %+v, want %d %s containing %q", method, path, got, ae, status, code, want)
+	}
+}
+
+type runJSON struct {
+	ID       string `json:"id"`
+	Group    string `json:"group"`
+	Seq      int64  `json:"seq"`
+	State    string `json:"state"`
+	Priority int    `json:"priority"`
+	Decision *struct {
+		Action string `json:"action"`
+		Policy string `json:"policy"`
+	} `json:"decision"`
+}
+
+const ns = "/api/v1/namespaces/ns"
+
+func TestAPI_runs(t *testing.T) {
+	e := newEnv(t, opts{})
+	var r runJSON
+	if got := e.do("POST", ns+"/groups/g/runs", `{"id": "a", "priority": 3, "slots": 1, "payload": "x", "duration_ms": 10}`, &r); got != 201 || r.ID != "a" || r.Seq != 1 || r.State != "WAITING" {
+		t.Fatalf("submit: %d %+v", got, r)
+	}
+	// idempotent submit: the same key returns the same run with 200
+	var r1, r2 runJSON
+	if got := e.do("POST", ns+"/groups/g/runs", `{}`, &r1, "Idempotency-Key", "k-1"); got != 201 {
+		t.Fatalf("keyed submit: %d", got)
+	}
+	if got := e.do("POST", ns+"/groups/g/runs", `{"id": "other"}`, &r2, "Idempotency-Key", "k-1"); got != 200 || r2.ID != r1.ID || r2.Seq != r1.Seq {
+		t.Fatalf("replayed submit: %d %+v, want 200 and run %s", got, r2, r1.ID)
+	}
+	if got := e.do("GET", ns+"/runs/a", "", &r); got != 200 || r.Priority != 3 {
+		t.Fatalf("get: %d %+v", got, r)
+	}
+	var page struct {
+		Runs []runJSON `json:"runs"`
+		Next string    `json:"next_cursor"`
+	}
+	if got := e.do("GET", ns+"/runs?group=g&limit=1", "", &page); got != 200 || len(page.Runs) != 1 || page.Runs[0].ID != r1.ID || page.Next == "" {
+		t.Fatalf("list: %d %+v", got, page)
+	}
+	if got := e.do("GET", ns+"/runs?cursor="+page.Next, "", &page); got != 200 || len(page.Runs) != 1 || page.Runs[0].ID != "a" || page.Next != "" {
+		t.Fatalf("next page: %d %+v", got, page)
+	}
+	var ex struct {
+		Why   string `json:"why"`
+		Ahead *int64 `json:"ahead"`
+	}
+	if got := e.do("GET", ns+"/runs/"+r1.ID+"/explain", "", &ex); got != 200 || ex.Ahead == nil || *ex.Ahead != 1 || !strings.Contains(ex.Why, "launches it now") && !strings.Contains(ex.Why, "waits") {
+		t.Fatalf("explain: %d %+v", got, ex)
+	}
+	if got := e.do("POST", ns+"/runs/a/stop", `{"reason": "no longer needed"}`, &r); got != 200 || r.State != "DISCARDED" {
+		t.Fatalf("stop: %d %+v", got, r)
+	}
+	var ex2 struct {
+		Why string `json:"why"`
+	}
+	if got := e.do("GET", ns+"/runs/a/explain", "", &ex2); got != 200 || !strings.Contains(ex2.Why, "no longer needed") {
+		t.Fatalf("explain a stopped run: %d %+v", got, ex2)
+	}
+
+	// errors
+	e.fails(409, "bad_state", "DISCARDED", "POST", ns+"/runs/a/stop", `{}`)
+	e.fails(409, "conflict", "already exists", "POST", ns+"/groups/g/runs", `{"id": "a"}`)
+	e.fails(404, "not_found", "expired or never existed", "GET", ns+"/runs/nosuch", "")
+	e.fails(404, "not_found", "not found", "GET", ns+"/runs/nosuch/explain", "")
+	e.fails(404, "not_found", "not found", "POST", ns+"/runs/nosuch/stop", `{}`)
+	e.fails(404, "not_found", "not served here", "GET", "/api/v1/namespaces/other/runs", "")
+	e.fails(404, "not_found", "not found", "GET", ns+"/runs?group=nosuch", "")
+	e.fails(404, "not_found", "no route", "GET", ns+"/nope", "")
+	e.fails(400, "invalid", "slots", "POST", ns+"/groups/g/runs", `{"slots": -1}`)
+	e.fails(400, "invalid", "unknown field", "POST", ns+"/groups/g/runs", `{"slot": 2}`)
+	e.fails(400, "invalid", "request body", "POST", ns+"/groups/g/runs", `{"id": `)
+	e.fails(400, "invalid", "negative", "POST", ns+"/groups/g/runs", `{"duration_ms": -5}`)
+	e.fails(400, "invalid", "whitespace", "POST", ns+"/groups/a%20b/runs", `{}`)
+	e.fails(400, "invalid", "cursor", "GET", ns+"/runs?cursor=bogus", "")
+	e.fails(400, "invalid", "limit", "GET", ns+"/runs?limit=x", "")
+	e.fails(400, "invalid", "limit", "GET", ns+"/runs?limit=5000", "")
+	e.fails(400, "invalid", "state", "GET", ns+"/runs?state=NOPE", "")
+	e.fails(413, "too_large", "", "POST", ns+"/groups/g/runs", `{"payload": "`+strings.Repeat("x", api.MaxBodyBytes)+`"}`)
+	// nothing of the failed requests was written
+	var all struct {
+		Runs []runJSON `json:"runs"`
+	}
+	if e.do("GET", ns+"/runs?limit=1000", "", &all); len(all.Runs) != 2 {
+		t.Fatalf("runs after the bad requests: %+v, want the 2 accepted", all.Runs)
+	}
+}
+
+func TestAPI_groups(t *testing.T) {
+	e := newEnv(t, opts{})
+	var g struct {
+		Name        string `json:"name"`
+		Policy      string `json:"policy"`
+		MaxActive   int    `json:"max_active"`
+		RetentionMS int64  `json:"retention_ms"`
+	}
+	if got := e.do("PUT", ns+"/groups/g", `{"policy": "priority", "max_active": 2, "retention_ms": 3600000}`, &g); got != 200 || g.Policy != "priority" || g.MaxActive != 2 || g.RetentionMS != 3600000 {
+		t.Fatalf("put: %d %+v", got, g)
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		e.do("POST", ns+"/groups/g/runs", `{"id": "`+id+`"}`, nil)
+	}
+	var d struct {
+		Queue      []runJSON `json:"queue"`
+		QueueTotal int64     `json:"queue_total"`
+		Active     []runJSON `json:"active_runs"`
+	}
+	if got := e.do("GET", ns+"/groups/g", "", &d); got != 200 || d.QueueTotal != 3 || len(d.Queue) != 3 || d.Queue[0].ID != "a" {
+		t.Fatalf("get: %d %+v", got, d)
+	}
+	var list struct {
+		Groups []struct {
+			Name    string `json:"name"`
+			Waiting int    `json:"waiting"`
+		} `json:"groups"`
+	}
+	if got := e.do("GET", ns+"/groups", "", &list); got != 200 || len(list.Groups) != 1 || list.Groups[0].Waiting != 3 {
+		t.Fatalf("list: %d %+v", got, list)
+	}
+	var dr struct {
+		Policy string `json:"policy"`
+		Valid  bool   `json:"valid"`
+		Diff   []struct {
+			Run, Active, Candidate string
+		} `json:"diff"`
+		Active struct {
+			Policy string `json:"policy"`
+		} `json:"active"`
+	}
+	if got := e.do("POST", ns+"/groups/g/dry-run", `{"policy": "wait"}`, &dr); got != 200 || !dr.Valid || !strings.HasPrefix(dr.Active.Policy, "priority") || len(dr.Diff) == 0 {
+		t.Fatalf("dry-run: %d %+v", got, dr)
+	}
+	e.fails(404, "not_found", "not found", "GET", ns+"/groups/nosuch", "")
+	e.fails(404, "not_found", "not found", "POST", ns+"/groups/nosuch/dry-run", `{"policy": "wait"}`)
+	e.fails(404, "not_found", "nosuchpolicy", "POST", ns+"/groups/g/dry-run", `{"policy": "nosuchpolicy"}`)
+	e.fails(422, "unprocessable", "reuse", "POST", ns+"/groups/g/dry-run", `{"policy": "reuse"}`)
+	e.fails(400, "invalid", "policy is required", "POST", ns+"/groups/g/dry-run", `{}`)
+	e.fails(422, "unprocessable", "nosuchpolicy", "PUT", ns+"/groups/g", `{"policy": "nosuchpolicy"}`)
+	e.fails(400, "invalid", "max_active", "PUT", ns+"/groups/g", `{"max_active": 100000}`)
+	e.fails(400, "invalid", "retention_ms", "PUT", ns+"/groups/g", `{"retention_ms": -7}`)
+	if e.do("GET", ns+"/groups/g", "", &g); g.MaxActive != 2 || g.Policy != "priority" {
+		t.Fatalf("group changed by refused requests: %+v", g)
+	}
+}
+
+func TestAPI_cluster(t *testing.T) {
+	e := newEnv(t, opts{engine: true})
+	var l struct {
+		Identity string `json:"identity"`
+		Epoch    int64  `json:"epoch"`
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for e.do("GET", ns+"/leader", "", &l); l.Identity == "" && time.Now().Before(deadline); e.do("GET", ns+"/leader", "", &l) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if l.Identity == "" || l.Epoch < 1 {
+		t.Fatalf("leader: %+v", l)
+	}
+	var s struct {
+		Workers []struct {
+			Alive bool `json:"alive"`
+		} `json:"workers"`
+		Free int `json:"free"`
+	}
+	for e.do("GET", ns+"/slots", "", &s); len(s.Workers) == 0 && time.Now().Before(deadline); e.do("GET", ns+"/slots", "", &s) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(s.Workers) != 1 || !s.Workers[0].Alive || s.Free != 4 {
+		t.Fatalf("slots: %+v", s)
+	}
+	var ov struct {
+		Namespace string `json:"namespace"`
+		Groups    int    `json:"groups"`
+	}
+	if got := e.do("GET", ns+"/overview", "", &ov); got != 200 || ov.Namespace != "ns" {
+		t.Fatalf("overview: %d %+v", got, ov)
+	}
+	var nss struct {
+		Namespaces []string `json:"namespaces"`
+	}
+	if got := e.do("GET", "/api/v1/namespaces", "", &nss); got != 200 || len(nss.Namespaces) != 1 || nss.Namespaces[0] != "ns" {
+		t.Fatalf("namespaces: %d %+v", got, nss)
+	}
+	// a run goes through, and its record names the decision
+	var r runJSON
+	e.do("POST", ns+"/groups/g/runs", `{"id": "go", "duration_ms": 20}`, &r)
+	for e.do("GET", ns+"/runs/go", "", &r); r.State != "SUCCEEDED" && time.Now().Before(deadline.Add(10*time.Second)); e.do("GET", ns+"/runs/go", "", &r) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r.State != "SUCCEEDED" || r.Decision == nil || r.Decision.Action != "launch" || r.Decision.Policy != "wait" {
+		t.Fatalf("run: %+v", r)
+	}
+}
+
+func TestAPI_policies(t *testing.T) {
+	e := newEnv(t, opts{})
+	ctx := context.Background()
+	for i, src := range []string{"priority", "wait"} { // two versions of "priority"
+		res, err := host.ResolvePolicy(ctx, e.st, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := res.Wasm(ctx, e.st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.st.PushPolicy(ctx, storage.PushRequest{Name: "priority", Kind: "serial", Blob: b, Who: "test", Note: fmt.Sprint("v", i+1), Activate: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var list struct {
+		Policies []struct {
+			Name    string `json:"name"`
+			Active  int    `json:"active"`
+			Builtin bool   `json:"builtin"`
+		} `json:"policies"`
+	}
+	if got := e.do("GET", ns+"/policies", "", &list); got != 200 || len(list.Policies) != 4 || list.Policies[0].Name != "priority" || list.Policies[0].Active != 2 {
+		t.Fatalf("policies: %d %+v", got, list)
+	}
+	var act struct {
+		Active int `json:"active"`
+	}
+	if got := e.do("POST", ns+"/policies/priority/activate", `{"version": 1}`, &act); got != 200 || act.Active != 1 {
+		t.Fatalf("activate: %d %+v", got, act)
+	}
+	if got := e.do("POST", ns+"/policies/priority/rollback", `{"note": "back"}`, &act); got != 200 || act.Active != 2 {
+		t.Fatalf("rollback: %d %+v", got, act)
+	}
+	e.fails(404, "not_found", "", "POST", ns+"/policies/priority/activate", `{"version": 9}`)
+	e.fails(404, "not_found", "", "POST", ns+"/policies/nosuch/rollback", `{}`)
+	e.fails(400, "invalid", "version", "POST", ns+"/policies/priority/activate", `{"version": 0}`)
+}
+
+// TestAPI_auth: with tokens, no token or an unknown one is 401, a read
+// token may read but not write (403), an admin token may do both; the UI
+// login sets an HttpOnly cookie that authorizes like the bearer token;
+// Reload picks up a changed file and keeps the old tokens on a bad one.
+func TestAPI_auth(t *testing.T) {
+	e := newEnv(t, opts{tokens: true})
+	e.tok = ""
+	e.fails(401, "unauthorized", "token is required", "GET", ns+"/runs", "")
+	e.tok = "wrong-token-0123456789"
+	e.fails(401, "unauthorized", "unknown token", "GET", ns+"/runs", "")
+	e.tok = readTok
+	if got := e.do("GET", ns+"/runs", "", nil); got != 200 {
+		t.Fatalf("read token GET: %d", got)
+	}
+	e.fails(403, "forbidden", "scope read", "POST", ns+"/groups/g/runs", `{}`)
+	e.fails(403, "forbidden", "scope read", "PUT", ns+"/groups/g", `{}`)
+	e.fails(403, "forbidden", "scope read", "POST", ns+"/policies/wait/rollback", `{}`)
+	e.tok = adminTok
+	if got := e.do("POST", ns+"/groups/g/runs", `{"id": "x"}`, nil); got != 201 {
+		t.Fatalf("admin submit: %d", got)
+	}
+	// UI login: a cookie
+	resp, err := http.Post(e.srv.URL+"/ui/login", "application/json", strings.NewReader(`{"token": "`+readTok+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var ck *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "wasmsched_token" {
+			ck = c
+		}
+	}
+	if resp.StatusCode != 200 || ck == nil || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode {
+		t.Fatalf("login: %s, cookie %+v", resp.Status, ck)
+	}
+	req, _ := http.NewRequest("GET", e.srv.URL+ns+"/runs/x", nil)
+	req.AddCookie(ck)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET with the cookie: %v %v", resp.Status, err)
+	}
+	resp, _ = http.Post(e.srv.URL+"/ui/login", "application/json", strings.NewReader(`{"token": "nope"}`))
+	if resp.StatusCode != 401 {
+		t.Fatalf("login with a bad token: %s", resp.Status)
+	}
+	// the UI's static files need no token (they hold no data)
+	if resp, err := http.Get(e.srv.URL + "/ui/"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /ui/: %v %v", resp.Status, err)
+	}
+}
+
+func TestTokens_Reload(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tokens")
+	writeFile(t, p, adminTok+" admin\n")
+	toks, err := api.LoadTokens(p)
+	if err != nil || toks.Len() != 1 {
+		t.Fatalf("load: %v %d", err, toks.Len())
+	}
+	writeFile(t, p, adminTok+" admin\n"+readTok+" read\n")
+	if err := toks.Reload(); err != nil || toks.Len() != 2 {
+		t.Fatalf("reload: %v %d", err, toks.Len())
+	}
+	for _, tc := range []struct{ name, file, want string }{
+		{"bad scope", readTok + " write\n", "scope"},
+		{"short token", "short admin\n", "at least"},
+		{"one field", readTok + "\n", "TOKEN SCOPE"},
+		{"empty", "# nothing\n", "no token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			writeFile(t, p, tc.file)
+			if err := toks.Reload(); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Reload = %v, want an error naming %q", err, tc.want)
+			}
+			if toks.Len() != 2 {
+				t.Fatalf("a bad file replaced the tokens: %d", toks.Len())
+			}
+		})
+	}
+	if _, err := api.LoadTokens(filepath.Join(t.TempDir(), "missing")); err == nil {
+		t.Fatal("LoadTokens of a missing file: no error")
+	}
+}
+
+// TestAPI_events: a stream sees a submitted run go WAITING -> RUNNING ->
+// SUCCEEDED; a group filter keeps other groups out.
+func TestAPI_events(t *testing.T) {
+	e := newEnv(t, opts{engine: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+ns+"/events?group=g", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("events: %s %s", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	sc := bufio.NewScanner(resp.Body)
+	if !sc.Scan() || sc.Text() != ": subscribed" {
+		t.Fatalf("first line %q", sc.Text())
+	}
+	e.do("POST", ns+"/groups/other/runs", `{"id": "o1"}`, nil)
+	e.do("POST", ns+"/groups/g/runs", `{"id": "r1", "duration_ms": 50}`, nil)
+	var states []string
+	for sc.Scan() && (len(states) == 0 || states[len(states)-1] != "SUCCEEDED") {
+		line := sc.Text()
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		var r runJSON
+		if err := json.Unmarshal([]byte(data), &r); err != nil {
+			t.Fatalf("event data %q: %v", data, err)
+		}
+		if r.Group != "g" {
+			t.Fatalf("the group filter let %+v through", r)
+		}
+		if len(states) == 0 || states[len(states)-1] != r.State {
+			states = append(states, r.State)
+		}
+	}
+	got := strings.Join(states, " ")
+	if !strings.HasPrefix(got, "WAITING") || !strings.HasSuffix(got, "SUCCEEDED") || !strings.Contains(got, "RUNNING") {
+		t.Fatalf("states seen: %v", states)
+	}
+	e.fails(400, "invalid", "whitespace", "GET", ns+"/events?group=a%20b", "")
+}
+
+// TestOpenAPI_routes: every route the server answers is in openapi.json
+// with its method, and every path of the file is served (not 404 "no
+// route").
+func TestOpenAPI_routes(t *testing.T) {
+	b, err := os.ReadFile("openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		OpenAPI string                                `json:"openapi"`
+		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(doc.OpenAPI, "3.") {
+		t.Fatalf("openapi %q, want 3.x", doc.OpenAPI)
+	}
+	spec := map[string]bool{}
+	for p, ops := range doc.Paths {
+		for m := range ops {
+			spec[strings.ToUpper(m)+" "+p] = true
+		}
+	}
+	routes := api.Routes()
+	served := map[string]bool{}
+	for _, r := range routes {
+		served[r] = true
+		if !spec[r] {
+			t.Errorf("route %s is not in openapi.json", r)
+		}
+	}
+	for r := range spec {
+		if !served[r] {
+			t.Errorf("openapi.json has %s, which the server does not route", r)
+		}
+	}
+	// and the served copy is the file
+	e := newEnv(t, opts{})
+	resp, err := http.Get(e.srv.URL + "/api/v1/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Equal(got, b) {
+		t.Fatal("/api/v1/openapi.json differs from openapi.json")
+	}
+	// every spec path answers something other than the catch-all 404
+	for r := range spec {
+		method, path, _ := strings.Cut(r, " ")
+		path = strings.NewReplacer("{ns}", "ns", "{g}", "g", "{id}", "x", "{name}", "wait").Replace(path)
+		if strings.HasSuffix(path, "/events") {
+			continue // a stream
+		}
+		var ae apiErr
+		e.do(method, path, "{}", &ae)
+		if strings.Contains(ae.Error, "no route") {
+			t.Errorf("%s %s: not routed", method, path)
+		}
+	}
+}

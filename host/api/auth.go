@@ -1,0 +1,154 @@
+package api
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+)
+
+// Scope is what a token may do.
+type Scope string
+
+// Scopes. An admin token may do everything a read token may.
+const (
+	ScopeRead  Scope = "read"
+	ScopeAdmin Scope = "admin"
+)
+
+// Tokens is a token file: one "TOKEN SCOPE" per line (scope read or
+// admin); blank lines and lines starting with # are skipped. Reload
+// re-reads it (the CLI calls it on SIGHUP); a bad file keeps the tokens
+// already loaded.
+type Tokens struct {
+	path string
+	mu   sync.RWMutex
+	toks []token
+}
+
+type token struct {
+	sum   [32]byte // sha256 of the token: compared in constant time
+	scope Scope
+	label string // "FILE:LINE", for the record (never the token)
+}
+
+// MinTokenLen is the shortest token accepted.
+const MinTokenLen = 16
+
+// LoadTokens reads a token file.
+func LoadTokens(path string) (*Tokens, error) {
+	t := &Tokens{path: path}
+	if err := t.Reload(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Reload re-reads the file; on an error the old tokens stay.
+func (t *Tokens) Reload() error {
+	f, err := os.Open(t.path)
+	if err != nil {
+		return fmt.Errorf("api: tokens: %w", err)
+	}
+	defer f.Close()
+	var toks []token
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fs := strings.Fields(line)
+		if len(fs) != 2 {
+			return fmt.Errorf("api: tokens %s:%d: want \"TOKEN SCOPE\", got %d fields", t.path, n, len(fs))
+		}
+		sc := Scope(fs[1])
+		if sc != ScopeRead && sc != ScopeAdmin {
+			return fmt.Errorf("api: tokens %s:%d: scope %q: want read or admin", t.path, n, fs[1])
+		}
+		if len(fs[0]) < MinTokenLen {
+			return fmt.Errorf("api: tokens %s:%d: token is %d characters, at least %d", t.path, n, len(fs[0]), MinTokenLen)
+		}
+		toks = append(toks, token{sum: sha256.Sum256([]byte(fs[0])), scope: sc, label: fmt.Sprintf("%s:%d", t.path, n)})
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("api: tokens: %w", err)
+	}
+	if len(toks) == 0 {
+		return fmt.Errorf("api: tokens %s: no token in the file", t.path)
+	}
+	t.mu.Lock()
+	t.toks = toks
+	t.mu.Unlock()
+	return nil
+}
+
+// Len is the number of tokens loaded.
+func (t *Tokens) Len() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.toks)
+}
+
+// lookup finds s among the tokens, comparing every one in constant time.
+func (t *Tokens) lookup(s string) (token, bool) {
+	sum := sha256.Sum256([]byte(s))
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	var found token
+	ok := 0
+	for _, tk := range t.toks {
+		if subtle.ConstantTimeCompare(sum[:], tk.sum[:]) == 1 {
+			found, ok = tk, 1
+		}
+	}
+	return found, ok == 1
+}
+
+// cookieName holds the UI's token (HttpOnly).
+const cookieName = "wasmsched_token"
+
+// requestToken is the bearer token or the UI cookie.
+func requestToken(r *http.Request) string {
+	if h := r.Header.Get("Authorization"); h != "" {
+		if s, ok := strings.CutPrefix(h, "Bearer "); ok {
+			return strings.TrimSpace(s)
+		}
+		return ""
+	}
+	if c, err := r.Cookie(cookieName); err == nil {
+		return c.Value
+	}
+	return ""
+}
+
+// principal is who made a request.
+type principal struct {
+	scope Scope
+	who   string
+}
+
+// authorize checks a request against the tokens: write (any method but
+// GET/HEAD) needs admin.
+func (s *Server) authorize(r *http.Request) (principal, error) {
+	if s.cfg.Tokens == nil {
+		return principal{scope: ScopeAdmin, who: "api (open)"}, nil
+	}
+	tok := requestToken(r)
+	if tok == "" {
+		return principal{}, errorf(http.StatusUnauthorized, "unauthorized", "a token is required: Authorization: Bearer TOKEN")
+	}
+	tk, ok := s.cfg.Tokens.lookup(tok)
+	if !ok {
+		return principal{}, errorf(http.StatusUnauthorized, "unauthorized", "unknown token")
+	}
+	p := principal{scope: tk.scope, who: "api (token " + tk.label + ")"}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && tk.scope != ScopeAdmin {
+		return principal{}, errorf(http.StatusForbidden, "forbidden", "this token has scope read; %s %s needs an admin token", r.Method, r.URL.Path)
+	}
+	return p, nil
+}

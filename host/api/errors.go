@@ -1,0 +1,110 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/policies"
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// errorJSON is every error response.
+type errorJSON struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+// apiError is an error with its HTTP status and code.
+type apiError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func errorf(status int, code, format string, a ...any) error {
+	return &apiError{status: status, code: code, msg: fmt.Sprintf(format, a...)}
+}
+
+// statusOf maps an error to its HTTP status and code.
+func statusOf(err error) (int, string) {
+	var ae *apiError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &ae):
+		return ae.status, ae.code
+	case errors.As(err, &mbe):
+		return http.StatusRequestEntityTooLarge, "too_large"
+	case errors.Is(err, storage.ErrInvalid):
+		return http.StatusBadRequest, "invalid"
+	case errors.Is(err, storage.ErrNotFound), errors.Is(err, host.ErrUnknownGroup), errors.Is(err, host.ErrUnknownPolicy):
+		return http.StatusNotFound, "not_found"
+	case errors.Is(err, storage.ErrDuplicate):
+		return http.StatusConflict, "conflict"
+	case errors.Is(err, storage.ErrBadState):
+		return http.StatusConflict, "bad_state"
+	case errors.Is(err, host.ErrNotSerial), isLoadError(err):
+		return http.StatusUnprocessableEntity, "unprocessable"
+	case errors.Is(err, storage.ErrOutOfMemory):
+		return http.StatusServiceUnavailable, "out_of_memory"
+	}
+	return http.StatusInternalServerError, "internal"
+}
+
+func isLoadError(err error) bool {
+	for _, s := range []error{policies.ErrNotWasm, policies.ErrABIVersion, policies.ErrMissingExport, policies.ErrKind,
+		policies.ErrInstantiate, policies.ErrConformance, policies.ErrLimit, policies.ErrCompileTimeout, policies.ErrInvalidSnapshot} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	status, code := statusOf(err)
+	msg := strings.TrimPrefix(err.Error(), "storage: ")
+	if status == http.StatusInternalServerError {
+		msg = "internal error: " + msg
+	}
+	writeJSON(w, status, errorJSON{Error: msg, Code: code})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// MaxBodyBytes bounds a request body.
+const MaxBodyBytes = 1 << 20
+
+// decodeBody reads a JSON body (at most MaxBodyBytes; unknown fields are
+// an error, so a typo is not silently ignored). An empty body is {}.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if err.Error() == "EOF" {
+			return nil
+		}
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return errorf(http.StatusBadRequest, "invalid", "request body: %v", err)
+	}
+	if dec.More() {
+		return errorf(http.StatusBadRequest, "invalid", "request body: more than one JSON value")
+	}
+	return nil
+}

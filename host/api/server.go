@@ -1,0 +1,289 @@
+package api
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/policies"
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+//go:embed openapi.json
+var openapiJSON []byte
+
+//go:embed ui
+var uiFS embed.FS
+
+// Server timeouts and bounds.
+const (
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultWriteTimeout      = 30 * time.Second // not for the event streams
+	DefaultIdleTimeout       = 2 * time.Minute
+	MaxHeaderBytes           = 64 << 10
+	// MaxConcurrentDecisions bounds the dry-runs and explanations in flight
+	// (each runs a policy in the API's own sandbox).
+	MaxConcurrentDecisions = 2
+	// MaxEventStreams bounds the open /events streams.
+	MaxEventStreams = 1000
+)
+
+// Config configures New. Store is required; the zero value of the rest
+// means: the store's namespace only, no tokens (open), the default
+// sandbox.
+type Config struct {
+	// Store is one served namespace's store; the others (Namespaces) are
+	// opened on its connection.
+	Store *storage.Store
+	// Namespaces the API serves besides Store's (a multi-namespace host's).
+	// Namespaces registered in Redis (storage.ListNamespaces) are listed
+	// and served too.
+	Namespaces []string
+	// Tokens (nil = open).
+	Tokens *Tokens
+	// Sandbox configures the runtime that runs dry-runs and explanations.
+	// Zero = policies' defaults, pool size 1, no compilation cache.
+	Sandbox policies.Config
+	Logger  *slog.Logger
+}
+
+// Validate checks the config.
+func (c Config) Validate() error {
+	if c.Store == nil {
+		return errors.New("api: Config.Store is required")
+	}
+	for _, ns := range c.Namespaces {
+		if err := storage.ValidateName("namespace", ns); err != nil {
+			return fmt.Errorf("api: Config.Namespaces: %w", err)
+		}
+	}
+	return nil
+}
+
+// Server is the API and UI handler.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	rt     *policies.Runtime
+	decide chan struct{} // semaphore: MaxConcurrentDecisions
+	hubs   *hubs
+	mux    *http.ServeMux
+}
+
+// New builds the server (its policy runtime too: Close it).
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	sb := cfg.Sandbox
+	if sb.PoolSize == 0 {
+		sb.PoolSize = 1
+	}
+	if sb.CacheDir == "" {
+		sb.CacheDir = "-"
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if sb.Logger == nil {
+		sb.Logger = log
+	}
+	rt, err := policies.NewRuntime(ctx, sb)
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	s := &Server{cfg: cfg, log: log, rt: rt, decide: make(chan struct{}, MaxConcurrentDecisions)}
+	s.hubs = newHubs(s)
+	s.routes()
+	return s, nil
+}
+
+// Close ends the event streams and closes the runtime.
+func (s *Server) Close(ctx context.Context) error {
+	s.hubs.close()
+	return s.rt.Close(ctx)
+}
+
+// Handler is the API (/api/v1/...) and the UI (/ui/).
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Serve serves on ln until ctx ends, with the server timeouts.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: DefaultReadHeaderTimeout, ReadTimeout: DefaultReadTimeout,
+		WriteTimeout: DefaultWriteTimeout, IdleTimeout: DefaultIdleTimeout, MaxHeaderBytes: MaxHeaderBytes,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-ctx.Done()
+		s.hubs.close() // event streams end, so Shutdown does not wait for them
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	err := srv.Serve(ln)
+	<-done
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// IsLoopback reports whether addr (host:port) listens on loopback only.
+func IsLoopback(addr string) bool {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// handler is an API handler: it returns a status and a JSON body, or an error.
+type handler func(w http.ResponseWriter, r *http.Request, c *call) (int, any, error)
+
+// call is one request's context: who, and the namespace's client.
+type call struct {
+	who principal
+	c   *client.Client
+	st  *storage.Store
+}
+
+// api registers pattern (a Go 1.22 mux pattern under /api/v1) with auth
+// and, for {ns} routes, the namespace.
+func (s *Server) api(pattern string, h handler) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.authorize(r)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		cl := &call{who: p}
+		if ns := r.PathValue("ns"); ns != "" || strings.Contains(pattern, "{ns}") {
+			st, err := s.namespace(r.Context(), ns)
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			cl.st, cl.c = st, client.FromStore(st)
+		}
+		status, v, err := h(w, r, cl)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		if status == 0 {
+			return // streamed
+		}
+		writeJSON(w, status, v)
+	})
+}
+
+// namespaces lists the served namespaces, sorted.
+func (s *Server) namespaces(ctx context.Context) ([]string, error) {
+	out := append([]string{s.cfg.Store.Namespace()}, s.cfg.Namespaces...)
+	reg, err := s.cfg.Store.Namespaces(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, reg...)
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// namespace opens a served namespace (404 for any other).
+func (s *Server) namespace(ctx context.Context, ns string) (*storage.Store, error) {
+	if err := storage.ValidateName("namespace", ns); err != nil {
+		return nil, err
+	}
+	if ns == s.cfg.Store.Namespace() {
+		return s.cfg.Store, nil
+	}
+	all, err := s.namespaces(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(all, ns) {
+		return nil, errorf(http.StatusNotFound, "not_found", "namespace %s is not served here (served: %s)", ns, strings.Join(all, ", "))
+	}
+	return s.cfg.Store.Sibling(ns)
+}
+
+// routeTable is every API route: method and path (the OpenAPI form,
+// also the Go mux pattern).
+func (s *Server) routeTable() []struct {
+	pattern string
+	h       handler
+} {
+	const p = "/api/v1/namespaces/{ns}"
+	return []struct {
+		pattern string
+		h       handler
+	}{
+		{"GET /api/v1/namespaces", s.listNamespaces},
+		{"GET /api/v1/whoami", s.whoami},
+		{"GET " + p + "/overview", s.overview},
+		{"GET " + p + "/groups", s.listGroups},
+		{"GET " + p + "/groups/{g}", s.getGroup},
+		{"PUT " + p + "/groups/{g}", s.putGroup},
+		{"POST " + p + "/groups/{g}/runs", s.submit},
+		{"POST " + p + "/groups/{g}/dry-run", s.dryRun},
+		{"GET " + p + "/runs", s.listRuns},
+		{"GET " + p + "/runs/{id}", s.getRun},
+		{"GET " + p + "/runs/{id}/explain", s.explain},
+		{"POST " + p + "/runs/{id}/stop", s.stop},
+		{"GET " + p + "/slots", s.slots},
+		{"GET " + p + "/leader", s.leader},
+		{"GET " + p + "/policies", s.listPolicies},
+		{"POST " + p + "/policies/{name}/activate", s.activate},
+		{"POST " + p + "/policies/{name}/rollback", s.rollback},
+		{"GET " + p + "/events", s.events},
+	}
+}
+
+// Routes lists the API's routes as "METHOD PATH" (for the OpenAPI check).
+func Routes() []string {
+	var out []string
+	for _, r := range (&Server{}).routeTable() {
+		out = append(out, r.pattern)
+	}
+	return out
+}
+
+func (s *Server) routes() {
+	s.mux = http.NewServeMux()
+	for _, r := range s.routeTable() {
+		s.api(r.pattern, r.h)
+	}
+	s.mux.HandleFunc("GET /api/v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(openapiJSON)
+	})
+	s.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errorf(http.StatusNotFound, "not_found", "no route %s %s (see /api/v1/openapi.json)", r.Method, r.URL.Path))
+	})
+	sub, _ := fs.Sub(uiFS, "ui")
+	files := http.StripPrefix("/ui/", http.FileServerFS(sub))
+	s.mux.Handle("GET /ui/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		files.ServeHTTP(w, r)
+	}))
+	s.mux.HandleFunc("POST /ui/login", s.login)
+	s.mux.HandleFunc("POST /ui/logout", s.logout)
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusFound) })
+}

@@ -1,0 +1,281 @@
+// wasmsched operator UI: plain JavaScript, no build step. It reads the
+// HTTP API (/api/v1) and follows changes by server-sent events (one
+// EventSource per page load), re-rendering the current view in place.
+"use strict";
+
+const state = { ns: localStorage.getItem("wasmsched.ns") || "", scope: "read", es: null, view: null, timer: null };
+
+const $ = (sel, el = document) => el.querySelector(sel);
+const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+const when = (t) => (t ? new Date(t).toLocaleTimeString() : "-");
+const badge = (s) => `<span class="state ${esc(s)}" data-state="${esc(s)}">${esc(s)}</span>`;
+const runLink = (id) => `<a href="#/runs/${encodeURIComponent(id)}" data-run-link="${esc(id)}">${esc(id)}</a>`;
+const groupLink = (g) => `<a href="#/groups/${encodeURIComponent(g)}">${esc(g)}</a>`;
+const nsPath = (p) => `/api/v1/namespaces/${encodeURIComponent(state.ns)}${p}`;
+
+class HTTPError extends Error {
+  constructor(status, body) { super(body.error || `HTTP ${status}`); this.status = status; this.code = body.code; }
+}
+
+async function api(path, opts = {}) {
+  const res = await fetch(path, { credentials: "same-origin", headers: { "Content-Type": "application/json" }, ...opts });
+  const body = await res.json().catch(() => ({}));
+  if (res.status === 401) { showLogin(); throw new HTTPError(401, body); }
+  if (!res.ok) throw new HTTPError(res.status, body);
+  return body;
+}
+
+function showLogin(msg) {
+  const d = $("#login");
+  $("#login-error").textContent = msg || "";
+  if (!d.open) d.showModal();
+}
+
+$("#login-form").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const res = await fetch("/ui/login", { method: "POST", credentials: "same-origin", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ token: $("#login-token").value }) });
+  if (!res.ok) { showLogin("That token is not accepted."); return; }
+  $("#login").close();
+  await start();
+});
+
+// --- views ---
+
+const views = {
+  async overview(main) {
+    const o = await api(nsPath("/overview"));
+    const { leader, slots } = o;
+    const total = slots.free + slots.assigned;
+    const pct = total ? Math.round((100 * slots.assigned) / total) : 0;
+    main.innerHTML = `<h1>Overview: ${esc(o.namespace)}</h1>
+      <div class="cards">
+        <div class="card"><div class="k">leader</div><div class="v mono" id="leader-identity">${esc(leader.identity || "none")}</div>
+          <div class="muted">epoch <span id="leader-epoch">${leader.epoch}</span>${leader.since ? " since " + when(leader.since) : ""}</div></div>
+        <div class="card"><div class="k">slots in use</div><div class="v">${slots.assigned} / ${total}</div>
+          <div class="bar"><span style="width:${pct}%"></span></div></div>
+        <div class="card"><div class="k">groups</div><div class="v">${o.groups}</div></div>
+        <div class="card"><div class="k">waiting runs</div><div class="v" id="ov-waiting">${o.waiting}</div></div>
+        <div class="card"><div class="k">active runs</div><div class="v" id="ov-active">${o.active}</div></div>
+      </div>
+      <h2>Workers</h2>
+      <table><thead><tr><th>worker</th><th>alive</th><th>slots</th><th>runs on its slots</th></tr></thead><tbody>
+      ${slots.workers.map((w) => `<tr><td class="mono">${esc(w.identity)}</td><td>${w.alive ? "yes" : "<span class=error>no</span>"}</td>
+        <td>${w.slots.filter((s) => s.run).length} / ${w.slots.length}</td>
+        <td>${w.slots.filter((s) => s.run).map((s) => `#${s.index} ${runLink(s.run)}`).join(", ") || "-"}</td></tr>`).join("") ||
+        `<tr><td colspan=4 class=muted>no workers registered</td></tr>`}
+      </tbody></table>`;
+  },
+
+  async groups(main) {
+    const { groups } = await api(nsPath("/groups"));
+    main.innerHTML = `<h1>Groups</h1>
+      <table><thead><tr><th>group</th><th>policy</th><th class=num>max_active</th><th class=num>active</th><th class=num>waiting</th><th>latest decision</th></tr></thead><tbody>
+      ${groups.map((g) => {
+        const d = g.latest_decision;
+        return `<tr data-group="${esc(g.name)}"><td>${groupLink(g.name)}</td><td>${esc(g.policy)}</td><td class=num>${g.max_active}</td>
+          <td class=num>${g.active}</td><td class=num>${g.waiting}</td>
+          <td>${d ? `${when(d.at)}: ${esc(d.policy)} ${esc(d.policy_version)}: ${d.launched} launched, ${d.discarded} discarded, ${d.stopped} stopped` : "-"}</td></tr>`;
+      }).join("") || `<tr><td colspan=6 class=muted>no groups yet</td></tr>`}
+      </tbody></table>`;
+  },
+
+  async group(main, name) {
+    const [g, { policies }] = await Promise.all([api(nsPath(`/groups/${encodeURIComponent(name)}`)), api(nsPath("/policies"))]);
+    const runRow = (r) => `<tr data-run="${esc(r.id)}"><td>${runLink(r.id)}</td><td class=num>${r.seq}</td><td>${badge(r.state)}</td>
+      <td class=num>${r.priority}</td><td>${(r.assignments || []).map((a) => `<span class=mono>${esc(a.worker)}#${a.slot}</span>`).join(" ") || "-"}</td>
+      <td><a href="#/runs/${encodeURIComponent(r.id)}/explain" data-explain="${esc(r.id)}">explain</a></td></tr>`;
+    main.innerHTML = `<h1>Group ${esc(g.name)}</h1>
+      <dl class="kv"><dt>policy</dt><dd id="group-policy">${esc(g.policy_active || g.policy)}</dd><dt>max_active</dt><dd>${g.max_active}</dd>
+        <dt>window</dt><dd>${g.window}</dd><dt>active / waiting</dt><dd>${g.active} / ${g.waiting}</dd>
+        <dt>retention</dt><dd>${g.retention_ms < 0 ? "namespace default" : g.retention_ms === 0 ? "forever" : g.retention_ms / 1000 + " s"}</dd></dl>
+      <h2>Active runs</h2>
+      <table><thead><tr><th>run</th><th class=num>seq</th><th>state</th><th class=num>prio</th><th>slots</th><th></th></tr></thead>
+        <tbody id="group-active">${g.active_runs.map(runRow).join("") || `<tr><td colspan=6 class=muted>none</td></tr>`}</tbody></table>
+      <h2>Queue (${g.queue_total} waiting${g.queue_truncated ? ", showing the oldest and newest" : ""})</h2>
+      <table><thead><tr><th>run</th><th class=num>seq</th><th>state</th><th class=num>prio</th><th>slots</th><th></th></tr></thead>
+        <tbody id="group-queue">${g.queue.map(runRow).join("") || `<tr><td colspan=6 class=muted>empty</td></tr>`}</tbody></table>
+      <h2>Latest decisions</h2>
+      <table><thead><tr><th>at</th><th>decision</th><th>policy</th><th class=num>launched</th><th class=num>discarded</th><th class=num>stopped</th></tr></thead><tbody>
+        ${g.decisions.map((d) => `<tr><td>${when(d.at)}</td><td class=mono>${esc(d.id)}</td><td>${esc(d.policy)} ${esc(d.policy_version)}</td>
+          <td class=num>${d.launched}</td><td class=num>${d.discarded}</td><td class=num>${d.stopped}</td></tr>`).join("") || `<tr><td colspan=6 class=muted>none yet</td></tr>`}</tbody></table>
+      ${g.recent_reasons.length ? `<h2>Why the active runs were launched</h2><ul>${g.recent_reasons.map((r) => `<li>${runLink(r.run)}: ${esc(r.action)}: ${esc(r.reason || "-")}</li>`).join("")}</ul>` : ""}
+      <h2>Dry-run another policy on this group</h2>
+      <form class="inline" id="dryrun-form"><select id="dryrun-policy">${policies.map((p) => `<option>${esc(p.name)}</option>`).join("")}</select>
+        <button type="submit">Dry-run</button><span class="muted">read-only: nothing is written</span></form>
+      <div id="dryrun-result"></div>`;
+    $("#dryrun-form").addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const out = $("#dryrun-result");
+      try {
+        const d = await api(nsPath(`/groups/${encodeURIComponent(name)}/dry-run`), { method: "POST", body: JSON.stringify({ policy: $("#dryrun-policy").value }) });
+        out.innerHTML = `<p>${esc(d.policy)} is <b>${esc(d.outcome)}</b>${d.errors.length ? ": " + esc(d.errors.join("; ")) : ""}; active policy ${esc(d.active.policy)}.</p>
+          <table><thead><tr><th>run</th><th>active decides</th><th>candidate decides</th></tr></thead><tbody>
+          ${(d.diff || []).map((x) => `<tr><td>${esc(x.run)}</td><td>${esc(x.active)}</td><td>${esc(x.candidate)}</td></tr>`).join("") || `<tr><td colspan=3 class=diff-same>the same decision</td></tr>`}</tbody></table>`;
+      } catch (err) { out.innerHTML = `<p class=error>${esc(err.message)}</p>`; }
+    });
+  },
+
+  async runs(main, _id, query) {
+    const q = new URLSearchParams(query);
+    const p = await api(nsPath(`/runs?${q}`));
+    const filt = (k) => esc(q.get(k) || "");
+    main.innerHTML = `<h1>Runs</h1>
+      <form class="inline" id="runs-filter"><input name="group" placeholder="group" value="${filt("group")}">
+        <select name="state"><option value="">any state</option>${["WAITING", "LAUNCHED", "RUNNING", "STOPPING", "SUCCEEDED", "FAILED", "STOPPED", "DISCARDED"]
+          .map((s) => `<option ${q.get("state") === s ? "selected" : ""}>${s}</option>`).join("")}</select>
+        <button type="submit">Filter</button></form>
+      <table><thead><tr><th>run</th><th>group</th><th class=num>seq</th><th>state</th><th>policy</th><th>submitted</th><th>reason</th></tr></thead>
+        <tbody id="runs-body">${p.runs.map(runsRow).join("") || `<tr><td colspan=7 class=muted>no runs</td></tr>`}</tbody></table>
+      <div class="pager">${q.get("cursor") ? `<a href="#/runs">first page</a>` : ""}
+        ${p.next_cursor ? `<a id="next-page" href="#/runs?${new URLSearchParams({ ...Object.fromEntries(q), cursor: p.next_cursor })}">next page</a>` : ""}</div>`;
+    $("#runs-filter").addEventListener("submit", (e) => {
+      e.preventDefault();
+      const f = new URLSearchParams(new FormData(e.target));
+      for (const [k, v] of [...f]) if (!v) f.delete(k);
+      location.hash = `#/runs?${f}`;
+    });
+  },
+
+  async run(main, id) {
+    const r = await api(nsPath(`/runs/${encodeURIComponent(id)}`));
+    const d = r.decision;
+    main.innerHTML = `<h1>Run ${esc(r.id)} ${badge(r.state)}</h1>
+      <dl class="kv" id="run-record"><dt>group</dt><dd>${groupLink(r.group)}</dd><dt>seq</dt><dd>${r.seq}</dd><dt>state</dt><dd id="run-state">${badge(r.state)}</dd>
+        <dt>slots</dt><dd>${r.slots}</dd><dt>priority</dt><dd>${r.priority}</dd><dt>launched by</dt><dd>${esc(r.policy || "-")} ${esc(r.policy_version)}</dd>
+        <dt>submitted</dt><dd>${esc(r.submitted_at || "-")}</dd><dt>started</dt><dd>${esc(r.started_at || "-")}</dd><dt>finished</dt><dd>${esc(r.finished_at || "-")}</dd>
+        <dt>reason</dt><dd>${esc(r.reason || "-")}</dd>
+        <dt>slots held</dt><dd>${(r.assignments || []).map((a) => `<span class=mono>${esc(a.worker)}#${a.slot}</span>`).join(" ") || "-"}</dd></dl>
+      <h2>Decision trail</h2>
+      ${d ? `<dl class="kv" id="run-decision"><dt>decision</dt><dd class=mono>${esc(d.id)} (epoch ${d.epoch})</dd><dt>at</dt><dd>${esc(d.at)}</dd>
+        <dt>action</dt><dd>${esc(d.action)}</dd><dt>by</dt><dd>${esc(d.policy)} ${esc(d.policy_version)} (${d.policy_registry ? "registry v" + d.policy_registry : "built-in"}, sha256 <span class=mono>${esc(d.policy_sha256.slice(0, 16))}</span>)</dd>
+        <dt>because</dt><dd>${esc(d.reason || "-")}</dd></dl>` : `<p class=muted>No policy decision has moved this run yet.</p>`}
+      <p><a href="#/runs/${encodeURIComponent(r.id)}/explain">Explain this run</a>
+        ${["WAITING", "LAUNCHED", "RUNNING"].includes(r.state) && state.scope === "admin" ? ` · <button class="secondary" id="run-stop">Stop</button>` : ""}</p>`;
+    const stop = $("#run-stop");
+    if (stop) stop.addEventListener("click", async () => { await api(nsPath(`/runs/${encodeURIComponent(id)}/stop`), { method: "POST", body: "{}" }); render(); });
+  },
+
+  async explain(main, id) {
+    const x = await api(nsPath(`/runs/${encodeURIComponent(id)}/explain`));
+    main.innerHTML = `<h1>Why is ${runLink(x.run.id)} ${badge(x.state)}?</h1>
+      <div class="why" id="explain-why">${esc(x.why)}</div>
+      ${x.ahead !== undefined ? `<dl class="kv"><dt>place</dt><dd>${x.ahead} of ${x.waiting} waiting (0 = next)</dd>
+        <dt>active</dt><dd>${x.active.length} of max_active ${x.max_active}: ${x.active.map((a) => runLink(a.id) + " " + badge(a.state)).join(", ") || "none"}</dd>
+        <dt>policy</dt><dd>${esc(x.policy)}</dd><dt>the policy now</dt><dd>${esc(x.now)} ${esc(x.now_reason || "")}</dd>
+        <dt>in the policy's window</dt><dd>${x.in_window ? "yes" : "no"}</dd></dl>` : ""}
+      <p><a href="#/groups/${encodeURIComponent(x.run.group)}">group ${esc(x.run.group)}</a></p>`;
+  },
+
+  async policies(main) {
+    const { policies } = await api(nsPath("/policies"));
+    const admin = state.scope === "admin";
+    main.innerHTML = `<h1>Policies</h1>${policies.map((p) => `
+      <h2 data-policy="${esc(p.name)}">${esc(p.name)} <span class=muted>${esc(p.kind || "")}</span>: active <span class="policy-active" data-policy-active="${esc(p.name)}">${p.active ? "v" + p.active : "the built-in"}</span></h2>
+      ${p.versions.length ? `<table><thead><tr><th class=num>version</th><th>sha256</th><th>pushed</th><th>by</th><th>note</th></tr></thead><tbody>
+        ${p.versions.map((v) => `<tr><td class=num>v${v.version}${v.version === p.active ? " (active)" : ""}</td><td class=mono>${esc(v.sha256.slice(0, 16))}</td>
+          <td>${when(v.pushed_at)}</td><td>${esc(v.who)}</td><td>${esc(v.note)}</td></tr>`).join("")}</tbody></table>` : `<p class=muted>${p.builtin ? "built-in only; no version pushed" : ""}</p>`}
+      ${admin && p.versions.length ? `<form class="inline" data-activate="${esc(p.name)}"><select>${p.versions.filter((v) => !v.deleted).map((v) => v.version)
+          .map((v) => `<option value="${v}">v${v}</option>`).join("")}</select><button type="submit">Activate</button>
+        <button type="button" class="secondary" data-rollback="${esc(p.name)}">Roll back</button></form>` : ""}
+      ${p.history.length ? `<details><summary>history (${p.history.length})</summary><ul>${p.history.map((h) => `<li>${when(h.at)} ${esc(h.action)} v${h.version} by ${esc(h.who)} ${esc(h.note)}</li>`).join("")}</ul></details>` : ""}
+    `).join("")}${admin ? "" : `<p class=muted>Activate and roll back need an admin token.</p>`}`;
+    main.querySelectorAll("form[data-activate]").forEach((f) => f.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      await api(nsPath(`/policies/${encodeURIComponent(f.dataset.activate)}/activate`), { method: "POST", body: JSON.stringify({ version: Number($("select", f).value), note: "from the web UI" }) });
+      render();
+    }));
+    main.querySelectorAll("button[data-rollback]").forEach((b) => b.addEventListener("click", async () => {
+      try {
+        await api(nsPath(`/policies/${encodeURIComponent(b.dataset.rollback)}/rollback`), { method: "POST", body: JSON.stringify({ note: "from the web UI" }) });
+      } catch (err) { alert(err.message); }
+      render();
+    }));
+  },
+};
+
+function runsRow(r) {
+  return `<tr data-run="${esc(r.id)}"><td>${runLink(r.id)}</td><td>${groupLink(r.group)}</td><td class=num>${r.seq}</td><td>${badge(r.state)}</td>
+    <td>${esc(r.policy || "-")}</td><td>${when(r.submitted_at)}</td><td>${esc(r.reason || "")}</td></tr>`;
+}
+
+// route parses the hash: #/, #/groups, #/groups/G, #/runs?..., #/runs/ID, #/runs/ID/explain, #/policies.
+function route() {
+  const [path, query = ""] = location.hash.replace(/^#/, "").split("?");
+  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  if (parts[0] === "groups" && parts[1]) return { name: "group", nav: "groups", arg: parts[1], query };
+  if (parts[0] === "groups") return { name: "groups", nav: "groups", query };
+  if (parts[0] === "runs" && parts[1] && parts[2] === "explain") return { name: "explain", nav: "runs", arg: parts[1], query };
+  if (parts[0] === "runs" && parts[1]) return { name: "run", nav: "runs", arg: parts[1], query };
+  if (parts[0] === "runs") return { name: "runs", nav: "runs", query };
+  if (parts[0] === "policies") return { name: "policies", nav: "policies", query };
+  return { name: "overview", nav: "overview", query };
+}
+
+async function render() {
+  const r = route();
+  state.view = r;
+  document.querySelectorAll("header nav a").forEach((a) => a.classList.toggle("active", a.dataset.nav === r.nav));
+  const main = $("#main");
+  try {
+    await views[r.name](main, r.arg, r.query);
+    main.dataset.view = r.name;
+  } catch (err) {
+    if (err.status !== 401) main.innerHTML = `<p class=error>${esc(err.message)}</p>`;
+  }
+}
+
+// onRun applies one run change to the current view without a reload: the
+// runs table updates the row in place (or adds a new matching run on top);
+// other views re-read, at most every 250 ms.
+function onRun(run) {
+  const v = state.view;
+  if (v && v.name === "runs") {
+    const q = new URLSearchParams(v.query);
+    if ((q.get("group") && q.get("group") !== run.group) || (q.get("state") && q.get("state") !== run.state)) {
+      const row = document.querySelector(`#runs-body tr[data-run="${CSS.escape(run.id)}"]`);
+      if (row) row.remove();
+      return;
+    }
+    const body = $("#runs-body");
+    if (!body) return;
+    const row = body.querySelector(`tr[data-run="${CSS.escape(run.id)}"]`);
+    const tmp = document.createElement("tbody");
+    tmp.innerHTML = runsRow(run);
+    if (row) row.replaceWith(tmp.firstElementChild);
+    else if (!q.get("cursor")) { const empty = body.querySelector("td.muted"); if (empty) empty.parentElement.remove(); body.prepend(tmp.firstElementChild); }
+    return;
+  }
+  if (v && v.name === "run" && v.arg !== run.id) return;
+  if (v && v.name === "group" && v.arg !== run.group) return;
+  if (v && v.name === "policies") return;
+  clearTimeout(state.timer);
+  state.timer = setTimeout(render, 250);
+}
+
+function connect() {
+  if (state.es) state.es.close();
+  const es = new EventSource(nsPath("/events"));
+  state.es = es;
+  es.onopen = () => $("#live").classList.add("on");
+  es.onerror = () => $("#live").classList.remove("on");
+  es.addEventListener("run", (e) => onRun(JSON.parse(e.data)));
+  es.addEventListener("missed", () => render());
+}
+
+async function start() {
+  let who;
+  try { who = await api("/api/v1/whoami"); } catch { return; }
+  state.scope = who.scope;
+  $("#who").textContent = who.auth ? `${who.scope} token` : "open (no tokens)";
+  const { namespaces } = await api("/api/v1/namespaces");
+  if (!namespaces.includes(state.ns)) state.ns = namespaces.includes("default") ? "default" : namespaces[0];
+  const sel = $("#ns");
+  sel.innerHTML = namespaces.map((n) => `<option ${n === state.ns ? "selected" : ""}>${esc(n)}</option>`).join("");
+  sel.onchange = () => { state.ns = sel.value; localStorage.setItem("wasmsched.ns", state.ns); connect(); render(); };
+  connect();
+  await render();
+}
+
+window.addEventListener("hashchange", render);
+start();
