@@ -19,7 +19,7 @@ import (
 // CLI against the URL it prints reach SUCCEEDED; Ctrl-C exits 0.
 func TestDevEndToEnd(t *testing.T) {
 	t.Parallel()
-	p := StartProc(t, "dev", "dev", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--slots", "4")
+	p := StartProc(t, "dev", "dev", "--addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--api-addr", "127.0.0.1:0", "--slots", "4")
 	line := p.WaitOut(t, 20*time.Second, "export WASMSCHED_REDIS=")
 	url := strings.TrimSpace(line[strings.Index(line, "=")+1:])
 	if !strings.HasPrefix(url, "redis://127.0.0.1:") {
@@ -27,6 +27,9 @@ func TestDevEndToEnd(t *testing.T) {
 	}
 	admin := p.WaitOut(t, time.Second, "admin server at http://")
 	adminURL := strings.Fields(admin[strings.Index(admin, "http://"):])[0]
+	ui := p.WaitOut(t, time.Second, "web UI at http://")
+	uiURL := strings.Fields(ui[strings.Index(ui, "http://"):])[0]
+	apiURL := strings.TrimSuffix(uiURL, "/ui/")
 
 	ids := []string{"demo-1", "demo-2", "demo-3"}
 	for _, id := range ids {
@@ -48,6 +51,21 @@ func TestDevEndToEnd(t *testing.T) {
 		}
 		return n == len(ids) && strings.Count(out, `"state": "SUCCEEDED"`) == len(ids)
 	})
+	// the API and the UI dev turned on: the same runs, open on loopback
+	resp, err := http.Get(apiURL + "/api/v1/namespaces/default/runs?group=demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || strings.Count(string(body), `"state": "SUCCEEDED"`) != len(ids) {
+		t.Fatalf("GET the runs from the dev API: %s %s", resp.Status, body)
+	}
+	if resp, err := http.Get(uiURL); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %v %v", uiURL, resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
 		resp, err := http.Get(adminURL + path)
 		if err != nil {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -310,6 +312,15 @@ func TestCLIBadInput(t *testing.T) {
 	e.usage("want 1 argument(s)", "run", "show")
 	e.usage("want 1 argument(s)", "submit")
 	e.usage(`-o "yaml"`, "group", "list", "-o", "yaml")
+	// API flags: an open API only on loopback, a readable token file.
+	e.usage("--api-addr 0.0.0.0:0 is not a loopback address: give --api-tokens FILE", "serve", "--admin-addr", "", "--api-addr", "0.0.0.0:0")
+	e.usage("--api-tokens without --api-addr", "serve", "--admin-addr", "", "--api-tokens", "/nonexistent")
+	e.usage("--api-tokens: tokens: open /nonexistent", "serve", "--admin-addr", "", "--api-addr", "127.0.0.1:0", "--api-tokens", "/nonexistent")
+	badTok := filepath.Join(e.t.TempDir(), "tokens")
+	if err := os.WriteFile(badTok, []byte("sixteen-chars-long-token superuser\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.usage(`scope "superuser": want read or admin`, "serve", "--admin-addr", "", "--api-addr", "127.0.0.1:0", "--api-tokens", badTok)
 	// Worker flags are checked before anything connects.
 	e.usage("exactly one of --simulate or --exec", "worker", "--advertise", "w:1")
 	e.usage("exactly one of --simulate or --exec", "worker", "--advertise", "w:1", "--simulate", "--exec", "/bin/true")

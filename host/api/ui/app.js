@@ -257,8 +257,8 @@ function connect() {
   if (state.es) state.es.close();
   const es = new EventSource(nsPath("/events"));
   state.es = es;
-  es.onopen = () => $("#live").classList.add("on");
-  es.onerror = () => $("#live").classList.remove("on");
+  es.onopen = () => { $("#live").classList.add("on"); $("#live").textContent = "● live"; };
+  es.onerror = () => { $("#live").classList.remove("on"); $("#live").textContent = "○ reconnecting"; };
   es.addEventListener("run", (e) => onRun(JSON.parse(e.data)));
   es.addEventListener("missed", () => render());
 }

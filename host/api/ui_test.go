@@ -1,0 +1,179 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// chromium finds Debian's chromium. Without it the browser test is
+// skipped, unless WASMSCHED_REQUIRE_BROWSER is set (scripts/test sets it
+// after installing chromium: in CI a missing browser fails).
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, n := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("WASMSCHED_REQUIRE_BROWSER") != "" {
+		t.Fatal("no chromium on PATH (apt-get install chromium)")
+	}
+	t.Skip("no chromium on PATH")
+	return ""
+}
+
+// TestUI_browser drives the web UI in headless chromium against a real
+// redis-server, a leader and a simulated worker: it signs in with an admin
+// token, watches a submitted run go WAITING -> RUNNING -> SUCCEEDED in the
+// runs table without a page reload (server-sent events), opens the run's
+// group and its explanation, and rolls a policy back.
+//
+// WASMSCHED_UI_SCREENSHOTS=DIR writes screenshots of the main pages there
+// (docs/ui holds the committed ones):
+//
+//	WASMSCHED_UI_SCREENSHOTS=$PWD/docs/ui go test ./host/api -run TestUI_browser
+func TestUI_browser(t *testing.T) {
+	exe := chromium(t)
+	e := newEnv(t, opts{tokens: true, engine: true})
+	bg := context.Background()
+	// two versions of "priority" (the built-in's bytes, then wait's), v2 active
+	for i, src := range []string{"priority", "wait"} {
+		res, err := host.ResolvePolicy(bg, e.st, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := res.Wasm(bg, e.st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.st.PushPolicy(bg, storage.PushRequest{Name: "priority", Kind: "serial", Blob: b, Who: "ui-test", Note: fmt.Sprint("v", i+1), Activate: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.do("PUT", ns+"/groups/nightly", `{"policy": "wait", "max_active": 1}`, nil); got != 200 {
+		t.Fatalf("group: %d", got)
+	}
+	e.do("PUT", ns+"/groups/latest", `{"policy": "priority", "max_active": 1}`, nil)
+	e.do("POST", ns+"/groups/latest/runs", `{"id": "latest-1", "duration_ms": 60000}`, nil)
+	e.do("POST", ns+"/groups/latest/runs", `{"id": "latest-2", "priority": 5}`, nil)
+
+	allocOpts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
+		chromedp.Flag("headless", true), chromedp.Flag("disable-gpu", true), chromedp.WindowSize(1280, 900))
+	actx, cancelA := chromedp.NewExecAllocator(bg, allocOpts...)
+	defer cancelA()
+	ctx, cancelC := chromedp.NewContext(actx)
+	defer cancelC()
+	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
+	defer cancelT()
+	dump := func() string {
+		html, _ := chromedp.Run(context.WithoutCancel(ctx), chromedp.OuterHTML(chromedp.CSS("main")))
+		return html
+	}
+	run := func(what string, acts ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, acts...); err != nil {
+			t.Fatalf("%s: %v\n(main: %.2000s)", what, err, dump())
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v\n(main: %.2000s)", sel, err, dump())
+		}
+		return s
+	}
+	shots := os.Getenv("WASMSCHED_UI_SCREENSHOTS")
+	shot := func(name string) {
+		t.Helper()
+		if shots == "" {
+			return
+		}
+		run("settle", chromedp.Sleep(300*time.Millisecond))
+		buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(shots, name+".png"), buf, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// sign in: the UI asks for a token once and keeps it in a cookie
+	run("sign in", chromedp.Navigate(e.srv.URL+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS("#login-token")),
+		chromedp.SendKeys(chromedp.CSS("#login-token"), adminTok),
+		chromedp.Click(chromedp.CSS("#login-submit")),
+		chromedp.WaitVisible(chromedp.CSS("#leader-identity")))
+	who := text("#who")
+	if !strings.Contains(who, "admin") {
+		t.Fatalf("signed in as %q", who)
+	}
+	shot("overview")
+
+	// the runs page, marked so a reload would be seen
+	run("runs page", chromedp.Navigate(e.srv.URL+"/ui/#/runs?group=nightly"),
+		chromedp.WaitVisible(chromedp.CSS(`main[data-view="runs"]`)),
+		chromedp.Action[chromedp.Void](func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+			_, err := chromedp.Evaluate[string](`window.__noReload = "still here"`)(ctx, tg)
+			return chromedp.Void{}, err
+		}),
+		chromedp.WaitVisible(chromedp.CSS(`#live.on`)))
+	e.do("POST", ns+"/groups/nightly/runs", `{"id": "blocker", "duration_ms": 2500}`, nil)
+	run("blocker running", chromedp.WaitVisible(chromedp.CSS(`tr[data-run="blocker"] [data-state="RUNNING"]`)))
+	e.do("POST", ns+"/groups/nightly/runs", `{"id": "target", "duration_ms": 1500}`, nil)
+	run("target waiting", chromedp.WaitVisible(chromedp.CSS(`tr[data-run="target"] [data-state="WAITING"]`)))
+	shot("runs")
+	run("target running", chromedp.WaitVisible(chromedp.CSS(`tr[data-run="target"] [data-state="RUNNING"]`)))
+	run("target succeeded", chromedp.WaitVisible(chromedp.CSS(`tr[data-run="target"] [data-state="SUCCEEDED"]`)))
+	marker, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.__noReload || ""`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if marker != "still here" {
+		t.Fatal("the page reloaded while the run changed state")
+	}
+
+	// its group and its explanation
+	run("group page", chromedp.Navigate(e.srv.URL+"/ui/#/groups/latest"),
+		chromedp.WaitVisible(chromedp.CSS(`#group-active tr[data-run="latest-1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#group-queue tr[data-run="latest-2"]`)))
+	run("dry-run", chromedp.SetValue(chromedp.CSS("#dryrun-policy"), "wait"), chromedp.Click(chromedp.CSS(`#dryrun-form button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#dryrun-result table`)))
+	shot("group")
+	run("explain", chromedp.Click(chromedp.CSS(`a[data-explain="latest-2"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#explain-why")))
+	why := text("#explain-why")
+	if !strings.Contains(why, "active runs of max_active 1") {
+		t.Fatalf("explain says %q", why)
+	}
+	shot("explain")
+	run("run page", chromedp.Navigate(e.srv.URL+"/ui/#/runs/target"), chromedp.WaitVisible(chromedp.CSS("#run-decision")))
+	shot("run")
+
+	// as admin, roll back a policy
+	run("policies", chromedp.Navigate(e.srv.URL+"/ui/#/policies"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-policy-active="priority"]`)))
+	active := text(`[data-policy-active="priority"]`)
+	if active != "v2" {
+		t.Fatalf("priority active %q before the rollback", active)
+	}
+	shot("policies")
+	run("rollback", chromedp.Click(chromedp.CSS(`button[data-rollback="priority"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//span[@data-policy-active="priority"][text()="v1"]`)))
+	p, err := e.st.GetPolicy(bg, "priority")
+	if err != nil || p.Active != 1 {
+		t.Fatalf("after the UI's rollback: %+v %v", p.Active, err)
+	}
+}
