@@ -656,3 +656,15 @@ func TestCLIRuns_cursor(t *testing.T) {
 	e.usage("--cursor continues a listing of group \"g\", not --group \"k\"", "runs", "--cursor", m[1], "--group", "k")
 	e.usage("--cursor and --after both name a page", "runs", "--cursor", m[1], "--after", "3")
 }
+
+// TestCLISubmit_idempotencyKey: the same key twice prints the same run.
+func TestCLISubmit_idempotencyKey(t *testing.T) {
+	e := newCLIEnv(t)
+	var a, b submitJSON
+	e.ok(&a, "submit", "g", "--idempotency-key", "ci-42")
+	e.ok(&b, "submit", "g", "--idempotency-key", "ci-42", "--id", "ignored")
+	if a.ID == "" || a.ID != b.ID || a.Seq != b.Seq {
+		t.Fatalf("two submits with one key: %+v and %+v", a, b)
+	}
+	e.usage("--idempotency-key is 257 bytes, at most 256", "submit", "g", "--idempotency-key", strings.Repeat("k", 257))
+}

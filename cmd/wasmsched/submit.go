@@ -44,16 +44,22 @@ examples/oldest-first-by-priority and set it on the group.
 as WASMSCHED_PAYLOAD; a simulating worker fails the run if it is "fail".
 --duration is how long a simulating worker "runs" it.
 
+--idempotency-key K: a second submit with the same K (within 24 h, while the
+run exists) prints the first run, with its current state, instead of
+submitting another (for retries of scripts and CI jobs).
+
 Examples:
    wasmsched submit nightly
    wasmsched submit nightly --slots 2 --priority 5 --payload '{"day":"2024-06-01"}'
-   wasmsched submit etl --id etl-2024-06-01 --duration 30s -o json`,
+   wasmsched submit etl --id etl-2024-06-01 --duration 30s -o json
+   wasmsched submit deploy --idempotency-key "$CI_PIPELINE_ID"`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "id", Usage: "run `ID` (default: generated from the namespace seq)"},
 			&cli.IntFlag{Name: "slots", Aliases: []string{"k"}, Value: 1, Usage: "task slots the run needs, `K` >= 1"},
 			&cli.IntFlag{Name: "priority", Usage: "priority `P`, a 32-bit integer handed to the group's policy (no built-in reads it; see the help)"},
 			&cli.StringFlag{Name: "payload", Usage: "opaque payload `S` for the worker"},
 			&cli.DurationFlag{Name: "duration", Value: time.Second, Usage: "simulated run time `D` (simulating workers)"},
+			&cli.StringFlag{Name: "idempotency-key", Usage: "submit once per `K`: a repeat prints the run the first one made"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := exactArgs(c, 1, "G"); err != nil {
@@ -66,6 +72,8 @@ Examples:
 				Priority: c.Int("priority"),
 				Payload:  c.String("payload"),
 				Duration: c.Duration("duration"),
+
+				IdempotencyKey: c.String("idempotency-key"),
 			}
 			if err := checkSubmit(req); err != nil {
 				return err
@@ -99,6 +107,9 @@ func checkSubmit(req storage.SubmitRequest) error {
 		if err := storage.ValidateName("run", req.ID); err != nil {
 			return asUsage(err)
 		}
+	}
+	if len(req.IdempotencyKey) > storage.MaxIdempotencyKey {
+		return usageErrorf("--idempotency-key is %d bytes, at most %d", len(req.IdempotencyKey), storage.MaxIdempotencyKey)
 	}
 	if req.Slots < 1 {
 		return usageErrorf("--slots must be >= 1, got %d", req.Slots)
