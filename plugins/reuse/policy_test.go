@@ -43,6 +43,8 @@ func TestWasmTable(t *testing.T) {
 	}
 }
 
+func TestGuestsTable(t *testing.T) { cases.TestReuseGuests(t, Reuse{}) }
+
 func BenchmarkDecide(b *testing.B) {
 	for _, n := range []int{16, 256} {
 		r := cases.BenchReuse(n)

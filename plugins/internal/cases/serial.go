@@ -50,6 +50,7 @@ func TestSerial(t *testing.T, name string, p sdk.SerialPolicy) {
 			})
 		}
 	})
+	testSerialGuests(t, name, p)
 	t.Run("zero-alloc", func(t *testing.T) {
 		s := BenchSnapshot(name, 16)
 		var d abi.SerialDecision
@@ -76,6 +77,7 @@ func BenchSerial(b *testing.B, name string, p sdk.SerialPolicy) {
 				}
 			}
 		})
+		benchGuests(b, name, s, n)
 		b.Run(fmt.Sprintf("%s/native/waiting=%d", name, n), func(b *testing.B) {
 			var d abi.SerialDecision
 			b.ReportAllocs()

@@ -1,0 +1,280 @@
+/*
+ * wasmsched.h: the wasmsched plugin SDK for C (ABI version 2), header-only
+ * and freestanding (no libc, no allocator, no imports).
+ *
+ * A plugin defines ONE of
+ *
+ *     #define WASMSCHED_SERIAL   then   void ws_decide_serial(const ws_snapshot *s, ws_decision *d);
+ *     #define WASMSCHED_REUSE    then   void ws_decide_reuse(const ws_reuse_request *r, ws_reuse_decision *d);
+ *
+ * before including this header, in exactly one .c file; the SDK owns every
+ * export (wasmsched_abi_version, wasmsched_kind, wasmsched_input,
+ * wasmsched_decide). Readers are zero-copy views of the input buffer (valid
+ * during the call only); the decision writer encodes in place. Build:
+ *
+ *     clang --target=wasm32-wasi -O2 -nostdlib -Wl,--no-entry -Wl,--strip-all \
+ *           -Wl,--export-dynamic -I abi/c -o policy.wasm policy.c
+ *
+ * Then append the custom section "wasmsched_sdk" with the payload "c" (the
+ * source language `policy inspect` shows): plugins/c/build.sh does both.
+ *
+ * The layout of every record is abi/ABI.md's; a malformed input makes
+ * wasmsched_decide return the error code 1, never read out of bounds.
+ */
+#ifndef WASMSCHED_H
+#define WASMSCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if !defined(WASMSCHED_SERIAL) && !defined(WASMSCHED_REUSE)
+#error "define WASMSCHED_SERIAL or WASMSCHED_REUSE before including wasmsched.h"
+#endif
+#if defined(WASMSCHED_SERIAL) && defined(WASMSCHED_REUSE)
+#error "a plugin is WASMSCHED_SERIAL or WASMSCHED_REUSE, not both"
+#endif
+
+#define WS_ABI_VERSION 2
+#define WS_MAX_REASON 256
+
+enum { WS_WAITING = 1, WS_LAUNCHED = 2, WS_RUNNING = 3, WS_STOPPING = 4 };
+enum { WS_LAUNCH = 1, WS_DISCARD = 2, WS_STOP = 3, WS_DISCARD_BELOW = 4 };
+enum { WS_REUSE = 1, WS_REALLOCATE = 2 };
+
+/* A string view into the input (not NUL-terminated). */
+typedef struct { const char *p; uint32_t n; } ws_str;
+
+/* ---- little-endian reads (wasm is little-endian) ---- */
+static inline uint32_t ws__u32(const uint8_t *p) { uint32_t v; __builtin_memcpy(&v, p, 4); return v; }
+static inline uint64_t ws__u64(const uint8_t *p) { uint64_t v; __builtin_memcpy(&v, p, 8); return v; }
+
+/* A run record (48 bytes) of the input. */
+typedef struct { const uint8_t *p; } ws_run;
+static inline uint64_t ws_run_seq(ws_run r) { return ws__u64(r.p); }
+static inline int64_t ws_run_submitted_at(ws_run r) { return (int64_t)ws__u64(r.p + 8); }
+static inline int64_t ws_run_started_at(ws_run r) { return (int64_t)ws__u64(r.p + 16); }
+static inline int32_t ws_run_priority(ws_run r) { return (int32_t)ws__u32(r.p + 24); }
+static inline uint32_t ws_run_slots(ws_run r) { return ws__u32(r.p + 28); }
+static inline uint8_t ws_run_state(ws_run r) { return r.p[40]; }
+
+/* ---- serial snapshot (tag 1) ---- */
+typedef struct {
+	const uint8_t *b; /* the record */
+	uint32_t len;
+	uint32_t n_active, n_waiting;
+} ws_snapshot;
+
+static inline ws_str ws__str(const uint8_t *rec, const uint8_t *field) {
+	ws_str s = {(const char *)rec + ws__u32(field), ws__u32(field + 4)};
+	return s;
+}
+static inline uint32_t ws_snap_max_active(const ws_snapshot *s) { uint32_t m = ws__u32(s->b + 4); return m ? m : 1; }
+static inline int64_t ws_snap_now(const ws_snapshot *s) { return (int64_t)ws__u64(s->b + 8); }
+static inline ws_str ws_snap_group(const ws_snapshot *s) { return ws__str(s->b, s->b + 16); }
+static inline uint32_t ws_snap_n_active(const ws_snapshot *s) { return s->n_active; }
+static inline uint32_t ws_snap_n_waiting(const ws_snapshot *s) { return s->n_waiting; }
+/* The group's WAITING runs in all (>= n_waiting). */
+static inline uint32_t ws_snap_waiting_total(const ws_snapshot *s) {
+	uint32_t t = ws__u32(s->b + 40);
+	return t > s->n_waiting ? t : s->n_waiting;
+}
+/* Truncated: the waiting list is a window (its oldest and newest runs). */
+static inline int ws_snap_truncated(const ws_snapshot *s) { return ws_snap_waiting_total(s) > s->n_waiting; }
+static inline ws_run ws_snap_active(const ws_snapshot *s, uint32_t i) { ws_run r = {s->b + 48 + 48 * i}; return r; }
+static inline ws_run ws_snap_waiting(const ws_snapshot *s, uint32_t i) { ws_run r = {s->b + 48 + 48 * (s->n_active + i)}; return r; }
+static inline ws_str ws_run_id(const ws_snapshot *s, ws_run r) { return ws__str(s->b, r.p + 32); }
+
+/* ---- serial decision writer (tag 2) ---- */
+typedef struct {
+	uint8_t *b;        /* output record */
+	uint32_t n, max;   /* actions written, action slots reserved */
+	uint32_t str;      /* end of the string area (offset) */
+	int below;         /* a discard_below was written */
+} ws_decision;
+
+static inline void ws__put32(uint8_t *p, uint32_t v) { __builtin_memcpy(p, &v, 4); }
+static inline void ws__put64(uint8_t *p, uint64_t v) { __builtin_memcpy(p, &v, 8); }
+
+static inline uint32_t ws__strlen(const char *s) { uint32_t n = 0; while (s[n]) n++; return n; }
+
+static inline void ws__add(ws_decision *d, uint32_t kind, const char *run, uint32_t run_n, uint64_t seq, const char *why) {
+	if (d->n >= d->max) return; /* more actions than runs: the host would refuse it anyway */
+	uint8_t *a = d->b + 16 + 20 * d->n;
+	ws__put32(a, kind);
+	if (kind == WS_DISCARD_BELOW) {
+		ws__put64(a + 4, seq);
+	} else {
+		ws__put32(a + 4, d->str);
+		ws__put32(a + 8, run_n);
+		__builtin_memcpy(d->b + d->str, run, run_n);
+		d->str += run_n;
+	}
+	uint32_t wn = why ? ws__strlen(why) : 0;
+	if (wn > WS_MAX_REASON) wn = WS_MAX_REASON;
+	ws__put32(a + 12, d->str);
+	ws__put32(a + 16, wn);
+	if (wn) __builtin_memcpy(d->b + d->str, why, wn);
+	d->str += wn;
+	d->n++;
+}
+static inline void ws_launch(ws_decision *d, ws_str run, const char *why) { ws__add(d, WS_LAUNCH, run.p, run.n, 0, why); }
+static inline void ws_discard(ws_decision *d, ws_str run, const char *why) { ws__add(d, WS_DISCARD, run.p, run.n, 0, why); }
+static inline void ws_stop(ws_decision *d, ws_str run, const char *why) { ws__add(d, WS_STOP, run.p, run.n, 0, why); }
+/* Discard every WAITING run below seq that the other actions leave WAITING
+ * (at most once per decision; seq <= the newest waiting seq + 1). */
+static inline void ws_discard_below(ws_decision *d, uint64_t seq, const char *why) {
+	if (d->below) return;
+	d->below = 1;
+	ws__add(d, WS_DISCARD_BELOW, 0, 0, seq, why);
+}
+
+/* ---- reuse request (tag 3) and decision (tag 4) ---- */
+typedef struct {
+	const uint8_t *b;
+	uint32_t len, n_slots;
+} ws_reuse_request;
+typedef struct { const uint8_t *p; } ws_slot;
+static inline uint32_t ws_req_n_slots(const ws_reuse_request *r) { return r->n_slots; }
+static inline ws_slot ws_req_slot(const ws_reuse_request *r, uint32_t i) { ws_slot s = {r->b + 80 + 32 * i}; return s; }
+static inline ws_run ws_req_run(const ws_reuse_request *r) { ws_run x = {r->b + 32}; return x; }
+static inline uint32_t ws_slot_task(ws_slot s) { return ws__u32(s.p); }
+static inline uint32_t ws_slot_index(ws_slot s) { return ws__u32(s.p + 4); }
+static inline int ws_slot_alive(ws_slot s) { return s.p[24] & 1; }
+static inline int ws_slot_held(ws_slot s) { return (s.p[24] >> 1) & 1; }
+static inline ws_str ws_slot_worker(const ws_reuse_request *r, ws_slot s) { return ws__str(r->b, s.p + 8); }
+
+typedef struct {
+	uint8_t *b;
+	uint32_t n, max;
+	int fail;
+	const char *reason;
+} ws_reuse_decision;
+static inline void ws_verdict(ws_reuse_decision *d, uint8_t v) { if (d->n < d->max) d->b[24 + d->n++] = v; }
+static inline void ws_fail(ws_reuse_decision *d, const char *why) { d->fail = 1; d->reason = why; }
+
+/* ---- the exports ---- */
+
+/* Buffers come from memory.grow, past everything the module has: an input
+ * region and an output region, each grown (never shrunk) when a call needs
+ * more. Nothing else allocates. */
+static uint8_t *ws__in, *ws__out;
+static uint32_t ws__in_cap, ws__out_cap;
+
+static inline uint8_t *ws__grow(uint32_t size, uint32_t *cap) {
+	uint32_t pages = (size + 65535u) / 65536u;
+	if (pages == 0) pages = 1;
+	int32_t old = (int32_t)__builtin_wasm_memory_grow(0, pages);
+	if (old < 0) return 0;
+	*cap = pages * 65536u;
+	return (uint8_t *)((uintptr_t)old * 65536u);
+}
+
+__attribute__((export_name("wasmsched_abi_version"))) int32_t wasmsched_abi_version(void) { return WS_ABI_VERSION; }
+
+#ifdef WASMSCHED_SERIAL
+__attribute__((export_name("wasmsched_kind"))) int32_t wasmsched_kind(void) { return 1; }
+void ws_decide_serial(const ws_snapshot *s, ws_decision *d);
+#else
+__attribute__((export_name("wasmsched_kind"))) int32_t wasmsched_kind(void) { return 2; }
+void ws_decide_reuse(const ws_reuse_request *r, ws_reuse_decision *d);
+#endif
+
+__attribute__((export_name("wasmsched_input"))) uint8_t *wasmsched_input(int32_t size) {
+	if (size < 0 || size > (64 << 20)) return 0;
+	if ((uint32_t)size > ws__in_cap || !ws__in) {
+		uint8_t *p = ws__grow((uint32_t)size, &ws__in_cap);
+		if (!p) return 0;
+		ws__in = p;
+	}
+	return ws__in;
+}
+
+/* ws__strok: the string reference at field lies inside the record. */
+static inline int ws__strok(const uint8_t *field, uint32_t len) {
+	uint64_t off = ws__u32(field), n = ws__u32(field + 4);
+	return off + n <= len;
+}
+
+#define WS__FAIL ((int64_t)1) /* ptr 0, error code 1: malformed input */
+
+static inline int64_t ws__out_ptr(uint8_t *p, uint32_t n) { return (int64_t)(((uint64_t)(uintptr_t)p << 32) | n); }
+
+__attribute__((export_name("wasmsched_decide"))) int64_t wasmsched_decide(int32_t len) {
+	const uint8_t *b = ws__in;
+	if (!b || len < 8 || (uint32_t)len > ws__in_cap) return WS__FAIL;
+	uint32_t n = (uint32_t)len;
+#ifdef WASMSCHED_SERIAL
+	if (n < 48 || ws__u32(b) != 1) return WS__FAIL;
+	uint64_t na = ws__u32(b + 32), nw = ws__u32(b + 36);
+	if (48 + 48 * (na + nw) > n) return WS__FAIL;
+	if (!ws__strok(b + 16, n) || !ws__strok(b + 24, n)) return WS__FAIL;
+	uint64_t ids = 0;
+	for (uint64_t i = 0; i < na + nw; i++) {
+		const uint8_t *r = b + 48 + 48 * i;
+		if (!ws__strok(r + 32, n)) return WS__FAIL;
+		ids += ws__u32(r + 36);
+	}
+	ws_snapshot s = {b, n, (uint32_t)na, (uint32_t)nw};
+	/* worst case: one action per run plus a discard_below, each with its
+	 * run id and a full reason */
+	uint64_t max = na + nw + 1;
+	uint64_t need = 16 + 20 * max + ids + (uint64_t)WS_MAX_REASON * max;
+	if (need > ((uint64_t)64 << 20)) return WS__FAIL;
+	if (need > ws__out_cap || !ws__out) {
+		uint8_t *p = ws__grow((uint32_t)need, &ws__out_cap);
+		if (!p) return WS__FAIL;
+		ws__out = p;
+	}
+	ws_decision d = {ws__out, 0, (uint32_t)max, (uint32_t)(16 + 20 * max), 0};
+	ws_decide_serial(&s, &d);
+	/* close the gap between the actions written and the slots reserved:
+	 * move the string area down and shift every offset */
+	uint32_t gap = 20 * (d.max - d.n);
+	uint32_t start = 16 + 20 * d.max;
+	if (gap) {
+		__builtin_memmove(d.b + start - gap, d.b + start, d.str - start);
+		for (uint32_t i = 0; i < d.n; i++) {
+			uint8_t *a = d.b + 16 + 20 * i;
+			if (ws__u32(a) != WS_DISCARD_BELOW) ws__put32(a + 4, ws__u32(a + 4) - gap);
+			ws__put32(a + 12, ws__u32(a + 12) - gap);
+		}
+	}
+	ws__put32(d.b, 2);
+	ws__put32(d.b + 4, d.n);
+	ws__put64(d.b + 8, 0);
+	return ws__out_ptr(d.b, d.str - gap);
+#else
+	if (n < 80 || ws__u32(b) != 3) return WS__FAIL;
+	uint64_t ns = ws__u32(b + 4);
+	if (80 + 32 * ns > n) return WS__FAIL;
+	if (!ws__strok(b + 16, n) || !ws__strok(b + 64, n)) return WS__FAIL;
+	for (uint64_t i = 0; i < ns; i++) {
+		const uint8_t *sl = b + 80 + 32 * i;
+		if (!ws__strok(sl + 8, n) || !ws__strok(sl + 16, n)) return WS__FAIL;
+	}
+	ws_reuse_request r = {b, n, (uint32_t)ns};
+	uint64_t need = 24 + ns + WS_MAX_REASON;
+	if (need > ws__out_cap || !ws__out) {
+		uint8_t *p = ws__grow((uint32_t)need, &ws__out_cap);
+		if (!p) return WS__FAIL;
+		ws__out = p;
+	}
+	ws_reuse_decision d = {ws__out, 0, (uint32_t)ns, 0, 0};
+	ws_decide_reuse(&r, &d);
+	uint32_t end = 24 + d.n, rn = 0;
+	if (d.reason) {
+		rn = ws__strlen(d.reason);
+		if (rn > WS_MAX_REASON) rn = WS_MAX_REASON;
+		__builtin_memcpy(d.b + end, d.reason, rn);
+	}
+	ws__put32(d.b, 4);
+	ws__put32(d.b + 4, d.fail ? 1 : 0);
+	ws__put32(d.b + 8, rn ? end : 0);
+	ws__put32(d.b + 12, rn);
+	ws__put32(d.b + 16, d.fail ? 0 : d.n);
+	ws__put32(d.b + 20, 0);
+	return ws__out_ptr(d.b, end + rn);
+#endif
+}
+
+#endif /* WASMSCHED_H */

@@ -1,0 +1,100 @@
+package cases
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/abi/sdk"
+)
+
+// Guests are the languages of the example plugins beside the Go built-ins:
+// plugins/<lang>/<name>/<name>.wasm, built from source in the same folder
+// (plugins/<lang>/build.sh) with the SDK in abi/<lang>.
+var Guests = []string{"c", "rust"}
+
+// GuestWasm reads the committed wasm of policy name written in lang.
+func GuestWasm(tb testing.TB, lang, name string) []byte {
+	tb.Helper()
+	_, here, _, _ := runtime.Caller(0)
+	p := filepath.Join(filepath.Dir(here), "..", "..", lang, name, name+".wasm")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		tb.Fatalf("the %s example of %s: %v (build it with plugins/%s/build.sh)", lang, name, err, lang)
+	}
+	return b
+}
+
+// testSerialGuests runs name's table on each guest through the host
+// runtime: the same expectations as the Go plugin, and the same actions
+// and reasons as the native policy p.
+func testSerialGuests(t *testing.T, name string, p sdk.SerialPolicy) {
+	for _, lang := range Guests {
+		t.Run("wasm-"+lang, func(t *testing.T) {
+			w := Load(t, lang+"-"+name, GuestWasm(t, lang, name))
+			table := append(SerialCases(name), Serial{Name: "bench-256", Snap: BenchSnapshot(name, 256)})
+			for _, c := range table {
+				t.Run(c.Name, func(t *testing.T) {
+					d, err := w.DecideSerial(context.Background(), c.Snap)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if c.Want != nil || c.Snap.WaitingTotal == 0 && len(c.Snap.Waiting) < 20 {
+						if got := FormatSerial(d); !Equal(got, c.Want) {
+							t.Fatal(Diff(got, c.Want))
+						}
+					}
+					native, _ := sdk.CallSerial(p, c.Snap)
+					if fmt.Sprint(native.Actions, native.Below, native.BelowReason) != fmt.Sprint(d.Actions, d.Below, d.BelowReason) {
+						t.Fatalf("%s %v below %d %q != native %v below %d %q", lang, d.Actions, d.Below, d.BelowReason,
+							native.Actions, native.Below, native.BelowReason)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestReuseGuests runs the reuse table on each guest through the host runtime.
+func TestReuseGuests(t *testing.T, p sdk.ReusePolicy) {
+	for _, lang := range Guests {
+		t.Run("wasm-"+lang, func(t *testing.T) {
+			w := Load(t, lang+"-reuse", GuestWasm(t, lang, "reuse"))
+			for _, c := range ReuseCases() {
+				t.Run(c.Name, func(t *testing.T) {
+					d, err := w.DecideReuse(context.Background(), c.Req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got := FormatReuse(d); !Equal(got, c.Want) {
+						t.Fatal(Diff(got, c.Want))
+					}
+					native, _ := sdk.CallReuse(p, c.Req)
+					if fmt.Sprint(native) != fmt.Sprint(d) {
+						t.Fatalf("%s %+v != native %+v", lang, d, native)
+					}
+				})
+			}
+		})
+	}
+}
+
+// benchGuests is BenchmarkDecide/<name>/wasm-<lang>/waiting=<n>.
+func benchGuests(b *testing.B, name string, s *abi.SerialSnapshot, n int) {
+	for _, lang := range Guests {
+		b.Run(fmt.Sprintf("%s/wasm-%s/waiting=%d", name, lang, n), func(b *testing.B) {
+			w := Load(b, lang+"-"+name, GuestWasm(b, lang, name))
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := w.DecideSerial(ctx, s); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
