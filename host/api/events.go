@@ -150,17 +150,21 @@ func (h *hubs) run(ctx context.Context, hb *hub) {
 				h.broadcastMissed(hb)
 				continue
 			}
-			for _, r := range rs {
-				v := client.FromStorage(r)
-				data, _ := json.Marshal(v)
-				frame := []byte(fmt.Sprintf("event: run\ndata: %s\n\n", data))
-				h.mu.Lock()
-				for sub := range hb.subs {
-					if (sub.group != "" && sub.group != v.Group) || (sub.run != "" && sub.run != v.ID) {
+			// encode once per run, then hand the frames to every stream
+			// under one lock
+			frames := make([][]byte, len(rs))
+			for i, r := range rs {
+				data, _ := json.Marshal(client.FromStorage(r))
+				frames[i] = []byte(fmt.Sprintf("event: run\ndata: %s\n\n", data))
+			}
+			h.mu.Lock()
+			for sub := range hb.subs {
+				for i, r := range rs {
+					if (sub.group != "" && sub.group != r.Group) || (sub.run != "" && sub.run != r.ID) {
 						continue
 					}
 					select {
-					case sub.ch <- frame:
+					case sub.ch <- frames[i]:
 					default:
 						select {
 						case sub.missed <- struct{}{}:
@@ -168,8 +172,8 @@ func (h *hubs) run(ctx context.Context, hb *hub) {
 						}
 					}
 				}
-				h.mu.Unlock()
 			}
+			h.mu.Unlock()
 		}
 	}
 }
@@ -234,6 +238,18 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, c *call) (int, a
 		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second)) // a stalled reader is dropped
 		if _, err := w.Write(frame); err != nil {
 			return 0, nil, nil
+		}
+		// what else is queued goes out with it: one flush per burst, not per run
+	more:
+		for n := 0; n < streamBuffer; n++ {
+			select {
+			case f := <-sub.ch:
+				if _, err := w.Write(f); err != nil {
+					return 0, nil, nil
+				}
+			default:
+				break more
+			}
 		}
 		if err := rc.Flush(); err != nil {
 			return 0, nil, nil

@@ -6,11 +6,14 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 CC=${CC:-clang}
+OUT=${OUT:-.} # CI writes elsewhere and compares
 for name in wait discard priority reuse; do
+  mkdir -p "$OUT/$name"
   "$CC" --target=wasm32-wasi -O2 -mbulk-memory -nostdlib -ffreestanding -fno-ident \
     -Wall -Wextra -Werror -I ../../abi/c \
     -Wl,--no-entry -Wl,--strip-debug -Wl,--export-dynamic -Wl,--no-export-dynamic \
-    -o "$name/$name.wasm" "$name/$name.c"
+    -o "$OUT/$name/$name.wasm" "$name/$name.c"
   # the custom section "wasmsched_sdk" = "c": the language policy inspect shows
-  printf '\x00\x0f\x0dwasmsched_sdkc' >> "$name/$name.wasm"
+  printf '\x00\x0f\x0dwasmsched_sdkc' >> "$OUT/$name/$name.wasm"
+  chmod 644 "$OUT/$name/$name.wasm"
 done

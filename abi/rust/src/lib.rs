@@ -1,0 +1,627 @@
+//! The wasmsched plugin SDK for Rust (ABI version 2, `abi/ABI.md`).
+//!
+//! `no_std`, no dependencies, no allocator: readers are zero-copy views of
+//! the input buffer, the decision writer encodes in place, and both buffers
+//! come from `memory.grow`. Implement one trait and name it once; the SDK
+//! owns every export:
+//!
+//! ```ignore
+//! #![no_std]
+//! use wasmsched_sdk::{Decision, SerialPolicy, Snapshot};
+//!
+//! struct Wait;
+//! impl SerialPolicy for Wait {
+//!     fn decide(s: &Snapshot, d: &mut Decision) {
+//!         let free = s.max_active() as usize - s.n_active().min(s.max_active() as usize);
+//!         for r in s.waiting().take(free) {
+//!             d.launch(r.id(), "oldest waiting run, below max_active");
+//!         }
+//!     }
+//! }
+//! wasmsched_sdk::serial_policy!(Wait);
+//! ```
+//!
+//! Build with `cargo build --release --target wasm32-wasi` (see
+//! docs/sdk-rust.md); the policy logic tests natively with `cargo test
+//! --no-default-features` against [`testing`].
+#![cfg_attr(not(test), no_std)]
+
+use core::ptr;
+
+/// The ABI version this SDK exports.
+pub const ABI_VERSION: i32 = 2;
+/// Reasons are cut to this many bytes (the host's limit).
+pub const MAX_REASON: usize = 256;
+
+/// Run states.
+pub const WAITING: u8 = 1;
+pub const LAUNCHED: u8 = 2;
+pub const RUNNING: u8 = 3;
+pub const STOPPING: u8 = 4;
+
+const LAUNCH: u32 = 1;
+const DISCARD: u32 = 2;
+const STOP: u32 = 3;
+const DISCARD_BELOW: u32 = 4;
+
+/// Slot-reuse verdicts.
+pub const REUSE: u8 = 1;
+pub const REALLOCATE: u8 = 2;
+
+#[inline(always)]
+fn u32_at(b: &[u8], i: usize) -> u32 {
+    debug_assert!(i + 4 <= b.len());
+    // in bounds: every record is validated before a view is made
+    unsafe { ptr::read_unaligned(b.as_ptr().add(i) as *const u32) }
+}
+#[inline(always)]
+fn u64_at(b: &[u8], i: usize) -> u64 {
+    debug_assert!(i + 8 <= b.len());
+    unsafe { ptr::read_unaligned(b.as_ptr().add(i) as *const u64) }
+}
+#[inline(always)]
+fn str_at(b: &[u8], field: usize) -> &[u8] {
+    let (off, n) = (u32_at(b, field) as usize, u32_at(b, field + 4) as usize);
+    unsafe { b.get_unchecked(off..off + n) }
+}
+fn str_ok(b: &[u8], field: usize) -> bool {
+    (u32_at(b, field) as u64) + (u32_at(b, field + 4) as u64) <= b.len() as u64
+}
+
+/// A run of a snapshot or of a reuse request (48 bytes of the input).
+#[derive(Clone, Copy)]
+pub struct Run<'a> {
+    rec: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Run<'a> {
+    pub fn seq(&self) -> u64 { u64_at(self.rec, self.at) }
+    pub fn submitted_at(&self) -> i64 { u64_at(self.rec, self.at + 8) as i64 }
+    pub fn started_at(&self) -> i64 { u64_at(self.rec, self.at + 16) as i64 }
+    pub fn priority(&self) -> i32 { u32_at(self.rec, self.at + 24) as i32 }
+    pub fn slots(&self) -> u32 { u32_at(self.rec, self.at + 28) }
+    /// The run id (bytes of the input: valid during the call).
+    pub fn id(&self) -> &'a [u8] { str_at(self.rec, self.at + 32) }
+    pub fn state(&self) -> u8 { self.rec[self.at + 40] }
+}
+
+/// Runs of a snapshot, oldest (lowest seq) first.
+#[derive(Clone)]
+pub struct Runs<'a> {
+    rec: &'a [u8],
+    at: usize,
+    left: usize,
+}
+
+impl<'a> Iterator for Runs<'a> {
+    type Item = Run<'a>;
+    fn next(&mut self) -> Option<Run<'a>> {
+        if self.left == 0 {
+            return None;
+        }
+        let r = Run { rec: self.rec, at: self.at };
+        self.at += 48;
+        self.left -= 1;
+        Some(r)
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) { (self.left, Some(self.left)) }
+}
+impl<'a> ExactSizeIterator for Runs<'a> {}
+impl<'a> DoubleEndedIterator for Runs<'a> {
+    fn next_back(&mut self) -> Option<Run<'a>> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        Some(Run { rec: self.rec, at: self.at + 48 * self.left })
+    }
+}
+
+/// A serial snapshot (tag 1): a zero-copy view of the input.
+pub struct Snapshot<'a> {
+    rec: &'a [u8],
+    na: usize,
+    nw: usize,
+}
+
+impl<'a> Snapshot<'a> {
+    /// Validates rec as a serial snapshot (tag, counts, every string
+    /// reference inside the record).
+    pub fn parse(rec: &'a [u8]) -> Option<Snapshot<'a>> {
+        if rec.len() < 48 || u32_at(rec, 0) != 1 {
+            return None;
+        }
+        let (na, nw) = (u32_at(rec, 32) as usize, u32_at(rec, 36) as usize);
+        if 48u64 + 48 * (na as u64 + nw as u64) > rec.len() as u64 {
+            return None;
+        }
+        if !str_ok(rec, 16) || !str_ok(rec, 24) {
+            return None;
+        }
+        for i in 0..na + nw {
+            if !str_ok(rec, 48 + 48 * i + 32) {
+                return None;
+            }
+        }
+        Some(Snapshot { rec, na, nw })
+    }
+    /// max_active (0 reads as 1).
+    pub fn max_active(&self) -> u32 { u32_at(self.rec, 4).max(1) }
+    pub fn now(&self) -> i64 { u64_at(self.rec, 8) as i64 }
+    pub fn group(&self) -> &'a [u8] { str_at(self.rec, 16) }
+    pub fn policy(&self) -> &'a [u8] { str_at(self.rec, 24) }
+    pub fn n_active(&self) -> usize { self.na }
+    pub fn n_waiting(&self) -> usize { self.nw }
+    /// The group's WAITING runs in all (at least n_waiting).
+    pub fn waiting_total(&self) -> usize { (u32_at(self.rec, 40) as usize).max(self.nw) }
+    /// The waiting list is a window: the group's oldest and newest runs.
+    pub fn truncated(&self) -> bool { self.waiting_total() > self.nw }
+    /// The active runs (LAUNCHED, RUNNING, STOPPING), oldest first.
+    pub fn active(&self) -> Runs<'a> { Runs { rec: self.rec, at: 48, left: self.na } }
+    /// The waiting runs (the window), oldest first.
+    pub fn waiting(&self) -> Runs<'a> { Runs { rec: self.rec, at: 48 + 48 * self.na, left: self.nw } }
+    pub fn active_at(&self, i: usize) -> Run<'a> { assert!(i < self.na); Run { rec: self.rec, at: 48 + 48 * i } }
+    pub fn waiting_at(&self, i: usize) -> Run<'a> { assert!(i < self.nw); Run { rec: self.rec, at: 48 + 48 * (self.na + i) } }
+}
+
+/// The serial decision being written (tag 2), in place in the output
+/// buffer: one action per run at most, plus one discard_below.
+pub struct Decision<'a> {
+    out: &'a mut [u8],
+    n: usize,
+    max: usize,
+    str_end: usize,
+    below: bool,
+}
+
+impl<'a> Decision<'a> {
+    fn new(out: &'a mut [u8], max: usize) -> Decision<'a> {
+        Decision { out, n: 0, max, str_end: 16 + 20 * max, below: false }
+    }
+    #[inline(always)]
+    fn put32(&mut self, i: usize, v: u32) { unsafe { ptr::write_unaligned(self.out.as_mut_ptr().add(i) as *mut u32, v) } }
+    #[inline(always)]
+    fn put64(&mut self, i: usize, v: u64) { unsafe { ptr::write_unaligned(self.out.as_mut_ptr().add(i) as *mut u64, v) } }
+    #[inline(always)]
+    fn bytes(&mut self, s: &[u8]) -> u32 {
+        let at = self.str_end;
+        // room: the writer was sized for every run id and a full reason per action
+        unsafe { ptr::copy_nonoverlapping(s.as_ptr(), self.out.as_mut_ptr().add(at), s.len()) };
+        self.str_end += s.len();
+        at as u32
+    }
+    fn add(&mut self, kind: u32, run: &[u8], seq: u64, why: &str) {
+        if self.n >= self.max {
+            return; // more actions than runs: the host would refuse it anyway
+        }
+        let a = 16 + 20 * self.n;
+        self.put32(a, kind);
+        if kind == DISCARD_BELOW {
+            self.put64(a + 4, seq);
+        } else {
+            let off = self.bytes(run);
+            self.put32(a + 4, off);
+            self.put32(a + 8, run.len() as u32);
+        }
+        let why = &why.as_bytes()[..why.len().min(MAX_REASON)];
+        let off = self.bytes(why);
+        self.put32(a + 12, off);
+        self.put32(a + 16, why.len() as u32);
+        self.n += 1;
+    }
+    pub fn launch(&mut self, run: &[u8], why: &str) { self.add(LAUNCH, run, 0, why) }
+    pub fn discard(&mut self, run: &[u8], why: &str) { self.add(DISCARD, run, 0, why) }
+    pub fn stop(&mut self, run: &[u8], why: &str) { self.add(STOP, run, 0, why) }
+    /// Discards every WAITING run below seq that the other actions leave
+    /// WAITING (once per decision; seq <= the newest waiting seq + 1).
+    pub fn discard_below(&mut self, seq: u64, why: &str) {
+        if !self.below {
+            self.below = true;
+            self.add(DISCARD_BELOW, &[], seq, why)
+        }
+    }
+    /// Actions written so far.
+    pub fn len(&self) -> usize { self.n }
+    pub fn is_empty(&self) -> bool { self.n == 0 }
+
+    /// Closes the record: moves the string area down over the unused
+    /// action slots and returns the record's length.
+    fn finish(mut self) -> usize {
+        let gap = 20 * (self.max - self.n);
+        let start = 16 + 20 * self.max;
+        if gap > 0 {
+            self.out.copy_within(start..self.str_end, start - gap);
+            for i in 0..self.n {
+                let a = 16 + 20 * i;
+                if u32_at(self.out, a) != DISCARD_BELOW {
+                    let v = u32_at(self.out, a + 4) - gap as u32;
+                    self.put32(a + 4, v);
+                }
+                let v = u32_at(self.out, a + 12) - gap as u32;
+                self.put32(a + 12, v);
+            }
+        }
+        self.put32(0, 2);
+        let n = self.n as u32;
+        self.put32(4, n);
+        self.put64(8, 0);
+        self.str_end - gap
+    }
+}
+
+/// A task slot of a reuse request.
+#[derive(Clone, Copy)]
+pub struct Slot<'a> {
+    rec: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Slot<'a> {
+    pub fn task(&self) -> u32 { u32_at(self.rec, self.at) }
+    pub fn index(&self) -> u32 { u32_at(self.rec, self.at + 4) }
+    pub fn worker(&self) -> &'a [u8] { str_at(self.rec, self.at + 8) }
+    pub fn token(&self) -> &'a [u8] { str_at(self.rec, self.at + 16) }
+    /// The slot's worker is alive.
+    pub fn alive(&self) -> bool { self.rec[self.at + 24] & 1 != 0 }
+    /// The slot still holds the run with its assignment token.
+    pub fn held(&self) -> bool { self.rec[self.at + 24] & 2 != 0 }
+}
+
+/// A reuse request (tag 3).
+pub struct ReuseRequest<'a> {
+    rec: &'a [u8],
+    ns: usize,
+}
+
+impl<'a> ReuseRequest<'a> {
+    pub fn parse(rec: &'a [u8]) -> Option<ReuseRequest<'a>> {
+        if rec.len() < 80 || u32_at(rec, 0) != 3 {
+            return None;
+        }
+        let ns = u32_at(rec, 4) as usize;
+        if 80u64 + 32 * ns as u64 > rec.len() as u64 || !str_ok(rec, 16) || !str_ok(rec, 64) {
+            return None;
+        }
+        for i in 0..ns {
+            if !str_ok(rec, 80 + 32 * i + 8) || !str_ok(rec, 80 + 32 * i + 16) {
+                return None;
+            }
+        }
+        Some(ReuseRequest { rec, ns })
+    }
+    pub fn now(&self) -> i64 { u64_at(self.rec, 8) as i64 }
+    pub fn group(&self) -> &'a [u8] { str_at(self.rec, 16) }
+    pub fn run(&self) -> Run<'a> { Run { rec: self.rec, at: 32 } }
+    pub fn n_slots(&self) -> usize { self.ns }
+    pub fn slot(&self, i: usize) -> Slot<'a> { assert!(i < self.ns); Slot { rec: self.rec, at: 80 + 32 * i } }
+    pub fn slots(&self) -> impl Iterator<Item = Slot<'a>> + 'a {
+        let rec = self.rec;
+        (0..self.ns).map(move |i| Slot { rec, at: 80 + 32 * i })
+    }
+}
+
+/// The reuse decision being written (tag 4): one verdict per slot, or fail.
+pub struct ReuseDecision<'a> {
+    out: &'a mut [u8],
+    n: usize,
+    max: usize,
+    fail: bool,
+    reason: &'static str,
+}
+
+impl<'a> ReuseDecision<'a> {
+    /// The next slot's verdict (REUSE or REALLOCATE).
+    pub fn verdict(&mut self, v: u8) {
+        if self.n < self.max {
+            self.out[24 + self.n] = v;
+            self.n += 1;
+        }
+    }
+    /// Fails the whole run (verdicts are ignored).
+    pub fn fail(&mut self, why: &'static str) {
+        self.fail = true;
+        self.reason = why;
+    }
+    fn finish(self) -> usize {
+        let end = 24 + self.n;
+        let why = &self.reason.as_bytes()[..self.reason.len().min(MAX_REASON)];
+        self.out[end..end + why.len()].copy_from_slice(why);
+        let w = |o: &mut [u8], i: usize, v: u32| o[i..i + 4].copy_from_slice(&v.to_le_bytes());
+        w(self.out, 0, 4);
+        w(self.out, 4, self.fail as u32);
+        w(self.out, 8, if why.is_empty() { 0 } else { end as u32 });
+        w(self.out, 12, why.len() as u32);
+        w(self.out, 16, if self.fail { 0 } else { self.n as u32 });
+        w(self.out, 20, 0);
+        end + why.len()
+    }
+}
+
+/// A serial policy: append every action it wants for the snapshot.
+pub trait SerialPolicy {
+    fn decide(s: &Snapshot, d: &mut Decision);
+}
+
+/// A slot-reuse policy: one verdict per slot, in order, or fail.
+pub trait ReusePolicy {
+    fn decide(r: &ReuseRequest, d: &mut ReuseDecision);
+}
+
+// ---- buffers and exports ----
+
+/// Output buffers are at most this large (the host's memory cap is 32 MiB).
+const MAX_BUF: usize = 64 << 20;
+
+#[doc(hidden)]
+pub struct Buffers {
+    inp: *mut u8,
+    in_cap: usize,
+    out: *mut u8,
+    out_cap: usize,
+}
+
+#[doc(hidden)]
+pub static mut BUFS: Buffers = Buffers { inp: ptr::null_mut(), in_cap: 0, out: ptr::null_mut(), out_cap: 0 };
+
+#[cfg(target_arch = "wasm32")]
+fn grow(size: usize) -> Option<(*mut u8, usize)> {
+    let pages = ((size + 65535) / 65536).max(1);
+    let old = core::arch::wasm32::memory_grow(0, pages);
+    if old == usize::MAX {
+        return None;
+    }
+    Some(((old * 65536) as *mut u8, pages * 65536))
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn grow(_size: usize) -> Option<(*mut u8, usize)> { None }
+
+#[doc(hidden)]
+pub fn input(size: i32) -> *mut u8 {
+    if size < 0 || size as usize > MAX_BUF {
+        return ptr::null_mut();
+    }
+    unsafe {
+        if BUFS.inp.is_null() || size as usize > BUFS.in_cap {
+            match grow(size as usize) {
+                Some((p, cap)) => {
+                    BUFS.inp = p;
+                    BUFS.in_cap = cap;
+                }
+                None => return ptr::null_mut(),
+            }
+        }
+        BUFS.inp
+    }
+}
+
+fn out_buf(need: usize) -> Option<&'static mut [u8]> {
+    if need > MAX_BUF {
+        return None;
+    }
+    unsafe {
+        if BUFS.out.is_null() || need > BUFS.out_cap {
+            let (p, cap) = grow(need)?;
+            BUFS.out = p;
+            BUFS.out_cap = cap;
+        }
+        Some(core::slice::from_raw_parts_mut(BUFS.out, BUFS.out_cap))
+    }
+}
+
+const FAIL: i64 = 1; // ptr 0, error code 1: malformed input
+
+fn located(p: *const u8, n: usize) -> i64 { (((p as usize as u64) << 32) | n as u64) as i64 }
+
+fn in_record(len: i32) -> Option<&'static [u8]> {
+    unsafe {
+        if BUFS.inp.is_null() || len < 0 || len as usize > BUFS.in_cap {
+            return None;
+        }
+        Some(core::slice::from_raw_parts(BUFS.inp, len as usize))
+    }
+}
+
+/// Decides a serial snapshot (a run of the exports, also for tests):
+/// rec in, the encoded decision written to out.
+pub fn decide_serial_into<P: SerialPolicy>(rec: &[u8], out: &mut [u8]) -> Option<usize> {
+    let s = Snapshot::parse(rec)?;
+    let max = s.na + s.nw + 1;
+    if out.len() < serial_out_size(&s) {
+        return None;
+    }
+    let mut d = Decision::new(out, max);
+    P::decide(&s, &mut d);
+    Some(d.finish())
+}
+
+fn serial_out_size(s: &Snapshot) -> usize {
+    let max = s.na + s.nw + 1;
+    let ids: usize = s.active().chain(s.waiting()).map(|r| r.id().len()).sum();
+    16 + 20 * max + ids + MAX_REASON * max
+}
+
+#[doc(hidden)]
+pub fn decide_serial<P: SerialPolicy>(len: i32) -> i64 {
+    let rec = match in_record(len) {
+        Some(r) => r,
+        None => return FAIL,
+    };
+    let s = match Snapshot::parse(rec) {
+        Some(s) => s,
+        None => return FAIL,
+    };
+    let out = match out_buf(serial_out_size(&s)) {
+        Some(o) => o,
+        None => return FAIL,
+    };
+    let max = s.na + s.nw + 1;
+    let p = out.as_ptr();
+    let mut d = Decision::new(out, max);
+    P::decide(&s, &mut d);
+    let n = d.finish();
+    located(p, n)
+}
+
+/// Decides a reuse request (a run of the exports, also for tests).
+pub fn decide_reuse_into<P: ReusePolicy>(rec: &[u8], out: &mut [u8]) -> Option<usize> {
+    let r = ReuseRequest::parse(rec)?;
+    if out.len() < 24 + r.ns + MAX_REASON {
+        return None;
+    }
+    let max = r.ns;
+    let mut d = ReuseDecision { out, n: 0, max, fail: false, reason: "" };
+    P::decide(&r, &mut d);
+    Some(d.finish())
+}
+
+#[doc(hidden)]
+pub fn decide_reuse<P: ReusePolicy>(len: i32) -> i64 {
+    let rec = match in_record(len) {
+        Some(r) => r,
+        None => return FAIL,
+    };
+    let r = match ReuseRequest::parse(rec) {
+        Some(r) => r,
+        None => return FAIL,
+    };
+    let out = match out_buf(24 + r.ns + MAX_REASON) {
+        Some(o) => o,
+        None => return FAIL,
+    };
+    let p = out.as_ptr();
+    let max = r.ns;
+    let mut d = ReuseDecision { out, n: 0, max, fail: false, reason: "" };
+    P::decide(&r, &mut d);
+    let n = d.finish();
+    located(p, n)
+}
+
+/// Exports a serial policy: `wasmsched_sdk::serial_policy!(MyPolicy);`
+#[macro_export]
+macro_rules! serial_policy {
+    ($p:ty) => {
+        $crate::__exports!(1);
+        #[no_mangle]
+        pub extern "C" fn wasmsched_decide(len: i32) -> i64 { $crate::decide_serial::<$p>(len) }
+    };
+}
+
+/// Exports a slot-reuse policy: `wasmsched_sdk::reuse_policy!(MyPolicy);`
+#[macro_export]
+macro_rules! reuse_policy {
+    ($p:ty) => {
+        $crate::__exports!(2);
+        #[no_mangle]
+        pub extern "C" fn wasmsched_decide(len: i32) -> i64 { $crate::decide_reuse::<$p>(len) }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __exports {
+    ($kind:expr) => {
+        #[no_mangle]
+        pub extern "C" fn wasmsched_abi_version() -> i32 { $crate::ABI_VERSION }
+        #[no_mangle]
+        pub extern "C" fn wasmsched_kind() -> i32 { $kind }
+        #[no_mangle]
+        pub extern "C" fn wasmsched_input(size: i32) -> *mut u8 { $crate::input(size) }
+        /// The SDK and the source language, for `wasmsched policy inspect`.
+        #[link_section = "wasmsched_sdk"]
+        #[used]
+        static WASMSCHED_SDK: [u8; 4] = *b"rust";
+    };
+}
+
+#[cfg(all(target_arch = "wasm32", feature = "panic-handler"))]
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! { core::arch::wasm32::unreachable() }
+
+/// Records for native tests of a policy: build a snapshot, decide it with
+/// [`decide_serial_into`], read the actions back.
+pub mod testing {
+    /// A run for [`snapshot`]: (id, seq, state).
+    pub type R<'a> = (&'a str, u64, u8);
+
+    /// Encodes a serial snapshot into buf (returns its length): max_active,
+    /// active and waiting runs (seq ascending), waiting_total (0 = all).
+    pub fn snapshot(buf: &mut [u8], max_active: u32, active: &[R], waiting: &[R], waiting_total: u32) -> usize {
+        let n = active.len() + waiting.len();
+        let mut s = 48 + 48 * n;
+        let put = |b: &mut [u8], i: usize, v: &[u8]| b[i..i + v.len()].copy_from_slice(v);
+        put(buf, 0, &1u32.to_le_bytes());
+        put(buf, 4, &max_active.to_le_bytes());
+        put(buf, 32, &(active.len() as u32).to_le_bytes());
+        put(buf, 36, &(waiting.len() as u32).to_le_bytes());
+        put(buf, 40, &waiting_total.to_le_bytes());
+        for (i, r) in active.iter().chain(waiting.iter()).enumerate() {
+            let at = 48 + 48 * i;
+            put(buf, at, &r.1.to_le_bytes());
+            put(buf, at + 28, &1u32.to_le_bytes());
+            put(buf, at + 32, &(s as u32).to_le_bytes());
+            put(buf, at + 36, &(r.0.len() as u32).to_le_bytes());
+            buf[at + 40] = r.2;
+            put(buf, s, r.0.as_bytes());
+            s += r.0.len();
+        }
+        s
+    }
+
+    /// The i-th action of an encoded decision: (kind, run or "", seq, reason).
+    pub fn action(out: &[u8], i: usize) -> (u32, &[u8], u64, &[u8]) {
+        let u = |j: usize| u32::from_le_bytes([out[j], out[j + 1], out[j + 2], out[j + 3]]);
+        let a = 16 + 20 * i;
+        let s = |j: usize| &out[u(j) as usize..(u(j) + u(j + 4)) as usize];
+        if u(a) == 4 {
+            let seq = u64::from_le_bytes(out[a + 4..a + 12].try_into().unwrap());
+            (4, &[], seq, s(a + 12))
+        } else {
+            (u(a), s(a + 4), 0, s(a + 12))
+        }
+    }
+
+    /// The number of actions of an encoded decision.
+    pub fn n_actions(out: &[u8]) -> usize { u32::from_le_bytes([out[4], out[5], out[6], out[7]]) as usize }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{action, n_actions, snapshot};
+    use super::*;
+
+    struct All;
+    impl SerialPolicy for All {
+        fn decide(s: &Snapshot, d: &mut Decision) {
+            for r in s.waiting() {
+                d.launch(r.id(), "go");
+            }
+            d.discard_below(s.waiting().next().map(|r| r.seq()).unwrap_or(1), "old");
+            d.discard_below(99, "twice: ignored");
+        }
+    }
+
+    #[test]
+    fn writer_closes_the_gap() {
+        let (mut inp, mut out) = ([0u8; 4096], [0u8; 16384]);
+        let n = snapshot(&mut inp, 3, &[("a1", 1, RUNNING)], &[("w2", 2, WAITING), ("w3", 3, WAITING)], 0);
+        let m = decide_serial_into::<All>(&inp[..n], &mut out).unwrap();
+        assert_eq!(n_actions(&out[..m]), 3);
+        assert_eq!(action(&out[..m], 0), (1, &b"w2"[..], 0, &b"go"[..]));
+        assert_eq!(action(&out[..m], 1), (1, &b"w3"[..], 0, &b"go"[..]));
+        assert_eq!(action(&out[..m], 2), (4, &b""[..], 2, &b"old"[..]));
+        // the record ends where its last string does: no gap left
+        assert_eq!(m, 16 + 20 * 3 + 2 + 2 + 2 + 2 + 3);
+    }
+
+    #[test]
+    fn malformed_input_is_refused() {
+        let mut inp = [0u8; 4096];
+        let n = snapshot(&mut inp, 1, &[], &[("w", 2, WAITING)], 0);
+        assert!(Snapshot::parse(&inp[..n - 1]).is_none(), "a string past the end");
+        assert!(Snapshot::parse(&inp[..40]).is_none(), "short");
+        inp[0] = 9;
+        assert!(Snapshot::parse(&inp[..n]).is_none(), "wrong tag");
+    }
+}
