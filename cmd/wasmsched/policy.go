@@ -25,6 +25,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wasmsched/wasmsched/abi"
+	csdk "github.com/wasmsched/wasmsched/abi/c"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/digest"
 	"github.com/wasmsched/wasmsched/plugins"
@@ -246,6 +247,7 @@ func tryStore(c *cli.Context) (*storage.Store, func(), error) {
 
 type buildJSON struct {
 	File       string `json:"file"`
+	Language   string `json:"language"`
 	Kind       string `json:"kind"`
 	ABIVersion int    `json:"abi_version"`
 	Size       int    `json:"size"`
@@ -255,43 +257,81 @@ type buildJSON struct {
 func policyBuildCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "build",
-		Usage:     "compile a Go policy package to a wasm plugin and check that it loads",
+		Usage:     "compile a policy (Go, Rust or C) to a wasm plugin and check that it loads",
 		ArgsUsage: "DIR",
-		Description: `Runs, in DIR's module, with the environment inherited:
+		Description: `Detects DIR's language (--lang overrides): Rust when DIR has a Cargo.toml, C
+when it has .c files and no .go files, else Go. Then runs, in DIR, with the
+environment inherited:
 
-   GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o FILE DIR
+   Go:    GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o FILE .
+   Rust:  cargo build --release --offline --target wasm32-wasi
+          (RUSTFLAGS=-C target-feature=+bulk-memory; the crate is a cdylib
+          using abi/rust; Debian's /usr/bin/cargo and rustc when present)
+   C:     clang --target=wasm32-wasi -O2 -mbulk-memory -nostdlib -ffreestanding
+          -I <the SDK header, written by this command> -Wl,--no-entry
+          -Wl,--export-dynamic -o FILE DIR/*.c
 
-then loads the result once with the policy runtime (ABI version, exports,
-kind, _initialize) and prints its kind, ABI version, size and sha256. The
-package must be "package main", import github.com/wasmsched/wasmsched/abi/sdk
-and call sdk.Register from an init function (see docs/plugin-authors.md).
-A compile error exits 2 with the compiler's output.
+(a C or Rust plugin also gets the "wasmsched_sdk" custom section naming
+its language, as the SDKs' build scripts do), then loads the result once
+with the policy runtime (ABI version, exports, kind, _initialize) and
+prints its language, kind, ABI version, size and sha256. A compile error
+exits 2 with the compiler's output. docs/plugin-authors.md (Go),
+docs/sdk-rust.md and docs/sdk-c.md walk through each.
 
 Examples:
    wasmsched policy build ./mypolicy --out mypolicy.wasm
-   wasmsched policy build . --out /tmp/p.wasm -o json
+   wasmsched policy build ./my-rust-policy
+   wasmsched policy build ./cpolicy --lang c -o json
 
 --out names the output file; -o is the output format, as for every command.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "write the plugin to `FILE` (default DIR's base name + .wasm)"},
+			&cli.StringFlag{Name: "lang", Usage: "the source language `L`: go, rust or c (default: detected)"},
 			&cli.StringFlag{Name: "go", Value: "go", Usage: "the go `COMMAND` to run"},
+			&cli.StringFlag{Name: "cargo", Usage: "the cargo `COMMAND` (default /usr/bin/cargo if present, else cargo)"},
+			&cli.StringFlag{Name: "cc", Value: "clang", Usage: "the C compiler `COMMAND` (clang with the wasm32 target and lld)"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := exactArgs(c, 1, "DIR"); err != nil {
 				return err
 			}
-			b, err := buildPolicy(c.Context, c.String("go"), c.Args().First(), c.String("out"), c.App.ErrWriter)
+			t := buildTools{Go: c.String("go"), Cargo: c.String("cargo"), CC: c.String("cc")}
+			b, err := buildPolicy(c.Context, t, c.String("lang"), c.Args().First(), c.String("out"), c.App.ErrWriter)
 			if err != nil {
 				return err
 			}
 			return render(c, b, func(w io.Writer) {
-				fmt.Fprintf(w, "FILE\t%s\nKIND\t%s\nABI\t%d\nSIZE\t%d\nSHA256\t%s\n", b.File, b.Kind, b.ABIVersion, b.Size, b.SHA256)
+				fmt.Fprintf(w, "FILE\t%s\nLANGUAGE\t%s\nKIND\t%s\nABI\t%d\nSIZE\t%d\nSHA256\t%s\n", b.File, b.Language, b.Kind, b.ABIVersion, b.Size, b.SHA256)
 			})
 		},
 	}
 }
 
-func buildPolicy(ctx context.Context, gocmd, dir, out string, stderr io.Writer) (buildJSON, error) {
+// buildTools are the compilers policy build runs.
+type buildTools struct{ Go, Cargo, CC string }
+
+// detectLanguage is policy build's language of dir.
+func detectLanguage(dir string) string {
+	if _, err := os.Stat(filepath.Join(dir, "Cargo.toml")); err == nil {
+		return "rust"
+	}
+	cs, _ := filepath.Glob(filepath.Join(dir, "*.c"))
+	gos, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+	if len(cs) > 0 && len(gos) == 0 {
+		return "c"
+	}
+	return "go"
+}
+
+// sdkSection is the custom section "wasmsched_sdk" with lang as payload.
+func sdkSection(lang string) []byte {
+	name := "wasmsched_sdk"
+	body := append([]byte{byte(len(name))}, name...)
+	body = append(body, lang...)
+	return append([]byte{0, byte(len(body))}, body...)
+}
+
+func buildPolicy(ctx context.Context, t buildTools, lang, dir, out string, stderr io.Writer) (buildJSON, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		return buildJSON{}, asUsage(err)
@@ -303,6 +343,9 @@ func buildPolicy(ctx context.Context, gocmd, dir, out string, stderr io.Writer) 
 	if err != nil {
 		return buildJSON{}, err
 	}
+	if lang == "" {
+		lang = detectLanguage(absDir)
+	}
 	if out == "" {
 		out = filepath.Base(absDir) + ".wasm"
 	}
@@ -310,20 +353,75 @@ func buildPolicy(ctx context.Context, gocmd, dir, out string, stderr io.Writer) 
 	if err != nil {
 		return buildJSON{}, err
 	}
-	cmd := exec.CommandContext(ctx, gocmd, "build", "-buildmode=c-shared", "-trimpath", "-o", absOut, ".")
+	tmp, err := os.MkdirTemp("", "wasmsched-build-")
+	if err != nil {
+		return buildJSON{}, err
+	}
+	defer os.RemoveAll(tmp)
+	var cmd *exec.Cmd
+	switch lang {
+	case "go":
+		cmd = exec.CommandContext(ctx, t.Go, "build", "-buildmode=c-shared", "-trimpath", "-o", absOut, ".")
+		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	case "rust":
+		cargo, env := t.Cargo, os.Environ()
+		if cargo == "" {
+			cargo = "cargo"
+			if _, err := os.Stat("/usr/bin/cargo"); err == nil {
+				cargo = "/usr/bin/cargo"
+			}
+		}
+		if _, err := os.Stat("/usr/bin/rustc"); err == nil && os.Getenv("RUSTC") == "" {
+			env = append(env, "RUSTC=/usr/bin/rustc")
+		}
+		env = append(env, "CARGO_TARGET_DIR="+filepath.Join(tmp, "target"), "RUSTFLAGS=-C target-feature=+bulk-memory")
+		cmd = exec.CommandContext(ctx, cargo, "build", "--release", "--offline", "--target", "wasm32-wasi")
+		cmd.Env = env
+	case "c":
+		if err := os.WriteFile(filepath.Join(tmp, "wasmsched.h"), csdk.Header, 0o644); err != nil {
+			return buildJSON{}, err
+		}
+		srcs, _ := filepath.Glob(filepath.Join(absDir, "*.c"))
+		if len(srcs) == 0 {
+			return buildJSON{}, usageErrorf("build: --lang c but %s has no .c file", dir)
+		}
+		args := []string{"--target=wasm32-wasi", "-O2", "-mbulk-memory", "-nostdlib", "-ffreestanding", "-I", tmp,
+			"-Wl,--no-entry", "-Wl,--export-dynamic", "-Wl,--strip-debug", "-o", absOut}
+		cmd = exec.CommandContext(ctx, t.CC, append(args, srcs...)...)
+	default:
+		return buildJSON{}, usageErrorf("build: --lang %q: want go, rust or c", lang)
+	}
 	cmd.Dir = absDir
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	if err := cmd.Run(); err != nil {
-		return buildJSON{}, usageErrorf("build %s: %v:\n%s", dir, err, strings.TrimSpace(buf.String()))
+		return buildJSON{}, usageErrorf("build %s (%s): %v:\n%s", dir, lang, err, strings.TrimSpace(buf.String()))
 	}
 	if buf.Len() > 0 {
 		_, _ = stderr.Write(buf.Bytes())
 	}
+	if lang == "rust" { // the crate's one cdylib
+		ws, _ := filepath.Glob(filepath.Join(tmp, "target", "wasm32-wasi", "release", "*.wasm"))
+		if len(ws) != 1 {
+			return buildJSON{}, usageErrorf("build %s (rust): want one cdylib .wasm in the cargo output, found %d (crate-type = [\"cdylib\"] in Cargo.toml)", dir, len(ws))
+		}
+		b, err := os.ReadFile(ws[0])
+		if err != nil {
+			return buildJSON{}, err
+		}
+		if err := os.WriteFile(absOut, b, 0o644); err != nil {
+			return buildJSON{}, err
+		}
+	}
 	wasm, err := os.ReadFile(absOut)
 	if err != nil {
 		return buildJSON{}, err
+	}
+	if lang == "c" { // the SDK section, as plugins/c/build.sh appends it
+		wasm = append(wasm, sdkSection("c")...)
+		if err := os.WriteFile(absOut, wasm, 0o644); err != nil {
+			return buildJSON{}, err
+		}
 	}
 	rt, err := newPolicyRuntime(ctx, sandbox{})
 	if err != nil {
@@ -335,7 +433,7 @@ func buildPolicy(ctx context.Context, gocmd, dir, out string, stderr io.Writer) 
 		return buildJSON{}, loadUsage(fmt.Errorf("built %s but it is not a valid plugin: %w", out, err))
 	}
 	defer p.Close(context.Background())
-	return buildJSON{File: out, Kind: p.Kind().String(), ABIVersion: int(p.ABIVersion()), Size: len(wasm), SHA256: digest.SHA256(wasm)}, nil
+	return buildJSON{File: out, Language: lang, Kind: p.Kind().String(), ABIVersion: int(p.ABIVersion()), Size: len(wasm), SHA256: digest.SHA256(wasm)}, nil
 }
 
 // --- inspect ---
@@ -348,13 +446,17 @@ type exportJSON struct {
 }
 
 type inspectJSON struct {
-	File       string       `json:"file"`
-	Size       int          `json:"size"`
-	SHA256     string       `json:"sha256"`
-	ABIVersion int          `json:"abi_version"`
-	Kind       string       `json:"kind"`
-	Exports    []exportJSON `json:"exports"`
-	Imports    []string     `json:"imports"`
+	File       string `json:"file"`
+	Size       int    `json:"size"`
+	SHA256     string `json:"sha256"`
+	ABIVersion int    `json:"abi_version"`
+	Kind       string `json:"kind"`
+	// Language is the source language the module says (the SDK's
+	// "wasmsched_sdk" custom section: "c", "rust"; "go" for a Go build's
+	// go:buildid section), "" when it says none.
+	Language string       `json:"language"`
+	Exports  []exportJSON `json:"exports"`
+	Imports  []string     `json:"imports"`
 }
 
 func policyInspectCommand() *cli.Command {
@@ -379,7 +481,8 @@ Examples:
 				return err
 			}
 			return render(c, r, func(w io.Writer) {
-				fmt.Fprintf(w, "FILE\t%s\nSIZE\t%d\nSHA256\t%s\nABI\t%d\nKIND\t%s\n\nEXPORT\tTYPE\tSIGNATURE\n", r.File, r.Size, r.SHA256, r.ABIVersion, r.Kind)
+				fmt.Fprintf(w, "FILE\t%s\nSIZE\t%d\nSHA256\t%s\nABI\t%d\nKIND\t%s\nLANGUAGE\t%s\n\nEXPORT\tTYPE\tSIGNATURE\n",
+					r.File, r.Size, r.SHA256, r.ABIVersion, r.Kind, dash(r.Language))
 				for _, e := range r.Exports {
 					sig := "-"
 					if e.Type == "func" {
@@ -414,11 +517,19 @@ func inspectPolicy(ctx context.Context, path string) (inspectJSON, error) {
 	r.ABIVersion = int(p.ABIVersion())
 	_ = p.Close(ctx)
 
-	wr := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	wr := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().WithCustomSections(true))
 	defer wr.Close(context.Background())
 	cm, err := wr.CompileModule(ctx, wasm)
 	if err != nil {
 		return r, usageErrorf("inspect %s: %v", path, err)
+	}
+	for _, cs := range cm.CustomSections() {
+		switch {
+		case cs.Name() == "wasmsched_sdk" && len(cs.Data()) <= 32:
+			r.Language = strings.ToValidUTF8(string(cs.Data()), "?")
+		case cs.Name() == "go:buildid" && r.Language == "":
+			r.Language = "go"
+		}
 	}
 	types := func(ts []api.ValueType) []string {
 		out := make([]string, len(ts))

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -437,5 +438,49 @@ func TestPolicyBuildExample(t *testing.T) {
 	code = run(context.Background(), []string{"wasmsched", "policy", "build", bad, "--out", filepath.Join(bad, "x.wasm")}, &sout, &serr)
 	if code != 2 || !strings.Contains(serr.String(), "undefined: undefinedThing") {
 		t.Errorf("bad build: exit %d, stderr %q", code, serr.String())
+	}
+}
+
+// TestCLIPolicyBuild_languages: policy build detects a Rust crate and a C
+// directory, builds them with their toolchains, and inspect shows the
+// language each SDK wrote.
+func TestCLIPolicyBuild_languages(t *testing.T) {
+	for _, tc := range []struct {
+		lang, dir string
+		tools     []string
+	}{
+		{"c", "../../plugins/c/discard", []string{"clang", "wasm-ld"}},
+		{"rust", "../../plugins/rust/priority", []string{"/usr/bin/cargo", "/usr/bin/rustc"}},
+	} {
+		t.Run(tc.lang, func(t *testing.T) {
+			for _, tool := range tc.tools {
+				if _, err := exec.LookPath(tool); err != nil {
+					if os.Getenv("WASMSCHED_REQUIRE_GUESTS") != "" {
+						t.Fatalf("%s is missing", tool)
+					}
+					t.Skipf("%s is missing", tool)
+				}
+			}
+			out := filepath.Join(t.TempDir(), "p.wasm")
+			code, stdout, errs := noRedis(t, "policy", "build", tc.dir, "--out", out, "-o", "json")
+			var b buildJSON
+			if code != 0 || json.Unmarshal([]byte(stdout), &b) != nil || b.Language != tc.lang || b.Kind != "serial" || b.ABIVersion != 2 {
+				t.Fatalf("build: exit %d %s %s", code, stdout, errs)
+			}
+			code, stdout, errs = noRedis(t, "policy", "inspect", out, "-o", "json")
+			var in inspectJSON
+			if code != 0 || json.Unmarshal([]byte(stdout), &in) != nil || in.Language != tc.lang {
+				t.Fatalf("inspect: exit %d %s %s", code, stdout, errs)
+			}
+		})
+	}
+	code, _, errs := noRedis(t, "policy", "build", "../../plugins/c/wait", "--lang", "cobol")
+	if code != 2 || !strings.Contains(errs, `want go, rust or c`) {
+		t.Fatalf("--lang cobol: exit %d %s", code, errs)
+	}
+	// a Go plugin says go
+	code, stdout, _ := noRedis(t, "policy", "inspect", "../../plugins/wait/wait.wasm", "-o", "json")
+	if code != 0 || !strings.Contains(stdout, `"language": "go"`) {
+		t.Fatalf("inspect of a Go plugin: %s", stdout)
 	}
 }
