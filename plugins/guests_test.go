@@ -86,3 +86,24 @@ func TestRustNative(t *testing.T) {
 		}
 	}
 }
+
+// TestCNative builds and runs the C policies' native tests
+// (plugins/c/test/*_test.c with abi/c/wasmsched_test.h).
+func TestCNative(t *testing.T) {
+	guestToolchain(t, "c")
+	tests, _ := filepath.Glob("c/test/*_test.c")
+	if len(tests) == 0 {
+		t.Fatal("no C tests")
+	}
+	for _, src := range tests {
+		t.Run(filepath.Base(src), func(t *testing.T) {
+			bin := filepath.Join(t.TempDir(), "t")
+			if b, err := exec.Command("clang", "-O1", "-Wall", "-Werror", "-I", "../abi/c", "-o", bin, src).CombinedOutput(); err != nil {
+				t.Fatalf("build %s: %v\n%s", src, err, b)
+			}
+			if b, err := exec.Command(bin).CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v\n%s", src, err, b)
+			}
+		})
+	}
+}

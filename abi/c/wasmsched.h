@@ -152,9 +152,101 @@ typedef struct {
 static inline void ws_verdict(ws_reuse_decision *d, uint8_t v) { if (d->n < d->max) d->b[24 + d->n++] = v; }
 static inline void ws_fail(ws_reuse_decision *d, const char *why) { d->fail = 1; d->reason = why; }
 
-/* ---- the exports ---- */
+/* ws__strok: the string reference at field lies inside the record. */
+static inline int ws__strok(const uint8_t *field, uint32_t len) {
+	uint64_t off = ws__u32(field), n = ws__u32(field + 4);
+	return off + n <= len;
+}
 
-/* Buffers come from memory.grow, past everything the module has: an input
+#ifdef WASMSCHED_SERIAL
+void ws_decide_serial(const ws_snapshot *s, ws_decision *d);
+
+/* ws_serial_out_size: the output room a decision of the snapshot b[0:n]
+ * needs (one action per run plus a discard_below, each with its run id and
+ * a full reason), 0 if b is not a valid snapshot. */
+static inline uint64_t ws_serial_out_size(const uint8_t *b, uint32_t n) {
+	if (n < 48 || ws__u32(b) != 1) return 0;
+	uint64_t na = ws__u32(b + 32), nw = ws__u32(b + 36);
+	if (48 + 48 * (na + nw) > n) return 0;
+	if (!ws__strok(b + 16, n) || !ws__strok(b + 24, n)) return 0;
+	uint64_t ids = 0;
+	for (uint64_t i = 0; i < na + nw; i++) {
+		const uint8_t *r = b + 48 + 48 * i;
+		if (!ws__strok(r + 32, n)) return 0;
+		ids += ws__u32(r + 36);
+	}
+	uint64_t max = na + nw + 1;
+	return 16 + 20 * max + ids + (uint64_t)WS_MAX_REASON * max;
+}
+
+/* ws_decide_serial_buf decides the valid snapshot b[0:n] into out (at
+ * least ws_serial_out_size bytes) and returns the decision's length: what
+ * the export runs, and what native tests call. */
+static inline uint32_t ws_decide_serial_buf(const uint8_t *b, uint32_t n, uint8_t *out) {
+	uint32_t na = ws__u32(b + 32), nw = ws__u32(b + 36);
+	ws_snapshot s = {b, n, na, nw};
+	uint32_t max = na + nw + 1;
+	ws_decision d = {out, 0, max, 16 + 20 * max, 0};
+	ws_decide_serial(&s, &d);
+	/* close the gap between the actions written and the slots reserved:
+	 * move the string area down and shift every offset */
+	uint32_t gap = 20 * (d.max - d.n);
+	uint32_t start = 16 + 20 * d.max;
+	if (gap) {
+		__builtin_memmove(d.b + start - gap, d.b + start, d.str - start);
+		for (uint32_t i = 0; i < d.n; i++) {
+			uint8_t *a = d.b + 16 + 20 * i;
+			if (ws__u32(a) != WS_DISCARD_BELOW) ws__put32(a + 4, ws__u32(a + 4) - gap);
+			ws__put32(a + 12, ws__u32(a + 12) - gap);
+		}
+	}
+	ws__put32(d.b, 2);
+	ws__put32(d.b + 4, d.n);
+	ws__put64(d.b + 8, 0);
+	return d.str - gap;
+}
+#else
+void ws_decide_reuse(const ws_reuse_request *r, ws_reuse_decision *d);
+
+/* ws_reuse_out_size: the output room a decision of the request b[0:n]
+ * needs, 0 if b is not a valid reuse request. */
+static inline uint64_t ws_reuse_out_size(const uint8_t *b, uint32_t n) {
+	if (n < 80 || ws__u32(b) != 3) return 0;
+	uint64_t ns = ws__u32(b + 4);
+	if (80 + 32 * ns > n) return 0;
+	if (!ws__strok(b + 16, n) || !ws__strok(b + 64, n)) return 0;
+	for (uint64_t i = 0; i < ns; i++) {
+		const uint8_t *sl = b + 80 + 32 * i;
+		if (!ws__strok(sl + 8, n) || !ws__strok(sl + 16, n)) return 0;
+	}
+	return 24 + ns + WS_MAX_REASON;
+}
+
+/* ws_decide_reuse_buf decides the valid request b[0:n] into out. */
+static inline uint32_t ws_decide_reuse_buf(const uint8_t *b, uint32_t n, uint8_t *out) {
+	ws_reuse_request r = {b, n, ws__u32(b + 4)};
+	ws_reuse_decision d = {out, 0, r.n_slots, 0, 0};
+	ws_decide_reuse(&r, &d);
+	uint32_t end = 24 + d.n, rn = 0;
+	if (d.reason) {
+		rn = ws__strlen(d.reason);
+		if (rn > WS_MAX_REASON) rn = WS_MAX_REASON;
+		__builtin_memcpy(d.b + end, d.reason, rn);
+	}
+	ws__put32(d.b, 4);
+	ws__put32(d.b + 4, d.fail ? 1 : 0);
+	ws__put32(d.b + 8, rn ? end : 0);
+	ws__put32(d.b + 12, rn);
+	ws__put32(d.b + 16, d.fail ? 0 : d.n);
+	ws__put32(d.b + 20, 0);
+	return end + rn;
+}
+#endif
+
+#ifdef __wasm__
+/* ---- the exports (wasm builds only: a native build is a test harness) ----
+ *
+ * Buffers come from memory.grow, past everything the module has: an input
  * region and an output region, each grown (never shrunk) when a call needs
  * more. Nothing else allocates. */
 static uint8_t *ws__in, *ws__out;
@@ -173,10 +265,8 @@ __attribute__((export_name("wasmsched_abi_version"))) int32_t wasmsched_abi_vers
 
 #ifdef WASMSCHED_SERIAL
 __attribute__((export_name("wasmsched_kind"))) int32_t wasmsched_kind(void) { return 1; }
-void ws_decide_serial(const ws_snapshot *s, ws_decision *d);
 #else
 __attribute__((export_name("wasmsched_kind"))) int32_t wasmsched_kind(void) { return 2; }
-void ws_decide_reuse(const ws_reuse_request *r, ws_reuse_decision *d);
 #endif
 
 __attribute__((export_name("wasmsched_input"))) uint8_t *wasmsched_input(int32_t size) {
@@ -189,92 +279,29 @@ __attribute__((export_name("wasmsched_input"))) uint8_t *wasmsched_input(int32_t
 	return ws__in;
 }
 
-/* ws__strok: the string reference at field lies inside the record. */
-static inline int ws__strok(const uint8_t *field, uint32_t len) {
-	uint64_t off = ws__u32(field), n = ws__u32(field + 4);
-	return off + n <= len;
-}
-
 #define WS__FAIL ((int64_t)1) /* ptr 0, error code 1: malformed input */
 
-static inline int64_t ws__out_ptr(uint8_t *p, uint32_t n) { return (int64_t)(((uint64_t)(uintptr_t)p << 32) | n); }
-
 __attribute__((export_name("wasmsched_decide"))) int64_t wasmsched_decide(int32_t len) {
-	const uint8_t *b = ws__in;
-	if (!b || len < 8 || (uint32_t)len > ws__in_cap) return WS__FAIL;
+	if (!ws__in || len < 8 || (uint32_t)len > ws__in_cap) return WS__FAIL;
 	uint32_t n = (uint32_t)len;
 #ifdef WASMSCHED_SERIAL
-	if (n < 48 || ws__u32(b) != 1) return WS__FAIL;
-	uint64_t na = ws__u32(b + 32), nw = ws__u32(b + 36);
-	if (48 + 48 * (na + nw) > n) return WS__FAIL;
-	if (!ws__strok(b + 16, n) || !ws__strok(b + 24, n)) return WS__FAIL;
-	uint64_t ids = 0;
-	for (uint64_t i = 0; i < na + nw; i++) {
-		const uint8_t *r = b + 48 + 48 * i;
-		if (!ws__strok(r + 32, n)) return WS__FAIL;
-		ids += ws__u32(r + 36);
-	}
-	ws_snapshot s = {b, n, (uint32_t)na, (uint32_t)nw};
-	/* worst case: one action per run plus a discard_below, each with its
-	 * run id and a full reason */
-	uint64_t max = na + nw + 1;
-	uint64_t need = 16 + 20 * max + ids + (uint64_t)WS_MAX_REASON * max;
-	if (need > ((uint64_t)64 << 20)) return WS__FAIL;
-	if (need > ws__out_cap || !ws__out) {
-		uint8_t *p = ws__grow((uint32_t)need, &ws__out_cap);
-		if (!p) return WS__FAIL;
-		ws__out = p;
-	}
-	ws_decision d = {ws__out, 0, (uint32_t)max, (uint32_t)(16 + 20 * max), 0};
-	ws_decide_serial(&s, &d);
-	/* close the gap between the actions written and the slots reserved:
-	 * move the string area down and shift every offset */
-	uint32_t gap = 20 * (d.max - d.n);
-	uint32_t start = 16 + 20 * d.max;
-	if (gap) {
-		__builtin_memmove(d.b + start - gap, d.b + start, d.str - start);
-		for (uint32_t i = 0; i < d.n; i++) {
-			uint8_t *a = d.b + 16 + 20 * i;
-			if (ws__u32(a) != WS_DISCARD_BELOW) ws__put32(a + 4, ws__u32(a + 4) - gap);
-			ws__put32(a + 12, ws__u32(a + 12) - gap);
-		}
-	}
-	ws__put32(d.b, 2);
-	ws__put32(d.b + 4, d.n);
-	ws__put64(d.b + 8, 0);
-	return ws__out_ptr(d.b, d.str - gap);
+	uint64_t need = ws_serial_out_size(ws__in, n);
 #else
-	if (n < 80 || ws__u32(b) != 3) return WS__FAIL;
-	uint64_t ns = ws__u32(b + 4);
-	if (80 + 32 * ns > n) return WS__FAIL;
-	if (!ws__strok(b + 16, n) || !ws__strok(b + 64, n)) return WS__FAIL;
-	for (uint64_t i = 0; i < ns; i++) {
-		const uint8_t *sl = b + 80 + 32 * i;
-		if (!ws__strok(sl + 8, n) || !ws__strok(sl + 16, n)) return WS__FAIL;
-	}
-	ws_reuse_request r = {b, n, (uint32_t)ns};
-	uint64_t need = 24 + ns + WS_MAX_REASON;
+	uint64_t need = ws_reuse_out_size(ws__in, n);
+#endif
+	if (need == 0 || need > ((uint64_t)64 << 20)) return WS__FAIL;
 	if (need > ws__out_cap || !ws__out) {
 		uint8_t *p = ws__grow((uint32_t)need, &ws__out_cap);
 		if (!p) return WS__FAIL;
 		ws__out = p;
 	}
-	ws_reuse_decision d = {ws__out, 0, (uint32_t)ns, 0, 0};
-	ws_decide_reuse(&r, &d);
-	uint32_t end = 24 + d.n, rn = 0;
-	if (d.reason) {
-		rn = ws__strlen(d.reason);
-		if (rn > WS_MAX_REASON) rn = WS_MAX_REASON;
-		__builtin_memcpy(d.b + end, d.reason, rn);
-	}
-	ws__put32(d.b, 4);
-	ws__put32(d.b + 4, d.fail ? 1 : 0);
-	ws__put32(d.b + 8, rn ? end : 0);
-	ws__put32(d.b + 12, rn);
-	ws__put32(d.b + 16, d.fail ? 0 : d.n);
-	ws__put32(d.b + 20, 0);
-	return ws__out_ptr(d.b, end + rn);
+#ifdef WASMSCHED_SERIAL
+	uint32_t m = ws_decide_serial_buf(ws__in, n, ws__out);
+#else
+	uint32_t m = ws_decide_reuse_buf(ws__in, n, ws__out);
 #endif
+	return (int64_t)(((uint64_t)(uintptr_t)ws__out << 32) | m);
 }
+#endif /* __wasm__ */
 
 #endif /* WASMSCHED_H */
