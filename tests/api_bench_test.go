@@ -57,17 +57,7 @@ func TestAPIBench(t *testing.T) {
 		}
 	}
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 30 * time.Second}
-	backlog := func() int {
-		gs, err := st.ListGroups(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, g := range gs {
-			n += g.Waiting + g.Active
-		}
-		return n
-	}
+	backlog := func() int { return Backlog(t, st) }
 	type result struct {
 		mode             string
 		submitsPS, finPS float64

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
@@ -54,17 +55,7 @@ func TestRetentionSoak(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	backlog := func() int {
-		gs, err := st.ListGroups(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, g := range gs {
-			n += g.Waiting + g.Active
-		}
-		return n
-	}
+	backlog := func() int { return Backlog(t, st) }
 	type sample struct {
 		runs int
 		at   time.Duration
@@ -132,4 +123,20 @@ func TestRetentionSoak(t *testing.T) {
 	if end > base+2<<20 || left != 0 {
 		t.Errorf("after the retention: used_memory %.2f MiB (start %.2f), %d runs left", float64(end)/(1<<20), float64(base)/(1<<20), left)
 	}
+}
+
+// Backlog is the namespace's waiting and active runs, over all groups.
+func Backlog(t testing.TB, st *storage.Store) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	gs, err := st.ListGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range gs {
+		n += g.Waiting + g.Active
+	}
+	return n
 }

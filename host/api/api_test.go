@@ -343,22 +343,29 @@ func TestAPI_cluster(t *testing.T) {
 	}
 }
 
-func TestAPI_policies(t *testing.T) {
-	e := newEnv(t, opts{})
+// pushTwoVersions pushes and activates two versions of "priority" (the
+// built-in's bytes, then wait's): v2 is active.
+func pushTwoVersions(t *testing.T, st *storage.Store) {
+	t.Helper()
 	ctx := context.Background()
-	for i, src := range []string{"priority", "wait"} { // two versions of "priority"
-		res, err := host.ResolvePolicy(ctx, e.st, src)
+	for i, src := range []string{"priority", "wait"} {
+		res, err := host.ResolvePolicy(ctx, st, src)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := res.Wasm(ctx, e.st)
+		b, err := res.Wasm(ctx, st)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.st.PushPolicy(ctx, storage.PushRequest{Name: "priority", Kind: "serial", Blob: b, Who: "test", Note: fmt.Sprint("v", i+1), Activate: true}); err != nil {
+		if _, err := st.PushPolicy(ctx, storage.PushRequest{Name: "priority", Kind: "serial", Blob: b, Who: "test", Note: fmt.Sprint("v", i+1), Activate: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+func TestAPI_policies(t *testing.T) {
+	e := newEnv(t, opts{})
+	pushTwoVersions(t, e.st)
 	var list struct {
 		Policies []struct {
 			Name    string `json:"name"`

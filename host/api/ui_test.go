@@ -2,7 +2,6 @@ package api_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,9 +10,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/wasmsched/wasmsched/host"
-	"github.com/wasmsched/wasmsched/storage"
 )
 
 // chromium finds Debian's chromium. Without it the browser test is
@@ -47,20 +43,7 @@ func TestUI_browser(t *testing.T) {
 	exe := chromium(t)
 	e := newEnv(t, opts{tokens: true, engine: true})
 	bg := context.Background()
-	// two versions of "priority" (the built-in's bytes, then wait's), v2 active
-	for i, src := range []string{"priority", "wait"} {
-		res, err := host.ResolvePolicy(bg, e.st, src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := res.Wasm(bg, e.st)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.st.PushPolicy(bg, storage.PushRequest{Name: "priority", Kind: "serial", Blob: b, Who: "ui-test", Note: fmt.Sprint("v", i+1), Activate: true}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	pushTwoVersions(t, e.st) // v2 active
 	if got := e.do("PUT", ns+"/groups/nightly", `{"policy": "wait", "max_active": 1}`, nil); got != 200 {
 		t.Fatalf("group: %d", got)
 	}
