@@ -228,12 +228,17 @@ func TestAPI_runs(t *testing.T) {
 	e.fails(400, "invalid", "limit", "GET", ns+"/runs?limit=5000", "")
 	e.fails(400, "invalid", "state", "GET", ns+"/runs?state=NOPE", "")
 	e.fails(413, "too_large", "", "POST", ns+"/groups/g/runs", `{"payload": "`+strings.Repeat("x", api.MaxBodyBytes)+`"}`)
+	// a write a browser sends from another site is refused, also on an open API
+	e.fails(403, "forbidden", "cross-origin POST from http://evil.example refused", "POST", ns+"/groups/g/runs", `{}`, "Origin", "http://evil.example")
+	if got := e.do("POST", ns+"/groups/g/runs", `{"id": "same-origin"}`, nil, "Origin", e.srv.URL); got != 201 {
+		t.Fatalf("a same-origin write: %d", got)
+	}
 	// nothing of the failed requests was written
 	var all struct {
 		Runs []runJSON `json:"runs"`
 	}
-	if e.do("GET", ns+"/runs?limit=1000", "", &all); len(all.Runs) != 2 {
-		t.Fatalf("runs after the bad requests: %+v, want the 2 accepted", all.Runs)
+	if e.do("GET", ns+"/runs?limit=1000", "", &all); len(all.Runs) != 3 {
+		t.Fatalf("runs after the bad requests: %+v, want the 3 accepted", all.Runs)
 	}
 }
 

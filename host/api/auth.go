@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -135,6 +136,9 @@ type principal struct {
 // authorize checks a request against the tokens: write (any method but
 // GET/HEAD) needs admin.
 func (s *Server) authorize(r *http.Request) (principal, error) {
+	if err := sameOrigin(r); err != nil {
+		return principal{}, err
+	}
 	if s.cfg.Tokens == nil {
 		return principal{scope: ScopeAdmin, who: "api (open)"}, nil
 	}
@@ -151,4 +155,23 @@ func (s *Server) authorize(r *http.Request) (principal, error) {
 		return principal{}, errorf(http.StatusForbidden, "forbidden", "this token has scope read; %s %s needs an admin token", r.Method, r.URL.Path)
 	}
 	return p, nil
+}
+
+// sameOrigin refuses a write a browser sent from another origin: a page
+// on any site could otherwise POST to an open API on loopback (a dev
+// instance) or ride the UI's cookie. Browsers always send Origin on
+// cross-origin POST/PUT; tools (curl, the Go client) send none.
+func sameOrigin(r *http.Request) error {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return nil
+	}
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return nil
+	}
+	u, err := url.Parse(o)
+	if err != nil || u.Host != r.Host {
+		return errorf(http.StatusForbidden, "forbidden", "cross-origin %s from %s refused: the API takes writes from its own UI or from non-browser clients", r.Method, o)
+	}
+	return nil
 }

@@ -514,6 +514,10 @@ func (s *Server) onePolicy(ctx context.Context, c *call, name string) (int, any,
 // --- UI login ---
 
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	if err := sameOrigin(r); err != nil {
+		writeError(w, err)
+		return
+	}
 	var body struct {
 		Token string `json:"token"`
 	}
