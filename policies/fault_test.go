@@ -3,6 +3,7 @@ package policies
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"slices"
@@ -297,5 +298,40 @@ func TestGuestOutputCapturedAndBounded(tt *testing.T) {
 	inst := p.free[len(p.free)-1]
 	if out := inst.out.String(); !strings.Contains(out, "hello on stdout") || !strings.Contains(out, "hello on stderr") {
 		tt.Fatalf("captured %q", out)
+	}
+}
+
+// TestRuntime_closeDuringLoad: closing a runtime while Loads are still
+// validating and compiling (a host shutting down during a hot swap) waits
+// for them to stop instead of closing wazero under them (it crashed with
+// "assignment to entry in nil map" in a wazero store); Loads after Close
+// fail cleanly.
+func TestRuntime_closeDuringLoad(tt *testing.T) {
+	wasm := readFile(tt, "testdata/faulty/faulty.wasm")
+	for i := range 5 {
+		rt, err := NewRuntime(context.Background(), Config{CacheDir: "-"})
+		if err != nil {
+			tt.Fatal(err)
+		}
+		done := make(chan error, 2)
+		for j := range 2 {
+			go func() {
+				p, err := rt.Load(context.Background(), fmt.Sprintf("p%d-%d", i, j), wasm)
+				if p != nil {
+					_ = p.Close(context.Background())
+				}
+				done <- err
+			}()
+		}
+		time.Sleep(time.Duration(i) * 5 * time.Millisecond)
+		if err := rt.Close(context.Background()); err != nil {
+			tt.Fatal(err)
+		}
+		for range 2 {
+			<-done // an error or a policy: either, but no crash
+		}
+		if _, err := rt.Load(context.Background(), "after", wasm); err == nil {
+			tt.Fatal("Load after Close: no error")
+		}
 	}
 }

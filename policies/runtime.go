@@ -54,6 +54,10 @@ type Runtime struct {
 	log   *slog.Logger
 
 	mu        sync.Mutex
+	closed    bool            // Close began: no new compile starts
+	inflight  sync.WaitGroup  // compiles bounded still runs (also ones it gave up on)
+	closing   context.Context // cancelled by Close: stops those compiles at their next function
+	stopAll   context.CancelFunc
 	compiling map[[sha256.Size]byte]*compileLock // see compile
 	validator wazero.Runtime                     // interpreter engine, for validate; made on first use
 	validated map[[sha256.Size]byte]bool         // modules validate passed (bounded)
@@ -115,6 +119,7 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 	}
 	cfg = cfg.withDefaults()
 	r := &Runtime{cfg: cfg, log: cfg.Logger}
+	r.closing, r.stopAll = context.WithCancel(context.Background())
 	rc := wazero.NewRuntimeConfigCompiler().
 		WithCloseOnContextDone(cfg.Termination == TerminationWazero).
 		WithMemoryLimitPages(uint32(cfg.MemoryLimit / wasmPageSize))
@@ -143,7 +148,17 @@ func NewRuntime(ctx context.Context, cfg Config) (*Runtime, error) {
 }
 
 // Close closes the runtime, every policy loaded from it, and the cache handle.
+// A compile still running (one a caller gave up on at its deadline, or a
+// Load in flight) is cancelled and waited for first: closing the wazero
+// runtimes under it would crash it (TestRuntime_closeDuringLoad).
 func (r *Runtime) Close(ctx context.Context) error {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	if r.stopAll != nil {
+		r.stopAll()
+	}
+	r.inflight.Wait()
 	err := r.rt.Close(ctx)
 	r.mu.Lock()
 	v := r.validator
@@ -329,13 +344,23 @@ func (r *Runtime) validate(ctx context.Context, name string, sum [sha256.Size]by
 // static limits bound one function's cost); a module it still produces is
 // closed, so nothing of a timed-out compile is kept. ctx cancels it too.
 func (r *Runtime) bounded(ctx context.Context, compile func(context.Context) (wazero.CompiledModule, error)) (wazero.CompiledModule, error) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, errors.New("policies: runtime closed")
+	}
+	r.inflight.Add(1)
+	r.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, r.cfg.CompileTimeout)
+	stopOnClose := context.AfterFunc(r.closing, cancel)
 	type result struct {
 		m   wazero.CompiledModule
 		err error
 	}
 	ch := make(chan result, 1)
 	go func() {
+		defer r.inflight.Done()
+		defer stopOnClose()
 		m, err := compile(cctx)
 		ch <- result{m, err}
 	}()
