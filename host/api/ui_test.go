@@ -40,6 +40,9 @@ func chromium(t *testing.T) string {
 //
 //	WASMSCHED_UI_SCREENSHOTS=$PWD/docs/ui go test ./host/api -run TestUI_browser
 func TestUI_browser(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the browser test runs in the plain pass (see race_test.go)")
+	}
 	exe := chromium(t)
 	e := newEnv(t, opts{tokens: true, engine: true})
 	bg := context.Background()
@@ -48,7 +51,7 @@ func TestUI_browser(t *testing.T) {
 		t.Fatalf("group: %d", got)
 	}
 	e.do("PUT", ns+"/groups/latest", `{"policy": "priority", "max_active": 1}`, nil)
-	e.do("POST", ns+"/groups/latest/runs", `{"id": "latest-1", "duration_ms": 60000}`, nil)
+	e.do("POST", ns+"/groups/latest/runs", `{"id": "latest-1", "duration_ms": 3600000}`, nil) // busy for the whole test
 	e.do("POST", ns+"/groups/latest/runs", `{"id": "latest-2", "priority": 5}`, nil)
 
 	allocOpts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
