@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/storage"
+	"github.com/wasmsched/wasmsched/storage/redistest"
 	"github.com/wasmsched/wasmsched/storage/storagetest"
 )
 
@@ -166,4 +167,36 @@ func TestStore_WatchRuns_cancel(t *testing.T) {
 		}
 		mustNil(t, w.Close())
 	})
+}
+
+// TestStore_WatchRuns_redisRestart: when redis-server restarts under a
+// watch, the watch reconnects by itself and its first batch afterwards
+// says Missed (what was published meanwhile is lost): a watcher knows to
+// re-read.
+func TestStore_WatchRuns_redisRestart(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := storage.New(srv.Client(t), "restart")
+	mustNil(t, err)
+	w, err := s.WatchRuns(ctx)
+	mustNil(t, err)
+	defer w.Close()
+	srv.Restart(t)
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 0; ; i++ {
+		if time.Now().After(deadline) {
+			t.Fatal("no batch after the restart")
+		}
+		if _, err := s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: fmt.Sprintf("r%d", i)}); err != nil {
+			time.Sleep(50 * time.Millisecond) // the store's own client reconnects too
+			continue
+		}
+		select {
+		case b := <-w.C:
+			if !b.Missed {
+				t.Fatalf("first batch after a restart: %+v, want Missed", b)
+			}
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }

@@ -248,3 +248,27 @@ func TestStore_ExpireBatch(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_LatestDecisions: one pipelined read gives each group its
+// newest decision, nil for a group without one.
+func TestStore_LatestDecisions(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		for _, g := range []string{"a", "b"} {
+			ok(e.s.SetGroup(ctx, g, "wait", 5))(t)
+		}
+		for i, id := range []string{"r1", "r2"} {
+			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "a", ID: id}))(t)
+			v := ok(e.s.GetGroup(ctx, "a"))(t).Version
+			ok(e.s.Apply(ctx, f, "a", storage.Decision{Version: v, ClaimID: fmt.Sprint("c", i), Policy: "wait",
+				Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: id}}}))(t)
+		}
+		got := ok(e.s.LatestDecisions(ctx, []string{"a", "b", "nosuch"}))(t)
+		if len(got) != 3 || got[0] == nil || got[0].ID != "c1" || got[0].Launched != 1 || got[1] != nil || got[2] != nil {
+			t.Fatalf("latest = %+v", got)
+		}
+		if _, err := e.s.LatestDecisions(ctx, []string{"a b"}); !errors.Is(err, storage.ErrInvalid) {
+			t.Fatalf("bad name = %v", err)
+		}
+	})
+}

@@ -100,6 +100,14 @@ const (
 	MaxIdempotencyKey = 256
 )
 
+// Bounds of what a client stores with a run: a payload is handed to the
+// worker as is (pass a reference, not the data); a stop reason is shown
+// with the run.
+const (
+	MaxPayload    = 64 << 10
+	MaxStopReason = 1024
+)
+
 // Assignment is one task slot of a run: (worker, slot index, token), task 0..k-1.
 type Assignment struct {
 	Worker string
@@ -499,6 +507,9 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 	}
 	if r.Priority < math.MinInt32 || r.Priority > math.MaxInt32 {
 		return r, scriptCall{}, invalid(op, "run %s: priority %d outside %d..%d (a policy reads it as a 32-bit integer)", r.ID, r.Priority, math.MinInt32, math.MaxInt32)
+	}
+	if len(r.Payload) > MaxPayload {
+		return r, scriptCall{}, invalid(op, "run %s: payload is %d bytes, at most %d (pass a reference to the data)", r.ID, len(r.Payload), MaxPayload)
 	}
 	if len(r.IdempotencyKey) > MaxIdempotencyKey {
 		return r, scriptCall{}, invalid(op, "idempotency key is %d bytes, at most %d", len(r.IdempotencyKey), MaxIdempotencyKey)
@@ -990,9 +1001,15 @@ func (s *Store) Expire(ctx context.Context, f Fence, group string, def time.Dura
 	if err != nil {
 		return 0, false, err
 	}
+	return chunkReply("expire", v)
+}
+
+// chunkReply parses the {done, more (0|1)} reply of a chunked script
+// (expire, drain).
+func chunkReply(op string, v any) (int, bool, error) {
 	a, _ := v.([]any)
 	if len(a) < 2 {
-		return 0, false, fmt.Errorf("storage: expire: unexpected reply %v", v)
+		return 0, false, fmt.Errorf("storage: %s: unexpected reply %v", op, v)
 	}
 	return int(toInt64(a[0])), toInt64(a[1]) == 1, nil
 }
@@ -1020,13 +1037,50 @@ func (s *Store) GroupDecisions(ctx context.Context, group string) ([]GroupDecisi
 	}
 	out := make([]GroupDecisionRecord, 0, len(vs))
 	for _, v := range vs {
-		f := strings.Split(v, "\x1f")
-		if len(f) < 10 {
-			continue
+		if d, ok := parseGroupDecision(v); ok {
+			out = append(out, d)
 		}
-		n := func(i int) int64 { x, _ := strconv.ParseInt(f[i], 10, 64); return x }
-		out = append(out, GroupDecisionRecord{At: msTime(n(0)), ID: f[1], Epoch: n(2), Policy: f[3], PolicyVersion: f[4],
-			PolicyRegistry: int(n(5)), Launched: int(n(6)), Discarded: int(n(7)), Stop: int(n(8)), DiscardBelow: n(9)})
+	}
+	return out, nil
+}
+
+// parseGroupDecision parses one entry of a group's decisions list.
+func parseGroupDecision(v string) (GroupDecisionRecord, bool) {
+	f := strings.Split(v, "\x1f")
+	if len(f) < 10 {
+		return GroupDecisionRecord{}, false
+	}
+	n := func(i int) int64 { x, _ := strconv.ParseInt(f[i], 10, 64); return x }
+	return GroupDecisionRecord{At: msTime(n(0)), ID: f[1], Epoch: n(2), Policy: f[3], PolicyVersion: f[4],
+		PolicyRegistry: int(n(5)), Launched: int(n(6)), Discarded: int(n(7)), Stop: int(n(8)), DiscardBelow: n(9)}, true
+}
+
+// LatestDecisions returns each group's latest applied decision (nil for a
+// group with none), in ONE pipelined round trip; at most MaxGetRuns groups.
+func (s *Store) LatestDecisions(ctx context.Context, groups []string) ([]*GroupDecisionRecord, error) {
+	if len(groups) > MaxGetRuns {
+		return nil, invalid("latest decisions", "%d groups, at most %d per call", len(groups), MaxGetRuns)
+	}
+	for _, g := range groups {
+		if err := ValidateName("group", g); err != nil {
+			return nil, err
+		}
+	}
+	cmds := make([]*redis.StringCmd, len(groups))
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, g := range groups {
+			cmds[i] = p.LIndex(ctx, s.k.Decisions(g), 0)
+		}
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return nil, fmt.Errorf("storage: latest decisions: %w", err)
+	}
+	out := make([]*GroupDecisionRecord, len(groups))
+	for i, c := range cmds {
+		if d, ok := parseGroupDecision(c.Val()); ok && c.Err() == nil {
+			out[i] = &d
+		}
 	}
 	return out, nil
 }
@@ -1135,11 +1189,7 @@ func (s *Store) Drain(ctx context.Context, f Fence, group string, chunk int) (n 
 	if err != nil {
 		return 0, false, err
 	}
-	a, _ := v.([]any)
-	if len(a) < 2 {
-		return 0, false, fmt.Errorf("storage: drain: unexpected reply %v", v)
-	}
-	return int(toInt64(a[0])), toInt64(a[1]) == 1, nil
+	return chunkReply("drain", v)
 }
 
 // RequestStop is a client's stop request: WAITING -> DISCARDED, LAUNCHED ->
@@ -1147,6 +1197,9 @@ func (s *Store) Drain(ctx context.Context, f Fence, group string, chunk int) (n 
 // ErrBadState, an unknown run ErrNotFound. Bumps the group version.
 func (s *Store) RequestStop(ctx context.Context, id, reason string) (Run, error) {
 	const op = "stop"
+	if len(reason) > MaxStopReason {
+		return Run{}, invalid(op, "run %s: reason is %d bytes, at most %d", id, len(reason), MaxStopReason)
+	}
 	g, err := s.runGroup(ctx, op, id)
 	if err != nil {
 		return Run{}, err

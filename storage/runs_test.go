@@ -460,3 +460,19 @@ func TestStore_Submit_idempotency(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_Submit_bounds: an oversized payload or stop reason is
+// ErrInvalid and writes nothing.
+func TestStore_Submit_bounds(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "a", Payload: strings.Repeat("p", storage.MaxPayload)}))(t)
+		e.unchanged(t, func() {
+			if _, err := e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "b", Payload: strings.Repeat("p", storage.MaxPayload+1)}); !errors.Is(err, storage.ErrInvalid) {
+				t.Fatalf("oversized payload = %v", err)
+			}
+			if _, err := e.s.RequestStop(ctx, "a", strings.Repeat("r", storage.MaxStopReason+1)); !errors.Is(err, storage.ErrInvalid) {
+				t.Fatalf("oversized reason = %v", err)
+			}
+		})
+	})
+}

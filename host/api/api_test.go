@@ -228,6 +228,7 @@ func TestAPI_runs(t *testing.T) {
 	e.fails(400, "invalid", "limit", "GET", ns+"/runs?limit=5000", "")
 	e.fails(400, "invalid", "state", "GET", ns+"/runs?state=NOPE", "")
 	e.fails(413, "too_large", "", "POST", ns+"/groups/g/runs", `{"payload": "`+strings.Repeat("x", api.MaxBodyBytes)+`"}`)
+	e.fails(400, "invalid", "payload is 100000 bytes, at most 65536", "POST", ns+"/groups/g/runs", `{"payload": "`+strings.Repeat("x", 100000)+`"}`)
 	// a write a browser sends from another site is refused, also on an open API
 	e.fails(403, "forbidden", "cross-origin POST from http://evil.example refused", "POST", ns+"/groups/g/runs", `{}`, "Origin", "http://evil.example")
 	if got := e.do("POST", ns+"/groups/g/runs", `{"id": "same-origin"}`, nil, "Origin", e.srv.URL); got != 201 {

@@ -159,14 +159,23 @@ func (s *Server) listGroups(_ http.ResponseWriter, r *http.Request, c *call) (in
 		client.Group
 		Latest *decisionSummaryJSON `json:"latest_decision,omitempty"`
 	}
+	names := make([]string, 0, len(gs))
+	for _, g := range gs {
+		names = append(names, g.Name)
+	}
+	if len(names) > storage.MaxGetRuns {
+		names = names[:storage.MaxGetRuns] // bounded: the first groups by name carry their latest decision
+	}
+	latest, err := c.st.LatestDecisions(r.Context(), names) // one round trip for all
+	if err != nil {
+		return 0, nil, err
+	}
 	out := make([]row, 0, len(gs))
 	for i, g := range gs {
 		rw := row{Group: g}
-		if i < 200 { // bounded: a namespace of many groups lists their latest decisions for the first 200
-			if ds, err := c.st.GroupDecisions(r.Context(), g.Name); err == nil && len(ds) > 0 {
-				d := summary(ds[0])
-				rw.Latest = &d
-			}
+		if i < len(latest) && latest[i] != nil {
+			d := summary(*latest[i])
+			rw.Latest = &d
 		}
 		out = append(out, rw)
 	}
