@@ -25,6 +25,12 @@ const (
 	ReuseDecisionHeaderSize  = 24
 )
 
+// DecisionRunIndex is bit 0 of a serial decision's flags (header bytes 8
+// to 12, ABI v3): its actions of kinds 1 to 3 name their run by its index
+// in the snapshot (active runs first, then waiting) in a u32 at action
+// bytes 4 to 8, instead of by id. No other flag bit is defined.
+const DecisionRunIndex uint32 = 1
+
 // MaxRecordSize bounds every encoded record (and so the guest's buffers).
 const MaxRecordSize = 64 << 20
 
@@ -54,48 +60,66 @@ func putStr(b []byte, base, at, next int, s string) int {
 	return next + copy(b[next:], s)
 }
 
-func putRun(b []byte, base, at, next int, r *Run) int {
+// putRun writes r's record at b[at:] (every byte: reserved ones zeroed)
+// and its id at b[next:]; offsets are relative to b[0]. It returns the new
+// next.
+func putRun(b []byte, at, next int, r *Run) int {
 	rec := b[at : at+RunSize]
 	le.PutUint64(rec[0:8], r.Seq)
 	le.PutUint64(rec[8:16], uint64(r.SubmittedAt))
 	le.PutUint64(rec[16:24], uint64(r.StartedAt))
 	le.PutUint32(rec[24:28], uint32(r.Priority))
 	le.PutUint32(rec[28:32], r.Slots)
-	rec[40] = byte(r.State)
-	return putStr(b, base, at+32, next, r.ID)
+	// state and the 7 reserved bytes, in one store
+	le.PutUint64(rec[40:48], uint64(r.State))
+	return putStr(b, 0, at+32, next, r.ID)
 }
 
 // AppendSerialSnapshot appends the encoding of s to dst.
 func AppendSerialSnapshot(dst []byte, s *SerialSnapshot) []byte {
-	n := len(s.Active) + len(s.Waiting)
-	size := SerialSnapshotHeaderSize + n*RunSize + len(s.Group) + len(s.Policy)
+	b, base := grow(dst, SerialSnapshotSize(s))
+	PutSerialSnapshot(b[base:], s)
+	return b
+}
+
+// SerialSnapshotSize is the length of s's encoding.
+func SerialSnapshotSize(s *SerialSnapshot) int {
+	size := SerialSnapshotHeaderSize + (len(s.Active)+len(s.Waiting))*RunSize + len(s.Group) + len(s.Policy)
 	for i := range s.Active {
 		size += len(s.Active[i].ID)
 	}
 	for i := range s.Waiting {
 		size += len(s.Waiting[i].ID)
 	}
-	b, base := grow(dst, size)
-	next := base + SerialSnapshotHeaderSize + n*RunSize
-	put32(b, base, TagSerialSnapshot)
-	put32(b, base+4, s.MaxActive)
-	put64(b, base+8, uint64(s.Now))
-	next = putStr(b, base, base+16, next, s.Group)
-	next = putStr(b, base, base+24, next, s.Policy)
-	put32(b, base+32, uint32(len(s.Active)))
-	put32(b, base+36, uint32(len(s.Waiting)))
-	put32(b, base+40, s.WaitingTotal)
-	put32(b, base+44, s.WaitingOldest)
-	at := base + SerialSnapshotHeaderSize
+	return size
+}
+
+// PutSerialSnapshot encodes s into b, which must be SerialSnapshotSize(s)
+// bytes long (it panics if b is shorter). Every byte of b is written
+// (reserved bytes as zero), so b may hold anything before: the host
+// encodes straight into a guest's input buffer.
+func PutSerialSnapshot(b []byte, s *SerialSnapshot) {
+	n := len(s.Active) + len(s.Waiting)
+	_ = b[SerialSnapshotHeaderSize+n*RunSize-1]
+	next := SerialSnapshotHeaderSize + n*RunSize
+	put32(b, 0, TagSerialSnapshot)
+	put32(b, 4, s.MaxActive)
+	put64(b, 8, uint64(s.Now))
+	next = putStr(b, 0, 16, next, s.Group)
+	next = putStr(b, 0, 24, next, s.Policy)
+	put32(b, 32, uint32(len(s.Active)))
+	put32(b, 36, uint32(len(s.Waiting)))
+	put32(b, 40, s.WaitingTotal)
+	put32(b, 44, s.WaitingOldest)
+	at := SerialSnapshotHeaderSize
 	for i := range s.Active {
-		next = putRun(b, base, at, next, &s.Active[i])
+		next = putRun(b, at, next, &s.Active[i])
 		at += RunSize
 	}
 	for i := range s.Waiting {
-		next = putRun(b, base, at, next, &s.Waiting[i])
+		next = putRun(b, at, next, &s.Waiting[i])
 		at += RunSize
 	}
-	return b
 }
 
 // AppendSerialDecision appends the encoding of d to dst. A nonzero d.Below
@@ -129,6 +153,39 @@ func AppendSerialDecision(dst []byte, d *SerialDecision) []byte {
 	return b
 }
 
+// AppendSerialDecisionRefs appends the encoding of d in the indexed form
+// (DecisionRunIndex, ABI v3): action i names the run of index refs[i]
+// (len(refs) == len(d.Actions)); the actions' Run fields are not written.
+func AppendSerialDecisionRefs(dst []byte, d *SerialDecision, refs []uint32) []byte {
+	n := len(d.Actions)
+	if d.Below != 0 {
+		n++
+	}
+	size := SerialDecisionHeaderSize + n*ActionSize + len(d.BelowReason)
+	for i := range d.Actions {
+		size += len(d.Actions[i].Reason)
+	}
+	b, base := grow(dst, size)
+	next := base + SerialDecisionHeaderSize + n*ActionSize
+	put32(b, base, TagSerialDecision)
+	put32(b, base+4, uint32(n))
+	put32(b, base+8, DecisionRunIndex)
+	at := base + SerialDecisionHeaderSize
+	for i := range d.Actions {
+		a := &d.Actions[i]
+		put32(b, at, uint32(a.Kind))
+		put32(b, at+4, refs[i])
+		next = putStr(b, base, at+12, next, a.Reason)
+		at += ActionSize
+	}
+	if d.Below != 0 {
+		put32(b, at, uint32(ActionDiscardBelow))
+		put64(b, at+4, d.Below)
+		putStr(b, base, at+12, next, d.BelowReason)
+	}
+	return b
+}
+
 // AppendReuseRequest appends the encoding of r to dst.
 func AppendReuseRequest(dst []byte, r *ReuseRequest) []byte {
 	size := ReuseRequestHeaderSize + len(r.Slots)*TaskSlotSize + len(r.Group) + len(r.Run.ID)
@@ -141,7 +198,7 @@ func AppendReuseRequest(dst []byte, r *ReuseRequest) []byte {
 	put32(b, base+4, uint32(len(r.Slots)))
 	put64(b, base+8, uint64(r.Now))
 	next = putStr(b, base, base+16, next, r.Group)
-	next = putRun(b, base, base+32, next, &r.Run)
+	next = base + putRun(b[base:], 32, next-base, &r.Run)
 	at := base + ReuseRequestHeaderSize
 	for i := range r.Slots {
 		t := &r.Slots[i]
@@ -368,14 +425,23 @@ func viewRuns(p unsafe.Pointer, l, at uint64, runs []Run) uint64 {
 	return bad
 }
 
-func decodeSerialDecision(b []byte, d *SerialDecision, view bool) error {
+func decodeSerialDecision(b []byte, d *SerialDecision, view bool, refs *[]uint32) (indexed bool, err error) {
 	d.Reset()
 	if err := header(b, TagSerialDecision, SerialDecisionHeaderSize); err != nil {
-		return err
+		return false, err
 	}
 	n := uint64(le.Uint32(b[4:8]))
 	if err := fits(b, SerialDecisionHeaderSize, n, ActionSize); err != nil {
-		return err
+		return false, err
+	}
+	switch flags := le.Uint32(b[8:12]); {
+	case flags == DecisionRunIndex && refs != nil:
+		indexed = true
+		*refs = resize(*refs, int(n))
+	case flags == DecisionRunIndex:
+		return false, malformed("the decision names its runs by index (ABI v3): decode it with DecodeSerialDecisionRefs")
+	case flags != 0:
+		return false, malformed("decision flags %#x (only %#x is defined)", flags, DecisionRunIndex)
 	}
 	d.Actions = resize(d.Actions, int(n))
 	at, j := SerialDecisionHeaderSize, 0
@@ -384,44 +450,66 @@ func decodeSerialDecision(b []byte, d *SerialDecision, view bool) error {
 		at += ActionSize
 		k := le.Uint32(rec[0:4])
 		if k > 255 {
-			return malformed("action %d: kind %d", i, k)
+			return false, malformed("action %d: kind %d", i, k)
 		}
 		if ActionKind(k) == ActionDiscardBelow {
 			// the run reference's 8 bytes carry the seq (ABI.md)
 			seq := le.Uint64(rec[4:12])
 			if d.Below != 0 || seq == 0 {
-				return malformed("action %d: discard_below %d: at most one, with a seq above 0", i, seq)
+				return false, malformed("action %d: discard_below %d: at most one, with a seq above 0", i, seq)
 			}
 			var ok bool
 			if d.BelowReason, ok = str(b, rec[12:20], view); !ok {
-				return errBadString
+				return false, errBadString
 			}
 			d.Below = seq
 			continue
 		}
 		a := &d.Actions[j]
-		j++
 		a.Kind = ActionKind(k)
 		var ok1, ok2 bool
-		a.Run, ok1 = str(b, rec[4:12], view)
+		if indexed {
+			(*refs)[j] = le.Uint32(rec[4:8])
+			a.Run, ok1 = "", true
+		} else {
+			a.Run, ok1 = str(b, rec[4:12], view)
+		}
 		a.Reason, ok2 = str(b, rec[12:20], view)
 		if !ok1 || !ok2 {
-			return errBadString
+			return false, errBadString
 		}
+		j++
 	}
 	d.Actions = d.Actions[:j]
-	return nil
+	if indexed {
+		*refs = (*refs)[:j]
+	}
+	return indexed, nil
 }
 
 // DecodeSerialDecision decodes b into d, reusing d's slice; strings are
-// copied. Action kinds are not checked here (validation does that).
+// copied. Action kinds are not checked here (validation does that). A
+// decision in the indexed form (DecisionRunIndex) is refused: its run ids
+// are in the snapshot (DecodeSerialDecisionRefs).
 func DecodeSerialDecision(b []byte, d *SerialDecision) error {
-	return decodeSerialDecision(b, d, false)
+	_, err := decodeSerialDecision(b, d, false, nil)
+	return err
 }
 
 // DecodeSerialDecisionView is DecodeSerialDecision with strings aliasing b.
 func DecodeSerialDecisionView(b []byte, d *SerialDecision) error {
-	return decodeSerialDecision(b, d, true)
+	_, err := decodeSerialDecision(b, d, true, nil)
+	return err
+}
+
+// DecodeSerialDecisionRefs is DecodeSerialDecisionView for both forms of
+// a decision. For one in the indexed form (DecisionRunIndex, ABI v3) it
+// reports indexed, leaves each Action.Run empty and sets (*refs)[i] to the
+// snapshot index of the run action i names (unchecked: the index may be
+// out of range), reusing *refs' array; for one naming runs by id it leaves
+// *refs alone. The caller resolves and checks the indexes.
+func DecodeSerialDecisionRefs(b []byte, d *SerialDecision, refs *[]uint32) (indexed bool, err error) {
+	return decodeSerialDecision(b, d, true, refs)
 }
 
 func decodeReuseRequest(b []byte, q *ReuseRequest, view bool) error {

@@ -1,8 +1,10 @@
 package abi_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/wasmsched/wasmsched/abi"
@@ -115,6 +117,46 @@ func TestSerialDecision_discardBelow(t *testing.T) {
 	}
 }
 
+// TestSerialDecision_indexed: the indexed form (ABI v3) carries run indexes
+// instead of ids, flagged in the header; DecodeSerialDecisionRefs returns
+// them, the plain decoders refuse such a record (they could only return
+// empty ids), and unknown flags are malformed.
+func TestSerialDecision_indexed(t *testing.T) {
+	var d abi.SerialDecision
+	d.Launch("", "newest")
+	d.Stop("", "older")
+	d.DiscardBelow(7, "superseded")
+	b := abi.AppendSerialDecisionRefs(nil, &d, []uint32{5, 1 << 30})
+	if f := binary.LittleEndian.Uint32(b[8:]); f != abi.DecisionRunIndex {
+		t.Fatalf("flags %#x", f)
+	}
+	var got abi.SerialDecision
+	refs := make([]uint32, 0, 1)
+	indexed, err := abi.DecodeSerialDecisionRefs(b, &got, &refs)
+	if err != nil || !indexed {
+		t.Fatalf("indexed %v, err %v", indexed, err)
+	}
+	if !reflect.DeepEqual(got, d) || !reflect.DeepEqual(refs, []uint32{5, 1 << 30}) {
+		t.Fatalf("got %+v refs %v, want %+v [5 %d]", got, refs, d, 1<<30)
+	}
+	for _, dec := range []func([]byte, *abi.SerialDecision) error{abi.DecodeSerialDecision, abi.DecodeSerialDecisionView} {
+		if err := dec(b, &got); !errors.Is(err, abi.ErrMalformed) || !strings.Contains(err.Error(), "DecodeSerialDecisionRefs") {
+			t.Fatalf("plain decoder on an indexed record: %v", err)
+		}
+	}
+	// the by-id form through DecodeSerialDecisionRefs: not indexed, refs untouched
+	var byID abi.SerialDecision
+	byID.Launch("r1", "x")
+	refs = refs[:0]
+	if indexed, err := abi.DecodeSerialDecisionRefs(abi.AppendSerialDecision(nil, &byID), &got, &refs); err != nil || indexed || len(refs) != 0 || got.Actions[0].Run != "r1" {
+		t.Fatalf("by id: indexed %v err %v refs %v got %+v", indexed, err, refs, got)
+	}
+	binary.LittleEndian.PutUint32(b[8:], 3)
+	if _, err := abi.DecodeSerialDecisionRefs(b, &got, &refs); !errors.Is(err, abi.ErrMalformed) || !strings.Contains(err.Error(), "flags 0x3") {
+		t.Fatalf("unknown flags: %v", err)
+	}
+}
+
 func TestReuseRoundTrip(t *testing.T) {
 	r := sampleReuse()
 	var got abi.ReuseRequest
@@ -207,5 +249,21 @@ func TestEnums(t *testing.T) {
 	}
 	if _, err := abi.ParseState("DONE"); err == nil {
 		t.Fatal("bad state parsed")
+	}
+}
+
+// TestPutSerialSnapshot: encoding into a buffer that holds anything (the
+// host encodes into a guest's input buffer, reused across calls) writes
+// every byte: the result equals a fresh encoding.
+func TestPutSerialSnapshot(t *testing.T) {
+	s := sampleSnapshot()
+	want := abi.AppendSerialSnapshot(nil, s)
+	b := make([]byte, abi.SerialSnapshotSize(s))
+	for i := range b {
+		b[i] = 0xa5
+	}
+	abi.PutSerialSnapshot(b, s)
+	if !reflect.DeepEqual(b, want) {
+		t.Fatalf("PutSerialSnapshot over garbage:\n%x\nwant\n%x", b, want)
 	}
 }

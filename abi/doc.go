@@ -1,5 +1,5 @@
 // Package abi is the contract between the wasmsched host and its policy
-// plugins (ABI version 2, see ABI.md): the Go record types, and the
+// plugins (ABI version 3, see ABI.md): the Go record types, and the
 // encoders/decoders of their flat little-endian wire form, shared by the host
 // (package policies) and the guest SDK (package abi/sdk).
 //

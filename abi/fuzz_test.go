@@ -53,11 +53,30 @@ func FuzzDecodeSerialDecision(f *testing.F) {
 	f.Add(abi.AppendSerialDecision(nil, &abi.SerialDecision{}))
 	d.DiscardBelow(42, "older")
 	f.Add(abi.AppendSerialDecision(nil, &d))
+	f.Add(abi.AppendSerialDecisionRefs(nil, &d, []uint32{0, 9}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var d, d2, c abi.SerialDecision
+		var d, d2, c, r abi.SerialDecision
+		var refs []uint32
 		errView, errCopy := abi.DecodeSerialDecisionView(b, &d), abi.DecodeSerialDecision(b, &c)
+		indexed, errRefs := abi.DecodeSerialDecisionRefs(b, &r, &refs)
 		if (errView == nil) != (errCopy == nil) {
 			t.Fatalf("view decoder err %v, copying decoder err %v", errView, errCopy)
+		}
+		if errRefs == nil && indexed {
+			// round trip of the indexed form
+			if len(refs) != len(r.Actions) {
+				t.Fatalf("%d refs for %d actions", len(refs), len(r.Actions))
+			}
+			var r2 abi.SerialDecision
+			var refs2 []uint32
+			if _, err := abi.DecodeSerialDecisionRefs(abi.AppendSerialDecisionRefs(nil, &r, refs), &r2, &refs2); err != nil ||
+				!reflect.DeepEqual(refs, refs2) || r.Below != r2.Below || len(r.Actions) != len(r2.Actions) {
+				t.Fatalf("indexed round trip: %v, %+v %v != %+v %v", err, r, refs, r2, refs2)
+			}
+			return
+		}
+		if (errView == nil) != (errRefs == nil) {
+			t.Fatalf("view decoder err %v, refs decoder err %v", errView, errRefs)
 		}
 		if errView != nil {
 			return

@@ -12,8 +12,10 @@ import (
 // Version 2 adds the window fields of SerialSnapshot (WaitingTotal,
 // WaitingOldest, in bytes version 1 reserved) and SerialDecision.Below (a
 // discard_below action): a version 1 plugin sees the same records and never
-// sends the new action. ABI.md "Versions".
-const Version = 2
+// sends the new action. Version 3 adds the indexed form of a serial
+// decision (DecisionRunIndex: actions name runs by their snapshot index,
+// not by id), which only a version 3 plugin may send. ABI.md "Versions".
+const Version = 3
 
 // MinVersion is the oldest ABI version the host still loads.
 const MinVersion = 1

@@ -2,6 +2,7 @@ package policies
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,7 +28,7 @@ func TestLoadErrors(tt *testing.T) {
 		{"empty", nil, ErrNotWasm, []string{"0 bytes"}},
 		{"component", []byte("\x00asm\x0d\x00\x01\x00"), ErrNotWasm, []string{"binary format version"}},
 		{"truncated", []byte("\x00asm\x01\x00\x00\x00\x01\xff"), ErrNotWasm, []string{"malformed module"}},
-		{"badversion", readFile(tt, "testdata/badversion.wasm"), ErrABIVersion, []string{"version 3", "supports 1 to 2"}},
+		{"badversion", readFile(tt, "testdata/badversion.wasm"), ErrABIVersion, []string{"version 4", "supports 1 to 3"}},
 		{"badkind", readFile(tt, "testdata/badkind.wasm"), ErrKind, []string{"kind 7"}},
 		{"missing", readFile(tt, "testdata/missing.wasm"), ErrMissingExport, []string{"wasmsched_input", "wasmsched_decide"}},
 		{"badsig", readFile(tt, "testdata/badsig.wasm"), ErrMissingExport, []string{"wasmsched_decide has signature (i32)->(i32), want (i32)->(i64)"}},
@@ -252,7 +253,7 @@ func TestPolicy_DecideSerial_reasonsPerCall(tt *testing.T) {
 }
 
 // TestPolicy_DecideSerial/v1-discard-below: a module exporting ABI version 1
-// loads (the host supports 1 to 2), and its discard_below, an action of
+// loads (the host supports 1 to 3), and its discard_below, an action of
 // version 2, makes the decision invalid; the same decision from the newest
 // ABI is valid (ValidateSerial).
 func TestPolicy_DecideSerial_v1DiscardBelow(tt *testing.T) {
@@ -267,6 +268,56 @@ func TestPolicy_DecideSerial_v1DiscardBelow(tt *testing.T) {
 	}
 	if err := ValidateSerial(s, &abi.SerialDecision{Below: 2}); err != nil {
 		tt.Fatalf("the same decision at the newest ABI: %v", err)
+	}
+}
+
+// TestPolicy_DecideSerial_indexed: a decision in the indexed form (ABI v3,
+// abi.DecisionRunIndex) names runs by their snapshot index; the host
+// resolves them to the snapshot's ids and checks them as it checks ids. The
+// echo plugins return whatever record the snapshot's policy field holds.
+func TestPolicy_DecideSerial_indexed(tt *testing.T) {
+	rt := newRT(tt, Config{})
+	v3 := load(tt, rt, "echo-v3", readFile(tt, "testdata/echo-v3.wasm"))
+	v2 := load(tt, rt, "echo-v2", readFile(tt, "testdata/echo-v2.wasm"))
+	if v3.ABIVersion() != 3 || v2.ABIVersion() != 2 {
+		tt.Fatalf("ABI versions %d, %d", v3.ABIVersion(), v2.ABIVersion())
+	}
+	// runs: 0 active a0 (RUNNING), 1 and 2 waiting w1, w2
+	snap := func(rec []byte) *abi.SerialSnapshot {
+		return t.Snapshot(string(rec), 2, []abi.Run{t.Running("a0", 1)}, []abi.Run{t.Waiting("w1", 2), t.Waiting("w2", 3)})
+	}
+	acts := func(a ...abi.Action) *abi.SerialDecision { return &abi.SerialDecision{Actions: a} }
+	launch := abi.Action{Kind: abi.ActionLaunch, Reason: "go"}
+	stop := abi.Action{Kind: abi.ActionStop, Reason: "old"}
+	flags := func(rec []byte, f uint32) []byte { binary.LittleEndian.PutUint32(rec[8:], f); return rec }
+	for _, c := range []struct {
+		name string
+		p    *Policy
+		rec  []byte
+		want string // the decision's actions, or the error it must contain
+	}{
+		{"launch-and-stop", v3, abi.AppendSerialDecisionRefs(nil, acts(launch, stop), []uint32{2, 0}), "[{launch w2 go} {stop a0 old}]"},
+		{"with-discard-below", v3, abi.AppendSerialDecisionRefs(nil, &abi.SerialDecision{Actions: []abi.Action{launch}, Below: 3, BelowReason: "x"}, []uint32{2}), "[{launch w2 go}]"},
+		{"by-id-still-works", v3, abi.AppendSerialDecision(nil, acts(abi.Action{Kind: abi.ActionLaunch, Run: "w1", Reason: "go"})), "[{launch w1 go}]"},
+		{"out-of-range", v3, abi.AppendSerialDecisionRefs(nil, acts(launch), []uint32{3}), "action 0: launch of run index 3: no such run (the snapshot has 3)"},
+		{"huge-index", v3, abi.AppendSerialDecisionRefs(nil, acts(launch), []uint32{1 << 31}), "run index 2147483648: no such run"},
+		{"twice", v3, abi.AppendSerialDecisionRefs(nil, acts(launch, launch), []uint32{1, 1}), `action 1: launch "w1": run already has action 0 (launch)`},
+		{"wrong-state", v3, abi.AppendSerialDecisionRefs(nil, acts(launch), []uint32{0}), `action 0: launch "a0": run is RUNNING, not WAITING`},
+		{"unknown-flag", v3, flags(abi.AppendSerialDecision(nil, acts()), 2), "undecodable output: abi: malformed record: decision flags 0x2"},
+		{"from-v2", v2, abi.AppendSerialDecisionRefs(nil, acts(launch), []uint32{1}), "the decision names its runs by index: needs ABI version 3 (the policy exports version 2)"},
+	} {
+		tt.Run(c.name, func(tt *testing.T) {
+			d, err := c.p.DecideSerial(context.Background(), snap(c.rec))
+			if strings.HasPrefix(c.want, "[") {
+				if err != nil || fmt.Sprint(d.Actions) != c.want {
+					tt.Fatalf("got %v, %v; want %s", d.Actions, err, c.want)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidDecision) || !strings.Contains(err.Error(), c.want) {
+				tt.Fatalf("err = %v, want ErrInvalidDecision with %q", err, c.want)
+			}
+		})
 	}
 }
 

@@ -318,16 +318,16 @@ func (inst *instance) call0(ctx context.Context, timeout time.Duration, name str
 	return uint32(inst.stack[0]), nil
 }
 
-// run copies in into the guest's input buffer, calls wasmsched_decide and
-// returns a view of the guest's output (valid until the next call).
-func (inst *instance) run(ctx context.Context, in []byte) ([]byte, error) {
+// inputBuf returns a view of the guest's input buffer for n bytes, asking
+// the guest for a larger one (wasmsched_input) when the last is too
+// small. The view is valid until the guest next runs (memory may grow).
+func (inst *instance) inputBuf(ctx context.Context, n int) ([]byte, error) {
 	inst.lastPtr = nil // intern's fast path: guest memory changes with every call
 	inst.memAtStart = inst.mem.Size()
-	if uint64(len(in)) > abi.MaxRecordSize {
-		return nil, fmt.Errorf("input of %d bytes exceeds %d", len(in), abi.MaxRecordSize)
+	if uint64(n) > abi.MaxRecordSize {
+		return nil, fmt.Errorf("input of %d bytes exceeds %d", n, abi.MaxRecordSize)
 	}
-	n := uint32(len(in))
-	if n > inst.inCap || inst.inPtr == 0 {
+	if uint32(n) > inst.inCap || inst.inPtr == 0 {
 		inst.stack[0] = uint64(n)
 		if err := inst.input.CallWithStack(ctx, inst.stack[:]); err != nil {
 			return nil, err
@@ -336,11 +336,18 @@ func (inst *instance) run(ctx context.Context, in []byte) ([]byte, error) {
 		if ptr == 0 {
 			return nil, fmt.Errorf("%s(%d) returned 0 (guest cannot hold the input)", ExportInput, n)
 		}
-		inst.inPtr, inst.inCap = ptr, n
+		inst.inPtr, inst.inCap = ptr, uint32(n)
 	}
-	if !inst.mem.Write(inst.inPtr, in) {
+	b, ok := inst.mem.Read(inst.inPtr, uint32(n))
+	if !ok {
 		return nil, fmt.Errorf("input buffer [%d,+%d) outside guest memory of %d bytes", inst.inPtr, n, inst.mem.Size())
 	}
+	return b, nil
+}
+
+// decideIn calls wasmsched_decide on the first n bytes of the input buffer
+// and returns a view of the guest's output (valid until the next call).
+func (inst *instance) decideIn(ctx context.Context, n int) ([]byte, error) {
 	inst.stack[0] = uint64(n)
 	if err := inst.decide.CallWithStack(ctx, inst.stack[:]); err != nil {
 		return nil, err
@@ -484,11 +491,17 @@ func (p *Policy) DecideSerial(ctx context.Context, s *abi.SerialSnapshot) (abi.S
 		p.release(inst, true)
 		return abi.SerialDecision{}, fmt.Errorf("policies: policy %q: call canceled: %w", p.name, err)
 	}
-	inst.enc = abi.AppendSerialSnapshot(inst.enc[:0], s)
 	inst.out.Reset()
 	var out []byte
-	usable, err := inst.call(ctx, p.rt.cfg.CallTimeout, func(cctx context.Context) (err error) {
-		out, err = inst.run(cctx, inst.enc)
+	usable, err := inst.call(ctx, p.rt.cfg.CallTimeout, func(cctx context.Context) error {
+		// encoded straight into the guest's input buffer
+		n := abi.SerialSnapshotSize(s)
+		in, err := inst.inputBuf(cctx, n)
+		if err != nil {
+			return err
+		}
+		abi.PutSerialSnapshot(in, s)
+		out, err = inst.decideIn(cctx, n)
 		return err
 	})
 	if err != nil {
@@ -509,13 +522,18 @@ func (p *Policy) DecideSerial(ctx context.Context, s *abi.SerialSnapshot) (abi.S
 	}
 	var view abi.SerialDecision
 	view.Actions = v.actions[:0]
-	if err := abi.DecodeSerialDecisionView(out, &view); err != nil {
+	indexed, err := abi.DecodeSerialDecisionRefs(out, &view, &v.refs)
+	if err != nil {
 		err = p.callError(ctx, inst, fmt.Errorf("%w: undecodable output: %v", ErrInvalidDecision, err))
 		p.release(inst, false)
 		return abi.SerialDecision{}, err
 	}
 	v.actions = view.Actions
-	v.resolve(s, &view)
+	if v.indexed = indexed; indexed {
+		v.resolveRefs(s, v.refs) // no id to hash: the guest named each run by its index
+	} else {
+		v.resolve(s, &view)
+	}
 	v.abi = p.abi
 	probs := v.checkSerial(s, &view)
 	// Copy out of guest memory: run ids become the snapshot's own strings,
@@ -580,8 +598,13 @@ func (p *Policy) DecideReuse(ctx context.Context, r *abi.ReuseRequest) (abi.Reus
 	inst.enc = abi.AppendReuseRequest(inst.enc[:0], r)
 	inst.out.Reset()
 	var out []byte
-	usable, err := inst.call(ctx, p.rt.cfg.CallTimeout, func(cctx context.Context) (err error) {
-		out, err = inst.run(cctx, inst.enc)
+	usable, err := inst.call(ctx, p.rt.cfg.CallTimeout, func(cctx context.Context) error {
+		in, err := inst.inputBuf(cctx, len(inst.enc))
+		if err != nil {
+			return err
+		}
+		copy(in, inst.enc)
+		out, err = inst.decideIn(cctx, len(inst.enc))
 		return err
 	})
 	if err != nil {

@@ -61,7 +61,23 @@ type validator struct {
 	maxID   int          // longest run id of the indexed snapshot
 	actions []abi.Action // decode scratch
 	idx     []int32      // per action: the run it names (-1: none), see resolve
+	refs    []uint32     // decode scratch: the indexes of an indexed decision
+	indexed bool         // the decision names its runs by index (ABI v3)
 	abi     uint32       // the deciding module's ABI version (0: the newest)
+}
+
+// resolveRefs fills v.idx from the run indexes of an indexed decision
+// (abi.DecisionRunIndex): -1 for an index beyond the snapshot's runs.
+func (v *validator) resolveRefs(s *abi.SerialSnapshot, refs []uint32) {
+	n := uint32(len(s.Active) + len(s.Waiting))
+	v.idx = v.idx[:0]
+	for _, r := range refs {
+		j := int32(-1)
+		if r < n {
+			j = int32(r)
+		}
+		v.idx = append(v.idx, j)
+	}
 }
 
 // resolve fills v.idx with the run each action of d names, or -1, through
@@ -174,6 +190,9 @@ func (v *validator) checkSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) pr
 	v.seen = v.seen[:n]
 	clear(v.seen)
 	launches, stops := 0, 0
+	if v.indexed && v.abi != 0 && v.abi < 3 {
+		probs.add("the decision names its runs by index: needs ABI version 3 (the policy exports version %d)", v.abi)
+	}
 	if below := d.Below; below != 0 {
 		switch {
 		case v.abi == 1:
@@ -201,25 +220,30 @@ func (v *validator) checkSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) pr
 		}
 		j := int(v.idx[i])
 		if j < 0 {
-			probs.add("action %d: %s %s: unknown run (not in the snapshot)", i, a.Kind, qid(a.Run))
+			if v.indexed {
+				probs.add("action %d: %s of run index %d: no such run (the snapshot has %d)", i, a.Kind, v.refs[i], n)
+			} else {
+				probs.add("action %d: %s %s: unknown run (not in the snapshot)", i, a.Kind, qid(a.Run))
+			}
 			continue
 		}
+		r := v.run(s, j)
 		if prev := v.seen[j]; prev != 0 {
-			probs.add("action %d: %s %s: run already has action %d (%s)", i, a.Kind, qid(a.Run), prev-1, d.Actions[prev-1].Kind)
+			probs.add("action %d: %s %s: run already has action %d (%s)", i, a.Kind, qid(r.ID), prev-1, d.Actions[prev-1].Kind)
 			continue
 		}
 		v.seen[j] = int32(i) + 1
-		st := v.run(s, j).State
+		st := r.State
 		switch a.Kind {
 		case abi.ActionLaunch, abi.ActionDiscard:
 			if st != abi.StateWaiting {
-				probs.add("action %d: %s %s: run is %s, not WAITING", i, a.Kind, qid(a.Run), st)
+				probs.add("action %d: %s %s: run is %s, not WAITING", i, a.Kind, qid(r.ID), st)
 			} else if a.Kind == abi.ActionLaunch {
 				launches++
 			}
 		case abi.ActionStop:
 			if st != abi.StateLaunched && st != abi.StateRunning {
-				probs.add("action %d: stop %s: run is %s, not LAUNCHED or RUNNING", i, qid(a.Run), st)
+				probs.add("action %d: stop %s: run is %s, not LAUNCHED or RUNNING", i, qid(r.ID), st)
 			} else {
 				stops++
 			}

@@ -1,5 +1,5 @@
 /*
- * wasmsched.h: the wasmsched plugin SDK for C (ABI version 2), header-only
+ * wasmsched.h: the wasmsched plugin SDK for C (ABI version 3), header-only
  * and freestanding (no libc, no allocator, no imports).
  *
  * A plugin defines ONE of
@@ -34,7 +34,7 @@
 #error "a plugin is WASMSCHED_SERIAL or WASMSCHED_REUSE, not both"
 #endif
 
-#define WS_ABI_VERSION 2
+#define WS_ABI_VERSION 3
 #define WS_MAX_REASON 256
 
 enum { WS_WAITING = 1, WS_LAUNCHED = 2, WS_RUNNING = 3, WS_STOPPING = 4 };
@@ -84,12 +84,18 @@ static inline ws_run ws_snap_active(const ws_snapshot *s, uint32_t i) { ws_run r
 static inline ws_run ws_snap_waiting(const ws_snapshot *s, uint32_t i) { ws_run r = {s->b + 48 + 48 * (s->n_active + i)}; return r; }
 static inline ws_str ws_run_id(const ws_snapshot *s, ws_run r) { return ws__str(s->b, r.p + 32); }
 
-/* ---- serial decision writer (tag 2) ---- */
+/* ---- serial decision writer (tag 2) ----
+ * Actions name their run by its index in the snapshot (the indexed form of
+ * ABI version 3): a run is given as the ws_run the readers returned, and
+ * no id is copied. */
 typedef struct {
-	uint8_t *b;        /* output record */
-	uint32_t n, max;   /* actions written, action slots reserved */
-	uint32_t str;      /* end of the string area (offset) */
-	int below;         /* a discard_below was written */
+	uint8_t *b;              /* output record */
+	const uint8_t *runs;     /* the snapshot's first run record */
+	uint32_t n, max;         /* actions written, action slots reserved */
+	uint32_t str;            /* end of the string area (offset) */
+	int below;               /* a discard_below was written */
+	const char *why;         /* the last reason written, */
+	uint32_t why_off, why_n; /* where it is and its length */
 } ws_decision;
 
 static inline void ws__put32(uint8_t *p, uint32_t v) { __builtin_memcpy(p, &v, 4); }
@@ -97,35 +103,40 @@ static inline void ws__put64(uint8_t *p, uint64_t v) { __builtin_memcpy(p, &v, 8
 
 static inline uint32_t ws__strlen(const char *s) { uint32_t n = 0; while (s[n]) n++; return n; }
 
-static inline void ws__add(ws_decision *d, uint32_t kind, const char *run, uint32_t run_n, uint64_t seq, const char *why) {
+/* ws__add writes one action; ref is the run's index (kinds 1-3) or the seq
+ * (discard_below). */
+static inline void ws__add(ws_decision *d, uint32_t kind, uint64_t ref, const char *why) {
 	if (d->n >= d->max) return; /* more actions than runs: the host would refuse it anyway */
 	uint8_t *a = d->b + 16 + 20 * d->n;
 	ws__put32(a, kind);
-	if (kind == WS_DISCARD_BELOW) {
-		ws__put64(a + 4, seq);
-	} else {
-		ws__put32(a + 4, d->str);
-		ws__put32(a + 8, run_n);
-		__builtin_memcpy(d->b + d->str, run, run_n);
-		d->str += run_n;
+	ws__put64(a + 4, ref);
+	/* a reason repeated from the previous action (the common case: a
+	 * static string per kind) is written once and referenced again */
+	if (why != d->why || !why) {
+		uint32_t wn = why ? ws__strlen(why) : 0;
+		if (wn > WS_MAX_REASON) wn = WS_MAX_REASON;
+		if (wn) __builtin_memcpy(d->b + d->str, why, wn);
+		d->why = why;
+		d->why_off = d->str;
+		d->why_n = wn;
+		d->str += wn;
 	}
-	uint32_t wn = why ? ws__strlen(why) : 0;
-	if (wn > WS_MAX_REASON) wn = WS_MAX_REASON;
-	ws__put32(a + 12, d->str);
-	ws__put32(a + 16, wn);
-	if (wn) __builtin_memcpy(d->b + d->str, why, wn);
-	d->str += wn;
+	ws__put32(a + 12, d->why_off);
+	ws__put32(a + 16, d->why_n);
 	d->n++;
 }
-static inline void ws_launch(ws_decision *d, ws_str run, const char *why) { ws__add(d, WS_LAUNCH, run.p, run.n, 0, why); }
-static inline void ws_discard(ws_decision *d, ws_str run, const char *why) { ws__add(d, WS_DISCARD, run.p, run.n, 0, why); }
-static inline void ws_stop(ws_decision *d, ws_str run, const char *why) { ws__add(d, WS_STOP, run.p, run.n, 0, why); }
+static inline uint32_t ws__index(const ws_decision *d, ws_run r) { return (uint32_t)(r.p - d->runs) / 48u; }
+/* Launch or discard a WAITING run, stop a LAUNCHED or RUNNING one: r is a
+ * run of this call's snapshot (ws_snap_active, ws_snap_waiting). */
+static inline void ws_launch(ws_decision *d, ws_run r, const char *why) { ws__add(d, WS_LAUNCH, ws__index(d, r), why); }
+static inline void ws_discard(ws_decision *d, ws_run r, const char *why) { ws__add(d, WS_DISCARD, ws__index(d, r), why); }
+static inline void ws_stop(ws_decision *d, ws_run r, const char *why) { ws__add(d, WS_STOP, ws__index(d, r), why); }
 /* Discard every WAITING run below seq that the other actions leave WAITING
  * (at most once per decision; seq <= the newest waiting seq + 1). */
 static inline void ws_discard_below(ws_decision *d, uint64_t seq, const char *why) {
 	if (d->below) return;
 	d->below = 1;
-	ws__add(d, WS_DISCARD_BELOW, 0, 0, seq, why);
+	ws__add(d, WS_DISCARD_BELOW, seq, why);
 }
 
 /* ---- reuse request (tag 3) and decision (tag 4) ---- */
@@ -159,24 +170,23 @@ static inline int ws__strok(const uint8_t *field, uint32_t len) {
 }
 
 #ifdef WASMSCHED_SERIAL
-void ws_decide_serial(const ws_snapshot *s, ws_decision *d);
+/* Declared static and always inlined: the policy is compiled into the
+ * export, so the decision writer's state stays in locals (wasm registers)
+ * instead of memory. The plugin's definition needs no `static`. */
+static inline __attribute__((always_inline)) void ws_decide_serial(const ws_snapshot *s, ws_decision *d);
 
 /* ws_serial_out_size: the output room a decision of the snapshot b[0:n]
- * needs (one action per run plus a discard_below, each with its run id and
- * a full reason), 0 if b is not a valid snapshot. */
+ * needs (one action per run plus a discard_below, each with a full
+ * reason), 0 if b is not a valid snapshot. */
 static inline uint64_t ws_serial_out_size(const uint8_t *b, uint32_t n) {
 	if (n < 48 || ws__u32(b) != 1) return 0;
 	uint64_t na = ws__u32(b + 32), nw = ws__u32(b + 36);
 	if (48 + 48 * (na + nw) > n) return 0;
 	if (!ws__strok(b + 16, n) || !ws__strok(b + 24, n)) return 0;
-	uint64_t ids = 0;
-	for (uint64_t i = 0; i < na + nw; i++) {
-		const uint8_t *r = b + 48 + 48 * i;
-		if (!ws__strok(r + 32, n)) return 0;
-		ids += ws__u32(r + 36);
-	}
+	for (uint64_t i = 0; i < na + nw; i++)
+		if (!ws__strok(b + 48 + 48 * i + 32, n)) return 0;
 	uint64_t max = na + nw + 1;
-	return 16 + 20 * max + ids + (uint64_t)WS_MAX_REASON * max;
+	return 16 + 20 * max + (uint64_t)WS_MAX_REASON * max;
 }
 
 /* ws_decide_serial_buf decides the valid snapshot b[0:n] into out (at
@@ -186,27 +196,18 @@ static inline uint32_t ws_decide_serial_buf(const uint8_t *b, uint32_t n, uint8_
 	uint32_t na = ws__u32(b + 32), nw = ws__u32(b + 36);
 	ws_snapshot s = {b, n, na, nw};
 	uint32_t max = na + nw + 1;
-	ws_decision d = {out, 0, max, 16 + 20 * max, 0};
+	ws_decision d = {out, b + 48, 0, max, 16 + 20 * max, 0, 0, 0, 0};
 	ws_decide_serial(&s, &d);
-	/* close the gap between the actions written and the slots reserved:
-	 * move the string area down and shift every offset */
-	uint32_t gap = 20 * (d.max - d.n);
-	uint32_t start = 16 + 20 * d.max;
-	if (gap) {
-		__builtin_memmove(d.b + start - gap, d.b + start, d.str - start);
-		for (uint32_t i = 0; i < d.n; i++) {
-			uint8_t *a = d.b + 16 + 20 * i;
-			if (ws__u32(a) != WS_DISCARD_BELOW) ws__put32(a + 4, ws__u32(a + 4) - gap);
-			ws__put32(a + 12, ws__u32(a + 12) - gap);
-		}
-	}
+	/* the string area stays after the max slots reserved: the slots not
+	 * written are a gap the host never reads (strings are located by
+	 * offset, ABI.md), cheaper than moving the strings down */
 	ws__put32(d.b, 2);
 	ws__put32(d.b + 4, d.n);
-	ws__put64(d.b + 8, 0);
-	return d.str - gap;
+	ws__put64(d.b + 8, 1); /* flags: DecisionRunIndex */
+	return d.str;
 }
 #else
-void ws_decide_reuse(const ws_reuse_request *r, ws_reuse_decision *d);
+static inline __attribute__((always_inline)) void ws_decide_reuse(const ws_reuse_request *r, ws_reuse_decision *d);
 
 /* ws_reuse_out_size: the output room a decision of the request b[0:n]
  * needs, 0 if b is not a valid reuse request. */

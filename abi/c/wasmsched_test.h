@@ -64,11 +64,18 @@ static ws_test_decision ws_test_serial(uint32_t max_active, const ws_test_run *a
 	uint32_t m = ws_decide_serial_buf(b, s, ws_test_out);
 	const uint8_t *o = ws_test_out;
 	d.n = ws__u32(o + 4);
+	if (ws__u32(o + 8) != 1) { ws_test_failures++; fprintf(stderr, "ws_test_serial: flags %u, want 1 (runs named by index)\n", ws__u32(o + 8)); }
 	for (uint32_t i = 0; i < d.n && i < 64; i++) {
 		const uint8_t *a = o + 16 + 20 * i;
 		d.a[i].kind = ws__u32(a);
-		if (d.a[i].kind == WS_DISCARD_BELOW) d.a[i].seq = ws__u64(a + 4);
-		else snprintf(d.a[i].run, sizeof d.a[i].run, "%.*s", (int)ws__u32(a + 8), (const char *)o + ws__u32(a + 4));
+		if (d.a[i].kind == WS_DISCARD_BELOW) {
+			d.a[i].seq = ws__u64(a + 4);
+		} else {
+			/* the run's index in the snapshot: active runs first, then waiting */
+			uint32_t j = ws__u32(a + 4);
+			if (j >= na + nw) { ws_test_failures++; fprintf(stderr, "action %u: run index %u of %u runs\n", i, j, na + nw); continue; }
+			snprintf(d.a[i].run, sizeof d.a[i].run, "%s", j < na ? active[j].id : waiting[j - na].id);
+		}
 		snprintf(d.a[i].reason, sizeof d.a[i].reason, "%.*s", (int)ws__u32(a + 16), (const char *)o + ws__u32(a + 12));
 		if (ws__u32(a + 12) + ws__u32(a + 16) > m) { ws_test_failures++; fprintf(stderr, "action %u: reason outside the record\n", i); }
 	}

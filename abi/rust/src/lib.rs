@@ -1,4 +1,4 @@
-//! The wasmsched plugin SDK for Rust (ABI version 2, `abi/ABI.md`).
+//! The wasmsched plugin SDK for Rust (ABI version 3, `abi/ABI.md`).
 //!
 //! `no_std`, no dependencies, no allocator: readers are zero-copy views of
 //! the input buffer, the decision writer encodes in place, and both buffers
@@ -14,7 +14,7 @@
 //!     fn decide(s: &Snapshot, d: &mut Decision) {
 //!         let free = s.max_active() as usize - s.n_active().min(s.max_active() as usize);
 //!         for r in s.waiting().take(free) {
-//!             d.launch(r.id(), "oldest waiting run, below max_active");
+//!             d.launch(&r, "oldest waiting run, below max_active");
 //!         }
 //!     }
 //! }
@@ -29,7 +29,7 @@
 use core::ptr;
 
 /// The ABI version this SDK exports.
-pub const ABI_VERSION: i32 = 2;
+pub const ABI_VERSION: i32 = 3;
 /// Reasons are cut to this many bytes (the host's limit).
 pub const MAX_REASON: usize = 256;
 
@@ -64,6 +64,7 @@ fn str_at(b: &[u8], field: usize) -> &[u8] {
     let (off, n) = (u32_at(b, field) as usize, u32_at(b, field + 4) as usize);
     unsafe { b.get_unchecked(off..off + n) }
 }
+#[inline(always)]
 fn str_ok(b: &[u8], field: usize) -> bool {
     (u32_at(b, field) as u64) + (u32_at(b, field + 4) as u64) <= b.len() as u64
 }
@@ -76,14 +77,24 @@ pub struct Run<'a> {
 }
 
 impl<'a> Run<'a> {
+    #[inline(always)]
     pub fn seq(&self) -> u64 { u64_at(self.rec, self.at) }
+    #[inline(always)]
     pub fn submitted_at(&self) -> i64 { u64_at(self.rec, self.at + 8) as i64 }
+    #[inline(always)]
     pub fn started_at(&self) -> i64 { u64_at(self.rec, self.at + 16) as i64 }
+    #[inline(always)]
     pub fn priority(&self) -> i32 { u32_at(self.rec, self.at + 24) as i32 }
+    #[inline(always)]
     pub fn slots(&self) -> u32 { u32_at(self.rec, self.at + 28) }
     /// The run id (bytes of the input: valid during the call).
+    #[inline(always)]
     pub fn id(&self) -> &'a [u8] { str_at(self.rec, self.at + 32) }
+    #[inline(always)]
     pub fn state(&self) -> u8 { self.rec[self.at + 40] }
+    /// The run's index in its snapshot (active runs first, then waiting).
+    #[inline(always)]
+    fn index(&self) -> u64 { ((self.at - 48) / 48) as u64 }
 }
 
 /// Runs of a snapshot, oldest (lowest seq) first.
@@ -96,6 +107,7 @@ pub struct Runs<'a> {
 
 impl<'a> Iterator for Runs<'a> {
     type Item = Run<'a>;
+    #[inline(always)]
     fn next(&mut self) -> Option<Run<'a>> {
         if self.left == 0 {
             return None;
@@ -105,10 +117,12 @@ impl<'a> Iterator for Runs<'a> {
         self.left -= 1;
         Some(r)
     }
+    #[inline(always)]
     fn size_hint(&self) -> (usize, Option<usize>) { (self.left, Some(self.left)) }
 }
 impl<'a> ExactSizeIterator for Runs<'a> {}
 impl<'a> DoubleEndedIterator for Runs<'a> {
+    #[inline(always)]
     fn next_back(&mut self) -> Option<Run<'a>> {
         if self.left == 0 {
             return None;
@@ -128,6 +142,7 @@ pub struct Snapshot<'a> {
 impl<'a> Snapshot<'a> {
     /// Validates rec as a serial snapshot (tag, counts, every string
     /// reference inside the record).
+    #[inline(always)]
     pub fn parse(rec: &'a [u8]) -> Option<Snapshot<'a>> {
         if rec.len() < 48 || u32_at(rec, 0) != 1 {
             return None;
@@ -147,106 +162,115 @@ impl<'a> Snapshot<'a> {
         Some(Snapshot { rec, na, nw })
     }
     /// max_active (0 reads as 1).
+    #[inline(always)]
     pub fn max_active(&self) -> u32 { u32_at(self.rec, 4).max(1) }
+    #[inline(always)]
     pub fn now(&self) -> i64 { u64_at(self.rec, 8) as i64 }
+    #[inline(always)]
     pub fn group(&self) -> &'a [u8] { str_at(self.rec, 16) }
+    #[inline(always)]
     pub fn policy(&self) -> &'a [u8] { str_at(self.rec, 24) }
+    #[inline(always)]
     pub fn n_active(&self) -> usize { self.na }
+    #[inline(always)]
     pub fn n_waiting(&self) -> usize { self.nw }
     /// The group's WAITING runs in all (at least n_waiting).
+    #[inline(always)]
     pub fn waiting_total(&self) -> usize { (u32_at(self.rec, 40) as usize).max(self.nw) }
     /// The waiting list is a window: the group's oldest and newest runs.
+    #[inline(always)]
     pub fn truncated(&self) -> bool { self.waiting_total() > self.nw }
     /// The active runs (LAUNCHED, RUNNING, STOPPING), oldest first.
+    #[inline(always)]
     pub fn active(&self) -> Runs<'a> { Runs { rec: self.rec, at: 48, left: self.na } }
     /// The waiting runs (the window), oldest first.
+    #[inline(always)]
     pub fn waiting(&self) -> Runs<'a> { Runs { rec: self.rec, at: 48 + 48 * self.na, left: self.nw } }
+    #[inline(always)]
     pub fn active_at(&self, i: usize) -> Run<'a> { assert!(i < self.na); Run { rec: self.rec, at: 48 + 48 * i } }
+    #[inline(always)]
     pub fn waiting_at(&self, i: usize) -> Run<'a> { assert!(i < self.nw); Run { rec: self.rec, at: 48 + 48 * (self.na + i) } }
 }
 
 /// The serial decision being written (tag 2), in place in the output
-/// buffer: one action per run at most, plus one discard_below.
+/// buffer: one action per run at most, plus one discard_below. Actions name
+/// their run by its index in the snapshot (the indexed form of ABI version
+/// 3): no id is copied.
 pub struct Decision<'a> {
     out: &'a mut [u8],
     n: usize,
     max: usize,
     str_end: usize,
     below: bool,
+    // the last reason written and where: a reason repeated from the
+    // previous action (a constant per kind, usually) is written once
+    why: (*const u8, usize),
+    why_at: u32,
 }
 
 impl<'a> Decision<'a> {
+    #[inline(always)]
     fn new(out: &'a mut [u8], max: usize) -> Decision<'a> {
-        Decision { out, n: 0, max, str_end: 16 + 20 * max, below: false }
+        Decision { out, n: 0, max, str_end: 16 + 20 * max, below: false, why: (ptr::null(), 0), why_at: 0 }
     }
     #[inline(always)]
     fn put32(&mut self, i: usize, v: u32) { unsafe { ptr::write_unaligned(self.out.as_mut_ptr().add(i) as *mut u32, v) } }
     #[inline(always)]
     fn put64(&mut self, i: usize, v: u64) { unsafe { ptr::write_unaligned(self.out.as_mut_ptr().add(i) as *mut u64, v) } }
     #[inline(always)]
-    fn bytes(&mut self, s: &[u8]) -> u32 {
-        let at = self.str_end;
-        // room: the writer was sized for every run id and a full reason per action
-        unsafe { ptr::copy_nonoverlapping(s.as_ptr(), self.out.as_mut_ptr().add(at), s.len()) };
-        self.str_end += s.len();
-        at as u32
-    }
-    fn add(&mut self, kind: u32, run: &[u8], seq: u64, why: &str) {
+    fn add(&mut self, kind: u32, r: u64, why: &str) {
         if self.n >= self.max {
             return; // more actions than runs: the host would refuse it anyway
         }
         let a = 16 + 20 * self.n;
         self.put32(a, kind);
-        if kind == DISCARD_BELOW {
-            self.put64(a + 4, seq);
-        } else {
-            let off = self.bytes(run);
-            self.put32(a + 4, off);
-            self.put32(a + 8, run.len() as u32);
-        }
+        self.put64(a + 4, r); // the run's index, or discard_below's seq
         let why = &why.as_bytes()[..why.len().min(MAX_REASON)];
-        let off = self.bytes(why);
-        self.put32(a + 12, off);
+        if (why.as_ptr(), why.len()) != self.why {
+            self.why = (why.as_ptr(), why.len());
+            self.why_at = self.str_end as u32;
+            // room: the writer was sized for a full reason per action
+            unsafe { ptr::copy_nonoverlapping(why.as_ptr(), self.out.as_mut_ptr().add(self.str_end), why.len()) };
+            self.str_end += why.len();
+        }
+        let at = self.why_at;
+        self.put32(a + 12, at);
         self.put32(a + 16, why.len() as u32);
         self.n += 1;
     }
-    pub fn launch(&mut self, run: &[u8], why: &str) { self.add(LAUNCH, run, 0, why) }
-    pub fn discard(&mut self, run: &[u8], why: &str) { self.add(DISCARD, run, 0, why) }
-    pub fn stop(&mut self, run: &[u8], why: &str) { self.add(STOP, run, 0, why) }
+    /// Launches (or discards) a WAITING run, stops a LAUNCHED or RUNNING
+    /// one: r is a run of this call's snapshot.
+    #[inline(always)]
+    pub fn launch(&mut self, r: &Run, why: &str) { self.add(LAUNCH, r.index(), why) }
+    #[inline(always)]
+    pub fn discard(&mut self, r: &Run, why: &str) { self.add(DISCARD, r.index(), why) }
+    #[inline(always)]
+    pub fn stop(&mut self, r: &Run, why: &str) { self.add(STOP, r.index(), why) }
     /// Discards every WAITING run below seq that the other actions leave
     /// WAITING (once per decision; seq <= the newest waiting seq + 1).
+    #[inline(always)]
     pub fn discard_below(&mut self, seq: u64, why: &str) {
         if !self.below {
             self.below = true;
-            self.add(DISCARD_BELOW, &[], seq, why)
+            self.add(DISCARD_BELOW, seq, why)
         }
     }
     /// Actions written so far.
+    #[inline(always)]
     pub fn len(&self) -> usize { self.n }
+    #[inline(always)]
     pub fn is_empty(&self) -> bool { self.n == 0 }
 
-    /// Closes the record: moves the string area down over the unused
-    /// action slots and returns the record's length.
+    /// Closes the record and returns its length. The action slots not
+    /// written stay as a gap before the strings, which the host never
+    /// reads (strings are located by offset): cheaper than moving them.
+    #[inline(always)]
     fn finish(mut self) -> usize {
-        let gap = 20 * (self.max - self.n);
-        let start = 16 + 20 * self.max;
-        if gap > 0 {
-            self.out.copy_within(start..self.str_end, start - gap);
-            for i in 0..self.n {
-                let a = 16 + 20 * i;
-                if u32_at(self.out, a) != DISCARD_BELOW {
-                    let v = u32_at(self.out, a + 4) - gap as u32;
-                    self.put32(a + 4, v);
-                }
-                let v = u32_at(self.out, a + 12) - gap as u32;
-                self.put32(a + 12, v);
-            }
-        }
         self.put32(0, 2);
         let n = self.n as u32;
         self.put32(4, n);
-        self.put64(8, 0);
-        self.str_end - gap
+        self.put64(8, 1); // flags: the runs are named by index
+        self.str_end
     }
 }
 
@@ -258,13 +282,19 @@ pub struct Slot<'a> {
 }
 
 impl<'a> Slot<'a> {
+    #[inline(always)]
     pub fn task(&self) -> u32 { u32_at(self.rec, self.at) }
+    #[inline(always)]
     pub fn index(&self) -> u32 { u32_at(self.rec, self.at + 4) }
+    #[inline(always)]
     pub fn worker(&self) -> &'a [u8] { str_at(self.rec, self.at + 8) }
+    #[inline(always)]
     pub fn token(&self) -> &'a [u8] { str_at(self.rec, self.at + 16) }
     /// The slot's worker is alive.
+    #[inline(always)]
     pub fn alive(&self) -> bool { self.rec[self.at + 24] & 1 != 0 }
     /// The slot still holds the run with its assignment token.
+    #[inline(always)]
     pub fn held(&self) -> bool { self.rec[self.at + 24] & 2 != 0 }
 }
 
@@ -275,6 +305,7 @@ pub struct ReuseRequest<'a> {
 }
 
 impl<'a> ReuseRequest<'a> {
+    #[inline(always)]
     pub fn parse(rec: &'a [u8]) -> Option<ReuseRequest<'a>> {
         if rec.len() < 80 || u32_at(rec, 0) != 3 {
             return None;
@@ -290,11 +321,17 @@ impl<'a> ReuseRequest<'a> {
         }
         Some(ReuseRequest { rec, ns })
     }
+    #[inline(always)]
     pub fn now(&self) -> i64 { u64_at(self.rec, 8) as i64 }
+    #[inline(always)]
     pub fn group(&self) -> &'a [u8] { str_at(self.rec, 16) }
+    #[inline(always)]
     pub fn run(&self) -> Run<'a> { Run { rec: self.rec, at: 32 } }
+    #[inline(always)]
     pub fn n_slots(&self) -> usize { self.ns }
+    #[inline(always)]
     pub fn slot(&self, i: usize) -> Slot<'a> { assert!(i < self.ns); Slot { rec: self.rec, at: 80 + 32 * i } }
+    #[inline(always)]
     pub fn slots(&self) -> impl Iterator<Item = Slot<'a>> + 'a {
         let rec = self.rec;
         (0..self.ns).map(move |i| Slot { rec, at: 80 + 32 * i })
@@ -312,6 +349,7 @@ pub struct ReuseDecision<'a> {
 
 impl<'a> ReuseDecision<'a> {
     /// The next slot's verdict (REUSE or REALLOCATE).
+    #[inline(always)]
     pub fn verdict(&mut self, v: u8) {
         if self.n < self.max {
             self.out[24 + self.n] = v;
@@ -319,10 +357,12 @@ impl<'a> ReuseDecision<'a> {
         }
     }
     /// Fails the whole run (verdicts are ignored).
+    #[inline(always)]
     pub fn fail(&mut self, why: &'static str) {
         self.fail = true;
         self.reason = why;
     }
+    #[inline(always)]
     fn finish(self) -> usize {
         let end = 24 + self.n;
         let why = &self.reason.as_bytes()[..self.reason.len().min(MAX_REASON)];
@@ -378,6 +418,7 @@ fn grow(size: usize) -> Option<(*mut u8, usize)> {
 fn grow(_size: usize) -> Option<(*mut u8, usize)> { None }
 
 #[doc(hidden)]
+#[inline(always)]
 pub fn input(size: i32) -> *mut u8 {
     if size < 0 || size as usize > MAX_BUF {
         return ptr::null_mut();
@@ -396,6 +437,7 @@ pub fn input(size: i32) -> *mut u8 {
     }
 }
 
+#[inline(always)]
 fn out_buf(need: usize) -> Option<&'static mut [u8]> {
     if need > MAX_BUF {
         return None;
@@ -412,8 +454,10 @@ fn out_buf(need: usize) -> Option<&'static mut [u8]> {
 
 const FAIL: i64 = 1; // ptr 0, error code 1: malformed input
 
+#[inline(always)]
 fn located(p: *const u8, n: usize) -> i64 { (((p as usize as u64) << 32) | n as u64) as i64 }
 
+#[inline(always)]
 fn in_record(len: i32) -> Option<&'static [u8]> {
     unsafe {
         if BUFS.inp.is_null() || len < 0 || len as usize > BUFS.in_cap {
@@ -425,6 +469,7 @@ fn in_record(len: i32) -> Option<&'static [u8]> {
 
 /// Decides a serial snapshot (a run of the exports, also for tests):
 /// rec in, the encoded decision written to out.
+#[inline(always)]
 pub fn decide_serial_into<P: SerialPolicy>(rec: &[u8], out: &mut [u8]) -> Option<usize> {
     let s = Snapshot::parse(rec)?;
     let max = s.na + s.nw + 1;
@@ -436,13 +481,14 @@ pub fn decide_serial_into<P: SerialPolicy>(rec: &[u8], out: &mut [u8]) -> Option
     Some(d.finish())
 }
 
+#[inline(always)]
 fn serial_out_size(s: &Snapshot) -> usize {
     let max = s.na + s.nw + 1;
-    let ids: usize = s.active().chain(s.waiting()).map(|r| r.id().len()).sum();
-    16 + 20 * max + ids + MAX_REASON * max
+    16 + 20 * max + MAX_REASON * max
 }
 
 #[doc(hidden)]
+#[inline(always)]
 pub fn decide_serial<P: SerialPolicy>(len: i32) -> i64 {
     let rec = match in_record(len) {
         Some(r) => r,
@@ -465,6 +511,7 @@ pub fn decide_serial<P: SerialPolicy>(len: i32) -> i64 {
 }
 
 /// Decides a reuse request (a run of the exports, also for tests).
+#[inline(always)]
 pub fn decide_reuse_into<P: ReusePolicy>(rec: &[u8], out: &mut [u8]) -> Option<usize> {
     let r = ReuseRequest::parse(rec)?;
     if out.len() < 24 + r.ns + MAX_REASON {
@@ -477,6 +524,7 @@ pub fn decide_reuse_into<P: ReusePolicy>(rec: &[u8], out: &mut [u8]) -> Option<u
 }
 
 #[doc(hidden)]
+#[inline(always)]
 pub fn decide_reuse<P: ReusePolicy>(len: i32) -> i64 {
     let rec = match in_record(len) {
         Some(r) => r,
@@ -569,16 +617,22 @@ pub mod testing {
         s
     }
 
-    /// The i-th action of an encoded decision: (kind, run or "", seq, reason).
-    pub fn action(out: &[u8], i: usize) -> (u32, &[u8], u64, &[u8]) {
-        let u = |j: usize| u32::from_le_bytes([out[j], out[j + 1], out[j + 2], out[j + 3]]);
+    /// The i-th action of the decision out of the snapshot inp: (kind, the
+    /// run's id or "", seq, reason). The id is the snapshot's run at the
+    /// index the action names.
+    pub fn action<'a>(inp: &'a [u8], out: &'a [u8], i: usize) -> (u32, &'a [u8], u64, &'a [u8]) {
+        let u = |b: &[u8], j: usize| u32::from_le_bytes([b[j], b[j + 1], b[j + 2], b[j + 3]]);
+        assert_eq!(u(out, 8), 1, "flags: the runs are named by index");
         let a = 16 + 20 * i;
-        let s = |j: usize| &out[u(j) as usize..(u(j) + u(j + 4)) as usize];
-        if u(a) == 4 {
+        let why = &out[u(out, a + 12) as usize..(u(out, a + 12) + u(out, a + 16)) as usize];
+        if u(out, a) == 4 {
             let seq = u64::from_le_bytes(out[a + 4..a + 12].try_into().unwrap());
-            (4, &[], seq, s(a + 12))
+            (4, &[], seq, why)
         } else {
-            (u(a), s(a + 4), 0, s(a + 12))
+            let r = 48 + 48 * u(out, a + 4) as usize;
+            assert!(r + 48 <= 48 + 48 * (u(inp, 32) + u(inp, 36)) as usize, "run index out of range");
+            let id = &inp[u(inp, r + 32) as usize..(u(inp, r + 32) + u(inp, r + 36)) as usize];
+            (u(out, a), id, 0, why)
         }
     }
 
@@ -595,7 +649,7 @@ mod tests {
     impl SerialPolicy for All {
         fn decide(s: &Snapshot, d: &mut Decision) {
             for r in s.waiting() {
-                d.launch(r.id(), "go");
+                d.launch(&r, "go");
             }
             d.discard_below(s.waiting().next().map(|r| r.seq()).unwrap_or(1), "old");
             d.discard_below(99, "twice: ignored");
@@ -603,16 +657,18 @@ mod tests {
     }
 
     #[test]
-    fn writer_closes_the_gap() {
+    fn writer_names_runs_by_index() {
         let (mut inp, mut out) = ([0u8; 4096], [0u8; 16384]);
         let n = snapshot(&mut inp, 3, &[("a1", 1, RUNNING)], &[("w2", 2, WAITING), ("w3", 3, WAITING)], 0);
         let m = decide_serial_into::<All>(&inp[..n], &mut out).unwrap();
-        assert_eq!(n_actions(&out[..m]), 3);
-        assert_eq!(action(&out[..m], 0), (1, &b"w2"[..], 0, &b"go"[..]));
-        assert_eq!(action(&out[..m], 1), (1, &b"w3"[..], 0, &b"go"[..]));
-        assert_eq!(action(&out[..m], 2), (4, &b""[..], 2, &b"old"[..]));
-        // the record ends where its last string does: no gap left
-        assert_eq!(m, 16 + 20 * 3 + 2 + 2 + 2 + 2 + 3);
+        let (inp, out) = (&inp[..n], &out[..m]);
+        assert_eq!(n_actions(out), 3);
+        assert_eq!(action(inp, out, 0), (1, &b"w2"[..], 0, &b"go"[..]));
+        assert_eq!(action(inp, out, 1), (1, &b"w3"[..], 0, &b"go"[..]));
+        assert_eq!(action(inp, out, 2), (4, &b""[..], 2, &b"old"[..]));
+        assert_eq!(u32::from_le_bytes(out[20..24].try_into().unwrap()), 1, "w2 is run 1 (after the active a1)");
+        // a repeated reason is written once: 4 action slots reserved, then "go" and "old"
+        assert_eq!(m, 16 + 20 * 4 + 2 + 3);
     }
 
     #[test]

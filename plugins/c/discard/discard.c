@@ -12,15 +12,15 @@ void ws_decide_serial(const ws_snapshot *s, ws_decision *d) {
 	if (ws_snap_truncated(s)) {
 		/* the window's oldest part holds at least max_active runs */
 		for (uint32_t i = 0; (int64_t)i < free && i < nw; i++)
-			ws_launch(d, ws_run_id(s, ws_snap_waiting(s, i)), reason_launch);
+			ws_launch(d, ws_snap_waiting(s, i), reason_launch);
 		ws_discard_below(d, ws_run_seq(ws_snap_waiting(s, nw - 1)) + 1, reason_discard);
 		return;
 	}
 	for (uint32_t i = 0; i < nw; i++) {
-		ws_str id = ws_run_id(s, ws_snap_waiting(s, i));
+		ws_run r = ws_snap_waiting(s, i);
 		if ((int64_t)i < free)
-			ws_launch(d, id, reason_launch);
+			ws_launch(d, r, reason_launch);
 		else
-			ws_discard(d, id, reason_discard);
+			ws_discard(d, r, reason_discard);
 	}
 }

@@ -12,7 +12,7 @@ static void stop_older(const ws_snapshot *s, ws_decision *d, uint64_t cutoff) {
 	for (uint32_t i = 0; i < ws_snap_n_active(s); i++) {
 		ws_run r = ws_snap_active(s, i);
 		if (ws_run_state(r) != WS_STOPPING && ws_run_seq(r) < cutoff)
-			ws_stop(d, ws_run_id(s, r), reason_superseded);
+			ws_stop(d, r, reason_superseded);
 	}
 }
 
@@ -38,7 +38,7 @@ void ws_decide_serial(const ws_snapshot *s, ws_decision *d) {
 	if (ws_snap_truncated(s)) {
 		for (uint32_t i = 0; i < nw; i++) {
 			ws_run r = ws_snap_waiting(s, i);
-			if (ws_run_seq(r) >= cutoff) ws_launch(d, ws_run_id(s, r), reason_newest);
+			if (ws_run_seq(r) >= cutoff) ws_launch(d, r, reason_newest);
 		}
 		if (cutoff > 0) ws_discard_below(d, cutoff, reason_superseded);
 		stop_older(s, d, cutoff);
@@ -47,9 +47,9 @@ void ws_decide_serial(const ws_snapshot *s, ws_decision *d) {
 	for (uint32_t i = 0; i < nw; i++) {
 		ws_run r = ws_snap_waiting(s, i);
 		if (ws_run_seq(r) >= cutoff)
-			ws_launch(d, ws_run_id(s, r), reason_newest);
+			ws_launch(d, r, reason_newest);
 		else
-			ws_discard(d, ws_run_id(s, r), reason_superseded);
+			ws_discard(d, r, reason_superseded);
 	}
 	stop_older(s, d, cutoff);
 }

@@ -8,5 +8,5 @@ static const char reason_launch[] = "oldest waiting run, below max_active";
 void ws_decide_serial(const ws_snapshot *s, ws_decision *d) {
 	int64_t free = (int64_t)ws_snap_max_active(s) - ws_snap_n_active(s);
 	for (uint32_t i = 0; (int64_t)i < free && i < ws_snap_n_waiting(s); i++)
-		ws_launch(d, ws_run_id(s, ws_snap_waiting(s, i)), reason_launch);
+		ws_launch(d, ws_snap_waiting(s, i), reason_launch);
 }

@@ -18,5 +18,5 @@ void ws_decide_serial(const ws_snapshot *s, ws_decision *d) {
 	}
 	int64_t free = (int64_t)m - ws_snap_n_active(s);
 	for (uint32_t i = 0; (int64_t)i < free && i < ws_snap_n_waiting(s); i++)
-		ws_launch(d, ws_run_id(s, ws_snap_waiting(s, i)), "oldest waiting run, below max_active");
+		ws_launch(d, ws_snap_waiting(s, i), "oldest waiting run, below max_active");
 }

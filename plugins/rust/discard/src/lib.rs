@@ -14,7 +14,7 @@ impl SerialPolicy for Discard {
         if s.truncated() {
             // the window's oldest part holds at least max_active runs
             for r in s.waiting().take(free) {
-                d.launch(r.id(), REASON_LAUNCH);
+                d.launch(&r, REASON_LAUNCH);
             }
             if let Some(newest) = s.waiting().next_back() {
                 d.discard_below(newest.seq() + 1, REASON_DISCARD);
@@ -23,9 +23,9 @@ impl SerialPolicy for Discard {
         }
         for (i, r) in s.waiting().enumerate() {
             if i < free {
-                d.launch(r.id(), REASON_LAUNCH);
+                d.launch(&r, REASON_LAUNCH);
             } else {
-                d.discard(r.id(), REASON_DISCARD);
+                d.discard(&r, REASON_DISCARD);
             }
         }
     }
@@ -47,7 +47,7 @@ mod tests {
         let n = snapshot(&mut inp, 1, &[], &[("a", 11, WAITING), ("b", 12, WAITING), ("y", 99, WAITING), ("z", 100, WAITING)], 90);
         let m = decide_serial_into::<Discard>(&inp[..n], &mut out).unwrap();
         assert_eq!(n_actions(&out[..m]), 2);
-        assert_eq!(action(&out[..m], 0).1, b"a");
-        assert_eq!(action(&out[..m], 1).2, 101);
+        assert_eq!(action(&inp[..n], &out[..m], 0).1, b"a");
+        assert_eq!(action(&inp[..n], &out[..m], 1).2, 101);
     }
 }

@@ -34,7 +34,7 @@ impl SerialPolicy for Priority {
         if s.truncated() {
             for r in s.waiting() {
                 if r.seq() >= cutoff {
-                    d.launch(r.id(), REASON_NEWEST);
+                    d.launch(&r, REASON_NEWEST);
                 }
             }
             if cutoff > 0 {
@@ -43,15 +43,15 @@ impl SerialPolicy for Priority {
         } else {
             for r in s.waiting() {
                 if r.seq() >= cutoff {
-                    d.launch(r.id(), REASON_NEWEST);
+                    d.launch(&r, REASON_NEWEST);
                 } else {
-                    d.discard(r.id(), REASON_SUPERSEDED);
+                    d.discard(&r, REASON_SUPERSEDED);
                 }
             }
         }
         for r in s.active() {
             if r.state() != STOPPING && r.seq() < cutoff {
-                d.stop(r.id(), REASON_SUPERSEDED);
+                d.stop(&r, REASON_SUPERSEDED);
             }
         }
     }
@@ -72,7 +72,7 @@ mod tests {
         let (mut inp, mut out) = ([0u8; 4096], [0u8; 8192]);
         let n = snapshot(&mut inp, 1, &[("r1", 1, RUNNING)], &[("r2", 2, WAITING), ("r3", 3, WAITING)], 0);
         let m = decide_serial_into::<Priority>(&inp[..n], &mut out).unwrap();
-        let got: std::vec::Vec<_> = (0..n_actions(&out[..m])).map(|i| { let a = action(&out[..m], i); (a.0, a.1.to_vec()) }).collect();
+        let got: std::vec::Vec<_> = (0..n_actions(&out[..m])).map(|i| { let a = action(&inp[..n], &out[..m], i); (a.0, a.1.to_vec()) }).collect();
         assert_eq!(got, std::vec![(2, b"r2".to_vec()), (1, b"r3".to_vec()), (3, b"r1".to_vec())]);
     }
 }

@@ -11,7 +11,7 @@ impl SerialPolicy for Wait {
     fn decide(s: &Snapshot, d: &mut Decision) {
         let free = (s.max_active() as usize).saturating_sub(s.n_active());
         for r in s.waiting().take(free) {
-            d.launch(r.id(), REASON_LAUNCH);
+            d.launch(&r, REASON_LAUNCH);
         }
     }
 }
@@ -32,6 +32,6 @@ mod tests {
         let n = snapshot(&mut inp, 2, &[("r1", 1, RUNNING)], &[("r2", 2, WAITING), ("r3", 3, WAITING)], 0);
         let m = decide_serial_into::<Wait>(&inp[..n], &mut out).unwrap();
         assert_eq!(n_actions(&out[..m]), 1);
-        assert_eq!(action(&out[..m], 0), (1, &b"r2"[..], 0, REASON_LAUNCH.as_bytes()));
+        assert_eq!(action(&inp[..n], &out[..m], 0), (1, &b"r2"[..], 0, REASON_LAUNCH.as_bytes()));
     }
 }

@@ -29,7 +29,7 @@ impl SerialPolicy for Faulty {
         }
         let free = (m as usize).saturating_sub(s.n_active());
         for r in s.waiting().take(free) {
-            d.launch(r.id(), "oldest waiting run, below max_active");
+            d.launch(&r, "oldest waiting run, below max_active");
         }
     }
 }
