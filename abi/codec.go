@@ -55,8 +55,14 @@ func grow(dst []byte, n int) ([]byte, int) {
 // putStr writes the (offset, length) reference of s at b[at:] and copies s
 // to b[next:]; offsets are relative to base. It returns the new next.
 func putStr(b []byte, base, at, next int, s string) int {
-	le.PutUint32(b[at:at+4], uint32(next-base))
-	le.PutUint32(b[at+4:at+8], uint32(len(s)))
+	le.PutUint64(b[at:at+8], uint64(next-base)|uint64(len(s))<<32)
+	if n := len(s); n >= 8 && n <= 16 {
+		// most ids: two overlapping 8-byte moves instead of a memmove call
+		dst := b[next : next+n]
+		le.PutUint64(dst, le.Uint64(unsafe.Slice(unsafe.StringData(s), n)))
+		le.PutUint64(dst[n-8:], le.Uint64(unsafe.Slice(unsafe.StringData(s), n)[n-8:]))
+		return next + n
+	}
 	return next + copy(b[next:], s)
 }
 

@@ -311,8 +311,9 @@ func (c *Coordinator) decideBatch(ctx context.Context, lease *Lease, groups []st
 		policy, version string
 	}
 	var (
-		ds   []storage.GroupDecision
-		meta []pending
+		ds      []storage.GroupDecision
+		meta    []pending
+		scratch abi.SerialDecision // each decision is copied into the store's form at once
 	)
 	for i, group := range groups {
 		sn, err := snaps[i].Snapshot, snaps[i].Err
@@ -325,7 +326,7 @@ func (c *Coordinator) decideBatch(ctx context.Context, lease *Lease, groups []st
 			c.fail(group)
 			continue
 		}
-		d, ver, ok, err := c.decideOne(ctx, lease, sn)
+		d, ver, ok, err := c.decideOne(ctx, lease, sn, &scratch)
 		if err != nil {
 			return false, err
 		}
@@ -394,8 +395,9 @@ func (c *Coordinator) decideBatch(ctx context.Context, lease *Lease, groups []st
 
 // decideOne asks the group's policy for a decision on sn. ok is false when
 // there is nothing to apply (policy unavailable or failed: counted, backed
-// off); err is only a ctx error.
-func (c *Coordinator) decideOne(ctx context.Context, lease *Lease, sn storage.Snapshot) (d storage.Decision, version string, ok bool, err error) {
+// off); err is only a ctx error. The policy's decision is written into dec
+// (the caller's scratch, reused from one group to the next).
+func (c *Coordinator) decideOne(ctx context.Context, lease *Lease, sn storage.Snapshot, dec *abi.SerialDecision) (d storage.Decision, version string, ok bool, err error) {
 	log := c.rt.log
 	group, policy := sn.Group.Name, sn.Group.Policy
 	ref, err := c.rt.set.Acquire(ctx, policy)
@@ -417,7 +419,7 @@ func (c *Coordinator) decideOne(ctx context.Context, lease *Lease, sn storage.Sn
 		return d, "", false, nil
 	}
 	t0 := time.Now()
-	dec, err := ref.Policy.DecideSerial(ctx, in)
+	err = ref.Policy.DecideSerialInto(ctx, in, dec)
 	took := time.Since(t0)
 	c.rt.m.call(policy, "serial", took)
 	c.markSpeed(group, took)

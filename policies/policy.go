@@ -98,8 +98,12 @@ type instance struct {
 	recent  [4]string
 	nrecent int
 	reasons map[string]string
-	lastPtr *byte  // guest address of the last reason interned (this call only)
-	lastOut string // what it was interned as
+	// the guest addresses of the reasons interned in this call and what
+	// they were interned as (SDKs write a reason once per decision and
+	// point every action giving it at the same bytes)
+	seenPtr [4]*byte
+	seenOut [4]string
+	nseen   int
 	// memAtStart is the guest memory's size when the call started (a trap
 	// after growing to the cap is reported as such)
 	memAtStart uint32
@@ -136,9 +140,63 @@ type deadline struct {
 	budget   api.MutableGlobal // inline mode only
 	wake     chan struct{}     // cap 1: interrupts a guest sleep
 	fired    atomic.Bool
-	timer    *time.Timer
 	timeout  time.Duration // of the current (or last) call, for messages
 	canceled atomic.Bool   // fired because the caller's context ended, not the deadline
+
+	// The timer is not set and stopped around every call (that took a
+	// third of the host's own time per decision): each call stores its
+	// deadline in end, and the timer, once set, stays set. When it fires
+	// (tick) it stops the call in flight if that call's deadline has
+	// passed, sets itself again for the call's deadline if not, and stays
+	// off when no call is in flight (the next call sets it). at is when the
+	// timer is set to fire (0: not set); it and the timer change under mu.
+	timer *time.Timer
+	end   atomic.Int64 // the deadline of the call in flight (since epoch); 0: none; -1: fired
+	at    atomic.Int64
+	mu    sync.Mutex
+}
+
+// epoch is the origin of deadline.end: time.Since(epoch) reads only the
+// monotonic clock.
+var epoch = time.Now()
+
+func now() int64 { return int64(time.Since(epoch)) }
+
+// arm makes the timer fire at or before e (a deadline since epoch).
+func (d *deadline) arm(e int64) {
+	if a := d.at.Load(); a != 0 && a <= e {
+		return // set to fire no later: the usual case, no lock, no timer call
+	}
+	d.mu.Lock()
+	if a := d.at.Load(); a == 0 || a > e {
+		d.at.Store(e)
+		d.timer.Reset(time.Duration(e - now()))
+	}
+	d.mu.Unlock()
+}
+
+// tick is the timer's function: see deadline.timer.
+func (d *deadline) tick() {
+	d.mu.Lock()
+	d.at.Store(0)
+	for {
+		e := d.end.Load()
+		if e <= 0 {
+			break // no call in flight (or fired already)
+		}
+		if t := now(); t < e {
+			d.at.Store(e) // an earlier call's time: wait for this one's
+			d.timer.Reset(time.Duration(e - t))
+			break
+		}
+		if d.end.CompareAndSwap(e, -1) {
+			d.mu.Unlock()
+			d.fire()
+			return
+		}
+		// the call ended (and maybe another began) meanwhile: look again
+	}
+	d.mu.Unlock()
 }
 
 func (d *deadline) Deadline() (time.Time, bool) { return time.Time{}, false }
@@ -156,7 +214,7 @@ func (d *deadline) init(inline bool) {
 	if !inline {
 		d.done = make(chan struct{})
 	}
-	d.timer = time.AfterFunc(time.Hour, d.fire)
+	d.timer = time.AfterFunc(time.Hour, d.tick)
 	d.timer.Stop()
 }
 
@@ -209,13 +267,16 @@ func (inst *instance) call(ctx context.Context, timeout time.Duration, f func(co
 		// nothing for this.
 		stop := context.AfterFunc(ctx, func() {
 			d.canceled.Store(true)
+			d.end.Store(-1)
 			d.fire()
 		})
 		defer stop()
 	}
-	d.timer.Reset(timeout)
+	e := now() + int64(timeout)
+	d.end.Store(e)
+	d.arm(e)
 	err = f(d)
-	usable = d.timer.Stop()
+	usable = d.end.CompareAndSwap(e, 0) && !d.fired.Load()
 	d.parent = nil
 	return usable, err
 }
@@ -289,7 +350,10 @@ func (p *Policy) newInstance(ctx context.Context) (*instance, error) {
 	return inst, nil
 }
 
-func (inst *instance) close() { _ = inst.mod.Close(context.Background()) }
+func (inst *instance) close() {
+	inst.dl.timer.Stop() // it may still be set after the last call: let the instance go now
+	_ = inst.mod.Close(context.Background())
+}
 
 // maxGuestOutput bounds the guest output quoted in an error (its head,
 // where a Go guest's panic message is); the instance's ring keeps more.
@@ -322,7 +386,7 @@ func (inst *instance) call0(ctx context.Context, timeout time.Duration, name str
 // the guest for a larger one (wasmsched_input) when the last is too
 // small. The view is valid until the guest next runs (memory may grow).
 func (inst *instance) inputBuf(ctx context.Context, n int) ([]byte, error) {
-	inst.lastPtr = nil // intern's fast path: guest memory changes with every call
+	inst.nseen = 0 // intern's fast path: guest memory changes with every call
 	inst.memAtStart = inst.mem.Size()
 	if uint64(n) > abi.MaxRecordSize {
 		return nil, fmt.Errorf("input of %d bytes exceeds %d", n, abi.MaxRecordSize)
@@ -365,13 +429,19 @@ func (inst *instance) decideIn(ctx context.Context, n int) ([]byte, error) {
 }
 
 func (inst *instance) intern(s string) string {
-	// The same reference as the last call's (the SDK writes a repeated
-	// reason once and points every action at it): no compare needed.
-	if p := unsafe.StringData(s); p == inst.lastPtr && len(s) == len(inst.lastOut) && p != nil {
-		return inst.lastOut
+	// The same guest bytes as an earlier action's reason in this call: no
+	// compare needed.
+	p := unsafe.StringData(s)
+	for i := range inst.nseen {
+		if inst.seenPtr[i] == p && len(inst.seenOut[i]) == len(s) && p != nil {
+			return inst.seenOut[i]
+		}
 	}
 	r := inst.internSlow(s)
-	inst.lastPtr, inst.lastOut = unsafe.StringData(s), r
+	if inst.nseen < len(inst.seenPtr) {
+		inst.seenPtr[inst.nseen], inst.seenOut[inst.nseen] = p, r
+		inst.nseen++
+	}
 	return r
 }
 
@@ -398,11 +468,15 @@ func (inst *instance) internSlow(s string) string {
 
 func (p *Policy) acquire(ctx context.Context) (*instance, error) {
 	select {
-	case p.sem <- struct{}{}:
-	case <-p.done:
-		return nil, fmt.Errorf("%w: %q", ErrClosed, p.name)
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	case p.sem <- struct{}{}: // a free call slot: the common case, no select
+	default:
+		select {
+		case p.sem <- struct{}{}:
+		case <-p.done:
+			return nil, fmt.Errorf("%w: %q", ErrClosed, p.name)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	p.mu.Lock()
 	if p.closed {
@@ -475,21 +549,33 @@ func (p *Policy) callError(ctx context.Context, inst *instance, err error) error
 // ErrTrap, ErrTimeout, ErrInvalidDecision (a *ValidationError), ErrClosed.
 // After any error from the guest its instance is thrown away.
 func (p *Policy) DecideSerial(ctx context.Context, s *abi.SerialSnapshot) (abi.SerialDecision, error) {
+	var d abi.SerialDecision
+	err := p.DecideSerialInto(ctx, s, &d)
+	return d, err
+}
+
+// DecideSerialInto is DecideSerial writing the decision into d and reusing
+// the array of d.Actions when it is large enough: a caller that copies
+// each decision elsewhere at once (the coordinator) decides without
+// allocating. d is reset first; on an error other than ErrInvalidDecision
+// it is left empty.
+func (p *Policy) DecideSerialInto(ctx context.Context, s *abi.SerialSnapshot, d *abi.SerialDecision) error {
+	d.Reset()
 	if p.kind != abi.KindSerial {
-		return abi.SerialDecision{}, fmt.Errorf("%w: policy %q is %s, not serial", ErrKind, p.name, p.kind)
+		return fmt.Errorf("%w: policy %q is %s, not serial", ErrKind, p.name, p.kind)
 	}
 	inst, err := p.acquire(ctx)
 	if err != nil {
-		return abi.SerialDecision{}, err
+		return err
 	}
 	v := &inst.v
 	if probs := v.indexSerial(s); !probs.empty() {
 		p.release(inst, true)
-		return abi.SerialDecision{}, probs.err(true)
+		return probs.err(true)
 	}
 	if err := ctx.Err(); err != nil {
 		p.release(inst, true)
-		return abi.SerialDecision{}, fmt.Errorf("policies: policy %q: call canceled: %w", p.name, err)
+		return fmt.Errorf("policies: policy %q: call canceled: %w", p.name, err)
 	}
 	inst.out.Reset()
 	var out []byte
@@ -507,26 +593,50 @@ func (p *Policy) DecideSerial(ctx context.Context, s *abi.SerialSnapshot) (abi.S
 	if err != nil {
 		err = p.callError(ctx, inst, err)
 		p.release(inst, false)
-		return abi.SerialDecision{}, err
+		return err
 	}
-	// Everything below reads the guest's bytes in place and allocates in
-	// proportion to the snapshot, never to what the guest claims: the
-	// action count is checked against the snapshot before decoding, ids and
-	// reasons are checked (length, membership) before anything is copied.
+	if inst.decideFast(out, s, p.abi, d) {
+		p.release(inst, usable)
+		return nil
+	}
+	d.Reset()
+	probs, err := inst.decideGeneral(out, s, p.abi, d)
+	if err != nil {
+		err = p.callError(ctx, inst, err)
+		p.release(inst, false)
+		return err
+	}
+	p.release(inst, usable)
+	if !probs.empty() {
+		err := probs.err(false)
+		p.rt.log.Warn("policy returned an invalid decision", "policy", p.name, "version", p.version, "group", s.Group, "err", err)
+		return fmt.Errorf("policy %q (%s): %w", p.name, digest.Short(p.version), err)
+	}
+	return nil
+}
+
+// decideGeneral takes any serial decision from the guest's bytes out to
+// d: decode in place, resolve the runs (by index or id), validate, copy
+// out. It returns the decision's problems (d then holds it, bounded, for
+// reports), or an error for output it cannot decode at all (then the
+// instance is thrown away).
+//
+// It reads the guest's bytes in place and allocates in proportion to the
+// snapshot, never to what the guest claims: the action count is checked
+// against the snapshot before decoding, ids and reasons are checked
+// (length, membership) before anything is copied.
+func (inst *instance) decideGeneral(out []byte, s *abi.SerialSnapshot, version uint32, d *abi.SerialDecision) (problems, error) {
+	v := &inst.v
 	if n, runs := serialActions(out), len(s.Active)+len(s.Waiting); n > uint64(runs)+1 {
 		var probs problems
 		probs.add("%d actions for a snapshot of %d runs (at most one action per run, and one discard_below)", n, runs)
-		err = p.callError(ctx, inst, probs.err(false))
-		p.release(inst, false)
-		return abi.SerialDecision{}, err
+		return problems{}, probs.err(false)
 	}
 	var view abi.SerialDecision
 	view.Actions = v.actions[:0]
 	indexed, err := abi.DecodeSerialDecisionRefs(out, &view, &v.refs)
 	if err != nil {
-		err = p.callError(ctx, inst, fmt.Errorf("%w: undecodable output: %v", ErrInvalidDecision, err))
-		p.release(inst, false)
-		return abi.SerialDecision{}, err
+		return problems{}, fmt.Errorf("%w: undecodable output: %v", ErrInvalidDecision, err)
 	}
 	v.actions = view.Actions
 	if v.indexed = indexed; indexed {
@@ -534,42 +644,45 @@ func (p *Policy) DecideSerial(ctx context.Context, s *abi.SerialSnapshot) (abi.S
 	} else {
 		v.resolve(s, &view)
 	}
-	v.abi = p.abi
+	v.abi = version
 	probs := v.checkSerial(s, &view)
-	// Copy out of guest memory: run ids become the snapshot's own strings,
-	// reasons are interned (a valid reason is at most MaxReasonLen bytes).
-	// A rejected decision is copied for reports only, bounded: unknown ids
-	// and long reasons truncated.
-	d := abi.SerialDecision{Actions: make([]abi.Action, len(view.Actions))}
-	for i, a := range view.Actions {
-		var run string
+	inst.copyOut(s, &view, probs.empty(), d)
+	return probs, nil
+}
+
+// copyOut copies the decision view (aliasing guest memory) out into d
+// (reusing its array when large enough): run ids become the snapshot's own
+// strings, reasons are interned (a valid reason is at most MaxReasonLen
+// bytes). A rejected decision (!valid) is copied for reports only,
+// bounded: unknown ids and long reasons truncated.
+func (inst *instance) copyOut(s *abi.SerialSnapshot, view *abi.SerialDecision, valid bool, d *abi.SerialDecision) {
+	v := &inst.v
+	if n := len(view.Actions); cap(d.Actions) >= n {
+		d.Actions = d.Actions[:n]
+	} else {
+		d.Actions = make([]abi.Action, n)
+	}
+	for i := range view.Actions {
+		a, da := &view.Actions[i], &d.Actions[i]
+		da.Kind = a.Kind
 		if j := v.idx[i]; j >= 0 {
-			run = v.run(s, int(j)).ID
+			da.Run = v.run(s, int(j)).ID
 		} else {
-			run = strings.Clone(a.Run[:min(len(a.Run), maxQuotedID)])
+			da.Run = strings.Clone(a.Run[:min(len(a.Run), maxQuotedID)])
 		}
-		reason := a.Reason
-		if probs.empty() {
-			reason = inst.intern(reason)
+		if valid {
+			da.Reason = inst.intern(a.Reason)
 		} else {
-			reason = strings.Clone(reason[:min(len(reason), MaxReasonLen)])
+			da.Reason = strings.Clone(a.Reason[:min(len(a.Reason), MaxReasonLen)])
 		}
-		d.Actions[i] = abi.Action{Kind: a.Kind, Run: run, Reason: reason}
 	}
 	if d.Below = view.Below; d.Below != 0 {
-		if probs.empty() {
+		if valid {
 			d.BelowReason = inst.intern(view.BelowReason)
 		} else {
 			d.BelowReason = strings.Clone(view.BelowReason[:min(len(view.BelowReason), MaxReasonLen)])
 		}
 	}
-	p.release(inst, usable)
-	if !probs.empty() {
-		err := probs.err(false)
-		p.rt.log.Warn("policy returned an invalid decision", "policy", p.name, "version", p.version, "group", s.Group, "err", err)
-		return d, fmt.Errorf("policy %q (%s): %w", p.name, digest.Short(p.version), err)
-	}
-	return d, nil
 }
 
 // serialActions is the action count a serial decision claims (0 if out is

@@ -161,3 +161,54 @@ func TestRuntime_Load_concurrentSameModule(tt *testing.T) {
 		}
 	}
 }
+
+// TestInstance_call_deadlineRearms: the call deadline's timer stays set
+// across calls (deadline.tick); a call's deadline still stops it when an
+// earlier call set the timer for a later time (a long _initialize before
+// a short decide) or an earlier one (many short calls, then one that runs
+// on). Each stuck call waits for its context's Done, which only the
+// deadline closes; the 2 s guard only catches a timer that never fires.
+func TestInstance_call_deadlineRearms(tt *testing.T) {
+	stuck := func(c context.Context) error { <-c.Done(); return nil }
+	run := func(inst *instance, timeout time.Duration, f func(context.Context) error) bool {
+		tt.Helper()
+		done := make(chan bool, 1)
+		go func() {
+			usable, _ := inst.call(context.Background(), timeout, f)
+			done <- usable
+		}()
+		select {
+		case usable := <-done:
+			return usable
+		case <-time.After(2 * time.Second):
+			tt.Fatalf("a call with a %v deadline still running after 2s", timeout)
+			return false
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		before []time.Duration // calls that return at once
+	}{
+		{"after-a-longer-call", []time.Duration{time.Hour}},
+		{"after-short-calls", []time.Duration{20 * time.Millisecond, 20 * time.Millisecond, 20 * time.Millisecond}},
+		{"first-call", nil},
+	} {
+		tt.Run(c.name, func(tt *testing.T) {
+			inst := &instance{}
+			inst.dl.init(false)
+			defer inst.dl.timer.Stop()
+			for _, d := range c.before {
+				if !run(inst, d, func(context.Context) error { return nil }) {
+					tt.Fatalf("a call that returned at once is not usable")
+				}
+			}
+			time.Sleep(30 * time.Millisecond) // the short calls' timer fires while idle
+			if run(inst, 50*time.Millisecond, stuck) {
+				tt.Fatal("a call stopped by its deadline reported the instance usable")
+			}
+			if !inst.dl.fired.Load() || inst.dl.Err() == nil {
+				tt.Fatal("the deadline did not fire")
+			}
+		})
+	}
+}

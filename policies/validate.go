@@ -3,7 +3,10 @@ package policies
 import (
 	"fmt"
 	"hash/maphash"
+	"math/bits"
+	"math/rand/v2"
 	"strconv"
+	"unsafe"
 
 	"github.com/wasmsched/wasmsched/abi"
 )
@@ -57,6 +60,7 @@ type validator struct {
 	// a snapshot: no per-call clear of a map, one hash per id.
 	slots   []int32
 	seed    maphash.Seed
+	k0, k1  uint64       // keys of hash's inline path
 	seen    []int32      // per run: 1 + index of the action naming it, or 0
 	maxID   int          // longest run id of the indexed snapshot
 	actions []abi.Action // decode scratch
@@ -104,10 +108,27 @@ func (v *validator) run(s *abi.SerialSnapshot, j int) *abi.Run {
 	return &s.Waiting[j-len(s.Active)]
 }
 
+// hash hashes a run id for the index. Ids of 8 to 16 bytes (most: the
+// store's are 10 to 26) are mixed inline from their first and last 8 bytes
+// (which together cover every byte) with the validator's random keys, as
+// wyhash does for short inputs and as Go's own maps do where the CPU has
+// no AES: a snapshot's ids cannot be chosen to collide without the keys.
+// Other lengths go through hash/maphash.
+func (v *validator) hash(id string) uint64 {
+	if n := len(id); n >= 8 && n <= 16 {
+		p := unsafe.Pointer(unsafe.StringData(id))
+		a := *(*uint64)(p) // unaligned loads: fine on the platforms wazero compiles for
+		b := *(*uint64)(unsafe.Add(p, n-8))
+		hi, lo := bits.Mul64(a^v.k0, b^v.k1^uint64(n))
+		return hi ^ lo
+	}
+	return maphash.String(v.seed, id)
+}
+
 // lookup returns the index of the run with this id in the indexed s.
 func (v *validator) lookup(s *abi.SerialSnapshot, id string) (int, bool) {
 	mask := uint64(len(v.slots) - 1)
-	for i := maphash.String(v.seed, id) & mask; ; i = (i + 1) & mask {
+	for i := v.hash(id) & mask; ; i = (i + 1) & mask {
 		e := v.slots[i]
 		if e == 0 {
 			return 0, false
@@ -118,11 +139,11 @@ func (v *validator) lookup(s *abi.SerialSnapshot, id string) (int, bool) {
 	}
 }
 
-// insert adds run j unless its id is already indexed; it reports whether
-// it added it.
+// insert adds run j (of s) unless its id is already indexed; it reports
+// whether it added it.
 func (v *validator) insert(s *abi.SerialSnapshot, j int, id string) bool {
 	mask := uint64(len(v.slots) - 1)
-	for i := maphash.String(v.seed, id) & mask; ; i = (i + 1) & mask {
+	for i := v.hash(id) & mask; ; i = (i + 1) & mask {
 		e := v.slots[i]
 		if e == 0 {
 			v.slots[i] = int32(j) + 1
@@ -144,38 +165,44 @@ func (v *validator) indexSerial(s *abi.SerialSnapshot) problems {
 	}
 	if len(v.slots) < size || len(v.slots) > 4*size {
 		v.slots = make([]int32, size)
-		if v.seed == (maphash.Seed{}) {
-			v.seed = maphash.MakeSeed()
-		}
 	} else {
 		clear(v.slots)
 	}
+	if v.seed == (maphash.Seed{}) {
+		v.seed = maphash.MakeSeed()
+		v.k0, v.k1 = rand.Uint64()|1, rand.Uint64()
+	}
 	v.maxID = 0
 	var probs problems
-	add := func(list string, runs []abi.Run, base int, active bool) {
-		for i := range runs {
-			r := &runs[i]
-			v.maxID = max(v.maxID, len(r.ID))
-			if r.ID == "" {
-				probs.add("%s[%d]: empty run id", list, i)
-			} else if !v.insert(s, base+i, r.ID) {
-				probs.add("%s[%d]: duplicate run id %s", list, i, qid(r.ID))
-			}
-			ok := r.State == abi.StateWaiting
-			if active {
-				ok = r.State.Active()
-			}
-			if !ok {
-				probs.add("%s[%d] %s: state %s not allowed here", list, i, qid(r.ID), r.State)
-			}
-			if i > 0 && runs[i-1].Seq >= r.Seq {
-				probs.add("%s[%d] %s: seq %d not above the previous %d (lists are sorted by seq)", list, i, qid(r.ID), r.Seq, runs[i-1].Seq)
-			}
-		}
-	}
-	add("active", s.Active, 0, true)
-	add("waiting", s.Waiting, len(s.Active), false)
+	v.indexList(&probs, s, "active", s.Active, 0, true)
+	v.indexList(&probs, s, "waiting", s.Waiting, len(s.Active), false)
 	return probs
+}
+
+// indexList indexes one list of the snapshot (its runs are base+i) and
+// checks its runs.
+func (v *validator) indexList(probs *problems, s *abi.SerialSnapshot, list string, runs []abi.Run, base int, active bool) {
+	var last uint64
+	for i := range runs {
+		r := &runs[i]
+		v.maxID = max(v.maxID, len(r.ID))
+		if r.ID == "" {
+			probs.add("%s[%d]: empty run id", list, i)
+		} else if !v.insert(s, base+i, r.ID) {
+			probs.add("%s[%d]: duplicate run id %s", list, i, qid(r.ID))
+		}
+		ok := r.State == abi.StateWaiting
+		if active {
+			ok = r.State.Active()
+		}
+		if !ok {
+			probs.add("%s[%d] %s: state %s not allowed here", list, i, qid(r.ID), r.State)
+		}
+		if i > 0 && last >= r.Seq {
+			probs.add("%s[%d] %s: seq %d not above the previous %d (lists are sorted by seq)", list, i, qid(r.ID), r.Seq, last)
+		}
+		last = r.Seq
+	}
 }
 
 // checkSerial validates d against the indexed snapshot s; v.idx holds the

@@ -2,6 +2,7 @@ package policies
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -118,5 +119,51 @@ func TestConfigValidate(tt *testing.T) {
 	}
 	if err := (Config{}).Validate(); err != nil {
 		tt.Fatal(err)
+	}
+}
+
+// TestValidator_index: the run-id index finds every run and every
+// duplicate on both of its hash paths (ids of 8 to 16 bytes mixed inline,
+// others through maphash), also for ids that differ in one middle byte or
+// only in length, and for a duplicate across the active and waiting lists.
+func TestValidator_index(tt *testing.T) {
+	for _, c := range []struct {
+		name string
+		id   func(i int) string
+	}{
+		{"inline-10", func(i int) string { return fmt.Sprintf("run-%06d", i) }},
+		{"inline-16-middle", func(i int) string { return fmt.Sprintf("aaaaaa%04dbbbbbb", i) }},
+		{"inline-lengths", func(i int) string { return strings.Repeat("x", 8+i%9) + fmt.Sprint(i/9) }},
+		{"short", func(i int) string { return fmt.Sprint(i) }},
+		{"long", func(i int) string { return fmt.Sprintf("%040d", i) }},
+	} {
+		tt.Run(c.name, func(tt *testing.T) {
+			const n = 2000
+			var v validator
+			active := []abi.Run{t.Running(c.id(0), 1)}
+			waiting := make([]abi.Run, 0, n)
+			for i := 1; i < n; i++ {
+				waiting = append(waiting, t.Waiting(c.id(i), uint64(i+1)))
+			}
+			s := t.Snapshot("p", 1, active, waiting)
+			if probs := v.indexSerial(s); !probs.empty() {
+				tt.Fatalf("distinct ids: %v", probs.err(true))
+			}
+			for i := range n {
+				if j, ok := v.lookup(s, c.id(i)); !ok || j != i {
+					tt.Fatalf("lookup %q = %d, %v; want %d", c.id(i), j, ok, i)
+				}
+			}
+			if _, ok := v.lookup(s, c.id(n)); ok {
+				tt.Fatalf("lookup of an id not in the snapshot found one")
+			}
+			// a waiting run with the active run's id, and one twice in waiting
+			waiting[7].ID, waiting[n-2].ID = c.id(0), c.id(5)
+			err := ValidateSerial(s, &abi.SerialDecision{})
+			if !errors.Is(err, ErrInvalidSnapshot) || !strings.Contains(err.Error(), "waiting[7]: duplicate run id") ||
+				!strings.Contains(err.Error(), fmt.Sprintf("waiting[%d]: duplicate run id", n-2)) {
+				tt.Fatalf("duplicates: %v", err)
+			}
+		})
 	}
 }

@@ -89,9 +89,10 @@ func benchGuests(b *testing.B, name string, s *abi.SerialSnapshot, n int) {
 		b.Run(fmt.Sprintf("%s/wasm-%s/waiting=%d", name, lang, n), func(b *testing.B) {
 			w := Load(b, lang+"-"+name, GuestWasm(b, lang, name))
 			ctx := context.Background()
+			var d abi.SerialDecision // reused, as the coordinator does (DecideSerialInto)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := w.DecideSerial(ctx, s); err != nil {
+				if err := w.DecideSerialInto(ctx, s, &d); err != nil {
 					b.Fatal(err)
 				}
 			}

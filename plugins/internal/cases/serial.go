@@ -70,9 +70,10 @@ func BenchSerial(b *testing.B, name string, p sdk.SerialPolicy) {
 			wasm, _ := plugins.Builtin(name)
 			w := Load(b, name, wasm)
 			ctx := context.Background()
+			var d abi.SerialDecision // reused, as the coordinator does (DecideSerialInto)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := w.DecideSerial(ctx, s); err != nil {
+				if err := w.DecideSerialInto(ctx, s, &d); err != nil {
 					b.Fatal(err)
 				}
 			}
