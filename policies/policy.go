@@ -580,8 +580,9 @@ func (p *Policy) DecideSerialInto(ctx context.Context, s *abi.SerialSnapshot, d 
 	inst.out.Reset()
 	var out []byte
 	usable, err := inst.call(ctx, p.rt.cfg.CallTimeout, func(cctx context.Context) error {
-		// encoded straight into the guest's input buffer
-		n := abi.SerialSnapshotSize(s)
+		// encoded straight into the guest's input buffer;
+		// abi.SerialSnapshotSize(s), from the ids' length indexSerial summed
+		n := abi.SerialSnapshotHeaderSize + (len(s.Active)+len(s.Waiting))*abi.RunSize + len(s.Group) + len(s.Policy) + v.idBytes
 		in, err := inst.inputBuf(cctx, n)
 		if err != nil {
 			return err

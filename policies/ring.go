@@ -17,6 +17,7 @@ type ring struct {
 	tail  []byte
 	lost  bool
 	fired *atomic.Bool // the instance's deadline flag; nil: never
+	dirty atomic.Bool  // written since the last Reset (most calls write nothing)
 }
 
 // errDeadline fails the guest's WASI writes and random reads once its call
@@ -30,6 +31,7 @@ func (r *ring) Write(p []byte) (int, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.dirty.Store(true)
 	n := len(p)
 	hmax := r.max / 4
 	if room := hmax - len(r.head); room > 0 {
@@ -61,8 +63,12 @@ func (r *ring) String() string {
 }
 
 func (r *ring) Reset() {
+	if !r.dirty.Load() {
+		return
+	}
 	r.mu.Lock()
 	r.head, r.tail, r.lost = r.head[:0], r.tail[:0], false
+	r.dirty.Store(false)
 	r.mu.Unlock()
 }
 

@@ -63,6 +63,7 @@ type validator struct {
 	k0, k1  uint64       // keys of hash's inline path
 	seen    []int32      // per run: 1 + index of the action naming it, or 0
 	maxID   int          // longest run id of the indexed snapshot
+	idBytes int          // the bytes of all its run ids
 	actions []abi.Action // decode scratch
 	idx     []int32      // per action: the run it names (-1: none), see resolve
 	refs    []uint32     // decode scratch: the indexes of an indexed decision
@@ -172,7 +173,7 @@ func (v *validator) indexSerial(s *abi.SerialSnapshot) problems {
 		v.seed = maphash.MakeSeed()
 		v.k0, v.k1 = rand.Uint64()|1, rand.Uint64()
 	}
-	v.maxID = 0
+	v.maxID, v.idBytes = 0, 0
 	var probs problems
 	v.indexList(&probs, s, "active", s.Active, 0, true)
 	v.indexList(&probs, s, "waiting", s.Waiting, len(s.Active), false)
@@ -186,6 +187,7 @@ func (v *validator) indexList(probs *problems, s *abi.SerialSnapshot, list strin
 	for i := range runs {
 		r := &runs[i]
 		v.maxID = max(v.maxID, len(r.ID))
+		v.idBytes += len(r.ID)
 		if r.ID == "" {
 			probs.add("%s[%d]: empty run id", list, i)
 		} else if !v.insert(s, base+i, r.ID) {

@@ -149,6 +149,10 @@ func TestValidator_index(tt *testing.T) {
 			if probs := v.indexSerial(s); !probs.empty() {
 				tt.Fatalf("distinct ids: %v", probs.err(true))
 			}
+			// DecideSerialInto sizes the guest's input from v.idBytes
+			if got := abi.SerialSnapshotHeaderSize + n*abi.RunSize + len(s.Group) + len(s.Policy) + v.idBytes; got != abi.SerialSnapshotSize(s) {
+				tt.Fatalf("size from idBytes %d, abi.SerialSnapshotSize %d", got, abi.SerialSnapshotSize(s))
+			}
 			for i := range n {
 				if j, ok := v.lookup(s, c.id(i)); !ok || j != i {
 					tt.Fatalf("lookup %q = %d, %v; want %d", c.id(i), j, ok, i)
