@@ -55,10 +55,11 @@ func qid(id string) string {
 // without allocating (unless it finds problems to report).
 type validator struct {
 	// run id -> index (active first, then waiting): an open-addressing
-	// table of 1+index (0 = empty), at least twice the number of runs,
-	// reused across calls. Cheaper than a Go map for the few dozen runs of
-	// a snapshot: no per-call clear of a map, one hash per id.
-	slots   []int32
+	// table of the id's hash's high 32 bits and 1+index (0 = empty), at
+	// least twice the number of runs, reused across calls. Cheaper than a
+	// Go map for the few dozen runs of a snapshot: no per-call clear of a
+	// map, one hash per id, ids compared only when the tags match.
+	slots   []uint64
 	seed    maphash.Seed
 	k0, k1  uint64       // keys of hash's inline path
 	seen    []int32      // per run: 1 + index of the action naming it, or 0
@@ -129,13 +130,15 @@ func (v *validator) hash(id string) uint64 {
 // lookup returns the index of the run with this id in the indexed s.
 func (v *validator) lookup(s *abi.SerialSnapshot, id string) (int, bool) {
 	mask := uint64(len(v.slots) - 1)
-	for i := v.hash(id) & mask; ; i = (i + 1) & mask {
+	h := v.hash(id)
+	tag := h &^ slotIndex
+	for i := h & mask; ; i = (i + 1) & mask {
 		e := v.slots[i]
 		if e == 0 {
 			return 0, false
 		}
-		if v.run(s, int(e-1)).ID == id {
-			return int(e - 1), true
+		if j := int(e&slotIndex) - 1; e&^slotIndex == tag && v.run(s, j).ID == id {
+			return j, true
 		}
 	}
 }
@@ -144,17 +147,23 @@ func (v *validator) lookup(s *abi.SerialSnapshot, id string) (int, bool) {
 // whether it added it.
 func (v *validator) insert(s *abi.SerialSnapshot, j int, id string) bool {
 	mask := uint64(len(v.slots) - 1)
-	for i := v.hash(id) & mask; ; i = (i + 1) & mask {
+	h := v.hash(id)
+	tag := h &^ slotIndex
+	for i := h & mask; ; i = (i + 1) & mask {
 		e := v.slots[i]
 		if e == 0 {
-			v.slots[i] = int32(j) + 1
+			v.slots[i] = tag | uint64(j+1)
 			return true
 		}
-		if v.run(s, int(e-1)).ID == id {
+		if e&^slotIndex == tag && v.run(s, int(e&slotIndex)-1).ID == id {
 			return false
 		}
 	}
 }
+
+// slotIndex masks the run's 1 + index in an entry of validator.slots; the
+// bits above it are the id's hash's (a tag compared before the ids are).
+const slotIndex = 1<<32 - 1
 
 // indexSerial indexes s's runs and returns the snapshot's problems: empty or
 // duplicate ids, wrong states, lists not sorted by seq.
@@ -165,7 +174,7 @@ func (v *validator) indexSerial(s *abi.SerialSnapshot) problems {
 		size *= 2
 	}
 	if len(v.slots) < size || len(v.slots) > 4*size {
-		v.slots = make([]int32, size)
+		v.slots = make([]uint64, size)
 	} else {
 		clear(v.slots)
 	}
