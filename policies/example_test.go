@@ -53,3 +53,40 @@ func ExampleValidateSerial() {
 	// Output:
 	// invalid decision: action 0: stop "w": run is WAITING, not LAUNCHED or RUNNING; action 1: launch "x": unknown run (not in the snapshot)
 }
+
+// A caller deciding many groups in a row (the coordinator) reuses one
+// decision: DecideSerialInto writes into it, reusing its array. This runs
+// the C example of the priority policy, whose decisions name runs by their
+// index in the snapshot (ABI v3); the host turns them back into run ids.
+func ExamplePolicy_DecideSerialInto() {
+	ctx := context.Background()
+	rt, err := policies.NewRuntime(ctx, policies.Config{CacheDir: "-"})
+	if err != nil {
+		panic(err)
+	}
+	defer rt.Close(ctx)
+	wasm, err := os.ReadFile("../plugins/c/priority/priority.wasm")
+	if err != nil {
+		panic(err)
+	}
+	p, err := rt.Load(ctx, "priority-c", wasm)
+	if err != nil {
+		panic(err)
+	}
+	defer p.Close(ctx)
+
+	var d abi.SerialDecision // reused for every group
+	for _, waiting := range [][]string{{"a1", "a2"}, {"b1"}} {
+		s := &abi.SerialSnapshot{Group: "g", Policy: "priority", MaxActive: 1}
+		for i, id := range waiting {
+			s.Waiting = append(s.Waiting, abi.Run{ID: id, Seq: uint64(i + 1), State: abi.StateWaiting})
+		}
+		if err := p.DecideSerialInto(ctx, s, &d); err != nil {
+			panic(err)
+		}
+		fmt.Println(p.ABIVersion(), d.Actions)
+	}
+	// Output:
+	// 3 [{discard a1 superseded by a newer run} {launch a2 newest run wins}]
+	// 3 [{launch b1 newest run wins}]
+}
