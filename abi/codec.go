@@ -131,38 +131,22 @@ func PutSerialSnapshot(b []byte, s *SerialSnapshot) {
 // AppendSerialDecision appends the encoding of d to dst. A nonzero d.Below
 // is written as one last action of kind ActionDiscardBelow.
 func AppendSerialDecision(dst []byte, d *SerialDecision) []byte {
-	n := len(d.Actions)
-	if d.Below != 0 {
-		n++
-	}
-	size := SerialDecisionHeaderSize + n*ActionSize + len(d.BelowReason)
-	for i := range d.Actions {
-		size += len(d.Actions[i].Run) + len(d.Actions[i].Reason)
-	}
-	b, base := grow(dst, size)
-	next := base + SerialDecisionHeaderSize + n*ActionSize
-	put32(b, base, TagSerialDecision)
-	put32(b, base+4, uint32(n))
-	at := base + SerialDecisionHeaderSize
-	for i := range d.Actions {
-		a := &d.Actions[i]
-		put32(b, at, uint32(a.Kind))
-		next = putStr(b, base, at+4, next, a.Run)
-		next = putStr(b, base, at+12, next, a.Reason)
-		at += ActionSize
-	}
-	if d.Below != 0 {
-		put32(b, at, uint32(ActionDiscardBelow))
-		put64(b, at+4, d.Below)
-		putStr(b, base, at+12, next, d.BelowReason)
-	}
-	return b
+	return appendSerialDecision(dst, d, nil)
 }
 
 // AppendSerialDecisionRefs appends the encoding of d in the indexed form
 // (DecisionRunIndex, ABI v3): action i names the run of index refs[i]
 // (len(refs) == len(d.Actions)); the actions' Run fields are not written.
 func AppendSerialDecisionRefs(dst []byte, d *SerialDecision, refs []uint32) []byte {
+	if refs == nil {
+		refs = []uint32{} // the indexed form, even with no action
+	}
+	return appendSerialDecision(dst, d, refs)
+}
+
+// appendSerialDecision: by id when refs is nil, else indexed.
+func appendSerialDecision(dst []byte, d *SerialDecision, refs []uint32) []byte {
+	indexed := refs != nil
 	n := len(d.Actions)
 	if d.Below != 0 {
 		n++
@@ -170,17 +154,26 @@ func AppendSerialDecisionRefs(dst []byte, d *SerialDecision, refs []uint32) []by
 	size := SerialDecisionHeaderSize + n*ActionSize + len(d.BelowReason)
 	for i := range d.Actions {
 		size += len(d.Actions[i].Reason)
+		if !indexed {
+			size += len(d.Actions[i].Run)
+		}
 	}
 	b, base := grow(dst, size)
 	next := base + SerialDecisionHeaderSize + n*ActionSize
 	put32(b, base, TagSerialDecision)
 	put32(b, base+4, uint32(n))
-	put32(b, base+8, DecisionRunIndex)
+	if indexed {
+		put32(b, base+8, DecisionRunIndex)
+	}
 	at := base + SerialDecisionHeaderSize
 	for i := range d.Actions {
 		a := &d.Actions[i]
 		put32(b, at, uint32(a.Kind))
-		put32(b, at+4, refs[i])
+		if indexed {
+			put32(b, at+4, refs[i])
+		} else {
+			next = putStr(b, base, at+4, next, a.Run)
+		}
 		next = putStr(b, base, at+12, next, a.Reason)
 		at += ActionSize
 	}
