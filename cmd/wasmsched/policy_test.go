@@ -464,7 +464,7 @@ func TestCLIPolicyBuild_languages(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "p.wasm")
 			code, stdout, errs := noRedis(t, "policy", "build", tc.dir, "--out", out, "-o", "json")
 			var b buildJSON
-			if code != 0 || json.Unmarshal([]byte(stdout), &b) != nil || b.Language != tc.lang || b.Kind != "serial" || b.ABIVersion != 2 {
+			if code != 0 || json.Unmarshal([]byte(stdout), &b) != nil || b.Language != tc.lang || b.Kind != "serial" || b.ABIVersion != abi.Version {
 				t.Fatalf("build: exit %d %s %s", code, stdout, errs)
 			}
 			code, stdout, errs = noRedis(t, "policy", "inspect", out, "-o", "json")
