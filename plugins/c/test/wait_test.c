@@ -13,5 +13,16 @@ int main(void) {
 	WS_EXPECT(d.n == 0);
 	d = ws_test_serial(0, NULL, 0, waiting, 2, 0); /* max_active 0 reads as 1 */
 	WS_EXPECT(d.n == 1 && ws_test_is(d, 0, WS_LAUNCH, "r2"));
+	/* the readers: an id reference inside the record reads the id, one
+	 * outside it reads as empty (checked when read, never out of bounds) */
+	ws_test_serial(2, running, 1, waiting, 2, 0); /* leaves the record in ws_test_in */
+	uint32_t len = 48 + 48 * 3 + 6;
+	ws_snapshot s = {ws_test_in, len, 1, 2};
+	ws_str id = ws_run_id(&s, ws_snap_waiting(&s, 1));
+	WS_EXPECT(id.n == 2 && memcmp(id.p, "r3", 2) == 0);
+	ws__put32(ws_test_in + 48 + 48 * 2 + 32, len - 1); /* r3's id now runs 1 byte past the end */
+	WS_EXPECT(ws_run_id(&s, ws_snap_waiting(&s, 1)).n == 0);
+	ws__put32(ws_test_in + 48 + 48 * 2 + 32, 0xfffffff0u); /* and an offset that would wrap in 32 bits */
+	WS_EXPECT(ws_run_id(&s, ws_snap_waiting(&s, 1)).n == 0);
 	return ws_test_failures;
 }
