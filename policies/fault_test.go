@@ -162,7 +162,7 @@ func testMemoryBombHitsCap(tt *testing.T, m string) {
 	if grown := int64(after.HeapInuse) - int64(before.HeapInuse); grown > 8*limit {
 		tt.Fatalf("host heap grew by %d bytes after 3 bombs", grown)
 	}
-	for _, inst := range p.free {
+	for _, inst := range idle(p) {
 		if inst.mem.Size() > limit {
 			tt.Fatalf("instance memory %d above cap %d", inst.mem.Size(), limit)
 		}
@@ -346,7 +346,7 @@ func TestGuestOutputCapturedAndBounded(tt *testing.T) {
 	if _, err := p.DecideSerial(context.Background(), mode(95)); err != nil {
 		tt.Fatal(err)
 	}
-	inst := p.free[len(p.free)-1]
+	inst := idle(p)[0]
 	if out := inst.out.String(); !strings.Contains(out, "hello on stdout") || !strings.Contains(out, "hello on stderr") {
 		tt.Fatalf("captured %q", out)
 	}

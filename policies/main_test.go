@@ -57,3 +57,15 @@ func load(tb testing.TB, rt *Runtime, name string, wasm []byte) *Policy {
 	tb.Cleanup(func() { _ = p.Close(context.Background()) })
 	return p
 }
+
+// idle returns p's idle instances, the one used last first: call it with
+// no call in flight.
+func idle(p *Policy) []*instance {
+	var out []*instance
+	if inst := p.hot.Load(); inst != nil {
+		out = append(out, inst)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append(out, p.free...)
+}

@@ -34,9 +34,13 @@ type Policy struct {
 
 	sem    chan struct{} // one token per call in flight
 	done   chan struct{} // closed by Close
-	mu     sync.Mutex
-	free   []*instance
-	closed bool
+	// hot is the instance a call gave back last, taken without the lock
+	// (sequential calls reuse one warm instance); the others are in free.
+	hot     atomic.Pointer[instance]
+	closing atomic.Bool // closed, for the lock-free path
+	mu      sync.Mutex
+	free    []*instance
+	closed  bool
 }
 
 // Name returns the name given to Load.
@@ -58,6 +62,7 @@ func (p *Policy) Close(ctx context.Context) error {
 	p.mu.Lock()
 	already := p.closed
 	p.closed = true
+	p.closing.Store(true)
 	p.mu.Unlock()
 	if already {
 		return nil
@@ -74,6 +79,9 @@ func (p *Policy) Close(ctx context.Context) error {
 	free := p.free
 	p.free = nil
 	p.mu.Unlock()
+	if inst := p.hot.Swap(nil); inst != nil {
+		free = append(free, inst)
+	}
 	for _, inst := range free {
 		inst.close()
 	}
@@ -478,6 +486,14 @@ func (p *Policy) acquire(ctx context.Context) (*instance, error) {
 			return nil, ctx.Err()
 		}
 	}
+	if inst := p.hot.Swap(nil); inst != nil { // the instance used last: no lock
+		if p.closing.Load() {
+			p.hot.Store(inst) // for Close to collect
+			<-p.sem
+			return nil, fmt.Errorf("%w: %q", ErrClosed, p.name)
+		}
+		return inst, nil
+	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -501,6 +517,10 @@ func (p *Policy) acquire(ctx context.Context) (*instance, error) {
 
 // release returns inst to the pool, or throws it away after any error.
 func (p *Policy) release(inst *instance, healthy bool) {
+	if healthy && p.hot.CompareAndSwap(nil, inst) {
+		<-p.sem
+		return
+	}
 	if healthy {
 		p.mu.Lock()
 		p.free = append(p.free, inst)

@@ -43,7 +43,7 @@ func TestConcurrentCallsShareThePool(tt *testing.T) {
 	for err := range errs {
 		tt.Error(err)
 	}
-	if n := len(p.free); n > 2 {
+	if n := len(idle(p)); n > 2 {
 		tt.Fatalf("%d instances pooled, PoolSize 2", n)
 	}
 }
@@ -113,7 +113,7 @@ func TestLoadCloseCycles(tt *testing.T) {
 		if err := p.Close(context.Background()); err != nil {
 			tt.Fatal(err)
 		}
-		if len(p.free) != 0 {
+		if len(idle(p)) != 0 {
 			tt.Fatal("instances left after Close")
 		}
 	}

@@ -246,7 +246,7 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Policy, 
 	if !p.kind.Valid() {
 		return fail(fmt.Errorf("%w: policy %q exports kind %d, want %d (serial) or %d (slot-reuse)", ErrKind, name, k, abi.KindSerial, abi.KindSlotReuse))
 	}
-	p.free = append(p.free, inst)
+	p.hot.Store(inst)
 	return p, nil
 }
 
