@@ -14,3 +14,6 @@ func TestMain(m *testing.M) { cases.Main(m) }
 func TestTable(t *testing.T) { cases.TestSerial(t, "discard", Discard{}) }
 
 func BenchmarkDecide(b *testing.B) { cases.BenchSerial(b, "discard", Discard{}) }
+
+// BenchmarkRatio: native and every wasm build, interleaved (cases.BenchRatio).
+func BenchmarkRatio(b *testing.B) { cases.BenchRatio(b, "discard", Discard{}) }

@@ -14,3 +14,6 @@ func TestMain(m *testing.M) { cases.Main(m) }
 func TestTable(t *testing.T) { cases.TestSerial(t, "priority", Priority{}) }
 
 func BenchmarkDecide(b *testing.B) { cases.BenchSerial(b, "priority", Priority{}) }
+
+// BenchmarkRatio: native and every wasm build, interleaved (cases.BenchRatio).
+func BenchmarkRatio(b *testing.B) { cases.BenchRatio(b, "priority", Priority{}) }

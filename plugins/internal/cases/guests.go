@@ -6,10 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"testing"
+	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/abi/sdk"
+	"github.com/wasmsched/wasmsched/plugins"
+	"github.com/wasmsched/wasmsched/policies"
 )
 
 // Guests are the languages of the example plugins beside the Go built-ins:
@@ -96,6 +100,61 @@ func benchGuests(b *testing.B, name string, s *abi.SerialSnapshot, n int) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchRatio is BenchmarkRatio/<name>/waiting=<N> (N = 16, 256): the native
+// policy and its wasm builds (Go, C, Rust) decide the same snapshot in
+// interleaved blocks of 256 calls, one block of each per iteration, so that
+// the machine's swings in speed fall on all of them alike (run by run, as
+// BenchmarkDecide does, they do not: a shared machine changes speed between
+// two benchmarks). It reports each one's median ns per decision over the
+// blocks (ns/native, ns/go, ns/c, ns/rust) and each guest's ratio to native
+// (x-go, x-c, x-rust); ns/op is the C guest's. Use -benchtime 200x or more.
+func BenchRatio(b *testing.B, name string, p sdk.SerialPolicy) {
+	for _, n := range []int{16, 256} {
+		b.Run(fmt.Sprintf("%s/waiting=%d", name, n), func(b *testing.B) {
+			s := BenchSnapshot(name, n)
+			ctx := context.Background()
+			goWasm, _ := plugins.Builtin(name)
+			guests := map[string]*policies.Policy{"go": Load(b, name, goWasm)}
+			for _, lang := range Guests {
+				guests[lang] = Load(b, lang+"-"+name, GuestWasm(b, lang, name))
+			}
+			kinds := []string{"native", "go", "c", "rust"}
+			per := map[string][]float64{}
+			const block = 256
+			var d abi.SerialDecision
+			for b.Loop() {
+				for _, k := range kinds {
+					t0 := time.Now()
+					if k == "native" {
+						for range block {
+							d.Reset()
+							p.DecideSerial(s, &d)
+						}
+					} else {
+						for range block {
+							if err := guests[k].DecideSerialInto(ctx, s, &d); err != nil {
+								b.Fatal(err)
+							}
+						}
+					}
+					per[k] = append(per[k], float64(time.Since(t0).Nanoseconds())/block)
+				}
+			}
+			med := map[string]float64{}
+			for _, k := range kinds {
+				xs := per[k]
+				sort.Float64s(xs)
+				med[k] = xs[len(xs)/2]
+				b.ReportMetric(med[k], "ns/"+k)
+			}
+			for _, k := range kinds[1:] {
+				b.ReportMetric(med[k]/med["native"], "x-"+k)
+			}
+			b.ReportMetric(med["c"], "ns/op")
 		})
 	}
 }
