@@ -32,8 +32,8 @@ type Policy struct {
 	abi      uint32 // the ABI version the module exports
 	compiled wazero.CompiledModule
 
-	sem    chan struct{} // one token per call in flight
-	done   chan struct{} // closed by Close
+	sem  chan struct{} // one token per call in flight
+	done chan struct{} // closed by Close
 	// hot is the instance a call gave back last, taken without the lock
 	// (sequential calls reuse one warm instance); the others are in free.
 	hot     atomic.Pointer[instance]
