@@ -58,9 +58,9 @@ func putStr(b []byte, base, at, next int, s string) int {
 	le.PutUint64(b[at:at+8], uint64(next-base)|uint64(len(s))<<32)
 	if n := len(s); n >= 8 && n <= 16 {
 		// most ids: two overlapping 8-byte moves instead of a memmove call
-		dst := b[next : next+n]
-		le.PutUint64(dst, le.Uint64(unsafe.Slice(unsafe.StringData(s), n)))
-		le.PutUint64(dst[n-8:], le.Uint64(unsafe.Slice(unsafe.StringData(s), n)[n-8:]))
+		dst, src := b[next:next+n], unsafe.Slice(unsafe.StringData(s), n)
+		le.PutUint64(dst, le.Uint64(src))
+		le.PutUint64(dst[n-8:], le.Uint64(src[n-8:]))
 		return next + n
 	}
 	return next + copy(b[next:], s)

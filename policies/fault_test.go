@@ -386,3 +386,29 @@ func TestRuntime_closeDuringLoad(tt *testing.T) {
 		}
 	}
 }
+
+// TestRing_Reset: Reset empties the ring (head, tail and the lost mark)
+// when something was written since the last one, and is a no-op otherwise;
+// each call's output then starts empty (a call's error never quotes an
+// earlier call's output).
+func TestRing_Reset(tt *testing.T) {
+	r := &ring{max: 8}
+	r.Reset() // nothing written: stays empty
+	if got := r.String(); got != "" {
+		tt.Fatalf("fresh ring = %q", got)
+	}
+	r.Write([]byte("0123456789abc")) // overflows: lost set
+	r.Reset()
+	if got := r.String(); got != "" {
+		tt.Fatalf("after Reset = %q", got)
+	}
+	r.Reset()
+	r.Write([]byte("new"))
+	if got := r.String(); got != "new" {
+		tt.Fatalf("after Reset and a write = %q, want only the new bytes", got)
+	}
+	r.Reset()
+	if got := r.String(); got != "" {
+		tt.Fatalf("second Reset = %q", got)
+	}
+}

@@ -36,11 +36,10 @@ type Policy struct {
 	done chan struct{} // closed by Close
 	// hot is the instance a call gave back last, taken without the lock
 	// (sequential calls reuse one warm instance); the others are in free.
-	hot     atomic.Pointer[instance]
-	closing atomic.Bool // closed, for the lock-free path
-	mu      sync.Mutex
-	free    []*instance
-	closed  bool
+	hot    atomic.Pointer[instance]
+	closed atomic.Bool // set by Close
+	mu     sync.Mutex
+	free   []*instance
 }
 
 // Name returns the name given to Load.
@@ -59,12 +58,7 @@ func (p *Policy) ABIVersion() uint32 { return p.abi }
 // Close waits for the calls in flight (or ctx), then closes every instance
 // and the compiled module. Later calls return ErrClosed. Idempotent.
 func (p *Policy) Close(ctx context.Context) error {
-	p.mu.Lock()
-	already := p.closed
-	p.closed = true
-	p.closing.Store(true)
-	p.mu.Unlock()
-	if already {
+	if p.closed.Swap(true) {
 		return nil
 	}
 	close(p.done)
@@ -487,7 +481,7 @@ func (p *Policy) acquire(ctx context.Context) (*instance, error) {
 		}
 	}
 	if inst := p.hot.Swap(nil); inst != nil { // the instance used last: no lock
-		if p.closing.Load() {
+		if p.closed.Load() {
 			p.hot.Store(inst) // for Close to collect
 			<-p.sem
 			return nil, fmt.Errorf("%w: %q", ErrClosed, p.name)
@@ -495,7 +489,7 @@ func (p *Policy) acquire(ctx context.Context) (*instance, error) {
 		return inst, nil
 	}
 	p.mu.Lock()
-	if p.closed {
+	if p.closed.Load() {
 		p.mu.Unlock()
 		<-p.sem
 		return nil, fmt.Errorf("%w: %q", ErrClosed, p.name)
@@ -577,8 +571,9 @@ func (p *Policy) DecideSerial(ctx context.Context, s *abi.SerialSnapshot) (abi.S
 // DecideSerialInto is DecideSerial writing the decision into d and reusing
 // the array of d.Actions when it is large enough: a caller that copies
 // each decision elsewhere at once (the coordinator) decides without
-// allocating. d is reset first; on an error other than ErrInvalidDecision
-// it is left empty.
+// allocating. d is reset first. After an ErrInvalidDecision for a decision
+// that decoded, d holds it (bounded, for reports); after any other error
+// it is empty.
 func (p *Policy) DecideSerialInto(ctx context.Context, s *abi.SerialSnapshot, d *abi.SerialDecision) error {
 	d.Reset()
 	if p.kind != abi.KindSerial {
