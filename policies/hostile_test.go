@@ -171,34 +171,28 @@ func TestRuntime_Load_compileTimeout(tt *testing.T) {
 	tt.Logf("refused after %v", el.Round(time.Millisecond))
 }
 
-// withinDeadline runs call up to 3 times and fails unless one run returned
-// ErrTimeout within 2x the deadline plus 5 ms (best of 3: the machines
-// are shared, and the bound is about the module, not the scheduler).
+// withinDeadline fails unless call returns ErrTimeout, saying the deadline
+// was exceeded, and ends long before the module would have run without the
+// deadline (each of these modules runs for seconds to minutes unchecked).
+// The bound, 20x the deadline + 1 s, catches a deadline that does not hold;
+// it is not a latency target (the machines are shared and noisy): how soon
+// after the deadline a call ends is measured by BenchmarkDeadline.
 func withinDeadline(tt *testing.T, deadline time.Duration, call func() error) {
 	tt.Helper()
-	bound := 2*deadline + 5*time.Millisecond
-	var best time.Duration
-	for i := range 3 {
-		start := time.Now()
-		err := call()
-		el := time.Since(start)
-		if !errors.Is(err, ErrTimeout) {
-			tt.Fatalf("err = %v, want ErrTimeout", err)
-		}
-		if msg := err.Error(); !strings.Contains(msg, fmt.Sprintf("did not return within its deadline of %v", deadline)) || strings.Contains(msg, "unreachable") {
-			tt.Fatalf("error %q does not say the deadline was exceeded", msg)
-		}
-		if i == 0 || el < best {
-			best = el
-		}
-		if el <= bound {
-			break
-		}
+	bound := 20*deadline + time.Second
+	start := time.Now()
+	err := call()
+	el := time.Since(start)
+	if !errors.Is(err, ErrTimeout) {
+		tt.Fatalf("err = %v, want ErrTimeout", err)
 	}
-	if best > bound {
-		tt.Fatalf("best of 3 calls returned after %v, bound %v (2x the %v deadline + 5 ms)", best, bound, deadline)
+	if msg := err.Error(); !strings.Contains(msg, fmt.Sprintf("did not return within its deadline of %v", deadline)) || strings.Contains(msg, "unreachable") {
+		tt.Fatalf("error %q does not say the deadline was exceeded", msg)
 	}
-	tt.Logf("returned after %v (bound %v)", best.Round(100*time.Microsecond), bound)
+	if el > bound {
+		tt.Fatalf("the call returned after %v: the %v deadline did not stop the module (bound %v)", el, deadline, bound)
+	}
+	tt.Logf("returned after %v", el.Round(100*time.Microsecond))
 }
 
 // TestPolicy_DecideSerial_hostileDeadline: the deadline holds for code that
@@ -373,5 +367,34 @@ func TestPolicy_DecideSerial_canceled(tt *testing.T) {
 	}
 	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), "call canceled") {
 		tt.Fatalf("err = %v, want a cancellation", err)
+	}
+}
+
+// BenchmarkDeadline measures how long a decide call of a hostile module
+// takes against its 50 ms deadline (the overshoot is what the deadline
+// checks cost the guest to notice): ns/op is the whole call.
+//
+//	go test ./policies -run '^$' -bench Deadline -benchtime 5x
+func BenchmarkDeadline(b *testing.B) {
+	const deadline = 50 * time.Millisecond
+	for _, name := range []string{"bulk-fill", "wasi-write", "straight-loop"} {
+		b.Run(name, func(b *testing.B) {
+			rt, err := NewRuntime(context.Background(), Config{CallTimeout: deadline})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer rt.Close(context.Background())
+			p, err := rt.Load(context.Background(), name, hostile(name)())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close(context.Background())
+			b.ResetTimer()
+			for range b.N {
+				if _, err := p.DecideSerial(context.Background(), mode(1)); !errors.Is(err, ErrTimeout) {
+					b.Fatalf("err = %v, want ErrTimeout", err)
+				}
+			}
+		})
 	}
 }
