@@ -3,8 +3,11 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -13,7 +16,8 @@ import (
 var (
 	ErrNotFound    = storage.ErrNotFound    // no such run or group (or it expired)
 	ErrInvalid     = storage.ErrInvalid     // bad input: names, bounds, a bad cursor
-	ErrConflict    = storage.ErrDuplicate   // the run id exists (submitted by another call)
+	ErrExists      = storage.ErrDuplicate   // the run id exists (submitted by another call)
+	ErrConflict    = storage.ErrConflict    // an idempotency key reused with another request (the error names its run)
 	ErrBadState    = storage.ErrBadState    // the run cannot make that change (e.g. stop a finished run)
 	ErrOutOfMemory = storage.ErrOutOfMemory // Redis is at maxmemory: nothing was written
 )
@@ -81,87 +85,25 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	return &Client{st: st, close: rdb.Close}, nil
 }
 
-// FromStore wraps an open store (the HTTP API and tests share the host's
-// connection this way). Close does not close the store's connection.
-func FromStore(st *storage.Store) *Client { return &Client{st: st, close: func() error { return nil }} }
+// NewFromRedis opens namespace over a go-redis client the application
+// already has (single node, Sentinel or Cluster), so one connection pool
+// serves both. Close does not close rdb.
+func NewFromRedis(rdb redis.UniversalClient, namespace string) (*Client, error) {
+	if namespace == "" {
+		namespace = DefaultNamespace
+	}
+	st, err := storage.New(rdb, namespace)
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	return &Client{st: st, close: func() error { return nil }}, nil
+}
 
-// Close closes the client's connection.
+// Close closes the client's connection (not one given to NewFromRedis).
 func (c *Client) Close() error { return c.close() }
 
 // Namespace is the client's namespace.
 func (c *Client) Namespace() string { return c.st.Namespace() }
-
-// Store is the storage layer under the client, for callers that need more
-// than the client offers (the HTTP API, operators' tools).
-func (c *Client) Store() *storage.Store { return c.st }
-
-// Run is a run as applications see it (the JSON of `wasmsched run show -o
-// json` and of the HTTP API).
-type Run struct {
-	ID            string     `json:"id"`
-	Group         string     `json:"group"`
-	Seq           int64      `json:"seq"`
-	State         string     `json:"state"` // WAITING, LAUNCHED, RUNNING, STOPPING, SUCCEEDED, FAILED, STOPPED, DISCARDED
-	Slots         int        `json:"slots"`
-	Priority      int        `json:"priority"`
-	Payload       string     `json:"payload,omitempty"`
-	DurationMS    int64      `json:"duration_ms,omitempty"`
-	Policy        string     `json:"policy"`
-	PolicyVersion string     `json:"policy_version"`
-	SubmittedAt   *time.Time `json:"submitted_at"`
-	StartedAt     *time.Time `json:"started_at"`
-	FinishedAt    *time.Time `json:"finished_at"`
-	Reason        string     `json:"reason"`
-	// Decision is the decision that launched, discarded or stopped it.
-	Decision    *Decision    `json:"decision,omitempty"`
-	Assignments []Assignment `json:"assignments,omitempty"`
-}
-
-// Final reports whether the run has ended.
-func (r Run) Final() bool { return storage.State(r.State).Final() }
-
-// Decision is the record of the policy decision that moved a run.
-type Decision struct {
-	ID             string    `json:"id"` // epoch:group:version
-	Epoch          int64     `json:"epoch"`
-	At             time.Time `json:"at"`
-	Action         string    `json:"action"`
-	Reason         string    `json:"reason"`
-	Policy         string    `json:"policy"`
-	PolicyVersion  string    `json:"policy_version"`
-	PolicySHA256   string    `json:"policy_sha256"`
-	PolicyRegistry int       `json:"policy_registry"` // 0 = the built-in
-}
-
-// Assignment is one task slot of a running run.
-type Assignment struct {
-	Worker string `json:"worker"`
-	Slot   int    `json:"slot"`
-	Token  string `json:"token"`
-}
-
-func timePtr(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	t = t.UTC()
-	return &t
-}
-
-// FromStorage converts a storage run.
-func FromStorage(r storage.Run) Run {
-	out := Run{ID: r.ID, Group: r.Group, Seq: r.Seq, State: string(r.State), Slots: r.Slots, Priority: r.Priority,
-		Payload: r.Payload, DurationMS: r.Duration.Milliseconds(), Policy: r.Policy, PolicyVersion: r.PolicyVersion,
-		SubmittedAt: timePtr(r.SubmittedAt), StartedAt: timePtr(r.StartedAt), FinishedAt: timePtr(r.FinishedAt), Reason: r.Reason}
-	if d := r.Decision; d != nil {
-		out.Decision = &Decision{ID: d.ID, Epoch: d.Epoch, At: d.At.UTC(), Action: string(d.Action), Reason: d.Reason,
-			Policy: d.Policy, PolicyVersion: d.PolicyVersion, PolicySHA256: d.PolicySHA256, PolicyRegistry: d.PolicyRegistry}
-	}
-	for _, a := range r.Assignments {
-		out.Assignments = append(out.Assignments, Assignment{Worker: a.Worker, Slot: a.Slot, Token: a.Token})
-	}
-	return out
-}
 
 // SubmitOptions are a run's settings; the zero value is one slot,
 // priority 0, a generated id.
@@ -192,7 +134,7 @@ func (c *Client) SubmitReplay(ctx context.Context, group string, o SubmitOptions
 	if err != nil {
 		return Run{}, false, err
 	}
-	return FromStorage(r), replayed, nil
+	return runOf(r), replayed, nil
 }
 
 // Get reads a run (ErrNotFound: never submitted, or removed by retention).
@@ -201,7 +143,7 @@ func (c *Client) Get(ctx context.Context, id string) (Run, error) {
 	if err != nil {
 		return Run{}, err
 	}
-	return FromStorage(r), nil
+	return runOf(r), nil
 }
 
 // Stop asks a run to end: a WAITING run is DISCARDED, a LAUNCHED one
@@ -215,7 +157,7 @@ func (c *Client) Stop(ctx context.Context, id, reason string) (Run, error) {
 	if err != nil {
 		return Run{}, err
 	}
-	return FromStorage(r), nil
+	return runOf(r), nil
 }
 
 // DefaultListLimit and MaxListLimit bound a List page.
@@ -229,27 +171,40 @@ type ListOptions struct {
 	Group  string // only this group's runs
 	State  string // only runs in this state
 	Cursor string // the Page.Next of the previous page; it carries Group and State
-	Limit  int    // 0 = DefaultListLimit; at most MaxListLimit
+	// After lists the runs older than the run of seq After (a page by seq,
+	// as `runs --after`); not with Cursor.
+	After int64
+	Limit int // 0 = DefaultListLimit; at most MaxListLimit
 }
 
-// Page is one page of runs. Next is "" on the last page.
+// Page is one page of runs. Next continues below the page's last run; it
+// is "" only for an empty page, so passing a last page's Next gives an
+// empty page, never the first one again. More says whether older runs
+// (matching the filter) exist: false on the last page.
 type Page struct {
 	Runs []Run  `json:"runs"`
 	Next string `json:"next_cursor"`
+	More bool   `json:"more"`
 }
 
 // List returns a page of runs, newest (highest seq) first. Pages never
 // skip or repeat a run, also while runs are submitted: a page continues
 // below the last seq of the previous one, and new runs get higher seqs.
 func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
-	f := storage.RunFilter{Group: o.Group, State: storage.State(o.State), Limit: o.Limit}
+	f := storage.RunFilter{Group: o.Group, State: storage.State(o.State), Limit: o.Limit, Below: o.After}
+	if o.After < 0 {
+		return Page{}, fmt.Errorf("list: after %d: want a seq >= 1: %w", o.After, ErrInvalid)
+	}
+	if o.Cursor != "" && o.After != 0 {
+		return Page{}, fmt.Errorf("list: a cursor and after both name a page; give one: %w", ErrInvalid)
+	}
 	if o.Cursor != "" {
 		cf, err := storage.ParseCursor(o.Cursor)
 		if err != nil {
 			return Page{}, err
 		}
 		if (o.Group != "" && o.Group != cf.Group) || (o.State != "" && o.State != string(cf.State)) {
-			return Page{}, fmt.Errorf("client: list: the cursor continues a listing of group %q state %q, not group %q state %q: %w",
+			return Page{}, fmt.Errorf("list: the cursor continues a listing of group %q state %q, not group %q state %q: %w",
 				cf.Group, cf.State, o.Group, o.State, ErrInvalid)
 		}
 		f.Group, f.State, f.Below = cf.Group, cf.State, cf.Below
@@ -258,10 +213,10 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 	case f.Limit == 0:
 		f.Limit = DefaultListLimit
 	case f.Limit < 0 || f.Limit > MaxListLimit:
-		return Page{}, fmt.Errorf("client: list: limit %d outside 1..%d: %w", o.Limit, MaxListLimit, ErrInvalid)
+		return Page{}, fmt.Errorf("list: limit %d: want 1 to %d: %w", o.Limit, MaxListLimit, ErrInvalid)
 	}
 	if f.State != "" && !validState(f.State) {
-		return Page{}, fmt.Errorf("client: list: state %q is not a run state: %w", f.State, ErrInvalid)
+		return Page{}, fmt.Errorf("list: state %q is not a run state (%s): %w", f.State, strings.Join(States, ", "), ErrInvalid)
 	}
 	if f.Group != "" {
 		if err := storage.ValidateName("group", f.Group); err != nil {
@@ -272,66 +227,79 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 	if err != nil {
 		return Page{}, err
 	}
-	out := Page{Runs: make([]Run, 0, len(p.Runs)), Next: p.Cursor(f)}
-	for _, r := range p.Runs {
-		out.Runs = append(out.Runs, FromStorage(r))
+	out := Page{Runs: runsOf(p.Runs), More: p.Next > 0}
+	if n := len(p.Runs); n > 0 {
+		out.Next = storage.RunPage{Next: p.Runs[n-1].Seq}.Cursor(f)
 	}
 	return out, nil
 }
 
-func validState(s storage.State) bool {
-	switch s {
-	case storage.StateWaiting, storage.StateLaunched, storage.StateRunning, storage.StateStopping,
-		storage.StateSucceeded, storage.StateFailed, storage.StateStopped, storage.StateDiscarded:
-		return true
-	}
-	return false
-}
+// States are the run states, in lifecycle order.
+var States = []string{"WAITING", "LAUNCHED", "RUNNING", "STOPPING", "SUCCEEDED", "FAILED", "STOPPED", "DISCARDED"}
 
-// Group is a serial group's settings and counts.
-type Group struct {
-	Name      string `json:"name"`
-	Policy    string `json:"policy"`
-	MaxActive int    `json:"max_active"`
-	Window    int    `json:"window"`
-	// RetentionMS: -1 = the namespace default, 0 = forever.
-	RetentionMS int64 `json:"retention_ms"`
-	Waiting     int   `json:"waiting"`
-	Active      int   `json:"active"`
-	Version     int64 `json:"version"`
-}
+func validState(s storage.State) bool { return slices.Contains(States, string(s)) }
 
-func groupOf(g storage.Group) Group {
-	w := g.Window
-	if w == 0 {
-		w = storage.DefaultWindow
-	}
-	ret := g.Retention.Milliseconds()
-	if g.Retention < 0 {
-		ret = -1
-	}
-	return Group{Name: g.Name, Policy: g.Policy, MaxActive: g.MaxActive, Window: w, RetentionMS: ret,
-		Waiting: g.Waiting, Active: g.Active, Version: g.Version}
-}
-
-// Group reads a group (ErrNotFound).
+// Group reads a group with its detail: its active runs (with their
+// slots), its queue (the window its policy sees) and its latest
+// decisions. ErrNotFound if it does not exist.
 func (c *Client) Group(ctx context.Context, name string) (Group, error) {
-	g, err := c.st.GetGroup(ctx, name)
+	sg, err := c.st.GetGroup(ctx, name)
 	if err != nil {
 		return Group{}, err
 	}
-	return groupOf(g), nil
+	g := groupOf(sg)
+	sn, err := c.st.Snapshot(ctx, name)
+	if err != nil {
+		return Group{}, err
+	}
+	ids := make([]string, 0, len(sn.Active))
+	for _, a := range sn.Active {
+		ids = append(ids, a.ID)
+	}
+	act, err := c.st.GetRuns(ctx, ids) // the snapshot's runs carry no slots
+	if err != nil {
+		return Group{}, err
+	}
+	g.ActiveRuns, g.Queue = runsOf(act), runsOf(sn.Waiting)
+	g.QueueTotal, g.QueueTruncated = sn.WaitingTotal, sn.WaitingTotal > len(sn.Waiting)
+	ds, err := c.st.GroupDecisions(ctx, name)
+	if err != nil {
+		return Group{}, err
+	}
+	g.Decisions = make([]GroupDecision, 0, len(ds))
+	for _, d := range ds {
+		g.Decisions = append(g.Decisions, groupDecisionOf(d))
+	}
+	if len(g.Decisions) > 0 {
+		g.LatestDecision = &g.Decisions[0]
+	}
+	return g, nil
 }
 
-// Groups lists the namespace's groups by name.
+// Groups lists the namespace's groups by name, each with its latest
+// decision (one round trip for all; of the first storage.MaxGetRuns
+// groups).
 func (c *Client) Groups(ctx context.Context) ([]Group, error) {
 	gs, err := c.st.ListGroups(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Group, 0, len(gs))
+	names := make([]string, 0, len(gs))
 	for _, g := range gs {
-		out = append(out, groupOf(g))
+		names = append(names, g.Name)
+	}
+	latest, err := c.st.LatestDecisions(ctx, names[:min(len(names), storage.MaxGetRuns)])
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Group, 0, len(gs))
+	for i, g := range gs {
+		rg := groupOf(g)
+		if i < len(latest) && latest[i] != nil {
+			d := groupDecisionOf(*latest[i])
+			rg.LatestDecision = &d
+		}
+		out = append(out, rg)
 	}
 	return out, nil
 }
@@ -343,10 +311,14 @@ type GroupSettings struct {
 	Policy    string `json:"policy,omitempty"`
 	MaxActive int    `json:"max_active,omitempty"`
 	Window    int    `json:"window,omitempty"`
-	// Retention: nil keeps it; 0 = forever; storage.RetentionDefault (-1)
-	// = the namespace default.
+	// Retention: nil keeps it; 0 = forever; RetentionDefault = the
+	// namespace default (ParseRetention reads the CLI's and the API's form).
 	Retention *time.Duration `json:"-"`
 }
+
+// RetentionDefault, as GroupSettings.Retention, returns a group to the
+// namespace's default retention.
+const RetentionDefault = storage.RetentionDefault
 
 // SetGroup creates or changes a group and returns it.
 func (c *Client) SetGroup(ctx context.Context, name string, s GroupSettings) (Group, error) {

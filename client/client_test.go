@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
-	"github.com/wasmsched/wasmsched/storage/redistest"
 )
 
 var (
@@ -92,7 +92,7 @@ func TestClient_Submit(t *testing.T) {
 		o     client.SubmitOptions
 		want  error
 	}{
-		{"duplicate id", "g", client.SubmitOptions{ID: "a"}, client.ErrConflict},
+		{"duplicate id", "g", client.SubmitOptions{ID: "a"}, client.ErrExists},
 		{"bad group", "a b", client.SubmitOptions{}, client.ErrInvalid},
 		{"negative slots", "g", client.SubmitOptions{Slots: -1}, client.ErrInvalid},
 		{"oversized key", "g", client.SubmitOptions{IdempotencyKey: strings.Repeat("k", 300)}, client.ErrInvalid},
@@ -251,7 +251,7 @@ func TestClient_Stop(t *testing.T) {
 func TestClient_Groups(t *testing.T) {
 	c := newClient(t)
 	g, err := c.SetGroup(ctx, "g", client.GroupSettings{Policy: "priority", MaxActive: 3})
-	if err != nil || g.Policy != "priority" || g.MaxActive != 3 || g.Window != storage.DefaultWindow || g.RetentionMS != -1 {
+	if err != nil || g.Policy != "priority" || g.MaxActive != 3 || g.Window != storage.DefaultWindow || g.Retention != "default" {
 		t.Fatalf("SetGroup = %+v, %v", g, err)
 	}
 	if _, err := c.Submit(ctx, "g", client.SubmitOptions{}); err != nil {

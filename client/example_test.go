@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/wasmsched/wasmsched/client"
-	"github.com/wasmsched/wasmsched/storage/embedded"
+	"github.com/wasmsched/wasmsched/internal/embedded"
 )
 
 // Submit a run twice with one idempotency key: the second call returns
@@ -65,8 +65,8 @@ func ExampleClient_List() {
 		for _, r := range p.Runs {
 			fmt.Print(r.ID, " ")
 		}
-		fmt.Println("| more:", p.Next != "")
-		if p.Next == "" {
+		fmt.Println("| more:", p.More)
+		if !p.More {
 			break
 		}
 		o = client.ListOptions{Cursor: p.Next, Limit: 2}

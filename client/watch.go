@@ -14,13 +14,16 @@ type WatchOptions struct {
 	Group string
 }
 
-// Event is a run as it was right after a state change. Missed (with a
-// zero Run) says changes may have been lost (the watch fell behind or
-// reconnected): re-read what you follow. A run watch re-reads its run by
-// itself and never reports Missed.
+// Event is one state change of a run: State is the state the run entered,
+// Run the record as read right after (it may have moved on already: a
+// launch and its slots are often one after the other). Missed (with a
+// zero Run) says changes may have been lost (the watch fell behind or its
+// connection dropped and came back): re-read what you follow. A run watch
+// re-reads its run by itself and never reports Missed.
 type Event struct {
-	Run    Run
-	Missed bool
+	Run    Run    `json:"run"`
+	State  string `json:"state"`
+	Missed bool   `json:"missed"`
 }
 
 // Watch follows run state changes (Client.Watch).
@@ -82,16 +85,16 @@ func (c *Client) watchLoop(ctx context.Context, rw *storage.RunWatch, o WatchOpt
 	}
 	last := ""
 	if first != nil {
-		if !send(Event{Run: *first}) || first.Final() {
+		if !send(Event{Run: *first, State: first.State}) || first.Final() {
 			return
 		}
 		last = first.State
 	}
 	for b := range rw.C {
-		var ids []string
+		var evs []storage.RunEvent
 		for _, ev := range b.Events {
 			if (o.Run == "" || ev.Run == o.Run) && (o.Group == "" || ev.Group == o.Group) {
-				ids = append(ids, ev.Run)
+				evs = append(evs, ev)
 			}
 		}
 		if b.Missed {
@@ -99,14 +102,19 @@ func (c *Client) watchLoop(ctx context.Context, rw *storage.RunWatch, o WatchOpt
 				if !send(Event{Missed: true}) {
 					return
 				}
-			} else {
-				ids = []string{o.Run}
+			} else if len(evs) == 0 {
+				evs = []storage.RunEvent{{Run: o.Run}} // re-read it: what did we miss?
 			}
 		}
-		for len(ids) > 0 {
-			n := min(len(ids), storage.MaxGetRuns)
-			rs, err := c.st.GetRuns(ctx, ids[:n])
-			ids = ids[n:]
+		for len(evs) > 0 {
+			n := min(len(evs), storage.MaxGetRuns)
+			part := evs[:n]
+			evs = evs[n:]
+			ids := make([]string, len(part))
+			for i, ev := range part {
+				ids[i] = ev.Run
+			}
+			rs, err := c.st.GetRuns(ctx, ids)
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -116,15 +124,23 @@ func (c *Client) watchLoop(ctx context.Context, rw *storage.RunWatch, o WatchOpt
 				}
 				continue
 			}
+			byID := make(map[string]Run, len(rs))
 			for _, r := range rs {
-				v := FromStorage(r)
+				byID[r.ID] = runOf(r)
+			}
+			for _, ev := range part {
+				v, ok := byID[ev.Run]
+				if !ok {
+					continue // gone (retention) since the event
+				}
+				state := string(ev.State)
 				if o.Run != "" {
 					if v.State == last {
-						continue // a re-read after a gap, nothing new
+						continue // a re-read after a gap, or an older event: nothing new
 					}
-					last = v.State
+					last, state = v.State, v.State
 				}
-				if !send(Event{Run: v}) {
+				if !send(Event{Run: v, State: state}) {
 					return
 				}
 				if o.Run != "" && v.Final() {

@@ -10,12 +10,12 @@ import (
 	"net/http"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/wasmsched/wasmsched/host/internal/engine"
 	"github.com/wasmsched/wasmsched/host/internal/leader"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -25,15 +25,15 @@ const (
 	DefaultLeaseTTL = 2 * time.Second
 	// MinLeaseTTL is the shortest accepted lease TTL.
 	MinLeaseTTL = 100 * time.Millisecond
-	// DefaultRefreshDivisor: the lock is refreshed every LeaseTTL/3.
-	DefaultRefreshDivisor = 3
-	// DefaultRetryDivisor: a standby tries to obtain every ~LeaseTTL/4 (jittered ±25%).
-	DefaultRetryDivisor = 4
-	// DefaultMarginDivisor: the local lease ends LeaseTTL/10 before the
+	// refreshDivisor: the lock is refreshed every LeaseTTL/3.
+	refreshDivisor = 3
+	// retryDivisor: a standby tries to obtain every ~LeaseTTL/4 (jittered ±25%).
+	retryDivisor = 4
+	// marginDivisor: the local lease ends LeaseTTL/10 before the
 	// lock's TTL would (clock rate drift, scheduling delay).
-	DefaultMarginDivisor = 10
-	// DefaultTickDivisor: the tick task runs every LeaseTTL/3.
-	DefaultTickDivisor = 3
+	marginDivisor = 10
+	// tickDivisor: the tick task runs every LeaseTTL/3.
+	tickDivisor = 3
 )
 
 // Config configures a Host. Zero fields take the defaults above.
@@ -60,20 +60,25 @@ type Config struct {
 	// liveness write, storage.Store.Tick); default LeaseTTL/3; negative
 	// disables the tick task.
 	TickInterval time.Duration
-	// Tasks are the leader tasks run while leading (more with AddLeaderTask).
-	Tasks []Task
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Registry receives the host's metrics; default a new registry with the
 	// Go and process collectors.
 	Registry *prometheus.Registry
-	// Admin, if not nil, is where the admin HTTP server (ServeAdmin) listens.
+	// Admin, if not nil, is where the admin HTTP server listens (/healthz,
+	// /readyz, /metrics, /status).
 	Admin net.Listener
-	// Bus carries the host's pub/sub subscriptions (the leader-events
-	// channel, the runtime's policy channel); default a Bus of its own on
-	// Store's client. Multi gives all its namespaces one Bus: one pub/sub
-	// connection per process.
-	Bus *Bus
+	// Engine configures the leader engine (serial coordinator, slot
+	// manager, failover restore, drain, retention, stats); zero fields
+	// take its defaults.
+	Engine EngineConfig
+
+	// bus carries the host's pub/sub subscriptions (leader releases,
+	// policy changes, work events): a Bus of its own on Store's client,
+	// or the one a Multi gives all its namespaces (one pub/sub connection
+	// per process); share is a Multi's table of loaded policy versions.
+	bus   *leader.Bus
+	share *engine.Share
 }
 
 // Validate checks the config as given (zero fields are fine).
@@ -101,7 +106,7 @@ func (c Config) Validate() error {
 	}
 	margin := c.SafetyMargin
 	if margin == 0 {
-		margin = ttl / DefaultMarginDivisor
+		margin = ttl / marginDivisor
 	}
 	if c.RefreshInterval != 0 && c.RefreshInterval >= ttl-margin {
 		return fmt.Errorf("host: config: refresh interval %v: want < lease TTL - safety margin (%v)", c.RefreshInterval, ttl-margin)
@@ -111,12 +116,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("host: config: %w", err)
 		}
 	}
-	for i, t := range c.Tasks {
-		if t.Name == "" || t.Run == nil {
-			return fmt.Errorf("host: config: task %d: want a name and a function", i)
-		}
-	}
-	return nil
+	return c.Engine.Validate()
 }
 
 // withDefaults returns c with zero fields filled in.
@@ -125,16 +125,16 @@ func (c Config) withDefaults() Config {
 		c.LeaseTTL = DefaultLeaseTTL
 	}
 	if c.RefreshInterval == 0 {
-		c.RefreshInterval = c.LeaseTTL / DefaultRefreshDivisor
+		c.RefreshInterval = c.LeaseTTL / refreshDivisor
 	}
 	if c.RetryInterval == 0 {
-		c.RetryInterval = c.LeaseTTL / DefaultRetryDivisor
+		c.RetryInterval = c.LeaseTTL / retryDivisor
 	}
 	if c.SafetyMargin == 0 {
-		c.SafetyMargin = c.LeaseTTL / DefaultMarginDivisor
+		c.SafetyMargin = c.LeaseTTL / marginDivisor
 	}
 	if c.TickInterval == 0 {
-		c.TickInterval = c.LeaseTTL / DefaultTickDivisor
+		c.TickInterval = c.LeaseTTL / tickDivisor
 	}
 	if c.Advertise == "" {
 		c.Advertise, _ = os.Hostname()
@@ -148,8 +148,8 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.Bus == nil && c.Store != nil {
-		c.Bus = NewBus(c.Store, c.Logger)
+	if c.bus == nil && c.Store != nil {
+		c.bus = leader.NewBus(c.Store, c.Logger)
 	}
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
@@ -169,16 +169,16 @@ type Host struct {
 	leaderGauge *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
 
-	rt atomic.Pointer[Engine] // set by NewEngine (coordinator.go; served by /status)
+	engine *engine.Engine
 
 	mu      sync.Mutex
 	running bool
-	ready   bool
+	isReady bool
 }
 
-// New validates cfg, fills defaults and builds a Host (it does not talk to
-// Redis until Run).
-func New(cfg Config) (*Host, error) {
+// New validates cfg, fills defaults and builds a Host and its leader engine
+// (it does not talk to Redis until Run). Close it after Run returned.
+func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -204,18 +204,28 @@ func New(cfg Config) (*Host, error) {
 	h.transitions.WithLabelValues(ns, "standby")
 
 	h.elector = leader.New(leader.Config{
-		Namespace: ns, Identity: cfg.Identity, Store: cfg.Store, Bus: cfg.Bus,
+		Namespace: ns, Identity: cfg.Identity, Store: cfg.Store, Bus: cfg.bus,
 		TTL: cfg.LeaseTTL, Refresh: cfg.RefreshInterval, Retry: cfg.RetryInterval, Margin: cfg.SafetyMargin,
 		Log: h.log, OnChange: h.onChange,
 	})
 	if cfg.TickInterval > 0 {
-		h.elector.AddLeaderTask("tick", TickTask(cfg.Store, cfg.TickInterval, h.log))
+		h.elector.AddLeaderTask("tick", tickTask(cfg.Store, cfg.TickInterval, h.log))
 	}
-	for _, t := range cfg.Tasks {
+	e, err := engine.New(ctx, engine.Deps{Store: cfg.Store, Registry: cfg.Registry, Log: h.log, Bus: cfg.bus,
+		Identity: cfg.Identity, Share: cfg.share}, engine.Config(cfg.Engine))
+	if err != nil {
+		return nil, err
+	}
+	h.engine = e
+	for _, t := range e.Tasks() {
 		h.elector.AddLeaderTask(t.Name, t.Run)
 	}
 	return h, nil
 }
+
+// Close closes the engine's loaded policies and, unless it was given in
+// EngineConfig.Policies, its wasm runtime. Call it after Run returned.
+func (h *Host) Close(ctx context.Context) error { return h.engine.Close(ctx) }
 
 func (h *Host) onChange(leading bool, _ int64, _ string) {
 	if leading {
@@ -227,17 +237,11 @@ func (h *Host) onChange(leading bool, _ int64, _ string) {
 	}
 }
 
-// AddLeaderTask registers a leader task; it runs from the next term on.
-func (h *Host) AddLeaderTask(name string, fn LeaderTask) { h.elector.AddLeaderTask(name, fn) }
-
 // Identity is the host's identity stamp.
 func (h *Host) Identity() string { return h.cfg.Identity }
 
 // Namespace is the namespace the host competes for.
 func (h *Host) Namespace() string { return h.ns }
-
-// Lease returns the current term's lease, nil while standing by.
-func (h *Host) Lease() *Lease { return h.elector.Lease() }
 
 // Leading reports whether the host holds a valid lease now.
 func (h *Host) Leading() bool { return h.elector.Leading() }
@@ -248,17 +252,11 @@ func (h *Host) activeLoops() int { return h.elector.ActiveLoops() }
 // maxActiveLoops is the highest activeLoops ever observed (tests).
 func (h *Host) maxActiveLoops() int { return h.elector.MaxActiveLoops() }
 
-// Registry is the host's metrics registry (later components add theirs).
-func (h *Host) Registry() *prometheus.Registry { return h.cfg.Registry }
-
-// Config returns the effective configuration (defaults filled in).
-func (h *Host) Config() Config { return h.cfg }
-
 // Ready reports whether the host has loaded its scripts and runs its elector.
-func (h *Host) Ready() bool {
+func (h *Host) ready() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.ready
+	return h.isReady
 }
 
 // Run loads the scripts, starts the admin server (if configured) and runs
@@ -275,7 +273,7 @@ func (h *Host) Run(ctx context.Context) error {
 
 	var admin *adminServer
 	if h.cfg.Admin != nil {
-		admin = serveAdmin(h.cfg.Admin, h.AdminHandler(), h.log) // admin.go
+		admin = serveAdmin(h.cfg.Admin, h.adminHandler(), h.log) // admin.go
 		defer admin.close()
 	}
 	if err := h.cfg.Store.Load(ctx); err != nil {
@@ -285,24 +283,24 @@ func (h *Host) Run(ctx context.Context) error {
 		return fmt.Errorf("host: %w", err)
 	}
 	h.mu.Lock()
-	h.ready = true
+	h.isReady = true
 	h.mu.Unlock()
 	h.log.Info("host started", "identity", h.cfg.Identity, "lease_ttl", h.cfg.LeaseTTL)
 	err := h.elector.Run(ctx)
 	h.mu.Lock()
-	h.ready = false
+	h.isReady = false
 	h.mu.Unlock()
 	h.log.Info("host stopped")
 	return err
 }
 
-// TickTask is the leader task that makes a fenced liveness write
+// tickTask is the leader task that makes a fenced liveness write
 // (storage.Store.Tick) every interval. It checks lease.Valid() before every
-// write. It returns storage.ErrFenced
-// (which demotes the host) when a write is rejected by the fence; other
-// errors are logged and retried at the next tick.
-func TickTask(st *storage.Store, interval time.Duration, log *slog.Logger) LeaderTask {
-	return func(ctx context.Context, lease *Lease) error {
+// write. It returns storage.ErrFenced (which demotes the host) when a write
+// is rejected by the fence; other errors are logged and retried at the next
+// tick.
+func tickTask(st *storage.Store, interval time.Duration, log *slog.Logger) leader.LeaderTask {
+	return func(ctx context.Context, lease *leader.Lease) error {
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
@@ -315,40 +313,26 @@ func TickTask(st *storage.Store, interval time.Duration, log *slog.Logger) Leade
 				log.Info("tick skipped: lease not valid", "epoch", lease.Epoch(), "reason", lease.Reason())
 				return nil
 			}
-			if err := Tick(ctx, st, lease, log); err != nil {
+			err := st.Tick(ctx, lease.Fence())
+			switch {
+			case err == nil, ctx.Err() != nil:
+			case errors.Is(err, storage.ErrFenced):
+				log.Warn("tick rejected: fenced", "epoch", lease.Epoch(), "err", err)
 				return err
+			default:
+				log.Warn("tick failed", "epoch", lease.Epoch(), "err", err)
 			}
 		}
 	}
 }
 
-// Tick writes one fenced tick with lease's fence: nil on success and on a
-// transient failure (logged), storage.ErrFenced when the fence rejects it.
-func Tick(ctx context.Context, st *storage.Store, lease *Lease, log *slog.Logger) error {
-	err := st.Tick(ctx, lease.Fence())
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, storage.ErrFenced):
-		log.Warn("tick rejected: fenced", "epoch", lease.Epoch(), "err", err)
-		return err
-	case ctx.Err() != nil:
-		return nil
-	default:
-		log.Warn("tick failed", "epoch", lease.Epoch(), "err", err)
-		return nil
-	}
-}
-
 // Status returns this host's view (what /status serves).
 func (h *Host) Status() Status {
-	st := Status{Namespace: h.ns, Identity: h.cfg.Identity, Ready: h.Ready()}
+	st := Status{Namespace: h.ns, Identity: h.cfg.Identity, Ready: h.ready()}
 	if l := h.elector.Lease(); l != nil && l.Valid() {
 		st.Leading, st.Epoch = true, l.Epoch()
 	}
-	if r := h.rt.Load(); r != nil {
-		st.Runtime = r.Status()
-	}
+	st.Runtime = h.engine.Status()
 	return st
 }
 
@@ -363,9 +347,9 @@ func (h *Host) handleStatus(w http.ResponseWriter, _ *http.Request) {
 // AdminHandler returns the admin HTTP handler: /healthz (200 while the
 // process runs), /readyz (200 once scripts are loaded and the elector runs,
 // else 503), /metrics (Prometheus), /status (JSON, see Status).
-func (h *Host) AdminHandler() *http.ServeMux {
+func (h *Host) adminHandler() *http.ServeMux {
 	return adminMux(func() string {
-		if !h.Ready() {
+		if !h.ready() {
 			return "not ready"
 		}
 		return ""

@@ -14,8 +14,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wasmsched/wasmsched/host/internal/leader"
+	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
-	"github.com/wasmsched/wasmsched/storage/redistest"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -23,7 +24,6 @@ func TestConfigValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok := func() Task { return Task{Name: "x", Run: func(context.Context, *Lease) error { return nil }} }
 	for _, tc := range []struct {
 		name string
 		cfg  Config
@@ -39,9 +39,7 @@ func TestConfigValidate(t *testing.T) {
 		{"refresh too slow", Config{Store: st, LeaseTTL: time.Second, RefreshInterval: 950 * time.Millisecond}, "refresh interval"},
 		{"bad identity", Config{Store: st, Identity: "nohash"}, "identity"},
 		{"good identity", Config{Store: st, Identity: storage.NewIdentity("a:1")}, ""},
-		{"unnamed task", Config{Store: st, Tasks: []Task{{Run: ok().Run}}}, "task 0"},
-		{"nil task", Config{Store: st, Tasks: []Task{{Name: "x"}}}, "task 0"},
-		{"task", Config{Store: st, Tasks: []Task{ok()}}, ""},
+		{"engine", Config{Store: st, Engine: EngineConfig{Coordinators: -1}}, "coordinators"},
 	} {
 		err := tc.cfg.Validate()
 		switch {
@@ -84,7 +82,7 @@ type testHost struct {
 	done chan error
 }
 
-func startHost(t *testing.T, srv *redistest.Server, cfg Config) *testHost {
+func startHost(t *testing.T, srv *redistest.Server, cfg Config, tasks ...leader.Task) *testHost {
 	t.Helper()
 	c := srv.Client(t)
 	st, err := storage.New(c, "ns")
@@ -96,10 +94,14 @@ func startHost(t *testing.T, srv *redistest.Server, cfg Config) *testHost {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logs, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	h, err := New(cfg)
+	h, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, tk := range tasks {
+		h.elector.AddLeaderTask(tk.Name, tk.Run)
+	}
+	t.Cleanup(func() { _ = h.Close(context.Background()) })
 	ctx, cancel := context.WithCancel(context.Background())
 	th := &testHost{Host: h, st: st, logs: logs, stop: cancel, done: make(chan error, 1)}
 	go func() { th.done <- h.Run(ctx) }()
@@ -179,7 +181,7 @@ func TestRepeatedDemotePromote(t *testing.T) {
 	var mu sync.Mutex
 	var epochs []int64
 	started := make(chan int64, 64)
-	task := func(ctx context.Context, l *Lease) error {
+	task := func(ctx context.Context, l *leader.Lease) error {
 		n := running.Add(1)
 		defer running.Add(-1)
 		for {
@@ -200,8 +202,7 @@ func TestRepeatedDemotePromote(t *testing.T) {
 	h := startHost(t, srv, Config{
 		Advertise: "127.0.0.1:2",
 		LeaseTTL:  300 * time.Millisecond,
-		Tasks:     []Task{{Name: "probe", Run: task}, {Name: "probe2", Run: func(ctx context.Context, l *Lease) error { <-ctx.Done(); return nil }}},
-	})
+	}, leader.Task{Name: "probe", Run: task}, leader.Task{Name: "probe2", Run: func(ctx context.Context, l *leader.Lease) error { <-ctx.Done(); return nil }})
 	lockKey := h.st.Keys().Lock()
 	// Sample the loop's own counter concurrently.
 	var sampledMax atomic.Int32
@@ -268,7 +269,7 @@ func TestFencedTaskDemotes(t *testing.T) {
 	ctx := context.Background()
 	h := startHost(t, srv, Config{Advertise: "127.0.0.1:3", LeaseTTL: 300 * time.Millisecond})
 	waitFor(t, 3*time.Second, "leadership", h.Leading)
-	l := h.Lease()
+	l := h.elector.Lease()
 	if l == nil {
 		t.Fatal("no lease while leading")
 	}
@@ -288,7 +289,7 @@ func TestFencedTaskDemotes(t *testing.T) {
 		t.Fatalf("tick with the old fence: %v, want ErrFenced", err)
 	}
 	waitFor(t, 3*time.Second, "re-election", func() bool {
-		nl := h.Lease()
+		nl := h.elector.Lease()
 		return nl != nil && nl.Valid() && nl.Epoch() > l.Epoch()+1
 	})
 }

@@ -5,55 +5,197 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
+	"sync"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/host/internal/engine"
 	"github.com/wasmsched/wasmsched/internal/digest"
+	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
-// Read-only inspection of live groups, shared by the CLI (`policy dry-run
-// --group`, `run explain`) and the HTTP API: a policy decides on a live
-// snapshot in a runtime of the caller's, and nothing is written.
+// Read-only inspection of a live namespace, shared by the CLI (`run
+// explain`, `policy dry-run`, `policy list`) and the HTTP API: a policy
+// decides on a live snapshot in a wasm runtime of the caller's, and nothing
+// is written. The answers are client records.
 
-// ErrNotSerial: a dry-run of a policy that is not a serial policy.
-var ErrNotSerial = errors.New("not a serial policy")
+// Inspector decides read-only with policies it keeps loaded between calls
+// (by sha256, at most maxInspectorPolicies), so a long-lived caller (the
+// HTTP API) pays a module's compile and instantiation once, not per
+// request. Safe for concurrent use; Close it when done.
+type Inspector struct {
+	rt *policies.Runtime
 
-// Action is one action of a decision as users read it (JSON of dry-run,
-// policy test and the API).
-type Action struct {
-	Action string `json:"action"`
-	Run    string `json:"run"`
-	Seq    uint64 `json:"seq,omitempty"` // of a discard_below: every waiting run below it
-	Reason string `json:"reason,omitempty"`
+	mu     sync.Mutex
+	loaded map[string]*inspected // name@sha256
+	tick   int64
 }
 
-// Key is what decision diffs compare by: the run, or the discard_below.
-func (a Action) Key() string {
-	if a.Action == abi.ActionDiscardBelow.String() {
-		return BelowKey(a.Seq)
+type inspected struct {
+	p    *policies.Policy
+	used int64 // Inspector.tick at the last use
+	busy int   // calls deciding with it now
+}
+
+// maxInspectorPolicies bounds the modules an Inspector keeps loaded; the
+// least recently used one that no call is using is closed to make room.
+const maxInspectorPolicies = 8
+
+// NewInspector decides in rt (which the caller closes after the Inspector).
+func NewInspector(rt *policies.Runtime) *Inspector {
+	return &Inspector{rt: rt, loaded: map[string]*inspected{}}
+}
+
+// Close closes the modules the Inspector loaded.
+func (in *Inspector) Close(ctx context.Context) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var err error
+	for k, e := range in.loaded {
+		err = errors.Join(err, e.p.Close(ctx))
+		delete(in.loaded, k)
 	}
-	return a.Run
+	return err
 }
 
-// BelowKey names a discard_below in diffs and expectations.
-func BelowKey(seq uint64) string { return fmt.Sprintf("(waiting runs below seq %d)", seq) }
+// acquire returns m loaded, loading it if needed; release it with done.
+func (in *Inspector) acquire(ctx context.Context, m Module) (*policies.Policy, func(), error) {
+	key := m.Name + "@" + m.SHA256
+	in.mu.Lock()
+	in.tick++
+	if e, ok := in.loaded[key]; ok {
+		e.busy++
+		e.used = in.tick
+		in.mu.Unlock()
+		return e.p, in.release(e), nil
+	}
+	in.mu.Unlock()
+	p, err := in.rt.Load(ctx, m.Name, m.Wasm)
+	if err != nil {
+		return nil, nil, err
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if e, ok := in.loaded[key]; ok { // loaded meanwhile by another call
+		_ = p.Close(context.Background())
+		e.busy++
+		return e.p, in.release(e), nil
+	}
+	for len(in.loaded) >= maxInspectorPolicies {
+		var lru string
+		for k, e := range in.loaded {
+			if e.busy == 0 && (lru == "" || e.used < in.loaded[lru].used) {
+				lru = k
+			}
+		}
+		if lru == "" {
+			break // every one is in use: go over the bound until they end
+		}
+		_ = in.loaded[lru].p.Close(context.Background())
+		delete(in.loaded, lru)
+	}
+	e := &inspected{p: p, used: in.tick, busy: 1}
+	in.loaded[key] = e
+	return p, in.release(e), nil
+}
 
-// Actions lists a serial decision's actions (a discard_below last).
-func Actions(d abi.SerialDecision) []Action {
-	out := make([]Action, 0, len(d.Actions)+1)
+func (in *Inspector) release(e *inspected) func() {
+	return func() {
+		in.mu.Lock()
+		e.busy--
+		in.mu.Unlock()
+	}
+}
+
+var (
+	// ErrUnknownPolicy: a name that is neither pushed and active nor a built-in.
+	ErrUnknownPolicy = engine.ErrUnknownPolicy
+	// ErrUnknownGroup: the group of a dry-run or an explanation does not exist.
+	ErrUnknownGroup = errors.New("unknown group")
+	// ErrNotSerial: a dry-run of a policy that is not a serial policy.
+	ErrNotSerial = errors.New("not a serial policy")
+)
+
+// Module is a policy module to decide with: how to name it and its bytes.
+type Module struct {
+	Name     string // the policy name (the runtime's cache name)
+	Label    string // e.g. "priority v3", "wait (built-in)", a file name
+	Registry int    // the registry version; 0 = a built-in or a file
+	SHA256   string
+	Wasm     []byte
+}
+
+// ResolvePolicy resolves name as the hosts do: its active pushed version in
+// st's namespace, else the built-in of that name (st nil: built-ins only).
+// ErrUnknownPolicy (wrapped, with what to do) for anything else.
+func ResolvePolicy(ctx context.Context, st *storage.Store, name string) (Module, error) {
+	res, err := engine.ResolvePolicy(ctx, st, name)
+	if err != nil {
+		return Module{}, err
+	}
+	b, err := res.Wasm(ctx, st)
+	if err != nil {
+		return Module{}, err
+	}
+	label := name + " (built-in)"
+	if !res.Builtin() {
+		label = fmt.Sprintf("%s v%d", name, res.Registry)
+	}
+	return Module{Name: name, Label: label, Registry: res.Registry, SHA256: res.SHA256, Wasm: b}, nil
+}
+
+// Decide has m decide snap, read-only. A load error (bad module) or
+// ErrNotSerial is returned as the error; a decision that is invalid, traps
+// or times out is a PolicyDecision with Valid false.
+func (in *Inspector) Decide(ctx context.Context, m Module, snap *abi.SerialSnapshot) (client.PolicyDecision, error) {
+	out := client.PolicyDecision{Policy: m.Label, Version: m.SHA256, Errors: []string{}, Actions: []client.Action{}}
+	p, done, err := in.acquire(ctx, m)
+	if err != nil {
+		return out, err
+	}
+	defer done()
+	if p.Kind() != abi.KindSerial {
+		return out, fmt.Errorf("policy %s is %s: %w", m.Label, p.Kind(), ErrNotSerial)
+	}
+	d, err := p.DecideSerial(ctx, snap)
+	if errors.Is(err, policies.ErrInvalidSnapshot) {
+		return out, err
+	}
+	out.Actions = Actions(d)
+	out.Valid = err == nil
+	out.Outcome = outcome(err)
+	if err != nil {
+		out.Errors = policies.Problems(err)
+	}
+	return out, nil
+}
+
+// Actions lists a serial decision's actions as records (a discard_below last).
+func Actions(d abi.SerialDecision) []client.Action {
+	out := make([]client.Action, 0, len(d.Actions)+1)
 	for _, a := range d.Actions {
-		out = append(out, Action{Action: a.Kind.String(), Run: a.Run, Reason: a.Reason})
+		out = append(out, client.Action{Action: a.Kind.String(), Run: a.Run, Reason: a.Reason})
 	}
 	if d.Below != 0 {
-		out = append(out, Action{Action: abi.ActionDiscardBelow.String(), Seq: d.Below, Reason: d.BelowReason})
+		out = append(out, client.Action{Action: abi.ActionDiscardBelow.String(), Seq: d.Below, Reason: d.BelowReason})
 	}
 	return out
 }
 
-// Outcome names how a decide call ended: valid, invalid (a decision that
-// failed validation), timeout or trap.
-func Outcome(err error) string {
+// ActionKey is what decision diffs and expectations compare by: the run,
+// or for a discard_below the seq it covers.
+func ActionKey(a client.Action) string {
+	if a.Action == abi.ActionDiscardBelow.String() {
+		return fmt.Sprintf("(waiting runs below seq %d)", a.Seq)
+	}
+	return a.Run
+}
+
+// outcome names how a decide call ended: valid, invalid, timeout or trap.
+func outcome(err error) string {
 	switch {
 	case err == nil:
 		return "valid"
@@ -65,98 +207,14 @@ func Outcome(err error) string {
 	return "trap"
 }
 
-// Problems splits a decide error into validation problems (the decision
-// is returned but invalid) or one call error.
-func Problems(err error) []string {
-	var ve *policies.ValidationError
-	if errors.As(err, &ve) {
-		out := append([]string(nil), ve.Problems...)
-		if ve.More > 0 {
-			out = append(out, fmt.Sprintf("and %d more problem(s)", ve.More))
-		}
-		return out
-	}
-	return []string{err.Error()}
-}
-
-// Candidate is a policy to decide with: its wasm and how to name it.
-type Candidate struct {
-	Label  string // e.g. "priority v3", "wait (built-in)", a file name
-	Name   string // the runtime's cache name
-	SHA256 string
-	Wasm   []byte
-}
-
-// CandidateFor resolves a policy name as the hosts do (ResolvePolicy):
-// the active registry version, else the built-in.
-func CandidateFor(ctx context.Context, st *storage.Store, name string) (Candidate, error) {
-	res, err := ResolvePolicy(ctx, st, name)
-	if err != nil {
-		return Candidate{}, err
-	}
-	b, err := res.Wasm(ctx, st)
-	if err != nil {
-		return Candidate{}, err
-	}
-	label := name + " (built-in)"
-	if !res.Builtin() {
-		label = fmt.Sprintf("%s v%d", name, res.Registry)
-	}
-	return Candidate{Label: label, Name: name, SHA256: res.SHA256, Wasm: b}, nil
-}
-
-// DecisionView is what a policy decided for a snapshot, and its verdict.
-type DecisionView struct {
-	Policy  string   `json:"policy"`
-	Version string   `json:"version"` // sha256
-	Valid   bool     `json:"valid"`
-	Outcome string   `json:"outcome"` // valid, invalid, timeout or trap
-	Errors  []string `json:"errors"`
-	Actions []Action `json:"actions"`
-}
-
-// Decide loads c in rt and has it decide snap, read-only. A load error
-// (bad module) or ErrNotSerial is returned as the error; a decision that
-// is invalid, traps or times out is a DecisionView with Valid false.
-func Decide(ctx context.Context, rt *policies.Runtime, c Candidate, snap *abi.SerialSnapshot) (DecisionView, error) {
-	out := DecisionView{Policy: c.Label, Version: c.SHA256, Errors: []string{}, Actions: []Action{}}
-	p, err := rt.Load(ctx, c.Name, c.Wasm)
-	if err != nil {
-		return out, err
-	}
-	defer p.Close(context.Background())
-	if p.Kind() != abi.KindSerial {
-		return out, fmt.Errorf("policy %s is %s: %w", c.Label, p.Kind(), ErrNotSerial)
-	}
-	d, err := p.DecideSerial(ctx, snap)
-	if errors.Is(err, policies.ErrInvalidSnapshot) {
-		return out, err
-	}
-	out.Actions = Actions(d)
-	out.Valid = err == nil
-	out.Outcome = Outcome(err)
-	if err != nil {
-		out.Errors = Problems(err)
-	}
-	return out, nil
-}
-
-// Diff is one run on which two decisions differ.
-type Diff struct {
-	Run       string `json:"run"`
-	Active    string `json:"active"`
-	Candidate string `json:"candidate"`
-}
-
-// DiffDecisions lists the runs on which two decisions differ, sorted by run
-// ("none" for no action).
-func DiffDecisions(active, cand []Action) []Diff {
+// diffDecisions lists the runs on which two decisions differ, sorted by run.
+func diffDecisions(active, cand []client.Action) []client.ActionDiff {
 	a, c := map[string]string{}, map[string]string{}
 	for _, x := range active {
-		a[x.Key()] = x.Action
+		a[ActionKey(x)] = x.Action
 	}
 	for _, x := range cand {
-		c[x.Key()] = x.Action
+		c[ActionKey(x)] = x.Action
 	}
 	var runs []string
 	for r := range a {
@@ -168,7 +226,7 @@ func DiffDecisions(active, cand []Action) []Diff {
 		}
 	}
 	sort.Strings(runs)
-	out := []Diff{}
+	out := []client.ActionDiff{}
 	none := func(s string) string {
 		if s == "" {
 			return "none"
@@ -177,27 +235,20 @@ func DiffDecisions(active, cand []Action) []Diff {
 	}
 	for _, r := range runs {
 		if a[r] != c[r] {
-			out = append(out, Diff{Run: r, Active: none(a[r]), Candidate: none(c[r])})
+			out = append(out, client.ActionDiff{Run: r, Active: none(a[r]), Candidate: none(c[r])})
 		}
 	}
 	return out
 }
 
-// DryRun is a candidate's decision on a live group beside the group's
-// active policy's.
-type DryRun struct {
-	DecisionView
-	Group  string        `json:"group,omitempty"`
-	Active *DecisionView `json:"active,omitempty"`
-	Diff   []Diff        `json:"diff,omitempty"`
+// LiveSnapshot reads group's snapshot (one read-only script) in the ABI
+// form its policy is given.
+func LiveSnapshot(ctx context.Context, st *storage.Store, group string) (*abi.SerialSnapshot, error) {
+	_, snap, err := liveSnapshot(ctx, st, group)
+	return snap, err
 }
 
-// ErrUnknownGroup: the group of a dry-run or an explanation does not exist.
-var ErrUnknownGroup = errors.New("unknown group")
-
-// LiveSnapshot reads group's snapshot (one read-only script) and its
-// policy's ABI form.
-func LiveSnapshot(ctx context.Context, st *storage.Store, group string) (storage.Snapshot, *abi.SerialSnapshot, error) {
+func liveSnapshot(ctx context.Context, st *storage.Store, group string) (storage.Snapshot, *abi.SerialSnapshot, error) {
 	sn, err := st.Snapshot(ctx, group)
 	if errors.Is(err, storage.ErrNotFound) || (err == nil && sn.Group.Policy == "") {
 		return sn, nil, fmt.Errorf("group %s not found in namespace %s: %w", group, st.Namespace(), ErrUnknownGroup)
@@ -205,102 +256,143 @@ func LiveSnapshot(ctx context.Context, st *storage.Store, group string) (storage
 	if err != nil {
 		return sn, nil, err
 	}
-	snap, err := SerialSnapshot(sn)
+	snap, err := engine.SerialSnapshot(sn)
 	return sn, snap, err
 }
 
-// DryRunGroup has cand and the group's active policy decide on the live
-// group, read-only, and diffs them.
-func DryRunGroup(ctx context.Context, rt *policies.Runtime, st *storage.Store, cand Candidate, group string) (DryRun, error) {
-	sn, snap, err := LiveSnapshot(ctx, st, group)
+// DryRun has m and the group's own policy decide on the live group,
+// read-only, and diffs them.
+func (in *Inspector) DryRun(ctx context.Context, st *storage.Store, m Module, group string) (client.DryRun, error) {
+	sn, snap, err := liveSnapshot(ctx, st, group)
 	if err != nil {
-		return DryRun{}, err
+		return client.DryRun{}, err
 	}
-	active, err := CandidateFor(ctx, st, sn.Group.Policy)
+	active, err := ResolvePolicy(ctx, st, sn.Group.Policy)
 	if err != nil {
-		return DryRun{}, fmt.Errorf("group %s: active policy: %w", group, err)
+		return client.DryRun{}, fmt.Errorf("group %s: its policy: %w", group, err)
 	}
-	cd, err := Decide(ctx, rt, cand, snap)
+	cd, err := in.Decide(ctx, m, snap)
 	if err != nil {
-		return DryRun{}, err
+		return client.DryRun{}, err
 	}
-	ad, err := Decide(ctx, rt, active, snap)
+	ad, err := in.Decide(ctx, active, snap)
 	if err != nil {
-		return DryRun{}, fmt.Errorf("group %s: active policy: %w", group, err)
+		return client.DryRun{}, fmt.Errorf("group %s: its policy: %w", group, err)
 	}
-	return DryRun{DecisionView: cd, Group: group, Active: &ad, Diff: DiffDecisions(ad.Actions, cd.Actions)}, nil
+	return client.DryRun{PolicyDecision: cd, Group: group, Active: &ad, Diff: diffDecisions(ad.Actions, cd.Actions)}, nil
 }
 
-// Explanation says why a run waits, or what decision moved it.
-type Explanation struct {
-	Run storage.Run
-	// For a WAITING run:
-	Waiting   bool
-	Ahead     int64         // waiting runs older than it (0 = the head)
-	Total     int64         // waiting runs in the group
-	MaxActive int           // the group's
-	Active    []storage.Run // the group's active runs
-	Policy    string        // the group's policy and version
-	InWindow  bool          // the policy sees the run (a deep group shows a window)
-	// Now is what the group's policy decides for this run on the live
-	// state, read-only: launch, discard, discard_below (covered), or none.
-	Now, NowReason string
-	// Why is the explanation in words.
-	Why string
-}
-
-// Explain explains run id (storage.ErrNotFound if it does not exist).
-func Explain(ctx context.Context, rt *policies.Runtime, st *storage.Store, id string) (Explanation, error) {
-	r, err := st.GetRun(ctx, id)
+// Policies lists the namespace's policies: the registry's, then every
+// built-in that was never pushed, by name.
+func Policies(ctx context.Context, st *storage.Store) ([]client.Policy, error) {
+	c, err := client.NewFromRedis(st.Redis(), st.Namespace())
 	if err != nil {
-		return Explanation{}, err
+		return nil, err
 	}
-	ex := Explanation{Run: r}
-	if r.State != storage.StateWaiting {
-		if d := r.Decision; d != nil {
-			reason := d.Reason
-			if reason == "" {
-				reason = "-"
-			}
-			ex.Why = fmt.Sprintf("%s by decision %s (epoch %d) of %s %s at %s: %s", d.Action, d.ID, d.Epoch, d.Policy, d.PolicyVersion,
-				d.At.UTC().Format("2006-01-02T15:04:05.000Z07:00"), reason)
-		} else {
-			reason := r.Reason
-			if reason == "" {
-				reason = "-"
-			}
-			ex.Why = fmt.Sprintf("%s; no decision of a policy moved it (%s)", r.State, reason)
+	ps, err := c.Policies(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for i := range ps {
+		_, ps[i].Builtin = plugins.Lookup(ps[i].Name)
+		seen[ps[i].Name] = true
+	}
+	for _, b := range plugins.All() {
+		if !seen[b.Name] {
+			ps = append(ps, client.Policy{Name: b.Name, Kind: b.Kind.String(), Builtin: true,
+				Versions: []client.PolicyVersion{}, History: []client.PolicyEvent{}})
 		}
-		return ex, nil
+	}
+	sort.Slice(ps, func(i, j int) bool { return ps[i].Name < ps[j].Name })
+	return ps, nil
+}
+
+// Explain explains run id: why it waits (its place, the group's active
+// runs, what its policy decides now on the live state) or which decision
+// moved it. storage.ErrNotFound if the run does not exist.
+func (in *Inspector) Explain(ctx context.Context, st *storage.Store, id string) (client.Explanation, error) {
+	c, err := client.NewFromRedis(st.Redis(), st.Namespace())
+	if err != nil {
+		return client.Explanation{}, err
+	}
+	for range 3 { // a run that leaves the queue while we look is explained again
+		ex, again, err := in.explain(ctx, st, c, id)
+		if !again {
+			return ex, err
+		}
+	}
+	return explainMoved(ctx, c, id)
+}
+
+func explainMoved(ctx context.Context, c *client.Client, id string) (client.Explanation, error) {
+	r, err := c.Get(ctx, id)
+	if err != nil {
+		return client.Explanation{}, err
+	}
+	return client.Explanation{Run: r, Why: movedWhy(r)}, nil
+}
+
+// movedWhy says what moved a run that no longer waits.
+func movedWhy(r client.Run) string {
+	if d := r.Decision; d != nil {
+		reason := d.Reason
+		if reason == "" {
+			reason = "-"
+		}
+		return fmt.Sprintf("%s by decision %s (epoch %d) of %s %s at %s: %s", d.Action, d.ID, d.Epoch, d.Policy, d.PolicyVersion,
+			d.At.UTC().Format("2006-01-02T15:04:05.000Z07:00"), reason)
+	}
+	reason := r.Reason
+	if reason == "" {
+		reason = "-"
+	}
+	return fmt.Sprintf("%s; no decision of a policy moved it (%s)", r.State, reason)
+}
+
+func (in *Inspector) explain(ctx context.Context, st *storage.Store, c *client.Client, id string) (ex client.Explanation, again bool, err error) {
+	r, err := c.Get(ctx, id)
+	if err != nil {
+		return ex, false, err
+	}
+	ex.Run = r
+	if r.State != string(storage.StateWaiting) {
+		ex.Why = movedWhy(r)
+		return ex, false, nil
 	}
 	ahead, total, ok, err := st.QueuePosition(ctx, r.Group, id)
 	if err != nil {
-		return Explanation{}, err
+		return ex, false, err
 	}
 	if !ok { // it left the queue meanwhile
-		return Explain(ctx, rt, st, id)
+		return ex, true, nil
 	}
-	ex.Waiting, ex.Ahead, ex.Total = true, ahead, total
-	sn, snap, err := LiveSnapshot(ctx, st, r.Group)
+	ex.Ahead, ex.Place, ex.Waiting = int(ahead), int(ahead)+1, int(total)
+	sn, snap, err := liveSnapshot(ctx, st, r.Group)
 	if err != nil {
-		return Explanation{}, err
+		return ex, false, err
 	}
 	ex.MaxActive = sn.Group.MaxActive
-	ex.Active = sn.Active
+	ids := make([]string, 0, len(sn.Active))
+	for _, a := range sn.Active {
+		ids = append(ids, a.ID)
+	}
+	if ex.Active, err = c.GetRuns(ctx, ids); err != nil {
+		return ex, false, err
+	}
 	for _, w := range snap.Waiting {
 		ex.InWindow = ex.InWindow || w.ID == id
 	}
-	pol, err := CandidateFor(ctx, st, sn.Group.Policy)
+	pol, err := ResolvePolicy(ctx, st, sn.Group.Policy)
 	if err != nil {
 		ex.Why = fmt.Sprintf("waits: its group's policy %s cannot be used (%v); fix the policy or the group", sn.Group.Policy, err)
-		return ex, nil
+		return ex, false, nil
 	}
 	ex.Policy = pol.Label + " " + digest.Short(pol.SHA256)
-	d, err := Decide(ctx, rt, pol, snap)
+	d, err := in.Decide(ctx, pol, snap)
 	if err != nil {
-		return Explanation{}, err
+		return ex, false, err
 	}
-	ex.Now = "none"
 	for _, a := range d.Actions {
 		switch {
 		case a.Run == id:
@@ -328,5 +420,33 @@ func Explain(ctx context.Context, rt *policies.Runtime, st *storage.Store, id st
 	default:
 		ex.Why = fmt.Sprintf("waits: the policy does not launch it now (%d waiting runs ahead, %d active of max_active %d)", ahead, active, maxActive)
 	}
-	return ex, nil
+	return ex, false, nil
+}
+
+// CheckGroupPolicy reports whether name can decide a group in st's
+// namespace now: a serial built-in, or a pushed serial policy with an
+// active version. The CLI (`group set --policy`) and the HTTP API refuse
+// the same names with this message; the error wraps ErrUnknownPolicy or
+// ErrNotSerial.
+func CheckGroupPolicy(ctx context.Context, st *storage.Store, name string) error {
+	if k, ok := plugins.Kind(name); ok {
+		if k != abi.KindSerial {
+			return fmt.Errorf("policy %s is a %s policy; a group needs a serial one (wait, discard, priority, or a pushed serial policy): %w", name, k, ErrNotSerial)
+		}
+		return nil
+	}
+	p, err := st.GetPolicy(ctx, name)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return fmt.Errorf("policy %s is neither a built-in (%s) nor pushed in namespace %s (wasmsched policy push %s FILE): %w",
+			name, strings.Join(plugins.Names(), ", "), st.Namespace(), name, ErrUnknownPolicy)
+	case err != nil:
+		return err
+	case p.Kind != abi.KindSerial.String():
+		return fmt.Errorf("policy %s is a %s policy; a group needs a serial one: %w", name, p.Kind, ErrNotSerial)
+	case p.Active == 0:
+		return fmt.Errorf("policy %s has no active version in namespace %s, so its groups' runs would wait (wasmsched policy activate %s VERSION): %w",
+			name, st.Namespace(), name, ErrUnknownPolicy)
+	}
+	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wasmsched/wasmsched/host/internal/engine"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -64,16 +65,12 @@ type MultiConfig struct {
 	// Host is the template of every namespace's Host. Store, Registry and
 	// Admin are ignored (a Store per namespace, a Registry per namespace
 	// gathered by the shared admin server). Identity is shared by all the
-	// namespaces (default storage.NewIdentity(Advertise)).
+	// namespaces (default storage.NewIdentity(Advertise)). Unless
+	// Host.Engine.Policies is set, one wasm runtime is created and shared
+	// by all namespaces; either way each policy version is loaded once for
+	// all namespaces (one instance pool per version), and closed when the
+	// last namespace lets go of it.
 	Host Config
-	// Engine, if not nil, gives every namespace a leader engine
-	// (coordinator, slot manager, restore, drain, stats). Unless
-	// Engine.Policies is set, one wasm runtime is created and shared by all
-	// namespaces.
-	// Either way each policy version is loaded once for all namespaces
-	// (one instance pool per version), and closed when the last namespace
-	// lets go of it.
-	Engine *EngineConfig
 	// Admin, if not nil, is where the shared admin server listens: /healthz,
 	// /readyz (every namespace ready), /metrics (all namespaces) and
 	// /status (JSON: identity, balance, and every namespace's Status;
@@ -91,9 +88,8 @@ type Multi struct {
 	log      *slog.Logger
 	hosts    []*Host
 	byNS     map[string]*Host
-	rts      []*Engine
 	wasm     *policies.Runtime
-	share    *policyShare // loaded versions, shared by the namespaces
+	share    *engine.Share // loaded versions, shared by the namespaces
 	ownsWasm bool
 	reg      *prometheus.Registry
 
@@ -138,13 +134,7 @@ func (c MultiConfig) Validate() error {
 	}
 	probe := c.Host
 	probe.Store, _ = storage.New(c.Client, c.Namespaces[0]) // the template is validated with a placeholder store
-	if err := probe.Validate(); err != nil {
-		return err
-	}
-	if c.Engine != nil {
-		return c.Engine.Validate()
-	}
-	return nil
+	return probe.Validate()
 }
 
 // NewMulti validates cfg and builds the hosts (and runtimes); it does not
@@ -180,18 +170,16 @@ func NewMulti(ctx context.Context, cfg MultiConfig) (*Multi, error) {
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.ledGauge, m.aliveGauge, m.targetG, m.releases)
 
-	if cfg.Engine != nil {
-		m.wasm = cfg.Engine.Policies
-		if m.wasm == nil {
-			var err error
-			m.wasm, err = policies.NewRuntime(ctx, cfg.Engine.policyConfig(base.Logger))
-			if err != nil {
-				return nil, fmt.Errorf("host: multi: %w", err)
-			}
-			m.ownsWasm = true
+	m.wasm = base.Engine.Policies
+	if m.wasm == nil {
+		var err error
+		m.wasm, err = policies.NewRuntime(ctx, engine.Config(base.Engine).PolicyConfig(base.Logger))
+		if err != nil {
+			return nil, fmt.Errorf("host: multi: %w", err)
 		}
-		m.share = newPolicyShare(m.wasm)
+		m.ownsWasm = true
 	}
+	m.share = engine.NewShare(m.wasm)
 	for _, ns := range cfg.Namespaces {
 		st, err := storage.New(cfg.Client, ns)
 		if err != nil {
@@ -202,22 +190,13 @@ func NewMulti(ctx context.Context, cfg MultiConfig) (*Multi, error) {
 		hc.Store = st
 		hc.Registry = prometheus.NewRegistry()
 		hc.Logger = base.Logger
-		h, err := New(hc)
+		hc.Engine.Policies, hc.share = m.wasm, m.share
+		h, err := New(ctx, hc)
 		if err != nil {
 			m.Close(ctx)
 			return nil, err
 		}
 		h.elector.SetCampaignHooks(m.beginCampaign, m.endCampaign)
-		if cfg.Engine != nil {
-			rc := *cfg.Engine
-			rc.Policies, rc.share = m.wasm, m.share
-			rt, err := NewEngine(ctx, h, rc)
-			if err != nil {
-				m.Close(ctx)
-				return nil, err
-			}
-			m.rts = append(m.rts, rt)
-		}
 		m.hosts = append(m.hosts, h)
 		m.byNS[ns] = h
 	}
@@ -226,12 +205,6 @@ func NewMulti(ctx context.Context, cfg MultiConfig) (*Multi, error) {
 
 // Identity is the identity stamp shared by every namespace's elector.
 func (m *Multi) Identity() string { return m.identity }
-
-// Hosts returns the per-namespace hosts, in the configured order.
-func (m *Multi) Hosts() []*Host { return slices.Clone(m.hosts) }
-
-// Host returns the host of namespace ns, or nil.
-func (m *Multi) Host(ns string) *Host { return m.byNS[ns] }
 
 // Leading lists the namespaces this process leads now (configured order).
 func (m *Multi) Leading() []string {
@@ -245,14 +218,14 @@ func (m *Multi) Leading() []string {
 }
 
 // Target is the last balancing target and the hosts alive it came from.
-func (m *Multi) Target() (target, alive int) {
+func (m *Multi) targetNow() (target, alive int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.target, m.alive
 }
 
 // Gatherer gathers the shared and every namespace's metrics.
-func (m *Multi) Gatherer() prometheus.Gatherer {
+func (m *Multi) gatherer() prometheus.Gatherer {
 	gs := prometheus.Gatherers{m.reg}
 	for _, h := range m.hosts {
 		gs = append(gs, h.cfg.Registry)
@@ -269,7 +242,7 @@ func (m *Multi) Run(ctx context.Context) error {
 		m.log.Warn("namespace registry: register failed (advisory)", "err", err)
 	}
 	if m.cfg.Admin != nil {
-		a := serveAdmin(m.cfg.Admin, m.AdminHandler(), m.log) // admin.go
+		a := serveAdmin(m.cfg.Admin, m.adminHandler(), m.log) // admin.go
 		defer a.close()
 	}
 	m.log.Info("multi-namespace host started", "namespaces", len(m.hosts), "balance", !m.cfg.Balance.Disabled)
@@ -297,8 +270,8 @@ func (m *Multi) Run(ctx context.Context) error {
 func (m *Multi) Close(ctx context.Context) error {
 	var err error
 	m.closeOnce.Do(func() {
-		for _, rt := range m.rts {
-			err = errors.Join(err, rt.Close(ctx))
+		for _, h := range m.hosts {
+			err = errors.Join(err, h.Close(ctx))
 		}
 		if m.ownsWasm && m.wasm != nil {
 			err = errors.Join(err, m.wasm.Close(ctx))
@@ -411,7 +384,7 @@ type MultiStatus struct {
 
 // Status returns the process's multi-namespace view.
 func (m *Multi) Status() MultiStatus {
-	target, alive := m.Target()
+	target, alive := m.targetNow()
 	s := MultiStatus{Identity: m.identity, Namespaces: len(m.hosts), Leading: m.Leading(), Target: target,
 		HostsAlive: alive, Balance: !m.cfg.Balance.Disabled}
 	if s.Leading == nil {
@@ -432,16 +405,16 @@ func (m *Multi) Status() MultiStatus {
 }
 
 // AdminHandler is the shared admin server's handler.
-func (m *Multi) AdminHandler() *http.ServeMux {
+func (m *Multi) adminHandler() *http.ServeMux {
 	notReady := func() string {
 		for _, h := range m.hosts {
-			if !h.Ready() {
+			if !h.ready() {
 				return "not ready: namespace " + h.ns
 			}
 		}
 		return ""
 	}
-	return adminMux(notReady, m.Gatherer(), func(w http.ResponseWriter, r *http.Request) {
+	return adminMux(notReady, m.gatherer(), func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

@@ -12,8 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wasmsched/wasmsched/internal/redistest"
+	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
-	"github.com/wasmsched/wasmsched/storage/redistest"
 )
 
 // Two Multis over 4 namespaces balance to 2/2; when one stops (graceful),
@@ -67,7 +68,7 @@ func TestMultiBalance(t *testing.T) {
 			return false
 		}
 		rec := httptest.NewRecorder()
-		a.AdminHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/status", nil))
+		a.adminHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/status", nil))
 		var st MultiStatus
 		if err := json.Unmarshal(rec.Body.Bytes(), &st); err != nil {
 			t.Fatalf("/status: %v %s", err, rec.Body.String())
@@ -87,7 +88,7 @@ func TestMultiBalance(t *testing.T) {
 	<-doneA
 	wait("b leads all 4", func() bool { return len(b.Leading()) == 4 })
 	// No namespace ever had two task sets in one process.
-	for _, h := range append(a.Hosts(), b.Hosts()...) {
+	for _, h := range append(a.hosts, b.hosts...) {
 		if h.maxActiveLoops() > 1 {
 			t.Errorf("%s: %d task sets at once", h.Namespace(), h.maxActiveLoops())
 		}
@@ -205,7 +206,7 @@ func TestMulti_balanceOnce_waitsPresenceTTL(t *testing.T) {
 	noResign("half a presence TTL after the clock restarted")
 	time.Sleep(presence/2 + 100*time.Millisecond)
 	if ns := m.balanceOnce(ctx); ns == "" {
-		target, _ := m.Target()
+		target, _ := m.targetNow()
 		t.Fatalf("over the target for a whole presence TTL: no resignation (leading %v, target %d)", m.Leading(), target)
 	}
 }
@@ -221,5 +222,30 @@ func TestNewMulti_balanceDefaults(t *testing.T) {
 	b := m.cfg.Balance
 	if b.Interval != time.Second || b.Cooldown != time.Second || b.Holdoff != 8*time.Second || b.PresenceTTL != 3*time.Second {
 		t.Fatalf("defaults for LeaseTTL 2s: %+v, want interval 1s, cooldown 1s, holdoff 8s, presence 3s", b)
+	}
+}
+
+// TestNewMulti_sharesPolicies: a Multi's namespaces decide with one loaded
+// version per policy.
+func TestNewMulti_sharesPolicies(t *testing.T) {
+	c := redistest.Start(t).Client(t)
+	m, err := NewMulti(context.Background(), MultiConfig{Client: c, Namespaces: []string{"m1", "m2", "m3"},
+		Host: Config{Advertise: "a:1", Logger: slog.New(slog.DiscardHandler), Engine: EngineConfig{Policies: sharedWasm(t)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close(context.Background()) })
+	var first *policies.Policy
+	for i, h := range m.hosts {
+		r, err := h.engine.Policies().Acquire(context.Background(), "priority")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Release()
+		if i == 0 {
+			first = r.Policy
+		} else if r.Policy != first {
+			t.Fatalf("namespace %d loaded its own priority", i)
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/abi/abitest"
+	"github.com/wasmsched/wasmsched/internal/abicodec"
 	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/policies/internal/wasmrewrite"
 )
@@ -83,7 +84,7 @@ func BenchmarkInstantiate(b *testing.B) {
 //   - policy: the policy's DecideSerial on an already-decoded snapshot,
 //     run k times inside one guest call: exactly the work the native
 //     benchmark (priority/native/waiting=16) times, as wasm.
-//   - decode: abi.DecodeSerialSnapshotView of the 17 runs, k times per call.
+//   - decode: abicodec.DecodeSerialSnapshotView of the 17 runs, k times per call.
 //   - encode: the SDK's in-place encoding of the 17 actions, k times.
 //   - call: one wasmsched_decide per iteration (decode, policy, in-place
 //     encode) on input already in guest memory: no snapshot encode, no
@@ -100,7 +101,7 @@ func BenchmarkGuestFloor(b *testing.B) {
 		for _, fe := range floorExports {
 			b.Run(fmt.Sprintf("%s/deadline=%s", fe.name, mode.name), func(b *testing.B) {
 				per := k
-				if fe.export == ExportDecide {
+				if fe.export == exportDecide {
 					per = 1
 				}
 				f := mode.mod.ExportedFunction(fe.export) // once: each lookup makes a new call engine
@@ -149,7 +150,7 @@ var floorExports = []floorExport{
 	{"policy", "wasmsched_floor_policy", func(r uint64) bool { return r == 17 }},           // actions
 	{"decode", "wasmsched_floor_decode", func(r uint64) bool { return r == 17 }},           // runs
 	{"encode", "wasmsched_floor_encode", func(r uint64) bool { return r > 17*20 }},         // record bytes
-	{"call", ExportDecide, func(r uint64) bool { return r>>32 != 0 && uint32(r) > 17*20 }}, // ptr<<32 | len
+	{"call", exportDecide, func(r uint64) bool { return r>>32 != 0 && uint32(r) > 17*20 }}, // ptr<<32 | len
 }
 
 type floorExport struct {
@@ -196,7 +197,7 @@ func newFloorGuest(tb testing.TB) *floorGuest {
 		waiting = append(waiting, abitest.Waiting(fmt.Sprintf("run-%06d", i+2), uint64(i+2)))
 	}
 	fg.snap = abitest.Snapshot("priority", 2, []abi.Run{abitest.Running("run-000001", 1)}, waiting)
-	fg.in = abi.AppendSerialSnapshot(nil, fg.snap)
+	fg.in = abicodec.AppendSerialSnapshot(nil, fg.snap)
 
 	cache, err := wazero.NewCompilationCacheWithDir(cacheDir)
 	if err != nil {
@@ -218,7 +219,7 @@ func newFloorGuest(tb testing.TB) *floorGuest {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		res, err := mod.ExportedFunction(ExportInput).Call(ctx, uint64(len(fg.in)))
+		res, err := mod.ExportedFunction(exportInput).Call(ctx, uint64(len(fg.in)))
 		if err != nil || !mod.Memory().Write(uint32(res[0]), fg.in) {
 			tb.Fatalf("input buffer: %v", err)
 		}

@@ -13,14 +13,14 @@ import (
 const (
 	DefaultMemoryLimit = 32 << 20
 	DefaultCallTimeout = 50 * time.Millisecond
-	DefaultInitTimeout = 5 * time.Second
-	// DefaultCompileTimeout bounds validating and compiling one module: a
+	defaultInitTimeout = 5 * time.Second
+	// defaultCompileTimeout bounds validating and compiling one module: a
 	// backstop against a module within the static limits that still
 	// compiles slowly, not a performance budget (a cold compile of a Go
 	// plugin takes 1.2 s on an idle core and over 5 s under the race
 	// detector or on a loaded machine).
-	DefaultCompileTimeout = 30 * time.Second
-	DefaultStderrLimit    = 4 << 10
+	defaultCompileTimeout = 30 * time.Second
+	defaultStderrLimit    = 4 << 10
 	MinMemoryLimit        = 8 << 20 // a Go guest needs ~52 pages after _initialize and GC headroom
 	wasmPageSize          = 64 << 10
 	maxMemoryLimitPages   = 65536
@@ -34,7 +34,7 @@ type Config struct {
 	// CallTimeout is the deadline of one decide call. 0 = DefaultCallTimeout.
 	CallTimeout time.Duration
 	// InitTimeout bounds instantiation (the guest's _initialize).
-	// 0 = DefaultInitTimeout.
+	// 0 = defaultInitTimeout.
 	InitTimeout time.Duration
 	// PoolSize is the maximum number of instances per policy version, i.e.
 	// concurrent calls. 0 = GOMAXPROCS.
@@ -45,7 +45,7 @@ type Config struct {
 	// Logger receives call failures with the guest's output. nil = slog.Default().
 	Logger *slog.Logger
 	// StderrLimit bounds the captured guest stdout+stderr per instance (a
-	// ring keeping the latest bytes). 0 = DefaultStderrLimit (4 KiB).
+	// ring keeping the latest bytes). 0 = defaultStderrLimit (4 KiB).
 	StderrLimit int
 	// MaxModuleSize bounds a module's size in bytes; Load refuses a larger
 	// one with ErrLimit before decoding it. 0 = DefaultMaxModuleSize
@@ -53,7 +53,7 @@ type Config struct {
 	MaxModuleSize uint64
 	// CompileTimeout bounds validating and compiling one module at Load
 	// (ErrCompileTimeout); a cached compilation is much faster. 0 =
-	// DefaultCompileTimeout (30 s).
+	// defaultCompileTimeout (30 s).
 	CompileTimeout time.Duration
 	// Termination selects how a call's deadline stops a running guest:
 	// TerminationInline ("" or "inline", the default) instruments the module
@@ -101,13 +101,13 @@ func (c Config) withDefaults() Config {
 		c.CallTimeout = DefaultCallTimeout
 	}
 	if c.InitTimeout == 0 {
-		c.InitTimeout = DefaultInitTimeout
+		c.InitTimeout = defaultInitTimeout
 	}
 	if c.MaxModuleSize == 0 {
 		c.MaxModuleSize = DefaultMaxModuleSize
 	}
 	if c.CompileTimeout == 0 {
-		c.CompileTimeout = DefaultCompileTimeout
+		c.CompileTimeout = defaultCompileTimeout
 	}
 	if c.PoolSize == 0 {
 		c.PoolSize = runtime.GOMAXPROCS(0)
@@ -116,7 +116,7 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	if c.StderrLimit == 0 {
-		c.StderrLimit = DefaultStderrLimit
+		c.StderrLimit = defaultStderrLimit
 	}
 	if c.Termination == "" {
 		c.Termination = TerminationInline
@@ -127,10 +127,10 @@ func (c Config) withDefaults() Config {
 // limits returns the static limits with the configured module size.
 func (c Config) limits() wasmrewrite.Limits {
 	return wasmrewrite.Limits{
-		ModuleSize: c.MaxModuleSize, Functions: MaxFunctions, BodySize: MaxBodySize, Locals: MaxLocals,
-		TotalLocals: MaxTotalLocals, NestingDepth: MaxNestingDepth, Tables: MaxTables, TableSize: MaxTableSize,
-		Memories: MaxMemories, Globals: MaxGlobals, Types: MaxTypes, TypeArity: MaxTypeArity, Imports: MaxImports,
-		Exports: MaxExports, DataSegments: MaxDataSegments, ElemSegments: MaxElemSegments, Elements: MaxElements,
-		CustomSections: MaxCustomSections,
+		ModuleSize: c.MaxModuleSize, Functions: maxFunctions, BodySize: maxBodySize, Locals: maxLocals,
+		TotalLocals: maxTotalLocals, NestingDepth: maxNestingDepth, Tables: maxTables, TableSize: maxTableSize,
+		Memories: maxMemories, Globals: maxGlobals, Types: maxTypes, TypeArity: maxTypeArity, Imports: maxImports,
+		Exports: maxExports, DataSegments: maxDataSegments, ElemSegments: maxElemSegments, Elements: maxElements,
+		CustomSections: maxCustomSections,
 	}
 }

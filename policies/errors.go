@@ -32,7 +32,7 @@ var (
 
 // ValidationError lists every problem found in a decision (or snapshot).
 // errors.Is(err, ErrInvalidDecision) holds for decision problems.
-// At most MaxProblems are listed; More counts the others.
+// At most maxProblems are listed; More counts the others.
 type ValidationError struct {
 	Problems []string
 	More     int

@@ -5,10 +5,11 @@ import (
 	"unsafe"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/abicodec"
 )
 
 // decideFast takes a serial decision in the indexed form (ABI v3,
-// abi.DecisionRunIndex: what the C and Rust SDKs write) from the guest's
+// abicodec.DecisionRunIndex: what the C and Rust SDKs write) from the guest's
 // bytes to d in one pass: decoding, validating and copying out each action
 // as it reads it, instead of the general path's four passes (decode,
 // resolve, check, copy). It needs the snapshot indexed (indexSerial) and
@@ -19,13 +20,13 @@ import (
 // accepts with the same result (FuzzDecideFast holds that).
 func (inst *instance) decideFast(out []byte, s *abi.SerialSnapshot, version uint32, d *abi.SerialDecision) bool {
 	le := binary.LittleEndian
-	if version < 3 || len(out) < abi.SerialDecisionHeaderSize ||
-		le.Uint32(out[0:4]) != abi.TagSerialDecision || le.Uint32(out[8:12]) != abi.DecisionRunIndex {
+	if version < 3 || len(out) < abicodec.SerialDecisionHeaderSize ||
+		le.Uint32(out[0:4]) != abicodec.TagSerialDecision || le.Uint32(out[8:12]) != abicodec.DecisionRunIndex {
 		return false
 	}
 	runs := uint64(len(s.Active) + len(s.Waiting))
 	n := uint64(le.Uint32(out[4:8]))
-	if n > runs+1 || abi.SerialDecisionHeaderSize+n*abi.ActionSize > uint64(len(out)) {
+	if n > runs+1 || abicodec.SerialDecisionHeaderSize+n*abicodec.ActionSize > uint64(len(out)) {
 		return false
 	}
 	v := &inst.v
@@ -43,10 +44,10 @@ func (inst *instance) decideFast(out []byte, s *abi.SerialSnapshot, version uint
 		last         string // the previous reason, interned, and where its bytes are
 		lastO, lastL uint64
 	)
-	recs := out[abi.SerialDecisionHeaderSize : abi.SerialDecisionHeaderSize+n*abi.ActionSize]
-	for len(recs) >= abi.ActionSize {
-		rec := recs[:abi.ActionSize]
-		recs = recs[abi.ActionSize:]
+	recs := out[abicodec.SerialDecisionHeaderSize : abicodec.SerialDecisionHeaderSize+n*abicodec.ActionSize]
+	for len(recs) >= abicodec.ActionSize {
+		rec := recs[:abicodec.ActionSize]
+		recs = recs[abicodec.ActionSize:]
 		o, l := uint64(le.Uint32(rec[12:16])), uint64(le.Uint32(rec[16:20]))
 		if o+l > uint64(len(out)) || l > MaxReasonLen {
 			return false

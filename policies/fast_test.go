@@ -7,6 +7,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	t "github.com/wasmsched/wasmsched/abi/abitest"
+	"github.com/wasmsched/wasmsched/internal/abicodec"
 )
 
 // fastSnapshot: runs 0 s1 STOPPING, 1 r2 RUNNING, 2 l3 LAUNCHED, then
@@ -46,9 +47,9 @@ func TestInstance_decideFast(tt *testing.T) {
 	reason := func(k abi.ActionKind) abi.Action { return abi.Action{Kind: k, Reason: "why"} }
 	L, D, S := reason(abi.ActionLaunch), reason(abi.ActionDiscard), reason(abi.ActionStop)
 	refs := func(below uint64, refs []uint32, acts ...abi.Action) []byte {
-		return abi.AppendSerialDecisionRefs(nil, &abi.SerialDecision{Actions: acts, Below: below, BelowReason: "old"}, refs)
+		return abicodec.AppendSerialDecisionRefs(nil, &abi.SerialDecision{Actions: acts, Below: below, BelowReason: "old"}, refs)
 	}
-	long := abi.AppendSerialDecisionRefs(nil, &abi.SerialDecision{Actions: []abi.Action{{Kind: abi.ActionLaunch, Reason: string(make([]byte, MaxReasonLen+1))}}}, []uint32{3})
+	long := abicodec.AppendSerialDecisionRefs(nil, &abi.SerialDecision{Actions: []abi.Action{{Kind: abi.ActionLaunch, Reason: string(make([]byte, MaxReasonLen+1))}}}, []uint32{3})
 	badKind := refs(0, []uint32{3}, L)
 	binary.LittleEndian.PutUint32(badKind[16:], 9)
 	var byID abi.SerialDecision
@@ -65,7 +66,7 @@ func TestInstance_decideFast(tt *testing.T) {
 		{"empty", 1, 3, refs(0, nil), true},
 		{"v4-host-reads-v3", 3, 4, refs(0, []uint32{3}, L), true},
 		{"from-v2", 3, 2, refs(0, []uint32{3}, L), false},
-		{"by-id", 3, 3, abi.AppendSerialDecision(nil, &byID), false},
+		{"by-id", 3, 3, abicodec.AppendSerialDecision(nil, &byID), false},
 		{"out-of-range", 3, 3, refs(0, []uint32{7}, L), false},
 		{"twice", 3, 3, refs(0, []uint32{3, 3}, L, D), false},
 		{"launch-running", 3, 3, refs(0, []uint32{1}, L), false},
@@ -92,11 +93,11 @@ func TestInstance_decideFast(tt *testing.T) {
 // FuzzDecideFast: whatever the guest's bytes, the fast path accepts only
 // what the general path accepts, with the same decision.
 func FuzzDecideFast(f *testing.F) {
-	f.Add(uint8(3), uint8(3), abi.AppendSerialDecisionRefs(nil, &abi.SerialDecision{
+	f.Add(uint8(3), uint8(3), abicodec.AppendSerialDecisionRefs(nil, &abi.SerialDecision{
 		Actions: []abi.Action{{Kind: abi.ActionLaunch, Reason: "a"}, {Kind: abi.ActionStop, Reason: "b"}}, Below: 6, BelowReason: "c"}, []uint32{6, 1}))
-	f.Add(uint8(2), uint8(3), abi.AppendSerialDecisionRefs(nil, &abi.SerialDecision{
+	f.Add(uint8(2), uint8(3), abicodec.AppendSerialDecisionRefs(nil, &abi.SerialDecision{
 		Actions: []abi.Action{{Kind: abi.ActionDiscard, Reason: "a"}, {Kind: abi.ActionLaunch, Reason: "a"}}}, []uint32{3, 4}))
-	f.Add(uint8(1), uint8(2), abi.AppendSerialDecision(nil, &abi.SerialDecision{Actions: []abi.Action{{Kind: abi.ActionLaunch, Run: "w4"}}}))
+	f.Add(uint8(1), uint8(2), abicodec.AppendSerialDecision(nil, &abi.SerialDecision{Actions: []abi.Action{{Kind: abi.ActionLaunch, Run: "w4"}}}))
 	f.Fuzz(func(tt *testing.T, max, version uint8, out []byte) {
 		bothPaths(tt, fastSnapshot(uint32(max%5)), uint32(version%5), out)
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	t "github.com/wasmsched/wasmsched/abi/abitest"
+	"github.com/wasmsched/wasmsched/internal/abicodec"
 )
 
 func TestLoadErrors(tt *testing.T) {
@@ -272,7 +273,7 @@ func TestPolicy_DecideSerial_v1DiscardBelow(tt *testing.T) {
 }
 
 // TestPolicy_DecideSerial_indexed: a decision in the indexed form (ABI v3,
-// abi.DecisionRunIndex) names runs by their snapshot index; the host
+// abicodec.DecisionRunIndex) names runs by their snapshot index; the host
 // resolves them to the snapshot's ids and checks them as it checks ids. The
 // echo plugins return whatever record the snapshot's policy field holds.
 func TestPolicy_DecideSerial_indexed(tt *testing.T) {
@@ -296,15 +297,15 @@ func TestPolicy_DecideSerial_indexed(tt *testing.T) {
 		rec  []byte
 		want string // the decision's actions, or the error it must contain
 	}{
-		{"launch-and-stop", v3, abi.AppendSerialDecisionRefs(nil, acts(launch, stop), []uint32{2, 0}), "[{launch w2 go} {stop a0 old}]"},
-		{"with-discard-below", v3, abi.AppendSerialDecisionRefs(nil, &abi.SerialDecision{Actions: []abi.Action{launch}, Below: 3, BelowReason: "x"}, []uint32{2}), "[{launch w2 go}]"},
-		{"by-id-still-works", v3, abi.AppendSerialDecision(nil, acts(abi.Action{Kind: abi.ActionLaunch, Run: "w1", Reason: "go"})), "[{launch w1 go}]"},
-		{"out-of-range", v3, abi.AppendSerialDecisionRefs(nil, acts(launch), []uint32{3}), "action 0: launch of run index 3: no such run (the snapshot has 3)"},
-		{"huge-index", v3, abi.AppendSerialDecisionRefs(nil, acts(launch), []uint32{1 << 31}), "run index 2147483648: no such run"},
-		{"twice", v3, abi.AppendSerialDecisionRefs(nil, acts(launch, launch), []uint32{1, 1}), `action 1: launch "w1": run already has action 0 (launch)`},
-		{"wrong-state", v3, abi.AppendSerialDecisionRefs(nil, acts(launch), []uint32{0}), `action 0: launch "a0": run is RUNNING, not WAITING`},
-		{"unknown-flag", v3, flags(abi.AppendSerialDecision(nil, acts()), 2), "undecodable output: abi: malformed record: decision flags 0x2"},
-		{"from-v2", v2, abi.AppendSerialDecisionRefs(nil, acts(launch), []uint32{1}), "the decision names its runs by index: needs ABI version 3 (the policy exports version 2)"},
+		{"launch-and-stop", v3, abicodec.AppendSerialDecisionRefs(nil, acts(launch, stop), []uint32{2, 0}), "[{launch w2 go} {stop a0 old}]"},
+		{"with-discard-below", v3, abicodec.AppendSerialDecisionRefs(nil, &abi.SerialDecision{Actions: []abi.Action{launch}, Below: 3, BelowReason: "x"}, []uint32{2}), "[{launch w2 go}]"},
+		{"by-id-still-works", v3, abicodec.AppendSerialDecision(nil, acts(abi.Action{Kind: abi.ActionLaunch, Run: "w1", Reason: "go"})), "[{launch w1 go}]"},
+		{"out-of-range", v3, abicodec.AppendSerialDecisionRefs(nil, acts(launch), []uint32{3}), "action 0: launch of run index 3: no such run (the snapshot has 3)"},
+		{"huge-index", v3, abicodec.AppendSerialDecisionRefs(nil, acts(launch), []uint32{1 << 31}), "run index 2147483648: no such run"},
+		{"twice", v3, abicodec.AppendSerialDecisionRefs(nil, acts(launch, launch), []uint32{1, 1}), `action 1: launch "w1": run already has action 0 (launch)`},
+		{"wrong-state", v3, abicodec.AppendSerialDecisionRefs(nil, acts(launch), []uint32{0}), `action 0: launch "a0": run is RUNNING, not WAITING`},
+		{"unknown-flag", v3, flags(abicodec.AppendSerialDecision(nil, acts()), 2), "undecodable output: abi: malformed record: decision flags 0x2"},
+		{"from-v2", v2, abicodec.AppendSerialDecisionRefs(nil, acts(launch), []uint32{1}), "the decision names its runs by index: needs ABI version 3 (the policy exports version 2)"},
 	} {
 		tt.Run(c.name, func(tt *testing.T) {
 			d, err := c.p.DecideSerial(context.Background(), snap(c.rec))

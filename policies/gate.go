@@ -41,7 +41,7 @@ type GateReport struct {
 // Gate is the push gate shared by the CLI and the hosts: it loads wasm on rt
 // (compile, ABI version, exports and their signatures, kind, _initialize),
 // checks the kind against opts.Kind, then runs the conformance cases of its
-// kind (ConformanceSerial / ConformanceReuse) within opts.Deadline: every
+// kind (conformanceSerial / conformanceReuse) within opts.Deadline: every
 // call must return, and every decision must be valid against its input
 // (ValidateSerial / ValidateReuse). It loads a private copy and closes it
 // before returning. Errors wrap ErrNotWasm, ErrMissingExport, ErrABIVersion,
@@ -75,7 +75,7 @@ func Gate(ctx context.Context, rt *Runtime, name string, wasm []byte, opts GateO
 	}
 	switch p.Kind() {
 	case abi.KindSerial:
-		for _, c := range ConformanceSerial() {
+		for _, c := range conformanceSerial() {
 			// DecideSerial validates the decision against the snapshot
 			if _, err := p.DecideSerial(cctx, c.Snapshot); err != nil {
 				return fail(c.Name, err)
@@ -83,7 +83,7 @@ func Gate(ctx context.Context, rt *Runtime, name string, wasm []byte, opts GateO
 			rep.Cases++
 		}
 	case abi.KindSlotReuse:
-		for _, c := range ConformanceReuse() {
+		for _, c := range conformanceReuse() {
 			// DecideReuse validates the decision against the request
 			if _, err := p.DecideReuse(cctx, c.Request); err != nil {
 				return fail(c.Name, err)
@@ -98,14 +98,14 @@ func Gate(ctx context.Context, rt *Runtime, name string, wasm []byte, opts GateO
 	return rep, ctx.Err()
 }
 
-// SerialCase is one canned serial snapshot of the conformance run.
-type SerialCase struct {
+// serialCase is one canned serial snapshot of the conformance run.
+type serialCase struct {
 	Name     string
 	Snapshot *abi.SerialSnapshot
 }
 
-// ReuseCase is one canned slot-reuse request of the conformance run.
-type ReuseCase struct {
+// reuseCase is one canned slot-reuse request of the conformance run.
+type reuseCase struct {
 	Name    string
 	Request *abi.ReuseRequest
 }
@@ -118,11 +118,11 @@ func confRun(id string, seq uint64, st abi.State, prio int32) abi.Run {
 	return r
 }
 
-// ConformanceSerial returns the canned snapshots every serial plugin must
+// conformanceSerial returns the canned snapshots every serial plugin must
 // answer with a valid decision: empty, only waiting, with active runs,
 // STOPPING runs, max_active above one, priorities, a full group, and the
 // truncated window of a deep group.
-func ConformanceSerial() []SerialCase {
+func conformanceSerial() []serialCase {
 	const now = 1_700_000_100_000
 	W, L, R, S := abi.StateWaiting, abi.StateLaunched, abi.StateRunning, abi.StateStopping
 	snap := func(max uint32, active, waiting []abi.Run) *abi.SerialSnapshot {
@@ -134,7 +134,7 @@ func ConformanceSerial() []SerialCase {
 		s.WaitingTotal, s.WaitingOldest = 99_998, 2
 		return s
 	}
-	return []SerialCase{
+	return []serialCase{
 		{"empty", snap(1, nil, nil)},
 		{"only-waiting", snap(1, nil, runs{confRun("w1", 1, W, 0), confRun("w2", 2, W, 5), confRun("w3", 3, W, 0)})},
 		{"one-waiting", snap(1, nil, runs{confRun("w1", 1, W, 0)})},
@@ -149,9 +149,9 @@ func ConformanceSerial() []SerialCase {
 	}
 }
 
-// ConformanceReuse returns the canned requests every slot-reuse plugin must
+// conformanceReuse returns the canned requests every slot-reuse plugin must
 // answer with a valid decision.
-func ConformanceReuse() []ReuseCase {
+func conformanceReuse() []reuseCase {
 	slot := func(task uint32, worker string, alive, held bool) abi.TaskSlot {
 		return abi.TaskSlot{Task: task, Worker: worker, Index: task, Token: "tok-" + worker, Alive: alive, Held: held}
 	}
@@ -160,7 +160,7 @@ func ConformanceReuse() []ReuseCase {
 		r.Slots = uint32(len(slots))
 		return &abi.ReuseRequest{Group: "conformance", Now: 1_700_000_100_000, Run: r, Slots: slots}
 	}
-	return []ReuseCase{
+	return []reuseCase{
 		{"all-verified", req(slot(0, "w1", true, true), slot(1, "w2", true, true))},
 		{"dead-worker", req(slot(0, "w1", true, true), slot(1, "w2", false, true))},
 		{"slot-taken", req(slot(0, "w1", true, false))},

@@ -21,9 +21,9 @@ func TestGate(t *testing.T) {
 		if err != nil {
 			t.Fatalf("built-in %s: %v", name, err)
 		}
-		n := len(ConformanceSerial())
+		n := len(conformanceSerial())
 		if want == abi.KindSlotReuse {
-			n = len(ConformanceReuse())
+			n = len(conformanceReuse())
 		}
 		if rep.Kind != want || rep.Cases != n || len(rep.SHA256) != 64 || rep.Size != len(wasm) {
 			t.Fatalf("built-in %s: report %+v", name, rep)
@@ -56,7 +56,7 @@ func TestGate(t *testing.T) {
 		}
 	}
 	// Every conformance snapshot is itself valid.
-	for _, c := range ConformanceSerial() {
+	for _, c := range conformanceSerial() {
 		var v validator
 		if probs := v.indexSerial(c.Snapshot); !probs.empty() {
 			t.Errorf("conformance case %s: %v", c.Name, probs.list)

@@ -59,17 +59,17 @@ func TestRuntime_Load_hostile(tt *testing.T) {
 		{"escape-global", hostile("escape-global"), []error{ErrNotWasm}, []string{"invalid module", "global"}, 8 << 20},
 		{"escape-call", hostile("escape-call"), []error{ErrNotWasm}, []string{"invalid module", "function"}, 8 << 20},
 		{"escape-export", hostile("escape-export"), []error{ErrNotWasm}, []string{"invalid module"}, 8 << 20},
-		{"table-grow", hostile("table-grow"), []error{ErrLimit}, []string{"MaxTableSize", "table.grow", "4294967296"}, 1 << 20},
-		{"table-huge", hostile("table-huge"), []error{ErrLimit}, []string{"MaxTableSize", "10000000", "table 0"}, 1 << 20},
-		{"locals-4G", func() []byte { return locals(1<<32 - 1) }, []error{ErrLimit}, []string{"MaxLocals", "4294967295", "function 0"}, 1 << 20},
-		{"locals-16M", func() []byte { return locals(16 << 20) }, []error{ErrLimit}, []string{"MaxLocals", "16777216"}, 1 << 20},
+		{"table-grow", hostile("table-grow"), []error{ErrLimit}, []string{"maxTableSize", "table.grow", "4294967296"}, 1 << 20},
+		{"table-huge", hostile("table-huge"), []error{ErrLimit}, []string{"maxTableSize", "10000000", "table 0"}, 1 << 20},
+		{"locals-4G", func() []byte { return locals(1<<32 - 1) }, []error{ErrLimit}, []string{"maxLocals", "4294967295", "function 0"}, 1 << 20},
+		{"locals-16M", func() []byte { return locals(16 << 20) }, []error{ErrLimit}, []string{"maxLocals", "16777216"}, 1 << 20},
 		{"locals-total", func() []byte {
-			return wasmgen.Funcs(60, wasmgen.Body([][2]uint32{{MaxLocals, 0x7F}}, []byte{0x0B}))
-		}, []error{ErrLimit}, []string{"MaxTotalLocals"}, 1 << 20},
+			return wasmgen.Funcs(60, wasmgen.Body([][2]uint32{{maxLocals, 0x7F}}, []byte{0x0B}))
+		}, []error{ErrLimit}, []string{"maxTotalLocals"}, 1 << 20},
 		{"nesting-100k", func() []byte { return wasmgen.Funcs(1, wasmgen.Body(nil, wasmgen.Nested(100_000))) },
-			[]error{ErrLimit}, []string{"MaxNestingDepth", "2049", "function 0"}, 4 << 20},
-		{"functions", func() []byte { return wasmgen.Funcs(MaxFunctions+1, wasmgen.Body(nil, []byte{0x0B})) },
-			[]error{ErrLimit}, []string{"MaxFunctions", "50001"}, 4 << 20},
+			[]error{ErrLimit}, []string{"maxNestingDepth", "2049", "function 0"}, 4 << 20},
+		{"functions", func() []byte { return wasmgen.Funcs(maxFunctions+1, wasmgen.Body(nil, []byte{0x0B})) },
+			[]error{ErrLimit}, []string{"maxFunctions", "50001"}, 4 << 20},
 		{"oversize-9MiB", func() []byte { return append(append([]byte(nil), tinyPolicy()...), wasmgen.Custom("pad", 9<<20)...) },
 			[]error{ErrLimit}, []string{"MaxModuleSize", "8388608"}, 1 << 20},
 		{"import-memory", func() []byte {
@@ -139,7 +139,7 @@ func hostile(name string) func() []byte {
 // 30 ms each) is refused when compiling exceeds Config.CompileTimeout, and
 // the abandoned compile stops by itself soon after.
 func TestRuntime_Load_compileTimeout(tt *testing.T) {
-	wasm := wasmgen.Funcs(400, wasmgen.Body(nil, wasmgen.Nested(MaxNestingDepth)))
+	wasm := wasmgen.Funcs(400, wasmgen.Body(nil, wasmgen.Nested(maxNestingDepth)))
 	if err := CheckLimits(Config{}, "slow", wasm); err != nil {
 		tt.Fatalf("the module must be within the static limits: %v", err)
 	}
@@ -263,7 +263,7 @@ func TestPolicy_DecideSerial_amplification(tt *testing.T) {
 	}
 }
 
-// TestPolicy_DecideSerial_problemsBounded: at most MaxProblems problems
+// TestPolicy_DecideSerial_problemsBounded: at most maxProblems problems
 // are listed, the rest counted.
 func TestPolicy_DecideSerial_problemsBounded(tt *testing.T) {
 	var waiting []abi.Run
@@ -277,10 +277,10 @@ func TestPolicy_DecideSerial_problemsBounded(tt *testing.T) {
 	}
 	err := ValidateSerial(s, &d)
 	var ve *ValidationError
-	if !errors.As(err, &ve) || len(ve.Problems) != MaxProblems || ve.More != 40-MaxProblems {
-		tt.Fatalf("err = %v, want %d problems listed and %d more", err, MaxProblems, 40-MaxProblems)
+	if !errors.As(err, &ve) || len(ve.Problems) != maxProblems || ve.More != 40-maxProblems {
+		tt.Fatalf("err = %v, want %d problems listed and %d more", err, maxProblems, 40-maxProblems)
 	}
-	if !strings.HasSuffix(err.Error(), fmt.Sprintf("and %d more problem(s)", 40-MaxProblems)) {
+	if !strings.HasSuffix(err.Error(), fmt.Sprintf("and %d more problem(s)", 40-maxProblems)) {
 		tt.Fatalf("err = %v", err)
 	}
 }

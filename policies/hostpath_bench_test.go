@@ -7,6 +7,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/abi/abitest"
+	"github.com/wasmsched/wasmsched/internal/abicodec"
 )
 
 // BenchmarkHostPath times each piece of Policy.DecideSerial on the C
@@ -42,12 +43,12 @@ func BenchmarkHostPath(b *testing.B) {
 			b.Fatal(err)
 		}
 		v := &inst.v
-		size := abi.SerialSnapshotSize(s)
+		size := abicodec.SerialSnapshotSize(s)
 		in, err := inst.inputBuf(ctx, size)
 		if err != nil {
 			b.Fatal(err)
 		}
-		abi.PutSerialSnapshot(in, s)
+		abicodec.PutSerialSnapshot(in, s)
 		out, err := inst.decideIn(ctx, size)
 		if err != nil {
 			b.Fatal(err)
@@ -56,7 +57,7 @@ func BenchmarkHostPath(b *testing.B) {
 		var view abi.SerialDecision
 		decode := func() bool {
 			view.Actions = v.actions[:0]
-			indexed, err := abi.DecodeSerialDecisionRefs(out, &view, &v.refs)
+			indexed, err := abicodec.DecodeSerialDecisionRefs(out, &view, &v.refs)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -121,12 +122,12 @@ func BenchmarkHostPath(b *testing.B) {
 		})
 		b.Run(name("encode"), func(b *testing.B) {
 			for b.Loop() {
-				abi.PutSerialSnapshot(in[:abi.SerialSnapshotSize(s)], s)
+				abicodec.PutSerialSnapshot(in[:abicodec.SerialSnapshotSize(s)], s)
 			}
 		})
 		b.Run(name("guest"), func(b *testing.B) {
 			in, _ := inst.inputBuf(ctx, size)
-			abi.PutSerialSnapshot(in, s)
+			abicodec.PutSerialSnapshot(in, s)
 			for b.Loop() {
 				if _, err := inst.decideIn(ctx, size); err != nil {
 					b.Fatal(err)

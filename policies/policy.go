@@ -17,6 +17,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/abicodec"
 	"github.com/wasmsched/wasmsched/internal/digest"
 	"github.com/wasmsched/wasmsched/policies/internal/wasmrewrite"
 )
@@ -343,8 +344,8 @@ func (p *Policy) newInstance(ctx context.Context) (*instance, error) {
 		}
 	}
 	inst.mem = mod.Memory()
-	inst.input = mod.ExportedFunction(ExportInput)
-	inst.decide = mod.ExportedFunction(ExportDecide)
+	inst.input = mod.ExportedFunction(exportInput)
+	inst.decide = mod.ExportedFunction(exportDecide)
 	if inst.mem == nil || inst.input == nil || inst.decide == nil {
 		inst.close()
 		return nil, fmt.Errorf("%w: policy %q: instance lacks memory or exports", ErrMissingExport, p.name)
@@ -390,8 +391,8 @@ func (inst *instance) call0(ctx context.Context, timeout time.Duration, name str
 func (inst *instance) inputBuf(ctx context.Context, n int) ([]byte, error) {
 	inst.nseen = 0 // intern's fast path: guest memory changes with every call
 	inst.memAtStart = inst.mem.Size()
-	if uint64(n) > abi.MaxRecordSize {
-		return nil, fmt.Errorf("input of %d bytes exceeds %d", n, abi.MaxRecordSize)
+	if uint64(n) > abicodec.MaxRecordSize {
+		return nil, fmt.Errorf("input of %d bytes exceeds %d", n, abicodec.MaxRecordSize)
 	}
 	if uint32(n) > inst.inCap || inst.inPtr == 0 {
 		inst.stack[0] = uint64(n)
@@ -400,7 +401,7 @@ func (inst *instance) inputBuf(ctx context.Context, n int) ([]byte, error) {
 		}
 		ptr := uint32(inst.stack[0])
 		if ptr == 0 {
-			return nil, fmt.Errorf("%s(%d) returned 0 (guest cannot hold the input)", ExportInput, n)
+			return nil, fmt.Errorf("%s(%d) returned 0 (guest cannot hold the input)", exportInput, n)
 		}
 		inst.inPtr, inst.inCap = ptr, uint32(n)
 	}
@@ -421,7 +422,7 @@ func (inst *instance) decideIn(ctx context.Context, n int) ([]byte, error) {
 	res := inst.stack[0]
 	ptr, size := uint32(res>>32), uint32(res)
 	if ptr == 0 {
-		return nil, fmt.Errorf("%s returned error code %d", ExportDecide, size)
+		return nil, fmt.Errorf("%s returned error code %d", exportDecide, size)
 	}
 	out, ok := inst.mem.Read(ptr, size)
 	if !ok {
@@ -545,10 +546,10 @@ func (p *Policy) callError(ctx context.Context, inst *instance, err error) error
 	var cf *callFailure
 	switch {
 	case timedOut:
-		err = deadlineFailure(ExportDecide, inst.dl.timeout, "Config.CallTimeout")
+		err = deadlineFailure(exportDecide, inst.dl.timeout, "Config.CallTimeout")
 	case errors.Is(err, ErrInvalidDecision):
 	case !errors.As(err, &cf):
-		err = trapFailure(ExportDecide, err)
+		err = trapFailure(exportDecide, err)
 		if c := p.rt.cfg.MemoryLimit; inst.mem.Size() > inst.memAtStart && uint64(inst.mem.Size())+wasmPageSize > c {
 			err = fmt.Errorf("%w (guest memory reached its cap of %d MiB, Config.MemoryLimit)", err, c>>20)
 		}
@@ -596,13 +597,13 @@ func (p *Policy) DecideSerialInto(ctx context.Context, s *abi.SerialSnapshot, d 
 	var out []byte
 	usable, err := inst.call(ctx, p.rt.cfg.CallTimeout, func(cctx context.Context) error {
 		// encoded straight into the guest's input buffer;
-		// abi.SerialSnapshotSize(s), from the ids' length indexSerial summed
-		n := abi.SerialSnapshotHeaderSize + (len(s.Active)+len(s.Waiting))*abi.RunSize + len(s.Group) + len(s.Policy) + v.idBytes
+		// abicodec.SerialSnapshotSize(s), from the ids' length indexSerial summed
+		n := abicodec.SerialSnapshotHeaderSize + (len(s.Active)+len(s.Waiting))*abicodec.RunSize + len(s.Group) + len(s.Policy) + v.idBytes
 		in, err := inst.inputBuf(cctx, n)
 		if err != nil {
 			return err
 		}
-		abi.PutSerialSnapshot(in, s)
+		abicodec.PutSerialSnapshot(in, s)
 		out, err = inst.decideIn(cctx, n)
 		return err
 	})
@@ -650,7 +651,7 @@ func (inst *instance) decideGeneral(out []byte, s *abi.SerialSnapshot, version u
 	}
 	var view abi.SerialDecision
 	view.Actions = v.actions[:0]
-	indexed, err := abi.DecodeSerialDecisionRefs(out, &view, &v.refs)
+	indexed, err := abicodec.DecodeSerialDecisionRefs(out, &view, &v.refs)
 	if err != nil {
 		return problems{}, fmt.Errorf("%w: undecodable output: %v", ErrInvalidDecision, err)
 	}
@@ -704,7 +705,7 @@ func (inst *instance) copyOut(s *abi.SerialSnapshot, view *abi.SerialDecision, v
 // serialActions is the action count a serial decision claims (0 if out is
 // too short to say).
 func serialActions(out []byte) uint64 {
-	if len(out) < abi.SerialDecisionHeaderSize {
+	if len(out) < abicodec.SerialDecisionHeaderSize {
 		return 0
 	}
 	return uint64(binary.LittleEndian.Uint32(out[4:8]))
@@ -724,7 +725,7 @@ func (p *Policy) DecideReuse(ctx context.Context, r *abi.ReuseRequest) (abi.Reus
 		p.release(inst, true)
 		return abi.ReuseDecision{}, fmt.Errorf("policies: policy %q: call canceled: %w", p.name, err)
 	}
-	inst.enc = abi.AppendReuseRequest(inst.enc[:0], r)
+	inst.enc = abicodec.AppendReuseRequest(inst.enc[:0], r)
 	inst.out.Reset()
 	var out []byte
 	usable, err := inst.call(ctx, p.rt.cfg.CallTimeout, func(cctx context.Context) error {
@@ -751,7 +752,7 @@ func (p *Policy) DecideReuse(ctx context.Context, r *abi.ReuseRequest) (abi.Reus
 		return abi.ReuseDecision{}, err
 	}
 	var d abi.ReuseDecision
-	if err := abi.DecodeReuseDecisionView(out, &d); err != nil {
+	if err := abicodec.DecodeReuseDecisionView(out, &d); err != nil {
 		err = p.callError(ctx, inst, fmt.Errorf("%w: undecodable output: %v", ErrInvalidDecision, err))
 		p.release(inst, false)
 		return abi.ReuseDecision{}, err
@@ -770,7 +771,7 @@ func (p *Policy) DecideReuse(ctx context.Context, r *abi.ReuseRequest) (abi.Reus
 // reuseVerdicts is the verdict count a reuse decision claims (0 if out is
 // too short to say).
 func reuseVerdicts(out []byte) uint64 {
-	if len(out) < abi.ReuseDecisionHeaderSize {
+	if len(out) < abicodec.ReuseDecisionHeaderSize {
 		return 0
 	}
 	return uint64(binary.LittleEndian.Uint32(out[16:20]))

@@ -25,11 +25,11 @@ import (
 
 // Export names of ABI v1 (see abi/ABI.md).
 const (
-	ExportABIVersion = "wasmsched_abi_version"
-	ExportKind       = "wasmsched_kind"
-	ExportInput      = "wasmsched_input"
-	ExportDecide     = "wasmsched_decide"
-	ExportMemory     = "memory"
+	exportABIVersion = "wasmsched_abi_version"
+	exportKind       = "wasmsched_kind"
+	exportInput      = "wasmsched_input"
+	exportDecide     = "wasmsched_decide"
+	exportMemory     = "memory"
 )
 
 var i32, i64 = api.ValueTypeI32, api.ValueTypeI64
@@ -39,10 +39,10 @@ var requiredFuncs = []struct {
 	params  []api.ValueType
 	results []api.ValueType
 }{
-	{ExportABIVersion, nil, []api.ValueType{i32}},
-	{ExportKind, nil, []api.ValueType{i32}},
-	{ExportInput, []api.ValueType{i32}, []api.ValueType{i32}},
-	{ExportDecide, []api.ValueType{i32}, []api.ValueType{i64}},
+	{exportABIVersion, nil, []api.ValueType{i32}},
+	{exportKind, nil, []api.ValueType{i32}},
+	{exportInput, []api.ValueType{i32}, []api.ValueType{i32}},
+	{exportDecide, []api.ValueType{i32}, []api.ValueType{i64}},
 }
 
 // Runtime compiles and sandboxes policy plugins. One wazero runtime with a
@@ -230,17 +230,17 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Policy, 
 		_ = compiled.Close(ctx)
 		return nil, err
 	}
-	ver, err := inst.call0(ctx, r.cfg.CallTimeout, ExportABIVersion)
+	ver, err := inst.call0(ctx, r.cfg.CallTimeout, exportABIVersion)
 	if err != nil {
-		return fail(loadCallError(name, ExportABIVersion, err))
+		return fail(loadCallError(name, exportABIVersion, err))
 	}
 	if ver < abi.MinVersion || ver > abi.Version {
 		return fail(fmt.Errorf("%w: policy %q exports ABI version %d, this host supports %d to %d", ErrABIVersion, name, int32(ver), abi.MinVersion, abi.Version))
 	}
 	p.abi = uint32(ver)
-	k, err := inst.call0(ctx, r.cfg.CallTimeout, ExportKind)
+	k, err := inst.call0(ctx, r.cfg.CallTimeout, exportKind)
 	if err != nil {
-		return fail(loadCallError(name, ExportKind, err))
+		return fail(loadCallError(name, exportKind, err))
 	}
 	p.kind = abi.Kind(k)
 	if !p.kind.Valid() {
@@ -276,8 +276,8 @@ func checkExports(c wazero.CompiledModule) error {
 				sig(d.ParamTypes(), d.ResultTypes()), sig(f.params, f.results)))
 		}
 	}
-	if _, ok := c.ExportedMemories()[ExportMemory]; !ok {
-		missing = append(missing, ExportMemory+" (memory)")
+	if _, ok := c.ExportedMemories()[exportMemory]; !ok {
+		missing = append(missing, exportMemory+" (memory)")
 	}
 	var msgs []string
 	if len(missing) > 0 {

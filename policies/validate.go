@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"math/bits"
@@ -15,21 +16,21 @@ import (
 const MaxReasonLen = 256
 
 // Bounds of what a rejected decision makes the host report: at most
-// MaxProblems problems are listed (the rest counted), and a run id is
+// maxProblems problems are listed (the rest counted), and a run id is
 // quoted with at most maxQuotedID bytes.
 const (
-	MaxProblems = 8
+	maxProblems = 8
 	maxQuotedID = 64
 )
 
-// problems collects validation problems, formatting at most MaxProblems.
+// problems collects validation problems, formatting at most maxProblems.
 type problems struct {
 	list []string
 	more int
 }
 
 func (p *problems) add(format string, args ...any) {
-	if len(p.list) >= MaxProblems {
+	if len(p.list) >= maxProblems {
 		p.more++
 		return
 	}
@@ -73,7 +74,7 @@ type validator struct {
 }
 
 // resolveRefs fills v.idx from the run indexes of an indexed decision
-// (abi.DecisionRunIndex): -1 for an index beyond the snapshot's runs.
+// (abicodec.DecisionRunIndex): -1 for an index beyond the snapshot's runs.
 func (v *validator) resolveRefs(s *abi.SerialSnapshot, refs []uint32) {
 	n := uint32(len(s.Active) + len(s.Waiting))
 	v.idx = v.idx[:0]
@@ -353,4 +354,19 @@ func ValidateReuse(r *abi.ReuseRequest, d *abi.ReuseDecision) error {
 		return probs.err(false)
 	}
 	return nil
+}
+
+// Problems splits a decide error into its validation problems (the
+// decision came back but is invalid: ValidationError), or the one call
+// error (trap, timeout, ...).
+func Problems(err error) []string {
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		out := append([]string(nil), ve.Problems...)
+		if ve.More > 0 {
+			out = append(out, fmt.Sprintf("and %d more problem(s)", ve.More))
+		}
+		return out
+	}
+	return []string{err.Error()}
 }

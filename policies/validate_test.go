@@ -8,6 +8,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	t "github.com/wasmsched/wasmsched/abi/abitest"
+	"github.com/wasmsched/wasmsched/internal/abicodec"
 )
 
 func TestValidateSerial(tt *testing.T) {
@@ -150,8 +151,8 @@ func TestValidator_index(tt *testing.T) {
 				tt.Fatalf("distinct ids: %v", probs.err(true))
 			}
 			// DecideSerialInto sizes the guest's input from v.idBytes
-			if got := abi.SerialSnapshotHeaderSize + n*abi.RunSize + len(s.Group) + len(s.Policy) + v.idBytes; got != abi.SerialSnapshotSize(s) {
-				tt.Fatalf("size from idBytes %d, abi.SerialSnapshotSize %d", got, abi.SerialSnapshotSize(s))
+			if got := abicodec.SerialSnapshotHeaderSize + n*abicodec.RunSize + len(s.Group) + len(s.Policy) + v.idBytes; got != abicodec.SerialSnapshotSize(s) {
+				tt.Fatalf("size from idBytes %d, abicodec.SerialSnapshotSize %d", got, abicodec.SerialSnapshotSize(s))
 			}
 			for i := range n {
 				if j, ok := v.lookup(s, c.id(i)); !ok || j != i {

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/storage"
-	"github.com/wasmsched/wasmsched/storage/storagetest"
 )
 
 // BenchmarkStorage measures each script on the real redis-server, one

@@ -22,6 +22,7 @@ var (
 	ErrNotHolder     = errors.New("not lock holder") // lock does not hold the caller's stamp
 	ErrUnknownWorker = errors.New("unknown worker")  // worker reaped or never registered
 	ErrInvalid       = errors.New("invalid")         // bad input
+	ErrConflict      = errors.New("conflict")        // an idempotency key reused with another request
 	// ErrOutOfMemory: Redis refused a write because it is at maxmemory
 	// with eviction off (noeviction). Nothing was written (a script is
 	// refused before its first write); retry once memory is freed.
@@ -39,6 +40,7 @@ var codes = map[string]error{
 	"WS_NOT_HOLDER":     ErrNotHolder,
 	"WS_UNKNOWN_WORKER": ErrUnknownWorker,
 	"WS_INVALID":        ErrInvalid,
+	"WS_CONFLICT":       ErrConflict,
 }
 
 // scriptErr is the ONE place that maps script error replies

@@ -110,7 +110,17 @@ func (w *RunWatch) loop(ctx context.Context, ch chan<- RunBatch) {
 		}
 		msg, ok := m.(*redis.Message)
 		if !ok {
-			continue // a (re)subscription confirmation or a pong
+			// A (re)subscription confirmation or a pong. After a dropped
+			// connection the resubscription says so at once, without
+			// waiting for the next event (which may be long in coming).
+			if _, resub := m.(*redis.Subscription); resub && missed {
+				select {
+				case ch <- RunBatch{Missed: true}:
+					missed = false
+				default:
+				}
+			}
+			continue
 		}
 		b := RunBatch{Events: ParseRunEvents(msg.Payload), Missed: missed}
 		select {

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/redistest"
+	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/storage"
-	"github.com/wasmsched/wasmsched/storage/redistest"
-	"github.com/wasmsched/wasmsched/storage/storagetest"
 )
 
 func TestParseRunEvents(t *testing.T) {

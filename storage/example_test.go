@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/wasmsched/wasmsched/internal/embedded"
 	"github.com/wasmsched/wasmsched/storage"
-	"github.com/wasmsched/wasmsched/storage/embedded"
 )
 
 // Submit two runs and read the group's snapshot, against the embedded store.

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
-	"github.com/wasmsched/wasmsched/storage/redistest"
 )
 
 func TestValidateName(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/storage"
-	"github.com/wasmsched/wasmsched/storage/storagetest"
 )
 
 // raceRounds: 8 goroutines x rounds. Real Redis: 1000 rounds in ~0.8s.

@@ -490,7 +490,8 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 	if err := ValidateName("group", r.Group); err != nil {
 		return r, scriptCall{}, err
 	}
-	if r.ID == "" {
+	explicitID := r.ID != ""
+	if !explicitID {
 		r.ID = newID("r-")
 	}
 	if err := ValidateName("run", r.ID); err != nil {
@@ -521,9 +522,21 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 	}
 	if r.IdempotencyKey != "" {
 		c.keys = append(c.keys, k.Idempotency(digest.SHA256([]byte(r.IdempotencyKey))))
-		c.args = append(c.args, IdempotencyTTL.Milliseconds(), k.RunPrefix())
+		explicit := "0"
+		if explicitID {
+			explicit = "1"
+		}
+		c.args = append(c.args, IdempotencyTTL.Milliseconds(), k.RunPrefix(), r.fingerprint(), explicit)
 	}
 	return r, c, nil
+}
+
+// fingerprint names what a request asks for (not its run id: submit.lua
+// compares a chosen id itself), so a reused idempotency key is recognised
+// as the same request or refused (ErrConflict) as another one.
+func (r SubmitRequest) fingerprint() string {
+	return digest.Short(digest.SHA256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%d\x00%s",
+		r.Group, r.Slots, r.Priority, r.Duration.Milliseconds(), r.Payload)))
 }
 
 func submittedRun(r SubmitRequest, v any) Run {

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/internal/digest"
+	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/storage"
-	"github.com/wasmsched/wasmsched/storage/storagetest"
 )
 
 func TestStore_SetGroup(t *testing.T) {
@@ -422,10 +422,11 @@ func TestRunPage_Cursor(t *testing.T) {
 	}
 }
 
-// TestStore_Submit_idempotency: the same key twice is the same run (the
-// second call returns the stored run, replayed), whatever id it asks for;
-// another key is another run; an oversized key is ErrInvalid, nothing
-// written.
+// TestStore_Submit_idempotency: the same key with the same request is the
+// same run (the second call returns the stored run, replayed); the key
+// with another request (another id or priority) is ErrConflict, nothing
+// written; another key is another run; an oversized key is ErrInvalid,
+// nothing written.
 func TestStore_Submit_idempotency(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		first, replayed, err := e.s.SubmitReplay(ctx, storage.SubmitRequest{Group: "g", Priority: 7, IdempotencyKey: "order-42"})
@@ -433,13 +434,21 @@ func TestStore_Submit_idempotency(t *testing.T) {
 		if replayed {
 			t.Fatal("first submit reported replayed")
 		}
-		again, replayed, err := e.s.SubmitReplay(ctx, storage.SubmitRequest{Group: "g", ID: "other-id", IdempotencyKey: "order-42"})
+		again, replayed, err := e.s.SubmitReplay(ctx, storage.SubmitRequest{Group: "g", Priority: 7, IdempotencyKey: "order-42"})
 		mustNil(t, err)
 		if !replayed || again.ID != first.ID || again.Seq != first.Seq || again.Priority != 7 {
 			t.Fatalf("second submit = %+v replayed %v, want run %s (seq %d, priority 7)", again, replayed, first.ID, first.Seq)
 		}
+		for _, req := range []storage.SubmitRequest{
+			{Group: "g", ID: "other-id", Priority: 7, IdempotencyKey: "order-42"},
+			{Group: "g", Priority: 8, IdempotencyKey: "order-42"},
+		} {
+			if _, _, err := e.s.SubmitReplay(ctx, req); !errors.Is(err, storage.ErrConflict) || !strings.Contains(err.Error(), first.ID) {
+				t.Fatalf("the key with another request %+v: %v, want ErrConflict naming %s", req, err, first.ID)
+			}
+		}
 		if _, err := e.s.GetRun(ctx, "other-id"); !errors.Is(err, storage.ErrNotFound) {
-			t.Fatalf("the replayed call made run other-id: %v", err)
+			t.Fatalf("the refused call made run other-id: %v", err)
 		}
 		other, replayed, err := e.s.SubmitReplay(ctx, storage.SubmitRequest{Group: "g", IdempotencyKey: "order-43"})
 		mustNil(t, err)

@@ -57,6 +57,10 @@ func New(c redis.UniversalClient, namespace string) (*Store, error) {
 // Namespace returns the namespace name.
 func (s *Store) Namespace() string { return s.ns }
 
+// Redis returns the store's connection, so another view of the namespace
+// (client.NewFromRedis) can share its pool.
+func (s *Store) Redis() redis.UniversalClient { return s.c }
+
 // Keys returns the namespace's key builder.
 func (s *Store) Keys() Keys { return s.k }
 

@@ -12,9 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wasmsched/wasmsched/internal/embedded"
+	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
-	"github.com/wasmsched/wasmsched/storage/embedded"
-	"github.com/wasmsched/wasmsched/storage/redistest"
 )
 
 // One redis-server and one embedded server for the whole package; every

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmsched/wasmsched/storage/redistest"
+	"github.com/wasmsched/wasmsched/internal/redistest"
 )
 
 // TestAPITokensReloadOnSIGHUP: `serve --api-tokens` reads the token file

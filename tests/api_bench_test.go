@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
-	"github.com/wasmsched/wasmsched/storage/redistest"
 )
 
 // TestAPIBench measures the HTTP API beside the engine, on one

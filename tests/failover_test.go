@@ -11,8 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
-	"github.com/wasmsched/wasmsched/storage/redistest"
 )
 
 // hostSet tracks the `serve` processes of a test by identity.
@@ -49,12 +50,12 @@ func TestFixedSlotFailover(t *testing.T) {
 	for id := range runs {
 		WaitRunState(t, st, id, 15*time.Second, storage.StateRunning)
 	}
-	var before SlotsJSON
+	var before client.Slots
 	WaitFor(t, 20*time.Second, "11 slots assigned, 5 free", func() bool {
 		before = Slots(t, r, ns)
 		return before.Assigned == 11 && before.Free == 5
 	})
-	want := before.Assignments()
+	want := Assignments(before)
 	WaitFor(t, 15*time.Second, "one execution per run", func() bool {
 		return len(ReadJournals(t, journals)) == len(runs)
 	})
@@ -81,7 +82,7 @@ func TestFixedSlotFailover(t *testing.T) {
 		WaitFor(t, 15*time.Second, "restore queue empty", func() bool { return RestoreQueueLen(t, st) == 0 })
 		time.Sleep(300 * time.Millisecond)
 		after := Slots(t, r, ns)
-		if got := after.Assignments(); !reflect.DeepEqual(got, want) {
+		if got := Assignments(after); !reflect.DeepEqual(got, want) {
 			t.Fatalf("round %d: assignments changed across the failover:\nbefore %v\nafter  %v", round, want, got)
 		}
 		if after.Free != 5 || after.Assigned != 11 {
@@ -147,7 +148,7 @@ func TestWorkerKill9(t *testing.T) {
 	}
 	WaitFor(t, 15*time.Second, "4 executions started", func() bool { return len(ReadJournals(t, journals)) == 4 })
 	onWorker := map[string][]string{}
-	for _, a := range Slots(t, r, ns).Assignments() {
+	for _, a := range Assignments(Slots(t, r, ns)) {
 		onWorker[a.Worker] = append(onWorker[a.Worker], a.Run)
 	}
 	// Kill the worker that holds the most runs.

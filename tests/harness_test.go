@@ -1,6 +1,6 @@
 // Package tests holds black-box and fault tests across processes: the
 // wasmsched binary (built once in TestMain), real redis-servers (one per
-// test, storage/redistest), kill -9, SIGSTOP/SIGCONT, SIGTERM.
+// test, internal/redistest), kill -9, SIGSTOP/SIGCONT, SIGTERM.
 //
 // The harness in this file is shared by every test file of the package:
 //
@@ -35,7 +35,7 @@ import (
 	"time"
 )
 
-var binPath string
+var binPath, staleTickerPath string
 
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
@@ -58,6 +58,15 @@ func runMain(m *testing.M) int {
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		fmt.Fprintf(os.Stderr, "tests: building wasmsched: %v\n", err)
+		return 1
+	}
+	// a test's own binary: a host that writes with a stale fence
+	// (testdata/staleticker; the shipped binary has no such hook)
+	staleTickerPath = filepath.Join(dir, "staleticker")
+	cmd = exec.Command("go", "build", "-o", staleTickerPath, "./testdata/staleticker")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "tests: building testdata/staleticker: %v\n", err)
 		return 1
 	}
 	return m.Run()
@@ -111,7 +120,13 @@ type Proc struct {
 // fails (and kept for WaitLog / Logs).
 func StartProc(t testing.TB, name string, args ...string) *Proc {
 	t.Helper()
-	cmd := exec.Command(Binary(t), args...)
+	return startBinary(t, Binary(t), name, args...)
+}
+
+// startBinary is StartProc of another binary.
+func startBinary(t testing.TB, bin, name string, args ...string) *Proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env = cleanEnv()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

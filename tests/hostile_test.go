@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
-	"github.com/wasmsched/wasmsched/storage/redistest"
 )
 
 // TestHostilePolicyLive: a real serve host with a good group and three

@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmsched/wasmsched/storage/redistest"
+	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/internal/redistest"
 )
 
 // Helpers for the hot-swap tests (hotswap_test.go): serve hosts with an
@@ -193,34 +194,11 @@ func RSSKiB(t testing.TB, pid int) int {
 	return 0
 }
 
-// PolicyListJSON is one policy of `policy list -o json`.
-type PolicyListJSON struct {
-	Name     string `json:"name"`
-	Active   int    `json:"active"`
-	Versions []struct {
-		Version int    `json:"version"`
-		SHA256  string `json:"sha256"`
-	} `json:"versions"`
-	History []struct {
-		At      time.Time `json:"at"`
-		Who     string    `json:"who"`
-		Action  string    `json:"action"`
-		Version int       `json:"version"`
-		Note    string    `json:"note"`
-	} `json:"history"`
-	AutoRollback *struct {
-		From   int       `json:"from"`
-		To     int       `json:"to"`
-		At     time.Time `json:"at"`
-		Reason string    `json:"reason"`
-	} `json:"auto_rollback"`
-}
-
 // PolicyList runs `policy list NAME -o json`.
-func PolicyList(t testing.TB, r *redistest.Server, ns, name string) PolicyListJSON {
+func PolicyList(t testing.TB, r *redistest.Server, ns, name string) client.Policy {
 	t.Helper()
 	out := cli(t, r, ns, "policy", "list", name, "-o", "json")
-	var ps []PolicyListJSON
+	var ps []client.Policy
 	if err := json.Unmarshal([]byte(out), &ps); err != nil || len(ps) != 1 {
 		t.Fatalf("policy list -o json: %v: %q", err, out)
 	}

@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
-	"github.com/wasmsched/wasmsched/storage/redistest"
 )
 
 // Hot swap and auto-rollback (GitHub issue 6), with real processes: two
@@ -329,7 +330,7 @@ func TestAutoRollback(t *testing.T) {
 	for i := range 6 {
 		ids = append(ids, Submit(t, e.r, e.ns, groups[i%len(groups)], fmt.Sprintf("r-%d", i), "--duration", "50ms"))
 	}
-	var pl PolicyListJSON
+	var pl client.Policy
 	WaitFor(t, 30*time.Second, "the auto-rollback", func() bool {
 		pl = PolicyList(t, e.r, e.ns, "priority")
 		return pl.AutoRollback != nil

@@ -6,32 +6,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
-	"github.com/wasmsched/wasmsched/storage/redistest"
 )
 
-// LeaderJSON is the output of `wasmsched leader -o json`.
-type LeaderJSON struct {
-	Namespace string     `json:"namespace"`
-	Identity  string     `json:"identity"`
-	Epoch     int64      `json:"epoch"`
-	Since     *time.Time `json:"since"`
-	LastTick  *struct {
-		Holder string    `json:"holder"`
-		Epoch  int64     `json:"epoch"`
-		At     time.Time `json:"at"`
-		Count  int64     `json:"count"`
-	} `json:"last_tick"`
-}
-
 // Leader runs `wasmsched leader -o json` against r and namespace ns.
-func Leader(t testing.TB, r *redistest.Server, ns string) LeaderJSON {
+func Leader(t testing.TB, r *redistest.Server, ns string) client.Leader {
 	t.Helper()
 	out, code := RunCLI(t, "--redis", r.URL(), "-n", ns, "leader", "-o", "json")
 	if code != 0 {
 		t.Fatalf("wasmsched leader: exit %d: %s", code, out)
 	}
-	var v LeaderJSON
+	var v client.Leader
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Fatalf("wasmsched leader -o json: %v: %q", err, out)
 	}

@@ -8,14 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmsched/wasmsched/storage/redistest"
+	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/internal/redistest"
 )
 
 // waitLeader waits until `wasmsched leader` names one of ids with an epoch
 // above minEpoch and returns it.
-func waitLeader(t *testing.T, r *redistest.Server, ns string, d time.Duration, minEpoch int64, ids ...string) LeaderJSON {
+func waitLeader(t *testing.T, r *redistest.Server, ns string, d time.Duration, minEpoch int64, ids ...string) client.Leader {
 	t.Helper()
-	var got LeaderJSON
+	var got client.Leader
 	WaitFor(t, d, "leader among "+strings.Join(ids, ", "), func() bool {
 		got = Leader(t, r, ns)
 		if got.Epoch <= minEpoch {
@@ -146,14 +147,16 @@ func testPausedLeader(t *testing.T, unchecked bool) {
 	ctx := testCtx(t, 30*time.Second)
 	st := Store(t, r, "ns")
 	const ttl = 600 * time.Millisecond
-	var extra []string
-	if unchecked {
-		extra = []string{"--debug-unchecked-ticks"}
+	serve := Serve
+	if unchecked { // a host of the test's own that writes with its stale fence
+		serve = func(t testing.TB, name string, r *redistest.Server, ns, advertise string, ttl time.Duration, _ ...string) *Proc {
+			return startBinary(t, staleTickerPath, name, "--redis", r.URL(), "-n", ns, "--advertise", advertise, "--lease-ttl", ttl.String())
+		}
 	}
-	a := Serve(t, "a", r, "ns", "127.0.0.1:7201", ttl, extra...)
+	a := serve(t, "a", r, "ns", "127.0.0.1:7201", ttl)
 	ida := a.Identity(t)
 	l1 := waitLeader(t, r, "ns", 15*time.Second, 0, ida)
-	b := Serve(t, "b", r, "ns", "127.0.0.1:7202", ttl, extra...)
+	b := serve(t, "b", r, "ns", "127.0.0.1:7202", ttl)
 	idb := b.Identity(t)
 	b.WaitLog(t, 15*time.Second, "standing by")
 	WaitFor(t, 10*time.Second, "a tick by a", func() bool {
@@ -257,10 +260,17 @@ func TestSIGTERMHandsOver(t *testing.T) {
 	t.Logf("takeover after SIGTERM observed by the CLI after %v (ttl %v), epoch %d", took, ttl, l2.Epoch)
 }
 
-// TestLeaderCLI: no leader -> identity "" and no since; -o table; bad flags exit 2.
+// TestLeaderCLI: no leader -> identity "" and no since; -o table; bad
+// flags and an unknown namespace exit 2.
 func TestLeaderCLI(t *testing.T) {
 	t.Parallel()
 	r := redistest.Start(t)
+	if _, errs, code := RunCLIErr(t, "--redis", r.URL(), "leader", "-n", "nosuch"); code != 2 || !strings.Contains(errs, "namespace nosuch does not exist") {
+		t.Fatalf("leader of an unknown namespace: exit %d %q", code, errs)
+	}
+	if out, code := RunCLI(t, "--redis", r.URL(), "-n", "empty", "group", "set", "g"); code != 0 {
+		t.Fatalf("group set: exit %d %q", code, out)
+	}
 	got := Leader(t, r, "empty")
 	if got.Identity != "" || got.Since != nil || got.Epoch != 0 || got.Namespace != "empty" || got.LastTick != nil {
 		t.Fatalf("no leader: %+v", got)

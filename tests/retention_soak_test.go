@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
-	"github.com/wasmsched/wasmsched/storage/redistest"
 )
 
 // TestRetentionSoak pushes runs through one namespace (a `serve` with

@@ -14,8 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
-	"github.com/wasmsched/wasmsched/storage/redistest"
 )
 
 // Helpers for the runtime tests (hosts + workers + CLI end to end). They
@@ -28,36 +29,6 @@ const (
 	rtHeartbeatTTL = 600 * time.Millisecond
 )
 
-// RunJSON is one run of `wasmsched runs -o json`.
-type RunJSON struct {
-	ID          string     `json:"id"`
-	Group       string     `json:"group"`
-	Seq         int64      `json:"seq"`
-	State       string     `json:"state"`
-	Slots       int        `json:"slots"`
-	Priority    int        `json:"priority"`
-	Policy      string     `json:"policy"`
-	SubmittedAt *time.Time `json:"submitted_at"`
-	StartedAt   *time.Time `json:"started_at"`
-	FinishedAt  *time.Time `json:"finished_at"`
-	Reason      string     `json:"reason"`
-}
-
-// SlotsJSON is the output of `wasmsched slots -o json`.
-type SlotsJSON struct {
-	Workers []struct {
-		Identity string `json:"identity"`
-		Alive    bool   `json:"alive"`
-		Slots    []struct {
-			Index int    `json:"index"`
-			Run   string `json:"run"`
-			Token string `json:"token"`
-		} `json:"slots"`
-	} `json:"workers"`
-	Free     int `json:"free"`
-	Assigned int `json:"assigned"`
-}
-
 // SlotAssignment is one assigned slot: worker identity, slot index, run, token.
 type SlotAssignment struct {
 	Worker string
@@ -67,7 +38,7 @@ type SlotAssignment struct {
 }
 
 // Assignments lists the assigned slots of live workers, sorted.
-func (s SlotsJSON) Assignments() []SlotAssignment {
+func Assignments(s client.Slots) []SlotAssignment {
 	var out []SlotAssignment
 	for _, w := range s.Workers {
 		if !w.Alive {
@@ -116,18 +87,18 @@ func Submit(t testing.TB, r *redistest.Server, ns, group, id string, args ...str
 
 // Runs runs `runs --limit 0 -o json` (optionally for one group) and returns
 // the runs by id.
-func Runs(t testing.TB, r *redistest.Server, ns, group string) map[string]RunJSON {
+func Runs(t testing.TB, r *redistest.Server, ns, group string) map[string]client.Run {
 	t.Helper()
 	args := []string{"runs", "--limit", "0", "-o", "json"}
 	if group != "" {
 		args = append(args, "--group", group)
 	}
 	out := cli(t, r, ns, args...)
-	var rs []RunJSON
+	var rs []client.Run
 	if err := json.Unmarshal([]byte(out), &rs); err != nil {
 		t.Fatalf("runs -o json: %v: %q", err, out)
 	}
-	m := make(map[string]RunJSON, len(rs))
+	m := make(map[string]client.Run, len(rs))
 	for _, x := range rs {
 		m[x.ID] = x
 	}
@@ -135,10 +106,10 @@ func Runs(t testing.TB, r *redistest.Server, ns, group string) map[string]RunJSO
 }
 
 // Slots runs `slots -o json`.
-func Slots(t testing.TB, r *redistest.Server, ns string) SlotsJSON {
+func Slots(t testing.TB, r *redistest.Server, ns string) client.Slots {
 	t.Helper()
 	out := cli(t, r, ns, "slots", "-o", "json")
-	var v SlotsJSON
+	var v client.Slots
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Fatalf("slots -o json: %v: %q", err, out)
 	}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
-	"github.com/wasmsched/wasmsched/storage/redistest"
 )
 
 // TestScaleOutBench measures aggregate launches/s of 3 namespaces, each

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -30,10 +31,10 @@ func cliURL(t testing.TB, url, ns string, args ...string) string {
 }
 
 // leaderURL runs `leader -o json` against url / ns.
-func leaderURL(t testing.TB, url, ns string) LeaderJSON {
+func leaderURL(t testing.TB, url, ns string) client.Leader {
 	t.Helper()
 	out := cliURL(t, url, ns, "leader", "-o", "json")
-	var v LeaderJSON
+	var v client.Leader
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Fatalf("leader -o json: %v: %q", err, out)
 	}

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
-	"github.com/wasmsched/wasmsched/storage/redistest"
 )
 
 // TestClusterScaleOut: a 3-master Redis Cluster, 12 namespaces spread over
@@ -196,7 +197,7 @@ func TestSentinelFailover(t *testing.T) {
 			"--advertise", fmt.Sprintf("127.0.0.1:79%02d", i), "--lease-ttl", rtLeaseTTL.String(), "--admin-addr", "")
 		hosts[p.Identity(t)] = p
 	}
-	var before LeaderJSON
+	var before client.Leader
 	WaitFor(t, 15*time.Second, "a leader", func() bool {
 		before = leaderURL(t, url, ns)
 		return hosts[before.Identity] != nil
@@ -252,7 +253,7 @@ func TestSentinelFailover(t *testing.T) {
 			t.Fatalf("submit %s after the failover: %v", id, err)
 		}
 	}
-	var after LeaderJSON
+	var after client.Leader
 	WaitFor(t, 20*time.Second, "a leader on the new master with a higher epoch", func() bool {
 		after = leaderURL(t, url, ns)
 		return hosts[after.Identity] != nil && after.Epoch > oldFence.Epoch

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmsched/wasmsched/storage/redistest"
+	"github.com/wasmsched/wasmsched/internal/redistest"
 )
 
 // BenchmarkTakeover measures how long a standby `serve` takes to lead after

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmsched/wasmsched/storage/redistest"
+	"github.com/wasmsched/wasmsched/internal/redistest"
 )
 
 // TestPluginAuthorWalkthrough follows docs/plugin-authors.md literally:

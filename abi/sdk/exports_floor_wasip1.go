@@ -2,7 +2,7 @@
 
 package sdk
 
-import "github.com/wasmsched/wasmsched/abi"
+import "github.com/wasmsched/wasmsched/internal/abicodec"
 
 // Measurement exports, compiled in only with -tags wasmsched_floor (never in
 // a plugin the host loads in production: the built-ins are built without
@@ -22,7 +22,7 @@ func exportFloorDecode(n, k uint32) uint32 {
 	}
 	in := inBuf[:n]
 	for range k {
-		if abi.DecodeSerialSnapshotView(in, &snap) != nil {
+		if abicodec.DecodeSerialSnapshotView(in, &snap) != nil {
 			return 0
 		}
 	}
@@ -39,7 +39,7 @@ func exportFloorPolicy(n, k uint32) uint32 {
 	if int(n) > len(inBuf) || serialPolicy == nil {
 		return 0
 	}
-	if abi.DecodeSerialSnapshotView(inBuf[:n], &snap) != nil {
+	if abicodec.DecodeSerialSnapshotView(inBuf[:n], &snap) != nil {
 		return 0
 	}
 	for range k {
@@ -55,7 +55,7 @@ func exportFloorPolicy(n, k uint32) uint32 {
 //
 //go:wasmexport wasmsched_floor_encode
 func exportFloorEncode(n, k uint32) uint32 {
-	if _, err := Decide(int(n)); err != nil {
+	if _, err := decide(int(n)); err != nil {
 		return 0
 	}
 	var out []byte

@@ -20,7 +20,7 @@ func exportKind() uint32 { return uint32(Kind()) }
 
 //go:wasmexport wasmsched_input
 func exportInput(size uint32) unsafe.Pointer {
-	b := Input(int(size))
+	b := input(int(size))
 	if b == nil {
 		return nil
 	}
@@ -29,7 +29,7 @@ func exportInput(size uint32) unsafe.Pointer {
 
 //go:wasmexport wasmsched_decide
 func exportDecide(n uint32) uint64 {
-	out, err := Decide(int(n))
+	out, err := decide(int(n))
 	if err != nil {
 		os.Stderr.WriteString("wasmsched sdk: " + err.Error() + "\n")
 		return 1 // ptr 0, code 1: bad input

@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/abicodec"
 )
 
 // SerialPolicy decides for one serial group. DecideSerial appends actions to
@@ -32,7 +33,7 @@ var (
 	serialPolicy SerialPolicy
 	reusePolicy  ReusePolicy
 
-	ioBuf  []byte // [reserve | input buffer | tail], see Input
+	ioBuf  []byte // [reserve | input buffer | tail], see input
 	inBuf  []byte // ioBuf[reserve:], what wasmsched_input hands out
 	outBuf []byte // decisions that do not fit the fast layout
 
@@ -74,16 +75,16 @@ func Kind() abi.Kind {
 	return 0
 }
 
-// Input returns the guest input buffer with room for size bytes (what
-// wasmsched_input exports). It returns nil if size exceeds abi.MaxRecordSize.
+// input returns the guest input buffer with room for size bytes (what
+// wasmsched_input exports). It returns nil if size exceeds abicodec.MaxRecordSize.
 //
 // The buffer sits inside a larger one: a reserve before it, where a serial
 // decision's header and actions are written so that the decision record
 // runs straight into the input and its run ids are references into the
 // snapshot's own bytes (nothing copied), and a tail after it for any other
 // string (reasons). See encodeSerialInPlace.
-func Input(size int) []byte {
-	if size < 0 || size > abi.MaxRecordSize {
+func input(size int) []byte {
+	if size < 0 || size > abicodec.MaxRecordSize {
 		return nil
 	}
 	if cap(inBuf) < size || cap(inBuf) == 0 {
@@ -92,7 +93,7 @@ func Input(size int) []byte {
 			n *= 2
 		}
 		// one action per run record the input can hold, and then some
-		reserve := abi.SerialDecisionHeaderSize + abi.ActionSize*(n/abi.RunSize+8)
+		reserve := abicodec.SerialDecisionHeaderSize + abicodec.ActionSize*(n/abicodec.RunSize+8)
 		ioBuf = make([]byte, reserve+n+tailSize)
 		inBuf = ioBuf[reserve : reserve+n : reserve+n]
 	}
@@ -103,17 +104,17 @@ func Input(size int) []byte {
 // not in the input (a policy's reasons, each distinct one written once).
 const tailSize = 4096
 
-// Decide decodes the first n bytes of the input buffer, runs the registered
+// decide decodes the first n bytes of the input buffer, runs the registered
 // policy and returns the encoded decision (what wasmsched_decide exports).
 // The result aliases an SDK buffer reused by the next call.
-func Decide(n int) ([]byte, error) {
+func decide(n int) ([]byte, error) {
 	if n < 0 || n > len(inBuf) {
 		return nil, fmt.Errorf("sdk: input length %d beyond buffer of %d bytes", n, len(inBuf))
 	}
 	in := inBuf[:n] // one function, not two: a call is costly in a wasm guest
 	switch {
 	case serialPolicy != nil:
-		if err := abi.DecodeSerialSnapshotView(in, &snap); err != nil {
+		if err := abicodec.DecodeSerialSnapshotView(in, &snap); err != nil {
 			return nil, err
 		}
 		sdec.Reset()
@@ -121,14 +122,14 @@ func Decide(n int) ([]byte, error) {
 		if out := encodeSerialInPlace(len(in)); out != nil {
 			return out, nil
 		}
-		outBuf = abi.AppendSerialDecision(outBuf[:0], &sdec)
+		outBuf = abicodec.AppendSerialDecision(outBuf[:0], &sdec)
 	case reusePolicy != nil:
-		if err := abi.DecodeReuseRequestView(in, &req); err != nil {
+		if err := abicodec.DecodeReuseRequestView(in, &req); err != nil {
 			return nil, err
 		}
 		rdec.Reset()
 		reusePolicy.DecideReuse(&req, &rdec)
-		outBuf = abi.AppendReuseDecision(outBuf[:0], &rdec)
+		outBuf = abicodec.AppendReuseDecision(outBuf[:0], &rdec)
 	default:
 		return nil, fmt.Errorf("sdk: no policy registered")
 	}
@@ -139,29 +140,29 @@ func Decide(n int) ([]byte, error) {
 // (encode, zero-copy decode, decide, encode, decode) and returns a decision
 // that owns its strings. Use it in plugin unit tests.
 func CallSerial(p SerialPolicy, s *abi.SerialSnapshot) (abi.SerialDecision, error) {
-	in := abi.AppendSerialSnapshot(nil, s)
+	in := abicodec.AppendSerialSnapshot(nil, s)
 	var view abi.SerialSnapshot
-	if err := abi.DecodeSerialSnapshotView(in, &view); err != nil {
+	if err := abicodec.DecodeSerialSnapshotView(in, &view); err != nil {
 		return abi.SerialDecision{}, err
 	}
 	var d abi.SerialDecision
 	p.DecideSerial(&view, &d)
 	var out abi.SerialDecision
-	err := abi.DecodeSerialDecision(abi.AppendSerialDecision(nil, &d), &out)
+	err := abicodec.DecodeSerialDecision(abicodec.AppendSerialDecision(nil, &d), &out)
 	return out, err
 }
 
 // CallReuse is CallSerial for slot-reuse policies.
 func CallReuse(p ReusePolicy, r *abi.ReuseRequest) (abi.ReuseDecision, error) {
-	in := abi.AppendReuseRequest(nil, r)
+	in := abicodec.AppendReuseRequest(nil, r)
 	var view abi.ReuseRequest
-	if err := abi.DecodeReuseRequestView(in, &view); err != nil {
+	if err := abicodec.DecodeReuseRequestView(in, &view); err != nil {
 		return abi.ReuseDecision{}, err
 	}
 	var d abi.ReuseDecision
 	p.DecideReuse(&view, &d)
 	var out abi.ReuseDecision
-	err := abi.DecodeReuseDecision(abi.AppendReuseDecision(nil, &d), &out)
+	err := abicodec.DecodeReuseDecision(abicodec.AppendReuseDecision(nil, &d), &out)
 	return out, err
 }
 
@@ -184,7 +185,7 @@ func CallReuse(p ReusePolicy, r *abi.ReuseRequest) (abi.ReuseDecision, error) {
 func encodeSerialInPlace(n int) []byte {
 	acts := sdec.Actions
 	reserve := len(ioBuf) - cap(inBuf) - tailSize
-	fixed := abi.SerialDecisionHeaderSize + abi.ActionSize*len(acts)
+	fixed := abicodec.SerialDecisionHeaderSize + abicodec.ActionSize*len(acts)
 	if fixed > reserve || n > cap(inBuf) || sdec.Below != 0 {
 		return nil // (a discard_below is encoded the ordinary way)
 	}
@@ -194,7 +195,7 @@ func encodeSerialInPlace(n int) []byte {
 	inOff := uintptr(fixed) // the input's offset in the record
 	next := fixed + n       // tail write position, relative to base
 	limit := len(rec)
-	le.PutUint64(rec[0:8], uint64(abi.TagSerialDecision)|uint64(len(acts))<<32)
+	le.PutUint64(rec[0:8], uint64(abicodec.TagSerialDecision)|uint64(len(acts))<<32)
 	le.PutUint64(rec[8:16], 0)
 	var bad uintptr
 	var lastReason *byte
@@ -202,10 +203,10 @@ func encodeSerialInPlace(n int) []byte {
 	// Action records through array pointers (fixed <= reserve was checked):
 	// no bounds check per field, which in a Go wasm guest is most of the
 	// cost of a small loop like this one.
-	first := unsafe.Pointer(&rec[abi.SerialDecisionHeaderSize])
+	first := unsafe.Pointer(&rec[abicodec.SerialDecisionHeaderSize])
 	for i := range acts {
 		a := &acts[i]
-		ar := (*[abi.ActionSize]byte)(unsafe.Add(first, uintptr(i)*abi.ActionSize))
+		ar := (*[abicodec.ActionSize]byte)(unsafe.Add(first, uintptr(i)*abicodec.ActionSize))
 		// run: inside the input? rel wraps to a huge value below it
 		rel := uintptr(unsafe.Pointer(unsafe.StringData(a.Run))) - inAddr
 		rl := uintptr(len(a.Run))

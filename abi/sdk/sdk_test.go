@@ -7,6 +7,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/abi/abitest"
+	"github.com/wasmsched/wasmsched/internal/abicodec"
 )
 
 type launchAll struct{}
@@ -26,24 +27,24 @@ func TestGuestPathZeroAlloc(t *testing.T) {
 		t.Fatal(Kind())
 	}
 	s := abitest.Snapshot("p", 1, nil, []abi.Run{abitest.Waiting("a", 1), abitest.Waiting("b", 2)})
-	in := abi.AppendSerialSnapshot(nil, s)
-	copy(Input(len(in)), in)
-	out, err := Decide(len(in))
+	in := abicodec.AppendSerialSnapshot(nil, s)
+	copy(input(len(in)), in)
+	out, err := decide(len(in))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var d abi.SerialDecision
-	if err := abi.DecodeSerialDecision(out, &d); err != nil || len(d.Actions) != 2 || d.Actions[1].Run != "b" {
+	if err := abicodec.DecodeSerialDecision(out, &d); err != nil || len(d.Actions) != 2 || d.Actions[1].Run != "b" {
 		t.Fatalf("%+v %v", d, err)
 	}
-	if n := testing.AllocsPerRun(100, func() { _, _ = Decide(len(in)) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { _, _ = decide(len(in)) }); n != 0 {
 		t.Fatalf("%v allocs per guest decision", n)
 	}
-	if _, err := Decide(len(in) + 1<<20); err == nil {
+	if _, err := decide(len(in) + 1<<20); err == nil {
 		t.Fatal("oversized length accepted")
 	}
-	copy(Input(4), []byte{9, 9, 9, 9})
-	if _, err := Decide(4); err == nil {
+	copy(input(4), []byte{9, 9, 9, 9})
+	if _, err := decide(4); err == nil {
 		t.Fatal("garbage accepted")
 	}
 }
@@ -108,12 +109,12 @@ func TestDecideInPlaceEncoding(t *testing.T) {
 		},
 		"nothing": func(s *abi.SerialSnapshot, d *abi.SerialDecision) {},
 	}
-	in := abi.AppendSerialSnapshot(nil, s)
+	in := abicodec.AppendSerialSnapshot(nil, s)
 	for name, f := range cases {
 		t.Run(name, func(t *testing.T) {
 			serialPolicy = f
-			copy(Input(len(in)), in)
-			out, err := Decide(len(in))
+			copy(input(len(in)), in)
+			out, err := decide(len(in))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,10 +123,10 @@ func TestDecideInPlaceEncoding(t *testing.T) {
 				t.Errorf("in place = %t, want %t", inPlace, want)
 			}
 			var got, want abi.SerialDecision
-			if err := abi.DecodeSerialDecision(out, &got); err != nil {
+			if err := abicodec.DecodeSerialDecision(out, &got); err != nil {
 				t.Fatal(err)
 			}
-			if err := abi.DecodeSerialDecision(abi.AppendSerialDecision(nil, &sdec), &want); err != nil {
+			if err := abicodec.DecodeSerialDecision(abicodec.AppendSerialDecision(nil, &sdec), &want); err != nil {
 				t.Fatal(err)
 			}
 			if fmt.Sprint(got.Actions) != fmt.Sprint(want.Actions) {

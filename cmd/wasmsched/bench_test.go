@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmsched/wasmsched/storage/redistest"
+	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/bench"
+	"github.com/wasmsched/wasmsched/internal/redistest"
 )
 
 // TestBenchSmall runs a tiny bench end to end (in-process host and workers
@@ -25,7 +26,7 @@ func TestBenchSmall(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("bench: exit %d, stderr %s", code, errb.String())
 	}
-	var res benchResult
+	var res bench.Result
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		t.Fatalf("bench -o json: %v: %q", err, out.String())
 	}
@@ -80,7 +81,7 @@ func TestBench_policy(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("bench: exit %d, stderr %s", code, errb.String())
 	}
-	var res benchResult
+	var res bench.Result
 	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
 		t.Fatalf("bench -o json: %v: %q", err, out.String())
 	}

@@ -12,12 +12,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v2"
 
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/host/worker"
+	"github.com/wasmsched/wasmsched/internal/embedded"
 	"github.com/wasmsched/wasmsched/storage"
-	"github.com/wasmsched/wasmsched/storage/embedded"
 )
 
 func init() {
@@ -155,24 +157,21 @@ func runDev(ctx context.Context, o devOptions, ns string, out io.Writer, log *sl
 		}
 		defer admin.Close()
 	}
-	h, closeRT, err := newRuntimeHost(ctx, runtimeHostConfig{
-		Store:     st,
-		Advertise: "dev-host",
-		LeaseTTL:  o.LeaseTTL,
-		Logger:    log.With("component", "host"),
-		Admin:     admin,
-	})
+	reg := prometheus.NewRegistry() // the host's and the worker's metrics, on one admin server
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	h, err := host.New(ctx, host.Config{Store: st, Advertise: "dev-host", LeaseTTL: o.LeaseTTL,
+		Logger: log.With("component", "host"), Admin: admin, Registry: reg})
 	if err != nil {
-		return err
+		return asUsage(err)
 	}
-	defer closeRT()
+	defer closeHost(ctx, h, log)
 	w := &worker.Agent{
 		Store:        st,
 		Advertise:    "dev-worker",
 		Slots:        o.Slots,
 		HeartbeatTTL: o.HeartbeatTTL,
 		Logger:       log.With("component", "worker", "namespace", ns),
-		Registerer:   h.Registry(),
+		Registerer:   reg,
 	}
 	if err := w.Validate(); err != nil {
 		return asUsage(err)
@@ -230,43 +229,13 @@ func printDevBanner(out io.Writer, url, ns string, o devOptions, admin net.Liste
 	fmt.Fprintf(out, "Ctrl-C stops it.\n")
 }
 
-// runtimeHostConfig is what dev and bench need of a host.
-type runtimeHostConfig struct {
-	Store     *storage.Store
-	Advertise string
-	LeaseTTL  time.Duration
-	Logger    *slog.Logger
-	Admin     net.Listener
-	Runtime   host.EngineConfig
-}
-
-// newRuntimeHost builds the same host runtime as `serve` (leadership plus
-// the leader tasks of host.NewEngine: serial coordinator, slot manager,
-// failover restore, stats) for the in-process hosts of dev and bench. The
-// caller runs the host and then calls the returned close function.
-func newRuntimeHost(ctx context.Context, c runtimeHostConfig) (*host.Host, func(), error) {
-	h, err := host.New(host.Config{
-		Store:     c.Store,
-		Advertise: c.Advertise,
-		LeaseTTL:  c.LeaseTTL,
-		Logger:    c.Logger,
-		Admin:     c.Admin,
-	})
-	if err != nil {
-		return nil, nil, asUsage(err)
+// closeHost closes a host's engine after its Run returned (bounded).
+func closeHost(ctx context.Context, h *host.Host, log *slog.Logger) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := h.Close(cctx); err != nil {
+		log.Warn("closing the host", "err", err)
 	}
-	rt, err := host.NewEngine(ctx, h, c.Runtime)
-	if err != nil {
-		return nil, nil, asUsage(err)
-	}
-	closeFn := func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := rt.Close(cctx); err != nil {
-			c.Logger.Warn("closing the policy runtime", "err", err)
-		}
-	}
-	return h, closeFn, nil
 }
 
 // selfCommand is how the user can call this binary again: "go run

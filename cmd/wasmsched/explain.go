@@ -8,28 +8,11 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/policytool"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/storage"
 )
-
-// explainJSON is `run explain`: why a run waits, or what moved it.
-type explainJSON struct {
-	Run   runJSON `json:"run"`
-	State string  `json:"state"`
-	// For a WAITING run:
-	Ahead     *int64    `json:"ahead,omitempty"`      // waiting runs older than it (0 = the head)
-	Waiting   *int64    `json:"waiting,omitempty"`    // waiting runs in the group
-	MaxActive int       `json:"max_active,omitempty"` // the group's
-	Active    []runJSON `json:"active,omitempty"`     // the group's active runs
-	Policy    string    `json:"policy,omitempty"`     // the group's policy and version
-	InWindow  *bool     `json:"in_window,omitempty"`  // the policy sees the run (a deep group shows a window)
-	// Now is what the group's policy decides for this run on the live
-	// state, read-only: launch, discard, discard_below (covered), or none.
-	Now       string `json:"now,omitempty"`
-	NowReason string `json:"now_reason,omitempty"`
-	// Why is the explanation in words.
-	Why string `json:"why"`
-}
 
 func runExplainCommand() *cli.Command {
 	return &cli.Command{
@@ -68,53 +51,42 @@ Examples:
 	}
 }
 
-func explainRun(ctx context.Context, sb sandbox, st *storage.Store, id string) (explainJSON, error) {
-	rv, err := showRun(ctx, st, id) // the not-found message, the decision record
+func explainRun(ctx context.Context, sb policytool.Sandbox, st *storage.Store, id string) (client.Explanation, error) {
+	rt, err := policytool.NewRuntime(ctx, sb)
 	if err != nil {
-		return explainJSON{}, err
-	}
-	rt, err := newPolicyRuntime(ctx, sb)
-	if err != nil {
-		return explainJSON{}, err
+		return client.Explanation{}, err
 	}
 	defer rt.Close(context.Background())
-	ex, err := host.Explain(ctx, rt, st, id)
+	in := host.NewInspector(rt)
+	defer in.Close(context.Background())
+	ex, err := in.Explain(ctx, st, id)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
-		return explainJSON{}, usageErrorf("run %s not found (expired or never existed)", id)
+		return ex, usageErrorf("run %s not found in namespace %s (expired or never existed)", id, st.Namespace())
 	case err != nil:
-		return explainJSON{}, storeUsage(loadUsage(err))
+		return ex, storeUsage(policytool.LoadError(err))
 	}
-	out := explainJSON{Run: rv, State: string(ex.Run.State), Why: ex.Why}
-	if ex.Run.State != storage.StateWaiting {
-		if ex.Run.State != storage.State(rv.State) { // it moved meanwhile
-			if rv, err = showRun(ctx, st, id); err != nil {
-				return explainJSON{}, err
-			}
-			out.Run = rv
-		}
-		return out, nil
-	}
-	out.Ahead, out.Waiting, out.MaxActive, out.Policy = &ex.Ahead, &ex.Total, ex.MaxActive, ex.Policy
-	out.InWindow = &ex.InWindow
-	for _, r := range ex.Active {
-		out.Active = append(out.Active, toRunJSON(r))
-	}
-	out.Now, out.NowReason = ex.Now, ex.NowReason
-	return out, nil
+	return ex, nil
 }
 
-func explainTable(w io.Writer, ex explainJSON) {
+func explainTable(w io.Writer, ex client.Explanation) {
 	fmt.Fprintf(w, "RUN\t%s (group %s, seq %d)\n", ex.Run.ID, ex.Run.Group, ex.Run.Seq)
-	fmt.Fprintf(w, "STATE\t%s\n", ex.State)
-	if ex.Ahead != nil {
-		fmt.Fprintf(w, "PLACE\t%d of %d waiting (0 = next)\n", *ex.Ahead, *ex.Waiting)
+	fmt.Fprintf(w, "STATE\t%s\n", ex.Run.State)
+	if ex.Place > 0 {
+		fmt.Fprintf(w, "PLACE\t%d of %d waiting (1 = next)\n", ex.Place, ex.Waiting)
 		fmt.Fprintf(w, "ACTIVE\t%d of max_active %d\n", len(ex.Active), ex.MaxActive)
 		for _, a := range ex.Active {
 			fmt.Fprintf(w, "\t%s %s (seq %d)\n", a.ID, a.State, a.Seq)
 		}
 		fmt.Fprintf(w, "POLICY\t%s\n", dash(ex.Policy))
-		fmt.Fprintf(w, "NOW\t%s %s\n", dash(ex.Now), ex.NowReason)
+		now := "no action for it"
+		if ex.Now != "" {
+			now = ex.Now
+			if ex.NowReason != "" {
+				now += ": " + ex.NowReason
+			}
+		}
+		fmt.Fprintf(w, "NOW\t%s\n", now)
 	}
 	fmt.Fprintf(w, "WHY\t%s\n", ex.Why)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
+	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -131,6 +132,15 @@ func openStore(c *cli.Context) (*storage.Store, func(), error) {
 		return nil, nil, asUsage(err)
 	}
 	return st, closeFn, nil
+}
+
+// clientOf is the client view of st (records; the same connection).
+func clientOf(st *storage.Store) *client.Client {
+	c, err := client.NewFromRedis(st.Redis(), st.Namespace())
+	if err != nil {
+		panic(err) // st's namespace is valid
+	}
+	return c
 }
 
 // openClient connects to --redis (single node, Sentinel or Cluster).

@@ -1,67 +1,22 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/policytool"
 	"github.com/wasmsched/wasmsched/host"
-	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
 func init() {
 	commands = append(commands, withInterspersed(groupCommand()))
-}
-
-// groupJSON is the json of a group.
-type groupJSON struct {
-	Name      string `json:"name"`
-	Policy    string `json:"policy"`
-	MaxActive int    `json:"max_active"`
-	Window    int    `json:"window"`
-	// Retention: "default" (the leader's serve --retention), "forever",
-	// or a duration.
-	Retention string `json:"retention"`
-	Version   int64  `json:"version"`
-	Waiting   int    `json:"waiting"`
-	Active    int    `json:"active"`
-	// Decisions are the group's latest decisions, newest first (group show).
-	Decisions *[]groupDecisionJSON `json:"decisions,omitempty"`
-}
-
-type groupDecisionJSON struct {
-	At             string `json:"at"`
-	ID             string `json:"id"`
-	Epoch          int64  `json:"epoch"`
-	Policy         string `json:"policy"`
-	PolicyVersion  string `json:"policy_version"`
-	PolicyRegistry int    `json:"policy_registry"`
-	Launched       int    `json:"launched"`
-	Discarded      int    `json:"discarded"`
-	Stopped        int    `json:"stopped"`
-	DiscardBelow   int64  `json:"discard_below,omitempty"`
-}
-
-func toGroupJSON(g storage.Group) groupJSON {
-	w := g.Window
-	if w == 0 {
-		w = storage.DefaultWindow
-	}
-	ret := "default"
-	switch {
-	case g.Retention == 0:
-		ret = "forever"
-	case g.Retention > 0:
-		ret = g.Retention.String()
-	}
-	return groupJSON{Name: g.Name, Policy: g.Policy, MaxActive: g.MaxActive, Window: w, Retention: ret, Version: g.Version,
-		Waiting: g.Waiting, Active: g.Active}
 }
 
 func groupCommand() *cli.Command {
@@ -134,7 +89,7 @@ Examples:
 					}
 					var retention *time.Duration
 					if c.IsSet("retention") {
-						d, err := parseRetention(c.String("retention"), true)
+						d, err := client.ParseRetention(c.String("retention"), true)
 						if err != nil {
 							return usageErrorf("--retention: %v", err)
 						}
@@ -156,19 +111,15 @@ Examples:
 					}
 					defer closeFn()
 					if c.IsSet("policy") {
-						warn, err := checkGroupPolicy(c.Context, st, policy, c.Bool("allow-unpushed"))
-						if err != nil {
+						if err := checkGroupPolicy(c, st, policy); err != nil {
 							return err
 						}
-						if warn != "" {
-							fmt.Fprintln(c.App.ErrWriter, "wasmsched: warning: "+warn)
-						}
 					}
-					g, err := setGroup(c.Context, st, name, storage.GroupSettings{Policy: policy, MaxActive: maxActive, Window: window, Retention: retention})
+					g, err := clientOf(st).SetGroup(c.Context, name, client.GroupSettings{Policy: policy, MaxActive: maxActive, Window: window, Retention: retention})
 					if err != nil {
-						return err
+						return storeUsage(err)
 					}
-					return render(c, g, func(w io.Writer) { groupsTable(w, []groupJSON{g}) })
+					return render(c, g, func(w io.Writer) { groupsTable(w, []client.Group{g}) })
 				},
 			},
 			{
@@ -190,7 +141,7 @@ Examples:
 					if err := requireNamespace(c.Context, st); err != nil {
 						return err
 					}
-					gs, err := listGroups(c.Context, st)
+					gs, err := clientOf(st).Groups(c.Context)
 					if err != nil {
 						return err
 					}
@@ -212,106 +163,85 @@ Examples:
 						return err
 					}
 					defer closeFn()
-					g, err := showGroup(c.Context, st, name)
-					if err != nil {
-						return err
+					g, err := clientOf(st).Group(c.Context, name)
+					if errors.Is(err, storage.ErrNotFound) {
+						return usageErrorf("group %s not found in namespace %s", name, st.Namespace())
 					}
-					return render(c, g, func(w io.Writer) { groupsTable(w, []groupJSON{g}); decisionsTable(w, g) })
+					if err != nil {
+						return storeUsage(err)
+					}
+					return render(c, g, func(w io.Writer) { groupsTable(w, []client.Group{g}); groupDetailTable(w, g) })
 				},
 			},
 		},
 	}
 }
 
-// checkGroupPolicy refuses a policy a serial group cannot use: a
-// slot-reuse one, or a name neither built in nor pushed (unless
-// allowUnpushed, which returns a warning instead).
-func checkGroupPolicy(ctx context.Context, st *storage.Store, policy string, allowUnpushed bool) (warning string, err error) {
-	if kind, ok := plugins.Kind(policy); ok {
-		if kind != abi.KindSerial {
-			return "", usageErrorf("--policy %s is a %s policy; a group needs a serial one (wait, discard, priority, or a pushed serial policy)", policy, kind)
-		}
-		return "", nil
-	}
-	p, err := st.GetPolicy(ctx, policy)
+// checkGroupPolicy refuses a policy a serial group cannot use now
+// (host.CheckGroupPolicy, the API's check): a slot-reuse one, or a name
+// that is neither built in nor pushed with an active version, unless
+// --allow-unpushed, which warns instead.
+func checkGroupPolicy(c *cli.Context, st *storage.Store, policy string) error {
+	err := host.CheckGroupPolicy(c.Context, st, policy)
 	switch {
-	case errors.Is(err, storage.ErrNotFound):
-		if allowUnpushed {
-			return fmt.Sprintf("policy %s is not pushed yet: the group's runs wait until it is (wasmsched policy push %s FILE)", policy, policy), nil
+	case err == nil:
+		return nil
+	case errors.Is(err, host.ErrUnknownPolicy) && c.Bool("allow-unpushed"):
+		fmt.Fprintf(c.App.ErrWriter, "wasmsched: warning: %s; accepted (--allow-unpushed)\n", policyProblem(err))
+		return nil
+	case errors.Is(err, host.ErrUnknownPolicy):
+		return usageErrorf("--policy: %s; --allow-unpushed accepts it anyway", policyProblem(err))
+	case errors.Is(err, host.ErrNotSerial):
+		return usageErrorf("--policy: %s", policyProblem(err))
+	}
+	return err
+}
+
+// policyProblem is host.CheckGroupPolicy's message without its sentinel.
+func policyProblem(err error) string {
+	msg := err.Error()
+	for _, s := range []error{host.ErrUnknownPolicy, host.ErrNotSerial} {
+		msg = strings.TrimSuffix(msg, ": "+s.Error())
+	}
+	return msg
+}
+
+// groupDetailTable prints what group show adds to the group's row: its
+// active runs, the head of its queue and its latest decisions.
+func groupDetailTable(w io.Writer, g client.Group) {
+	if len(g.ActiveRuns) > 0 {
+		fmt.Fprintln(w, "\nACTIVE\tSTATE\tSEQ\tSTARTED\tSLOTS")
+		for _, r := range g.ActiveRuns {
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\n", r.ID, r.State, r.Seq, tableTimeP(r.StartedAt), r.Slots)
 		}
-		return "", usageErrorf("--policy %s: no such policy (built-ins: wait, discard, priority; pushed: see wasmsched policy list); --allow-unpushed accepts a name to be pushed later", policy)
-	case err != nil:
-		return "", err
-	case p.Kind != abi.KindSerial.String():
-		return "", usageErrorf("--policy %s is a %s policy; a group needs a serial one", policy, p.Kind)
 	}
-	return "", nil
-}
-
-// setGroup creates or changes a group; zero settings keep the current
-// value (or the default for a new group).
-func setGroup(ctx context.Context, st *storage.Store, name string, gs storage.GroupSettings) (groupJSON, error) {
-	g, err := st.SetGroupSettings(ctx, name, gs)
-	if err != nil {
-		return groupJSON{}, storeUsage(err)
+	if len(g.Queue) > 0 {
+		more := ""
+		if g.QueueTruncated {
+			more = fmt.Sprintf(" (the oldest and newest of %d)", g.QueueTotal)
+		}
+		fmt.Fprintf(w, "\nWAITING%s\tSEQ\tSUBMITTED\n", more)
+		for _, r := range g.Queue {
+			fmt.Fprintf(w, "%s\t%d\t%s\n", r.ID, r.Seq, tableTimeP(r.SubmittedAt))
+		}
 	}
-	return toGroupJSON(g), nil
-}
-
-func listGroups(ctx context.Context, st *storage.Store) ([]groupJSON, error) {
-	gs, err := st.ListGroups(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]groupJSON, 0, len(gs))
-	for _, g := range gs {
-		out = append(out, toGroupJSON(g))
-	}
-	return out, nil
-}
-
-func showGroup(ctx context.Context, st *storage.Store, name string) (groupJSON, error) {
-	g, err := st.GetGroup(ctx, name)
-	if errors.Is(err, storage.ErrNotFound) {
-		return groupJSON{}, usageErrorf("group %s not found", name)
-	}
-	if err != nil {
-		return groupJSON{}, storeUsage(err)
-	}
-	ds, err := st.GroupDecisions(ctx, name)
-	if err != nil {
-		return groupJSON{}, err
-	}
-	out := toGroupJSON(g)
-	list := make([]groupDecisionJSON, 0, len(ds))
-	for _, d := range ds {
-		list = append(list, groupDecisionJSON{At: d.At.UTC().Format(jsonTimeLayout), ID: d.ID, Epoch: d.Epoch, Policy: d.Policy,
-			PolicyVersion: d.PolicyVersion, PolicyRegistry: d.PolicyRegistry, Launched: d.Launched, Discarded: d.Discarded,
-			Stopped: d.Stop, DiscardBelow: d.DiscardBelow})
-	}
-	out.Decisions = &list
-	return out, nil
-}
-
-// decisionsTable prints a group's latest decisions (group show).
-func decisionsTable(w io.Writer, g groupJSON) {
-	if g.Decisions == nil || len(*g.Decisions) == 0 {
+	if len(g.Decisions) == 0 {
 		return
 	}
 	fmt.Fprintln(w, "\nDECIDED\tDECISION\tPOLICY\tLAUNCHED\tDISCARDED\tSTOPPED")
-	for _, d := range *g.Decisions {
+	for _, d := range g.Decisions {
 		disc := fmt.Sprint(d.Discarded)
 		if d.DiscardBelow > 0 {
 			disc += fmt.Sprintf(" + all below seq %d", d.DiscardBelow)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s %s\t%d\t%s\t%d\n", d.At, d.ID, d.Policy, d.PolicyVersion, d.Launched, disc, d.Stopped)
+		fmt.Fprintf(w, "%s\t%s\t%s %s\t%d\t%s\t%d\n", tableTime(d.At), d.ID, d.Policy, d.PolicyVersion, d.Launched, disc, d.Stopped)
 	}
 }
 
-func groupsTable(w io.Writer, gs []groupJSON) {
-	fmt.Fprintln(w, "NAME\tPOLICY\tMAX_ACTIVE\tWINDOW\tWAITING\tACTIVE\tVERSION")
+func groupsTable(w io.Writer, gs []client.Group) {
+	fmt.Fprintln(w, "NAME\tPOLICY\tMAX_ACTIVE\tWINDOW\tRETENTION\tWAITING\tACTIVE\tVERSION")
 	for _, g := range gs {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\n", g.Name, g.Policy, g.MaxActive, g.Window, g.Waiting, g.Active, g.Version)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\n", g.Name, g.Policy, g.MaxActive, g.Window, g.Retention, g.Waiting, g.Active, g.Version)
 	}
 }
 
@@ -393,21 +323,14 @@ Unknown group: exit 2.`,
 				return err
 			}
 			defer closeFn()
-			sn, err := st.Snapshot(c.Context, name)
-			if err == nil && sn.Group.Policy == "" {
-				err = storage.ErrNotFound
-			}
-			if errors.Is(err, storage.ErrNotFound) {
+			snap, err := host.LiveSnapshot(c.Context, st, name)
+			if errors.Is(err, host.ErrUnknownGroup) {
 				return usageErrorf("group %s not found in namespace %s", name, st.Namespace())
 			}
 			if err != nil {
 				return storeUsage(err)
 			}
-			snap, err := host.SerialSnapshot(sn)
-			if err != nil {
-				return err
-			}
-			return writeJSON(c.App.Writer, snapshotToJSON(snap))
+			return writeJSON(c.App.Writer, policytool.SnapshotJSON(snap))
 		},
 	}
 }

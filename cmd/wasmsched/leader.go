@@ -3,32 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/urfave/cli/v2"
 )
 
 func init() {
 	commands = append(commands, leaderCommand())
-}
-
-// leaderView is the JSON of `wasmsched leader`. Identity is "" and Since is
-// omitted when nobody leads (lock absent or expired); Epoch is then the last
-// leader's epoch (the fence), 0 if there never was one. LastTick is the
-// leader's last fenced tick, omitted if there never was one.
-type leaderView struct {
-	Namespace string     `json:"namespace"`
-	Identity  string     `json:"identity"`
-	Epoch     int64      `json:"epoch"`
-	Since     *time.Time `json:"since,omitempty"`
-	LastTick  *tickView  `json:"last_tick,omitempty"`
-}
-
-type tickView struct {
-	Holder string    `json:"holder"`
-	Epoch  int64     `json:"epoch"`
-	At     time.Time `json:"at"`
-	Count  int64     `json:"count"`
 }
 
 func leaderCommand() *cli.Command {
@@ -55,21 +35,12 @@ Examples:
 				return err
 			}
 			defer closeFn()
-			li, err := st.Leader(c.Context)
-			if err != nil {
+			if err := requireNamespace(c.Context, st); err != nil {
 				return err
 			}
-			v := leaderView{Namespace: st.Namespace(), Identity: li.Identity, Epoch: li.Epoch}
-			if li.Identity != "" && !li.Since.IsZero() {
-				s := li.Since.UTC()
-				v.Since = &s
-			}
-			tk, err := st.LastTick(c.Context)
+			v, err := clientOf(st).Leader(c.Context)
 			if err != nil {
 				return err
-			}
-			if tk.Holder != "" {
-				v.LastTick = &tickView{Holder: tk.Holder, Epoch: tk.Epoch, At: tk.At.UTC(), Count: tk.Count}
 			}
 			return render(c, v, func(w io.Writer) {
 				id, since := v.Identity, "-"
@@ -77,12 +48,15 @@ Examples:
 					id = "(none)"
 				}
 				if v.Since != nil {
-					since = v.Since.Format(time.RFC3339Nano)
+					since = tableTimeP(v.Since)
 				}
 				fmt.Fprintln(w, "NAMESPACE\tIDENTITY\tEPOCH\tSINCE\tLAST TICK")
 				tick := "-"
-				if v.LastTick != nil {
-					tick = fmt.Sprintf("%s epoch %d #%d by %s", v.LastTick.At.Format(time.RFC3339Nano), v.LastTick.Epoch, v.LastTick.Count, v.LastTick.Holder)
+				if t := v.LastTick; t != nil {
+					tick = fmt.Sprintf("%s (tick %d of epoch %d)", tableTime(t.At), t.Count, t.Epoch)
+					if t.Holder != v.Identity {
+						tick += " by " + t.Holder
+					}
 				}
 				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", v.Namespace, id, v.Epoch, since, tick)
 			})

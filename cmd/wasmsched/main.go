@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
 
+	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/badinput"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -202,7 +203,7 @@ func exitCodeOf(err error) int {
 	var u *usageError
 	var cf *checkFailed
 	switch {
-	case errors.As(err, &u):
+	case errors.As(err, &u), errors.Is(err, badinput.Err):
 		return exitUsage
 	case errors.As(err, &cf):
 		return exitCheck

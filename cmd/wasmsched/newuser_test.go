@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -15,7 +17,7 @@ import (
 
 func TestGroupSet_keepsWhatIsNotGiven(t *testing.T) {
 	e := newCLIEnv(t)
-	var g groupJSON
+	var g client.Group
 	e.ok(&g, "group", "set", "g", "--max-active", "5")
 	e.ok(&g, "group", "set", "g", "--policy", "discard")
 	if g.Policy != "discard" || g.MaxActive != 5 {
@@ -34,15 +36,25 @@ func TestGroupSet_keepsWhatIsNotGiven(t *testing.T) {
 func TestGroupSet_policyMustExistAndBeSerial(t *testing.T) {
 	e := newCLIEnv(t)
 	e.ok(nil, "group", "set", "g", "--policy", "priority")
-	e.usage("no such policy", "group", "set", "g", "--policy", "nosuch")
+	e.usage("policy nosuch is neither a built-in (discard, priority, reuse, wait) nor pushed in namespace clitest", "group", "set", "g", "--policy", "nosuch")
 	e.usage("slot-reuse policy", "group", "set", "g", "--policy", "reuse")
-	var g groupJSON
+	// pushed but never activated: its groups would wait forever (the API
+	// refuses it with the same message: host/api TestAPI_putGroup_policyCheck)
+	wasm, _ := plugins.Builtin("wait")
+	f := filepath.Join(t.TempDir(), "p.wasm")
+	if err := os.WriteFile(f, wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.ok(nil, "policy", "push", "dormant", f, "--no-activate")
+	e.usage("policy dormant has no active version in namespace clitest, so its groups' runs would wait (wasmsched policy activate dormant VERSION)",
+		"group", "set", "g", "--policy", "dormant")
+	var g client.Group
 	e.ok(&g, "group", "set", "g")
 	if g.Policy != "priority" {
 		t.Fatalf("a refused set changed the group: %+v", g)
 	}
 	code, _, errs := e.cli("group", "set", "g", "--policy", "later", "--allow-unpushed")
-	if code != 0 || !strings.Contains(errs, "warning: policy later is not pushed yet") {
+	if code != 0 || !strings.Contains(errs, "warning: policy later is neither a built-in") || !strings.Contains(errs, "accepted (--allow-unpushed)") {
 		t.Fatalf("--allow-unpushed: exit %d, stderr %q", code, errs)
 	}
 }
@@ -51,7 +63,7 @@ func TestSubmit_priorityIsInt32(t *testing.T) {
 	e := newCLIEnv(t)
 	e.usage("--priority must be in -2147483648..2147483647", "submit", "g", "--priority", "2147483648")
 	e.usage("--priority must be in", "submit", "g", "--priority", "-2147483649")
-	var s submitJSON
+	var s client.Run
 	e.ok(&s, "submit", "g", "--priority", "2147483647")
 	r, err := e.st.GetRun(context.Background(), s.ID)
 	if err != nil || r.Priority != 2147483647 {
@@ -73,7 +85,7 @@ func TestSubmit_warnsWithoutLeader(t *testing.T) {
 
 func TestRunStop_stoppingExits2(t *testing.T) {
 	e := newCLIEnv(t)
-	var s submitJSON
+	var s client.Run
 	e.ok(&s, "submit", "g", "--id", "r1")
 	// a run its worker is stopping (the state a RUNNING run gets from run stop)
 	if err := e.rdb.HSet(context.Background(), e.st.Keys().Run("r1"), "state", "STOPPING").Err(); err != nil {

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/policytool"
 	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -294,9 +296,9 @@ func TestPolicyDryRunGroupWritesNothing(t *testing.T) {
 }
 
 // policyList returns `policy list NAME -o json`.
-func policyList(t *testing.T, e *cliEnv, name string) []policyJSON {
+func policyList(t *testing.T, e *cliEnv, name string) []client.Policy {
 	t.Helper()
-	var ps []policyJSON
+	var ps []client.Policy
 	e.ok(&ps, "policy", "list", name)
 	return ps
 }
@@ -308,7 +310,7 @@ func TestPolicyPushGateAndRegistry(t *testing.T) {
 	reuse := builtinFile(t, "reuse")
 
 	// A good push, a second version, then the bad pushes.
-	var p pushJSON
+	var p policytool.PushResult
 	e.ok(&p, "policy", "push", "priority", prio, "--note", "first")
 	if p.Version != 1 || !p.Active || p.Kind != "serial" || p.Cases == 0 {
 		t.Fatalf("push: %+v", p)
@@ -377,7 +379,7 @@ func TestPolicyPushGateAndRegistry(t *testing.T) {
 	e.usage("no earlier active version", "policy", "rollback", "restore-safe")
 	out := e.ok(nil, "policy", "list")
 	golden(t, "list.json", out)
-	var all []policyJSON
+	var all []client.Policy
 	json.Unmarshal([]byte(out), &all)
 	var names []string
 	for _, p := range all {
@@ -404,7 +406,7 @@ func TestPolicyBuildExample(t *testing.T) {
 	}
 	e := newCLIEnv(t)
 	out := filepath.Join(t.TempDir(), "ofp.wasm")
-	var b buildJSON
+	var b policytool.BuildResult
 	// --out is the file; -o is the format, before or after the command
 	// (-o json after build once wrote a file named "json").
 	resetCommandFlags()
@@ -423,7 +425,7 @@ func TestPolicyBuildExample(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("test: exit %d\n%s\n%s", code, stdout, errs)
 	}
-	var p pushJSON
+	var p policytool.PushResult
 	e.ok(&p, "policy", "push", "oldest-first", out)
 	if p.Version != 1 || p.Kind != "serial" {
 		t.Fatalf("push: %+v", p)
@@ -463,12 +465,12 @@ func TestCLIPolicyBuild_languages(t *testing.T) {
 			}
 			out := filepath.Join(t.TempDir(), "p.wasm")
 			code, stdout, errs := noRedis(t, "policy", "build", tc.dir, "--out", out, "-o", "json")
-			var b buildJSON
+			var b policytool.BuildResult
 			if code != 0 || json.Unmarshal([]byte(stdout), &b) != nil || b.Language != tc.lang || b.Kind != "serial" || b.ABIVersion != abi.Version {
 				t.Fatalf("build: exit %d %s %s", code, stdout, errs)
 			}
 			code, stdout, errs = noRedis(t, "policy", "inspect", out, "-o", "json")
-			var in inspectJSON
+			var in policytool.InspectResult
 			if code != 0 || json.Unmarshal([]byte(stdout), &in) != nil || in.Language != tc.lang {
 				t.Fatalf("inspect: exit %d %s %s", code, stdout, errs)
 			}

@@ -6,13 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -20,80 +21,11 @@ func init() {
 	commands = append(commands, withInterspersed(runsCommand()), withInterspersed(runCommand()))
 }
 
-// jsonTimeLayout is RFC 3339 in UTC with milliseconds (Redis TIME is read
-// in ms). Zero times are JSON null.
-const jsonTimeLayout = "2006-01-02T15:04:05.000Z07:00"
-
-// jsonTime renders t as RFC 3339 (UTC, ms), or nil (JSON null) when zero.
-func jsonTime(t time.Time) *string {
-	if t.IsZero() {
-		return nil
-	}
-	s := t.UTC().Format(jsonTimeLayout)
-	return &s
-}
-
 func dash(s string) string {
 	if s == "" {
 		return "-"
 	}
 	return s
-}
-
-// runJSON is the json of a run in `runs` and `run show`.
-type runJSON struct {
-	ID            string              `json:"id"`
-	Group         string              `json:"group"`
-	Seq           int64               `json:"seq"`
-	State         string              `json:"state"`
-	Slots         int                 `json:"slots"`
-	Priority      int                 `json:"priority"`
-	Policy        string              `json:"policy"`
-	PolicyVersion string              `json:"policy_version"`
-	SubmittedAt   *string             `json:"submitted_at"`
-	StartedAt     *string             `json:"started_at"`
-	FinishedAt    *string             `json:"finished_at"`
-	Reason        string              `json:"reason"`
-	Assignments   *[]assignJSON       `json:"assignments,omitempty"` // run show only
-	Decision      *decisionRecordJSON `json:"decision,omitempty"`    // run show only: what moved it
-}
-
-// decisionRecordJSON is the decision that launched, discarded or stopped a
-// run (`run show`).
-type decisionRecordJSON struct {
-	ID             string `json:"id"` // epoch:group:version
-	Epoch          int64  `json:"epoch"`
-	At             string `json:"at"`
-	Action         string `json:"action"`
-	Reason         string `json:"reason"`
-	Policy         string `json:"policy"`
-	PolicyVersion  string `json:"policy_version"`
-	PolicySHA256   string `json:"policy_sha256"`
-	PolicyRegistry int    `json:"policy_registry"` // 0 = the built-in
-}
-
-// assignJSON is one task slot of a run (`run show`).
-type assignJSON struct {
-	Worker string `json:"worker"`
-	Slot   int    `json:"slot"`
-	Token  string `json:"token"`
-}
-
-func toRunJSON(r storage.Run) runJSON {
-	return runJSON{
-		ID:            r.ID,
-		Group:         r.Group,
-		Seq:           r.Seq,
-		State:         string(r.State),
-		Slots:         r.Slots,
-		Priority:      r.Priority,
-		Policy:        r.Policy,
-		PolicyVersion: r.PolicyVersion,
-		SubmittedAt:   jsonTime(r.SubmittedAt),
-		StartedAt:     jsonTime(r.StartedAt),
-		FinishedAt:    jsonTime(r.FinishedAt),
-		Reason:        r.Reason,
-	}
 }
 
 // storeUsage turns storage errors the user can fix by changing the command
@@ -110,29 +42,14 @@ func storeUsage(err error) error {
 	return err
 }
 
-// runStates are the run states, in lifecycle order.
-var runStates = []storage.State{
-	storage.StateWaiting, storage.StateLaunched, storage.StateRunning, storage.StateStopping,
-	storage.StateSucceeded, storage.StateFailed, storage.StateStopped, storage.StateDiscarded,
-}
-
-// validStates lists the run states for messages.
-func validStates() string {
-	ss := make([]string, 0, len(runStates))
-	for _, s := range runStates {
-		ss = append(ss, string(s))
-	}
-	return strings.Join(ss, ", ")
-}
-
 // parseState parses a run state name (case-insensitive).
 func parseState(s string) (storage.State, error) {
-	for _, st := range runStates {
-		if strings.EqualFold(s, string(st)) {
-			return st, nil
+	for _, st := range client.States {
+		if strings.EqualFold(s, st) {
+			return storage.State(st), nil
 		}
 	}
-	return "", usageErrorf("--state %q is not a run state; valid states: %s", s, validStates())
+	return "", usageErrorf("--state %q is not a run state; valid states: %s", s, strings.Join(client.States, ", "))
 }
 
 // --- runs ---
@@ -180,12 +97,13 @@ Examples:
 			if err := exactArgs(c, 0, "none"); err != nil {
 				return err
 			}
-			f := storage.RunFilter{Group: c.String("group"), Limit: c.Int("limit"), Below: c.Int64("after")}
-			if f.Limit < 0 {
-				return usageErrorf("--limit must be >= 0, got %d", f.Limit)
+			o := client.ListOptions{Group: c.String("group"), After: c.Int64("after")}
+			limit := c.Int("limit")
+			if limit < 0 {
+				return usageErrorf("--limit must be >= 0, got %d", limit)
 			}
-			if f.Below < 0 || (c.IsSet("after") && f.Below == 0) {
-				return usageErrorf("--after must be a seq >= 1, got %d", f.Below)
+			if o.After < 0 || (c.IsSet("after") && o.After == 0) {
+				return usageErrorf("--after must be a seq >= 1, got %d", o.After)
 			}
 			if c.IsSet("cursor") {
 				if c.IsSet("after") {
@@ -195,22 +113,19 @@ Examples:
 				if err != nil {
 					return usageErrorf("--cursor: %v", trimStorage(err))
 				}
-				if c.IsSet("group") && f.Group != cf.Group {
-					return usageErrorf("--cursor continues a listing of group %q, not --group %q", cf.Group, f.Group)
+				if c.IsSet("group") && o.Group != cf.Group {
+					return usageErrorf("--cursor continues a listing of group %q, not --group %q", cf.Group, o.Group)
 				}
 				if s := c.String("state"); c.IsSet("state") && !strings.EqualFold(s, string(cf.State)) {
 					return usageErrorf("--cursor continues a listing of state %q, not --state %q", cf.State, s)
 				}
-				f.Group, f.Below = cf.Group, cf.Below
+				o.Cursor, o.Group = c.String("cursor"), cf.Group
 				if cf.State != "" {
 					_ = c.Set("state", string(cf.State))
 				}
 			}
-			if f.Limit == 0 {
-				f.Limit = math.MaxInt32 // all
-			}
-			if f.Group != "" {
-				if err := storage.ValidateName("group", f.Group); err != nil {
+			if o.Group != "" {
+				if err := storage.ValidateName("group", o.Group); err != nil {
 					return asUsage(err)
 				}
 			}
@@ -219,7 +134,7 @@ Examples:
 				if err != nil {
 					return err
 				}
-				f.State = st
+				o.State = string(st)
 			}
 			st, closeFn, err := openStore(c)
 			if err != nil {
@@ -229,24 +144,26 @@ Examples:
 			if err := requireNamespace(c.Context, st); err != nil {
 				return err
 			}
-			if f.Group != "" {
-				if _, err := st.GetGroup(c.Context, f.Group); errors.Is(err, storage.ErrNotFound) {
-					return usageErrorf("group %s does not exist in namespace %s (wasmsched group list)", f.Group, st.Namespace())
+			if o.Group != "" {
+				if _, err := st.GetGroup(c.Context, o.Group); errors.Is(err, storage.ErrNotFound) {
+					return usageErrorf("group %s does not exist in namespace %s (wasmsched group list)", o.Group, st.Namespace())
 				}
 			}
+			cl := clientOf(st)
 			if c.Bool("watch") {
-				return watchRuns(c, st, f)
+				return watchRuns(c, cl, o, limit)
 			}
-			rs, next, err := listRuns(c.Context, st, f)
+			rs, p, err := listRuns(c.Context, cl, o, limit)
 			if err != nil {
 				return err
 			}
 			if err := render(c, rs, func(w io.Writer) { runsTable(w, rs) }); err != nil {
 				return err
 			}
-			if next > 0 {
+			if p.More {
+				last := rs[len(rs)-1].Seq
 				fmt.Fprintf(c.App.ErrWriter, "wasmsched: more runs; the next page: wasmsched runs%s --after %d (or: wasmsched runs --cursor %s%s)\n",
-					pageFlags(c), next, storage.RunPage{Next: next}.Cursor(f), limitFlag(c))
+					pageFlags(c), last, p.Next, limitFlag(c))
 			}
 			return nil
 		},
@@ -266,18 +183,25 @@ func requireNamespace(ctx context.Context, st *storage.Store) error {
 	return nil
 }
 
-// listRuns returns the runs matching f as json views, and the seq the
-// next page starts below (0: none).
-func listRuns(ctx context.Context, st *storage.Store, f storage.RunFilter) ([]runJSON, int64, error) {
-	p, err := st.ListRunsPage(ctx, f)
-	if err != nil {
-		return nil, 0, storeUsage(err)
+// listRuns lists up to limit runs (0 = all) matching o, newest first, in
+// pages of client.MaxListLimit, and returns the last page read.
+func listRuns(ctx context.Context, c *client.Client, o client.ListOptions, limit int) ([]client.Run, client.Page, error) {
+	out := []client.Run{}
+	for {
+		o.Limit = client.MaxListLimit
+		if limit > 0 {
+			o.Limit = min(limit-len(out), client.MaxListLimit)
+		}
+		p, err := c.List(ctx, o)
+		if err != nil {
+			return nil, p, storeUsage(err)
+		}
+		out = append(out, p.Runs...)
+		if !p.More || (limit > 0 && len(out) >= limit) {
+			return out, p, nil
+		}
+		o.Cursor, o.After, o.Group, o.State = p.Next, 0, "", ""
 	}
-	out := make([]runJSON, 0, len(p.Runs))
-	for _, r := range p.Runs {
-		out = append(out, toRunJSON(r))
-	}
-	return out, p.Next, nil
 }
 
 // limitFlag repeats --limit for a next page named by cursor.
@@ -302,24 +226,46 @@ func pageFlags(c *cli.Context) string {
 	return b.String()
 }
 
-func runsTable(w io.Writer, rs []runJSON) {
-	fmt.Fprintln(w, "ID\tGROUP\tSEQ\tSTATE\tSLOTS\tPRIO\tPOLICY\tSUBMITTED\tREASON")
+// runColumns are the columns of runsTable; runs --watch pads its rows to
+// their widths (a watch prints row by row, so no tabwriter can align it).
+var runColumns = []struct {
+	name  string
+	width int
+}{{"ID", 20}, {"GROUP", 14}, {"SEQ", 7}, {"STATE", 9}, {"SLOTS", 5}, {"PRIO", 4}, {"POLICY", 8},
+	{"SUBMITTED", 23}, {"STARTED", 23}, {"FINISHED", 23}, {"REASON", 0}}
+
+func runsTable(w io.Writer, rs []client.Run) {
+	names := make([]string, len(runColumns))
+	for i, c := range runColumns {
+		names[i] = c.name
+	}
+	fmt.Fprintln(w, strings.Join(names, "\t"))
 	for _, r := range rs {
-		runRow(w, r)
+		fmt.Fprintln(w, strings.Join(runCells(r, r.State), "\t"))
 	}
 }
 
-// runRow is one row of runsTable.
-func runRow(w io.Writer, r runJSON) {
-	fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\n", r.ID, r.Group, r.Seq, r.State, r.Slots,
-		r.Priority, dash(r.Policy), derefDash(r.SubmittedAt), dash(r.Reason))
+// runCells is one row of runsTable; state is the state to show (runs
+// --watch shows the state an event announced).
+func runCells(r client.Run, state string) []string {
+	return []string{r.ID, r.Group, strconv.FormatInt(r.Seq, 10), state, strconv.Itoa(r.Slots), strconv.Itoa(r.Priority),
+		dash(r.Policy), tableTimeP(r.SubmittedAt), tableTimeP(r.StartedAt), tableTimeP(r.FinishedAt), dash(r.Reason)}
 }
 
-func derefDash(s *string) string {
-	if s == nil {
+// tableTime is a time in tables: UTC, to the millisecond, "-" when zero.
+func tableTime(t time.Time) string {
+	if t.IsZero() {
 		return "-"
 	}
-	return *s
+	return t.UTC().Format("2006-01-02 15:04:05.000")
+}
+
+// tableTimeP is tableTime of a record's optional time.
+func tableTimeP(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return tableTime(*t)
 }
 
 // --- run show / run stop ---
@@ -397,81 +343,75 @@ Examples:
 }
 
 // showRun reads one run with its assignments.
-func showRun(ctx context.Context, st *storage.Store, id string) (runJSON, error) {
+func showRun(ctx context.Context, st *storage.Store, id string) (client.Run, error) {
 	if err := storage.ValidateName("run", id); err != nil {
-		return runJSON{}, asUsage(err)
+		return client.Run{}, asUsage(err)
 	}
-	r, err := st.GetRun(ctx, id)
+	r, err := clientOf(st).Get(ctx, id)
 	if errors.Is(err, storage.ErrNotFound) {
-		return runJSON{}, usageErrorf("run %s not found (expired or never existed)", id)
+		return r, usageErrorf("run %s not found in namespace %s (expired or never existed)", id, st.Namespace())
 	}
-	if err != nil {
-		return runJSON{}, err
-	}
-	v := toRunJSON(r)
-	as := make([]assignJSON, 0, len(r.Assignments))
-	for _, a := range r.Assignments {
-		as = append(as, assignJSON{Worker: a.Worker, Slot: a.Slot, Token: a.Token})
-	}
-	v.Assignments = &as
-	if d := r.Decision; d != nil {
-		v.Decision = &decisionRecordJSON{ID: d.ID, Epoch: d.Epoch, At: d.At.UTC().Format(jsonTimeLayout), Action: string(d.Action),
-			Reason: d.Reason, Policy: d.Policy, PolicyVersion: d.PolicyVersion, PolicySHA256: d.PolicySHA256, PolicyRegistry: d.PolicyRegistry}
-	}
-	return v, nil
+	return r, err
 }
 
 // stopRun requests a stop (or discard) of run id.
-func stopRun(ctx context.Context, st *storage.Store, id, reason string) (runJSON, error) {
+func stopRun(ctx context.Context, st *storage.Store, id, reason string) (client.Run, error) {
 	if err := storage.ValidateName("run", id); err != nil {
-		return runJSON{}, asUsage(err)
+		return client.Run{}, asUsage(err)
 	}
+	c := clientOf(st)
 	// RequestStop answers STOPPING both for a run it moved there and for one
 	// already STOPPING (it is idempotent under replay): tell them apart
 	// first, as the help promises.
-	if cur, err := st.GetRun(ctx, id); err == nil && cur.State == storage.StateStopping {
-		return runJSON{}, usageErrorf("run %s is already STOPPING (its worker is stopping it)", id)
+	if cur, err := c.Get(ctx, id); err == nil && cur.State == string(storage.StateStopping) {
+		return client.Run{}, usageErrorf("run %s is already STOPPING (its worker is stopping it)", id)
 	}
-	r, err := st.RequestStop(ctx, id, reason)
+	r, err := c.Stop(ctx, id, reason)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
-		return runJSON{}, usageErrorf("run %s not found (expired or never existed)", id)
+		return r, usageErrorf("run %s not found in namespace %s (expired or never existed)", id, st.Namespace())
 	case errors.Is(err, storage.ErrBadState):
-		if cur, gerr := st.GetRun(ctx, id); gerr == nil {
-			return runJSON{}, usageErrorf("run %s is %s", id, cur.State)
+		if cur, gerr := c.Get(ctx, id); gerr == nil {
+			return r, usageErrorf("run %s is %s: it can no longer be stopped", id, cur.State)
 		}
-		return runJSON{}, asUsage(err)
-	case err != nil:
-		return runJSON{}, storeUsage(err)
+		return r, asUsage(err)
 	}
-	return toRunJSON(r), nil
+	return r, storeUsage(err)
 }
 
-func runShowTable(w io.Writer, r runJSON) {
+func runShowTable(w io.Writer, r client.Run) {
 	fmt.Fprintf(w, "ID\t%s\n", r.ID)
 	fmt.Fprintf(w, "GROUP\t%s\n", r.Group)
 	fmt.Fprintf(w, "SEQ\t%d\n", r.Seq)
 	fmt.Fprintf(w, "STATE\t%s\n", r.State)
 	fmt.Fprintf(w, "SLOTS\t%d\n", r.Slots)
 	fmt.Fprintf(w, "PRIORITY\t%d\n", r.Priority)
+	fmt.Fprintf(w, "PAYLOAD\t%s\n", dash(r.Payload))
+	if r.DurationMS > 0 {
+		fmt.Fprintf(w, "DURATION\t%v (simulated)\n", time.Duration(r.DurationMS)*time.Millisecond)
+	}
 	fmt.Fprintf(w, "POLICY\t%s %s\n", dash(r.Policy), r.PolicyVersion)
-	fmt.Fprintf(w, "SUBMITTED\t%s\n", derefDash(r.SubmittedAt))
-	fmt.Fprintf(w, "STARTED\t%s\n", derefDash(r.StartedAt))
-	fmt.Fprintf(w, "FINISHED\t%s\n", derefDash(r.FinishedAt))
+	fmt.Fprintf(w, "SUBMITTED\t%s\n", tableTimeP(r.SubmittedAt))
+	fmt.Fprintf(w, "LAUNCHED\t%s\n", tableTimeP(r.LaunchedAt))
+	fmt.Fprintf(w, "STARTED\t%s\n", tableTimeP(r.StartedAt))
+	fmt.Fprintf(w, "FINISHED\t%s\n", tableTimeP(r.FinishedAt))
+	if r.StartedAt != nil && r.FinishedAt != nil {
+		fmt.Fprintf(w, "RAN FOR\t%v\n", r.FinishedAt.Sub(*r.StartedAt))
+	}
 	fmt.Fprintf(w, "REASON\t%s\n", dash(r.Reason))
 	if d := r.Decision; d != nil {
 		src := "built-in"
 		if d.PolicyRegistry > 0 {
 			src = fmt.Sprintf("registry v%d", d.PolicyRegistry)
 		}
-		fmt.Fprintf(w, "\nDECISION\t%s (epoch %d) at %s: %s\n", d.ID, d.Epoch, d.At, d.Action)
+		fmt.Fprintf(w, "\nDECISION\t%s (epoch %d) at %s: %s\n", d.ID, d.Epoch, tableTime(d.At), d.Action)
 		fmt.Fprintf(w, "BY\t%s %s (%s, sha256 %s)\n", d.Policy, d.PolicyVersion, src, d.PolicySHA256)
 		fmt.Fprintf(w, "BECAUSE\t%s\n", dash(d.Reason))
 	}
-	if r.Assignments != nil && len(*r.Assignments) > 0 {
+	if len(r.Assignments) > 0 {
 		fmt.Fprintln(w, "\nTASK\tWORKER\tSLOT\tTOKEN")
-		for i, a := range *r.Assignments {
-			fmt.Fprintf(w, "%d\t%s\t%d\t%s\n", i, a.Worker, a.Slot, a.Token)
+		for _, a := range r.Assignments {
+			fmt.Fprintf(w, "%d\t%s\t%d\t%s\n", a.Task, a.Worker, a.Slot, a.Token)
 		}
 	}
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"cmp"
-	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -24,17 +22,16 @@ func init() {
 
 // serveOptions are the parsed flags of `serve`.
 type serveOptions struct {
-	Advertise      string
-	LeaseTTL       time.Duration
-	AdminAddr      string
-	UncheckedTicks bool
-	LogLevel       string
-	Coordinators   int
-	PolicyTimeout  time.Duration
-	PolicyMemory   uint64
-	PolicyMaxSize  uint64        // --policy-max-module-size
-	RollbackAfter  int           // --rollback-after: 0 disables
-	Retention      time.Duration // --retention: the namespace default; 0 = forever
+	Advertise     string
+	LeaseTTL      time.Duration
+	AdminAddr     string
+	LogLevel      string
+	Coordinators  int
+	PolicyTimeout time.Duration
+	PolicyMemory  uint64
+	PolicyMaxSize uint64        // --policy-max-module-size
+	RollbackAfter int           // --rollback-after: 0 disables
+	Retention     time.Duration // --retention: the namespace default; 0 = forever
 }
 
 func serveCommand() *cli.Command {
@@ -80,21 +77,19 @@ Examples:
 			&cli.IntFlag{Name: "rollback-after", Value: host.DefaultRollbackAfter, Usage: "roll a pushed policy version back after `K` consecutive failed decisions (trap, timeout, invalid); 0 disables"},
 			&cli.StringFlag{Name: "namespaces", Usage: "compete for each of `LIST` (comma-separated, or \"all\" = every registered namespace) instead of --namespace"},
 			&cli.IntFlag{Name: "balance-slack", Usage: "with --namespaces: lead at most ceil(namespaces/hosts)+`N` before resigning one; -1 disables balancing"},
-			&cli.BoolFlag{Name: "debug-unchecked-ticks", Hidden: true, Usage: "test hook: the tick task skips the lease check and writes once more with its stale fence after losing leadership"},
 		}, apiFlags("")...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 0 {
 				return usageErrorf("serve: unexpected arguments %q", c.Args().Slice())
 			}
 			o := serveOptions{
-				Advertise:      c.String("advertise"),
-				LeaseTTL:       c.Duration("lease-ttl"),
-				AdminAddr:      c.String("admin-addr"),
-				UncheckedTicks: c.Bool("debug-unchecked-ticks"),
-				LogLevel:       c.String("log-level"),
-				Coordinators:   c.Int("coordinators"),
-				PolicyTimeout:  c.Duration("policy-timeout"),
-				RollbackAfter:  c.Int("rollback-after"),
+				Advertise:     c.String("advertise"),
+				LeaseTTL:      c.Duration("lease-ttl"),
+				AdminAddr:     c.String("admin-addr"),
+				LogLevel:      c.String("log-level"),
+				Coordinators:  c.Int("coordinators"),
+				PolicyTimeout: c.Duration("policy-timeout"),
+				RollbackAfter: c.Int("rollback-after"),
 			}
 			ret, err := parseRetention(c.String("retention"), false)
 			if err != nil {
@@ -139,9 +134,6 @@ Examples:
 				adv = defaultAdvertise(admin)
 			}
 			if c.IsSet("namespaces") {
-				if o.UncheckedTicks {
-					return usageErrorf("serve: --debug-unchecked-ticks is a single-namespace test hook; not with --namespaces")
-				}
 				return serveMulti(c, rdb, o, adv, log, admin) // serve_multi.go
 			}
 			st, err := storage.New(rdb, ns)
@@ -153,25 +145,12 @@ Examples:
 				return err
 			}
 			defer apiSrv.Stop()
-			hc := host.Config{Store: st, Advertise: adv, LeaseTTL: o.LeaseTTL, Logger: log, Admin: admin}
-			if o.UncheckedTicks { // test hook (debug_tick.go)
-				ttl := cmp.Or(o.LeaseTTL, host.DefaultLeaseTTL)
-				hc.TickInterval = -1
-				hc.Tasks = []host.Task{{Name: "tick", Run: uncheckedTickTask(st, ttl/host.DefaultTickDivisor, log)}}
-			}
-			h, err := host.New(hc)
+			h, err := host.New(c.Context, host.Config{Store: st, Advertise: adv, LeaseTTL: o.LeaseTTL, Logger: log, Admin: admin,
+				Engine: o.runtimeConfig()})
 			if err != nil {
 				return asUsage(err)
 			}
-			rt, err := host.NewEngine(c.Context, h, o.runtimeConfig())
-			if err != nil {
-				return asUsage(err)
-			}
-			defer func() {
-				cctx, cancel := context.WithTimeout(context.WithoutCancel(c.Context), 5*time.Second)
-				defer cancel()
-				_ = rt.Close(cctx)
-			}()
+			defer closeHost(c.Context, h, log)
 			return h.Run(c.Context)
 		},
 	}

@@ -64,8 +64,8 @@ func serveMulti(c *cli.Context, rdb redis.UniversalClient, o serveOptions, adv s
 			Advertise: adv,
 			LeaseTTL:  o.LeaseTTL,
 			Logger:    log,
+			Engine:    rc,
 		},
-		Engine:  &rc,
 		Admin:   admin,
 		Balance: host.BalanceConfig{Disabled: slack < 0, Slack: max(slack, 0)},
 	})

@@ -1,37 +1,15 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 
 	"github.com/urfave/cli/v2"
-
-	"github.com/wasmsched/wasmsched/storage"
+	"github.com/wasmsched/wasmsched/client"
 )
 
 func init() {
 	commands = append(commands, withInterspersed(slotsCommand()))
-}
-
-// slotsJSON is the json of `slots`.
-type slotsJSON struct {
-	Workers  []slotsWorkerJSON `json:"workers"`
-	Free     int               `json:"free"`
-	Assigned int               `json:"assigned"`
-}
-
-type slotsWorkerJSON struct {
-	Identity string         `json:"identity"`
-	Alive    bool           `json:"alive"`
-	Slots    []slotJSONView `json:"slots"`
-}
-
-// slotJSONView is one slot; run and token are "" when the slot is free.
-type slotJSONView struct {
-	Index int    `json:"index"`
-	Run   string `json:"run"`
-	Token string `json:"token"`
 }
 
 func slotsCommand() *cli.Command {
@@ -56,7 +34,10 @@ Examples:
 				return err
 			}
 			defer closeFn()
-			v, err := slotsView(c.Context, st)
+			if err := requireNamespace(c.Context, st); err != nil {
+				return err
+			}
+			v, err := clientOf(st).Slots(c.Context)
 			if err != nil {
 				return err
 			}
@@ -65,23 +46,7 @@ Examples:
 	}
 }
 
-func slotsView(ctx context.Context, st *storage.Store) (slotsJSON, error) {
-	sv, err := st.Slots(ctx)
-	if err != nil {
-		return slotsJSON{}, err
-	}
-	out := slotsJSON{Workers: make([]slotsWorkerJSON, 0, len(sv.Workers)), Free: sv.Free, Assigned: sv.Assigned}
-	for _, w := range sv.Workers {
-		wj := slotsWorkerJSON{Identity: w.Identity, Alive: w.Alive, Slots: make([]slotJSONView, 0, len(w.Slots))}
-		for _, s := range w.Slots {
-			wj.Slots = append(wj.Slots, slotJSONView{Index: s.Index, Run: s.Run, Token: s.Token})
-		}
-		out.Workers = append(out.Workers, wj)
-	}
-	return out, nil
-}
-
-func slotsTable(w io.Writer, v slotsJSON) {
+func slotsTable(w io.Writer, v client.Slots) {
 	fmt.Fprintln(w, "WORKER\tALIVE\tSLOT\tRUN\tTOKEN")
 	for _, wk := range v.Workers {
 		for _, s := range wk.Slots {

@@ -10,19 +10,12 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
 func init() {
 	commands = append(commands, withInterspersed(submitCommand()))
-}
-
-// submitJSON is the json answer of `submit`.
-type submitJSON struct {
-	ID    string `json:"id"`
-	Group string `json:"group"`
-	Seq   int64  `json:"seq"`
-	State string `json:"state"`
 }
 
 func submitCommand() *cli.Command {
@@ -123,13 +116,14 @@ func checkSubmit(req storage.SubmitRequest) error {
 	return nil
 }
 
-func submitRun(ctx context.Context, st *storage.Store, req storage.SubmitRequest) (submitJSON, error) {
-	r, err := st.Submit(ctx, req)
+func submitRun(ctx context.Context, st *storage.Store, req storage.SubmitRequest) (client.Run, error) {
+	r, _, err := clientOf(st).SubmitReplay(ctx, req.Group, client.SubmitOptions{ID: req.ID, Slots: req.Slots, Priority: req.Priority,
+		Payload: req.Payload, Duration: req.Duration, IdempotencyKey: req.IdempotencyKey})
 	switch {
-	case errors.Is(err, storage.ErrDuplicate):
-		return submitJSON{}, usageErrorf("run %s already exists", req.ID)
-	case err != nil:
-		return submitJSON{}, storeUsage(err)
+	case errors.Is(err, client.ErrExists):
+		return r, usageErrorf("run %s already exists", req.ID)
+	case errors.Is(err, client.ErrConflict):
+		return r, err // a key reused for another request: exit 1, naming the run
 	}
-	return submitJSON{ID: r.ID, Group: r.Group, Seq: r.Seq, State: string(r.State)}, nil
+	return r, storeUsage(err)
 }

@@ -1,132 +1,118 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"text/tabwriter"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/wasmsched/wasmsched/storage"
+	"github.com/wasmsched/wasmsched/client"
 )
 
 // watchRuns is `runs --watch`: it subscribes first (so no change between
-// the listing and the watch is lost), prints the page, then prints every
-// run an event names that matches f, re-read from the store (the event is
-// a hint; the record is the truth), until the context ends.
-func watchRuns(c *cli.Context, st *storage.Store, f storage.RunFilter) error {
+// the listing and the watch is lost), prints the page, then one row per
+// state change of a run matching o (the state the change entered, the
+// run's record as read right after), until the context ends. When changes
+// were lost (the watch fell behind, or its Redis connection dropped and
+// came back) it says so on stderr and prints the page again.
+func watchRuns(c *cli.Context, cl *client.Client, o client.ListOptions, limit int) error {
 	ctx := c.Context
 	format, err := outputFormat(c)
 	if err != nil {
 		return err
 	}
-	w, err := st.WatchRuns(ctx)
+	w, err := cl.Watch(ctx, client.WatchOptions{Group: o.Group})
 	if err != nil {
 		return err
 	}
 	defer w.Close()
-	out := newRunPrinter(c.App.Writer, format == "json")
+	out := &runPrinter{json: format == "json", w: c.App.Writer}
 	page := func() error {
-		rs, _, err := listRuns(ctx, st, f)
+		rs, _, err := listRuns(ctx, cl, o, limit)
 		if err != nil {
 			return err
 		}
+		out.header()
 		// oldest first, so the newest ends up last, where changes follow
 		for i := len(rs) - 1; i >= 0; i-- {
-			out.print(rs[i])
+			out.print(rs[i], rs[i].State)
 		}
-		return out.flush()
+		return nil
 	}
 	if err := page(); err != nil {
 		return err
 	}
 	for {
-		var b storage.RunBatch
+		var ev client.Event
 		select {
 		case <-ctx.Done():
 			return nil // interrupted: the watch's normal end
-		case v, ok := <-w.C:
+		case e, ok := <-w.C:
 			if !ok {
 				if ctx.Err() != nil {
 					return nil
 				}
 				return errors.New("run watch ended")
 			}
-			b = v
+			ev = e
 		}
-		if b.Missed {
-			fmt.Fprintln(c.App.ErrWriter, "wasmsched: the watch missed events (it fell behind or reconnected); listing the page again")
+		if ev.Missed {
+			fmt.Fprintln(c.App.ErrWriter, "wasmsched: the watch may have missed changes (it fell behind, or its Redis connection dropped and came back); listing the page again")
 			if err := page(); err != nil {
-				return watchErr(ctx, err)
-			}
-		}
-		ids := make([]string, 0, len(b.Events))
-		for _, ev := range b.Events {
-			if (f.Group == "" || ev.Group == f.Group) && (f.State == "" || ev.State == f.State) {
-				ids = append(ids, ev.Run)
-			}
-		}
-		for len(ids) > 0 {
-			n := min(len(ids), storage.MaxGetRuns)
-			rs, err := st.GetRuns(ctx, ids[:n])
-			if err != nil {
-				return watchErr(ctx, err)
-			}
-			ids = ids[n:]
-			for _, r := range rs {
-				v := toRunJSON(r)
-				if f.State != "" && storage.State(v.State) != f.State {
-					continue // moved on since the event
+				if ctx.Err() != nil {
+					return nil
 				}
-				out.print(v)
+				return err
 			}
+			continue
 		}
-		if err := out.flush(); err != nil {
-			return err
+		if o.State != "" && ev.State != o.State {
+			continue
 		}
+		out.print(ev.Run, ev.State)
 	}
 }
 
-// watchErr ends a watch quietly when it was interrupted mid-read.
-func watchErr(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
-}
-
-// runPrinter prints runs one per line: table rows under one header, or
-// compact JSON lines.
+// runPrinter prints runs one per line as they come: rows padded to the
+// runs table's column widths under a header, or compact JSON lines (a run
+// record, and for a change the state it entered: {"state": ..., "run": ...}).
 type runPrinter struct {
-	json   bool
-	w      io.Writer
-	tw     *tabwriter.Writer
-	enc    *json.Encoder
-	header bool
+	json bool
+	w    io.Writer
 }
 
-func newRunPrinter(w io.Writer, asJSON bool) *runPrinter {
-	return &runPrinter{json: asJSON, w: w, tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0), enc: json.NewEncoder(w)}
-}
-
-func (p *runPrinter) print(r runJSON) {
+func (p *runPrinter) header() {
 	if p.json {
-		_ = p.enc.Encode(r)
 		return
 	}
-	if !p.header {
-		runsTable(p.tw, nil) // the header line
-		p.header = true
+	cells := make([]string, len(runColumns))
+	for i, c := range runColumns {
+		cells[i] = c.name
 	}
-	runRow(p.tw, r)
+	p.row(cells)
 }
 
-func (p *runPrinter) flush() error {
+func (p *runPrinter) print(r client.Run, state string) {
 	if p.json {
-		return nil
+		_ = json.NewEncoder(p.w).Encode(client.Event{Run: r, State: state})
+		return
 	}
-	return p.tw.Flush()
+	p.row(runCells(r, state))
+}
+
+func (p *runPrinter) row(cells []string) {
+	var b strings.Builder
+	for i, c := range cells {
+		if i > 0 {
+			b.WriteString("  ")
+		}
+		b.WriteString(c)
+		if w := runColumns[i].width; len(c) < w && i < len(cells)-1 {
+			b.WriteString(strings.Repeat(" ", w-len(c)))
+		}
+	}
+	fmt.Fprintln(p.w, strings.TrimRight(b.String(), " "))
 }

@@ -19,8 +19,10 @@ import (
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/host/api"
 	"github.com/wasmsched/wasmsched/host/worker"
+	"github.com/wasmsched/wasmsched/internal/recordtest"
+	"github.com/wasmsched/wasmsched/internal/redistest"
+	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/storage"
-	"github.com/wasmsched/wasmsched/storage/redistest"
 )
 
 const (
@@ -80,11 +82,7 @@ func newEnv(t *testing.T, o opts) *env {
 // startEngine runs a leader (host + engine) and a simulated worker on st.
 func startEngine(t *testing.T, ctx context.Context, st *storage.Store) {
 	t.Helper()
-	h, err := host.New(host.Config{Store: st, Advertise: "api-test", LeaseTTL: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := host.NewEngine(ctx, h, host.EngineConfig{})
+	h, err := host.New(ctx, host.Config{Store: st, Advertise: "api-test", LeaseTTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +95,7 @@ func startEngine(t *testing.T, ctx context.Context, st *storage.Store) {
 	t.Cleanup(func() {
 		cancel()
 		wg.Wait()
-		_ = eng.Close(context.Background())
+		_ = h.Close(context.Background())
 	})
 }
 
@@ -176,27 +174,31 @@ func TestAPI_runs(t *testing.T) {
 	if got := e.do("POST", ns+"/groups/g/runs", `{}`, &r1, "Idempotency-Key", "k-1"); got != 201 {
 		t.Fatalf("keyed submit: %d", got)
 	}
-	if got := e.do("POST", ns+"/groups/g/runs", `{"id": "other"}`, &r2, "Idempotency-Key", "k-1"); got != 200 || r2.ID != r1.ID || r2.Seq != r1.Seq {
+	if got := e.do("POST", ns+"/groups/g/runs", `{}`, &r2, "Idempotency-Key", "k-1"); got != 200 || r2.ID != r1.ID || r2.Seq != r1.Seq {
 		t.Fatalf("replayed submit: %d %+v, want 200 and run %s", got, r2, r1.ID)
 	}
+	// the key reused for another request: 409 naming the run, nothing written
+	e.fails(409, "conflict", "the idempotency key was used for run "+r1.ID+" (group g) with another request", "POST", ns+"/groups/g/runs", `{"id": "other"}`, "Idempotency-Key", "k-1")
+	e.fails(409, "conflict", "the idempotency key was used for run "+r1.ID, "POST", ns+"/groups/h/runs", `{}`, "Idempotency-Key", "k-1")
 	if got := e.do("GET", ns+"/runs/a", "", &r); got != 200 || r.Priority != 3 {
 		t.Fatalf("get: %d %+v", got, r)
 	}
 	var page struct {
 		Runs []runJSON `json:"runs"`
 		Next string    `json:"next_cursor"`
+		More bool      `json:"more"`
 	}
-	if got := e.do("GET", ns+"/runs?group=g&limit=1", "", &page); got != 200 || len(page.Runs) != 1 || page.Runs[0].ID != r1.ID || page.Next == "" {
+	if got := e.do("GET", ns+"/runs?group=g&limit=1", "", &page); got != 200 || len(page.Runs) != 1 || page.Runs[0].ID != r1.ID || page.Next == "" || !page.More {
 		t.Fatalf("list: %d %+v", got, page)
 	}
-	if got := e.do("GET", ns+"/runs?cursor="+page.Next, "", &page); got != 200 || len(page.Runs) != 1 || page.Runs[0].ID != "a" || page.Next != "" {
+	if got := e.do("GET", ns+"/runs?cursor="+page.Next, "", &page); got != 200 || len(page.Runs) != 1 || page.Runs[0].ID != "a" || page.More {
 		t.Fatalf("next page: %d %+v", got, page)
 	}
 	var ex struct {
 		Why   string `json:"why"`
-		Ahead *int64 `json:"ahead"`
+		Place int    `json:"place"`
 	}
-	if got := e.do("GET", ns+"/runs/"+r1.ID+"/explain", "", &ex); got != 200 || ex.Ahead == nil || *ex.Ahead != 1 || !strings.Contains(ex.Why, "launches it now") && !strings.Contains(ex.Why, "waits") {
+	if got := e.do("GET", ns+"/runs/"+r1.ID+"/explain", "", &ex); got != 200 || ex.Place != 2 || !strings.Contains(ex.Why, "launches it now") && !strings.Contains(ex.Why, "waits") {
 		t.Fatalf("explain: %d %+v", got, ex)
 	}
 	if got := e.do("POST", ns+"/runs/a/stop", `{"reason": "no longer needed"}`, &r); got != 200 || r.State != "DISCARDED" {
@@ -246,12 +248,12 @@ func TestAPI_runs(t *testing.T) {
 func TestAPI_groups(t *testing.T) {
 	e := newEnv(t, opts{})
 	var g struct {
-		Name        string `json:"name"`
-		Policy      string `json:"policy"`
-		MaxActive   int    `json:"max_active"`
-		RetentionMS int64  `json:"retention_ms"`
+		Name      string `json:"name"`
+		Policy    string `json:"policy"`
+		MaxActive int    `json:"max_active"`
+		Retention string `json:"retention"`
 	}
-	if got := e.do("PUT", ns+"/groups/g", `{"policy": "priority", "max_active": 2, "retention_ms": 3600000}`, &g); got != 200 || g.Policy != "priority" || g.MaxActive != 2 || g.RetentionMS != 3600000 {
+	if got := e.do("PUT", ns+"/groups/g", `{"policy": "priority", "max_active": 2, "retention": "1h"}`, &g); got != 200 || g.Policy != "priority" || g.MaxActive != 2 || g.Retention != "1h0m0s" {
 		t.Fatalf("put: %d %+v", got, g)
 	}
 	for _, id := range []string{"a", "b", "c"} {
@@ -294,7 +296,7 @@ func TestAPI_groups(t *testing.T) {
 	e.fails(400, "invalid", "policy is required", "POST", ns+"/groups/g/dry-run", `{}`)
 	e.fails(422, "unprocessable", "nosuchpolicy", "PUT", ns+"/groups/g", `{"policy": "nosuchpolicy"}`)
 	e.fails(400, "invalid", "max_active", "PUT", ns+"/groups/g", `{"max_active": 100000}`)
-	e.fails(400, "invalid", "retention_ms", "PUT", ns+"/groups/g", `{"retention_ms": -7}`)
+	e.fails(400, "invalid", `retention "-7s": want a duration (36h), whole days (7d) or forever, or default`, "PUT", ns+"/groups/g", `{"retention": "-7s"}`)
 	if e.do("GET", ns+"/groups/g", "", &g); g.MaxActive != 2 || g.Policy != "priority" {
 		t.Fatalf("group changed by refused requests: %+v", g)
 	}
@@ -355,13 +357,9 @@ func pushTwoVersions(t *testing.T, st *storage.Store) {
 	t.Helper()
 	ctx := context.Background()
 	for i, src := range []string{"priority", "wait"} {
-		res, err := host.ResolvePolicy(ctx, st, src)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := res.Wasm(ctx, st)
-		if err != nil {
-			t.Fatal(err)
+		b, ok := plugins.Builtin(src)
+		if !ok {
+			t.Fatal(src)
 		}
 		if _, err := st.PushPolicy(ctx, storage.PushRequest{Name: "priority", Kind: "serial", Blob: b, Who: "test", Note: fmt.Sprint("v", i+1), Activate: true}); err != nil {
 			t.Fatal(err)
@@ -379,7 +377,7 @@ func TestAPI_policies(t *testing.T) {
 			Builtin bool   `json:"builtin"`
 		} `json:"policies"`
 	}
-	if got := e.do("GET", ns+"/policies", "", &list); got != 200 || len(list.Policies) != 4 || list.Policies[0].Name != "priority" || list.Policies[0].Active != 2 {
+	if got := e.do("GET", ns+"/policies", "", &list); got != 200 || len(list.Policies) != 4 || list.Policies[1].Name != "priority" || list.Policies[1].Active != 2 {
 		t.Fatalf("policies: %d %+v", got, list)
 	}
 	var act struct {
@@ -507,10 +505,15 @@ func TestAPI_events(t *testing.T) {
 		if !ok {
 			continue
 		}
-		var r runJSON
-		if err := json.Unmarshal([]byte(data), &r); err != nil {
+		var ev struct {
+			Run   runJSON `json:"run"`
+			State string  `json:"state"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil || ev.State == "" {
 			t.Fatalf("event data %q: %v", data, err)
 		}
+		r := ev.Run
+		r.State = ev.State // the state the change entered
 		if r.Group != "g" {
 			t.Fatalf("the group filter let %+v through", r)
 		}
@@ -586,4 +589,78 @@ func TestOpenAPI_routes(t *testing.T) {
 			t.Errorf("%s %s: not routed", method, path)
 		}
 	}
+}
+
+// TestAPI_records: the API's JSON of every record is the shared golden the
+// Go client's and the CLI's tests check (internal/recordtest).
+func TestAPI_records(t *testing.T) {
+	ctx := context.Background()
+	r := redistest.Start(t)
+	st, err := storage.New(r.Client(t), recordtest.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wasm, _ := plugins.Builtin("wait")
+	recordtest.Fixture(t, ctx, st, wasm)
+	s, err := api.New(ctx, api.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { srv.Close(); _ = s.Close(context.Background()) })
+	e := &env{t: t, st: st, srv: srv}
+	get := func(path string) []byte {
+		t.Helper()
+		var raw json.RawMessage
+		if got := e.do("GET", "/api/v1/namespaces/"+recordtest.Namespace+path, "", &raw); got != 200 {
+			t.Fatalf("GET %s: %d %s", path, got, raw)
+		}
+		return raw
+	}
+	recordtest.Check(t, "run", get("/runs/"+recordtest.Running))
+	recordtest.Check(t, "group", get("/groups/"+recordtest.Group))
+	recordtest.Check(t, "slots", get("/slots"))
+	recordtest.Check(t, "leader", get("/leader"))
+	recordtest.Check(t, "explanation", get("/runs/"+recordtest.Waiting+"/explain"))
+	recordtest.Check(t, "page", get("/runs?group="+recordtest.Group+"&limit=1"))
+	var gl struct {
+		Groups json.RawMessage `json:"groups"`
+	}
+	if err := json.Unmarshal(get("/groups"), &gl); err != nil {
+		t.Fatal(err)
+	}
+	recordtest.Check(t, "groups", gl.Groups)
+	var pl struct {
+		Policies []json.RawMessage `json:"policies"`
+	}
+	if err := json.Unmarshal(get("/policies"), &pl); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range pl.Policies {
+		var n struct {
+			Name string `json:"name"`
+		}
+		if json.Unmarshal(p, &n) == nil && n.Name == recordtest.Policy {
+			recordtest.Check(t, "policy", p)
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no policy %s in %s", recordtest.Policy, get("/policies"))
+	}
+}
+
+// TestAPI_putGroup_policyCheck: a policy pushed but never activated is
+// refused (422) with the CLI's message (cmd/wasmsched
+// TestGroupSet_policyMustExistAndBeSerial), and nothing changes.
+func TestAPI_putGroup_policyCheck(t *testing.T) {
+	e := newEnv(t, opts{})
+	wasm, _ := plugins.Builtin("wait")
+	if _, err := e.st.PushPolicy(context.Background(), storage.PushRequest{Name: "dormant", Kind: "serial", Blob: wasm, Who: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	e.fails(422, "unprocessable", "policy dormant has no active version in namespace ns, so its groups' runs would wait (wasmsched policy activate dormant VERSION)",
+		"PUT", ns+"/groups/g", `{"policy": "dormant"}`)
+	e.fails(404, "not_found", "not found", "GET", ns+"/groups/g", "")
 }

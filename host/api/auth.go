@@ -12,13 +12,13 @@ import (
 	"sync"
 )
 
-// Scope is what a token may do.
-type Scope string
+// scope is what a token may do.
+type scope string
 
 // Scopes. An admin token may do everything a read token may.
 const (
-	ScopeRead  Scope = "read"
-	ScopeAdmin Scope = "admin"
+	scopeRead  scope = "read"
+	scopeAdmin scope = "admin"
 )
 
 // Tokens is a token file: one "TOKEN SCOPE" per line (scope read or
@@ -33,7 +33,7 @@ type Tokens struct {
 
 type token struct {
 	sum   [32]byte // sha256 of the token: compared in constant time
-	scope Scope
+	scope scope
 	label string // "FILE:LINE", for the record (never the token)
 }
 
@@ -67,8 +67,8 @@ func (t *Tokens) Reload() error {
 		if len(fs) != 2 {
 			return fmt.Errorf("api: tokens %s:%d: want \"TOKEN SCOPE\", got %d fields", t.path, n, len(fs))
 		}
-		sc := Scope(fs[1])
-		if sc != ScopeRead && sc != ScopeAdmin {
+		sc := scope(fs[1])
+		if sc != scopeRead && sc != scopeAdmin {
 			return fmt.Errorf("api: tokens %s:%d: scope %q: want read or admin", t.path, n, fs[1])
 		}
 		if len(fs[0]) < MinTokenLen {
@@ -129,7 +129,7 @@ func requestToken(r *http.Request) string {
 
 // principal is who made a request.
 type principal struct {
-	scope Scope
+	scope scope
 	who   string
 }
 
@@ -140,7 +140,7 @@ func (s *Server) authorize(r *http.Request) (principal, error) {
 		return principal{}, err
 	}
 	if s.cfg.Tokens == nil {
-		return principal{scope: ScopeAdmin, who: "api (open)"}, nil
+		return principal{scope: scopeAdmin, who: "api (open)"}, nil
 	}
 	tok := requestToken(r)
 	if tok == "" {
@@ -151,7 +151,7 @@ func (s *Server) authorize(r *http.Request) (principal, error) {
 		return principal{}, errorf(http.StatusUnauthorized, "unauthorized", "unknown token")
 	}
 	p := principal{scope: tk.scope, who: "api (token " + tk.label + ")"}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && tk.scope != ScopeAdmin {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && tk.scope != scopeAdmin {
 		return principal{}, errorf(http.StatusForbidden, "forbidden", "this token has scope read; %s %s needs an admin token", r.Method, r.URL.Path)
 	}
 	return p, nil

@@ -44,7 +44,7 @@ func statusOf(err error) (int, string) {
 		return http.StatusBadRequest, "invalid"
 	case errors.Is(err, storage.ErrNotFound), errors.Is(err, host.ErrUnknownGroup), errors.Is(err, host.ErrUnknownPolicy):
 		return http.StatusNotFound, "not_found"
-	case errors.Is(err, storage.ErrDuplicate):
+	case errors.Is(err, storage.ErrDuplicate), errors.Is(err, storage.ErrConflict):
 		return http.StatusConflict, "conflict"
 	case errors.Is(err, storage.ErrBadState):
 		return http.StatusConflict, "bad_state"
@@ -84,13 +84,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// MaxBodyBytes bounds a request body.
-const MaxBodyBytes = 1 << 20
+// maxBodyBytes bounds a request body.
+const maxBodyBytes = 1 << 20
 
-// decodeBody reads a JSON body (at most MaxBodyBytes; unknown fields are
+// decodeBody reads a JSON body (at most maxBodyBytes; unknown fields are
 // an error, so a typo is not silently ignored). An empty body is {}.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
-	r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+	r.Body = http.MaxBytesReader(w, r.Body, maxBodyBytes)
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

@@ -70,9 +70,9 @@ func (h *hubs) join(st *storage.Store, sub *stream) (func(), error) {
 		h.mu.Unlock()
 		return nil, errorf(http.StatusServiceUnavailable, "unavailable", "the server is shutting down")
 	}
-	if h.n >= MaxEventStreams {
+	if h.n >= maxEventStreams {
 		h.mu.Unlock()
-		return nil, errorf(http.StatusServiceUnavailable, "unavailable", "%d event streams open, the most this server allows", MaxEventStreams)
+		return nil, errorf(http.StatusServiceUnavailable, "unavailable", "%d event streams open, the most this server allows", maxEventStreams)
 	}
 	ns := st.Namespace()
 	hb := h.m[ns]
@@ -116,7 +116,11 @@ func (h *hubs) join(st *storage.Store, sub *stream) (func(), error) {
 
 func (h *hubs) run(ctx context.Context, hb *hub) {
 	defer h.wg.Done()
-	w, err := hb.st.WatchRuns(ctx)
+	c, err := client.NewFromRedis(hb.st.Redis(), hb.ns)
+	var w *client.Watch
+	if err == nil {
+		w, err = c.Watch(ctx, client.WatchOptions{}) // subscribed when it returns
+	}
 	hb.ready <- err
 	if err != nil {
 		h.mu.Lock()
@@ -127,54 +131,31 @@ func (h *hubs) run(ctx context.Context, hb *hub) {
 		return
 	}
 	defer w.Close()
-	for b := range w.C {
-		if b.Missed {
+	for ev := range w.C {
+		if ev.Missed {
 			h.broadcastMissed(hb)
+			continue
 		}
-		seen := map[string]bool{}
-		ids := make([]string, 0, len(b.Events))
-		for _, ev := range b.Events {
-			if !seen[ev.Run] {
-				seen[ev.Run] = true
-				ids = append(ids, ev.Run)
-			}
-		}
-		for len(ids) > 0 {
-			n := min(len(ids), storage.MaxGetRuns)
-			rs, err := hb.st.GetRuns(ctx, ids[:n])
-			ids = ids[n:]
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				h.broadcastMissed(hb)
+		// encode once (the event record: the state entered and the run),
+		// then hand the frame to every stream under one lock
+		r := ev.Run
+		data, _ := json.Marshal(ev)
+		frame := []byte(fmt.Sprintf("event: run\ndata: %s\n\n", data))
+		h.mu.Lock()
+		for sub := range hb.subs {
+			if (sub.group != "" && sub.group != r.Group) || (sub.run != "" && sub.run != r.ID) {
 				continue
 			}
-			// encode once per run, then hand the frames to every stream
-			// under one lock
-			frames := make([][]byte, len(rs))
-			for i, r := range rs {
-				data, _ := json.Marshal(client.FromStorage(r))
-				frames[i] = []byte(fmt.Sprintf("event: run\ndata: %s\n\n", data))
-			}
-			h.mu.Lock()
-			for sub := range hb.subs {
-				for i, r := range rs {
-					if (sub.group != "" && sub.group != r.Group) || (sub.run != "" && sub.run != r.ID) {
-						continue
-					}
-					select {
-					case sub.ch <- frames[i]:
-					default:
-						select {
-						case sub.missed <- struct{}{}:
-						default:
-						}
-					}
+			select {
+			case sub.ch <- frame:
+			default:
+				select {
+				case sub.missed <- struct{}{}:
+				default:
 				}
 			}
-			h.mu.Unlock()
 		}
+		h.mu.Unlock()
 	}
 }
 

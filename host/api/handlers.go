@@ -24,81 +24,33 @@ func (s *Server) whoami(_ http.ResponseWriter, _ *http.Request, c *call) (int, a
 	return http.StatusOK, map[string]any{"scope": c.who.scope, "who": c.who.who, "auth": s.cfg.Tokens != nil}, nil
 }
 
-// --- views ---
-
-type leaderJSON struct {
-	Identity string     `json:"identity"` // "" = no leader
-	Epoch    int64      `json:"epoch"`
-	Since    *time.Time `json:"since"`
-}
-
-type slotJSON struct {
-	Index    int    `json:"index"`
-	Run      string `json:"run,omitempty"`
-	Task     int    `json:"task"`
-	RunState string `json:"run_state,omitempty"`
-}
-
-type workerJSON struct {
-	Identity string     `json:"identity"`
-	Alive    bool       `json:"alive"`
-	Expires  time.Time  `json:"expires"`
-	Slots    []slotJSON `json:"slots"`
-}
-
-type slotsJSON struct {
-	Workers  []workerJSON `json:"workers"`
-	Free     int          `json:"free"`
-	Assigned int          `json:"assigned"`
-}
-
-func (s *Server) leaderView(ctx context.Context, st *storage.Store) (leaderJSON, error) {
-	li, err := st.Leader(ctx)
-	if err != nil {
-		return leaderJSON{}, err
-	}
-	out := leaderJSON{Identity: li.Identity, Epoch: li.Epoch}
-	if !li.Since.IsZero() {
-		t := li.Since.UTC()
-		out.Since = &t
-	}
-	return out, nil
-}
-
-func slotsView(ctx context.Context, st *storage.Store) (slotsJSON, error) {
-	v, err := st.Slots(ctx)
-	if err != nil {
-		return slotsJSON{}, err
-	}
-	out := slotsJSON{Workers: []workerJSON{}, Free: v.Free, Assigned: v.Assigned}
-	for _, w := range v.Workers {
-		wj := workerJSON{Identity: w.Identity, Alive: w.Alive, Expires: w.Expires.UTC(), Slots: []slotJSON{}}
-		for _, sl := range w.Slots {
-			wj.Slots = append(wj.Slots, slotJSON{Index: sl.Index, Run: sl.Run, Task: sl.Task, RunState: string(sl.RunState)})
-		}
-		out.Workers = append(out.Workers, wj)
-	}
-	return out, nil
-}
-
 func (s *Server) leader(_ http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
-	v, err := s.leaderView(r.Context(), c.st)
+	v, err := c.c.Leader(r.Context())
 	return http.StatusOK, v, err
 }
 
 func (s *Server) slots(_ http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
-	v, err := slotsView(r.Context(), c.st)
+	v, err := c.c.Slots(r.Context())
 	return http.StatusOK, v, err
 }
 
-// overview is the UI's first page: leader, workers and slot usage, groups.
+// overviewJSON is the UI's first page: leader, workers and slot usage, groups.
+type overviewJSON struct {
+	Namespace string        `json:"namespace"`
+	Leader    client.Leader `json:"leader"`
+	Slots     client.Slots  `json:"slots"`
+	Groups    int           `json:"groups"`
+	Waiting   int           `json:"waiting"`
+	Active    int           `json:"active"`
+}
+
 func (s *Server) overview(_ http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
 	ctx := r.Context()
-	l, err := s.leaderView(ctx, c.st)
+	l, err := c.c.Leader(ctx)
 	if err != nil {
 		return 0, nil, err
 	}
-	sl, err := slotsView(ctx, c.st)
+	sl, err := c.c.Slots(ctx)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -106,135 +58,35 @@ func (s *Server) overview(_ http.ResponseWriter, r *http.Request, c *call) (int,
 	if err != nil {
 		return 0, nil, err
 	}
-	waiting, active := 0, 0
+	o := overviewJSON{Namespace: c.c.Namespace(), Leader: l, Slots: sl, Groups: len(gs)}
 	for _, g := range gs {
-		waiting += g.Waiting
-		active += g.Active
+		o.Waiting += g.Waiting
+		o.Active += g.Active
 	}
-	return http.StatusOK, map[string]any{"namespace": c.st.Namespace(), "leader": l, "slots": sl,
-		"groups": len(gs), "waiting": waiting, "active": active}, nil
+	return http.StatusOK, o, nil
 }
 
 // --- groups ---
-
-type decisionSummaryJSON struct {
-	At             time.Time `json:"at"`
-	ID             string    `json:"id"`
-	Epoch          int64     `json:"epoch"`
-	Policy         string    `json:"policy"`
-	PolicyVersion  string    `json:"policy_version"`
-	PolicyRegistry int       `json:"policy_registry"`
-	Launched       int       `json:"launched"`
-	Discarded      int       `json:"discarded"`
-	Stopped        int       `json:"stopped"`
-	DiscardBelow   int64     `json:"discard_below,omitempty"`
-	// Reasons are the policy's reasons on the runs of the decision (from
-	// the runs' decision records, those still present).
-}
-
-type groupDetailJSON struct {
-	client.Group
-	Active       []client.Run          `json:"active_runs"`
-	Queue        []client.Run          `json:"queue"` // oldest first; a deep group: its window (oldest and newest)
-	QueueTotal   int64                 `json:"queue_total"`
-	Truncated    bool                  `json:"queue_truncated"`
-	Decisions    []decisionSummaryJSON `json:"decisions"`
-	Reasons      []reasonJSON          `json:"recent_reasons"`
-	PolicyActive string                `json:"policy_active"` // the version that decides it now
-}
-
-type reasonJSON struct {
-	Run    string    `json:"run"`
-	Action string    `json:"action"`
-	Reason string    `json:"reason"`
-	At     time.Time `json:"at"`
-}
 
 func (s *Server) listGroups(_ http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
 	gs, err := c.c.Groups(r.Context())
 	if err != nil {
 		return 0, nil, err
 	}
-	type row struct {
-		client.Group
-		Latest *decisionSummaryJSON `json:"latest_decision,omitempty"`
-	}
-	names := make([]string, 0, len(gs))
-	for _, g := range gs {
-		names = append(names, g.Name)
-	}
-	if len(names) > storage.MaxGetRuns {
-		names = names[:storage.MaxGetRuns] // bounded: the first groups by name carry their latest decision
-	}
-	latest, err := c.st.LatestDecisions(r.Context(), names) // one round trip for all
-	if err != nil {
-		return 0, nil, err
-	}
-	out := make([]row, 0, len(gs))
-	for i, g := range gs {
-		rw := row{Group: g}
-		if i < len(latest) && latest[i] != nil {
-			d := summary(*latest[i])
-			rw.Latest = &d
-		}
-		out = append(out, rw)
-	}
-	return http.StatusOK, map[string]any{"groups": out}, nil
-}
-
-func summary(d storage.GroupDecisionRecord) decisionSummaryJSON {
-	return decisionSummaryJSON{At: d.At.UTC(), ID: d.ID, Epoch: d.Epoch, Policy: d.Policy, PolicyVersion: d.PolicyVersion,
-		PolicyRegistry: d.PolicyRegistry, Launched: d.Launched, Discarded: d.Discarded, Stopped: d.Stop, DiscardBelow: d.DiscardBelow}
+	return http.StatusOK, map[string]any{"groups": gs}, nil
 }
 
 func (s *Server) getGroup(_ http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
-	ctx := r.Context()
-	name := r.PathValue("g")
-	g, err := c.c.Group(ctx, name)
-	if err != nil {
-		return 0, nil, err
-	}
-	sn, err := c.st.Snapshot(ctx, name)
-	if err != nil {
-		return 0, nil, err
-	}
-	out := groupDetailJSON{Group: g, Active: []client.Run{}, Queue: []client.Run{}, Decisions: []decisionSummaryJSON{}, Reasons: []reasonJSON{},
-		QueueTotal: int64(sn.WaitingTotal), Truncated: sn.WaitingTotal > len(sn.Waiting)}
-	ids := make([]string, 0, len(sn.Active))
-	for _, a := range sn.Active {
-		ids = append(ids, a.ID)
-	}
-	act, err := c.st.GetRuns(ctx, ids) // with their slot assignments
-	if err != nil {
-		return 0, nil, err
-	}
-	for _, a := range act {
-		out.Active = append(out.Active, client.FromStorage(a))
-		if a.Decision != nil {
-			out.Reasons = append(out.Reasons, reasonJSON{Run: a.ID, Action: string(a.Decision.Action), Reason: a.Decision.Reason, At: a.Decision.At.UTC()})
-		}
-	}
-	for _, w := range sn.Waiting {
-		out.Queue = append(out.Queue, client.FromStorage(w))
-	}
-	ds, err := c.st.GroupDecisions(ctx, name)
-	if err != nil {
-		return 0, nil, err
-	}
-	for _, d := range ds {
-		out.Decisions = append(out.Decisions, summary(d))
-	}
-	if pol, err := host.CandidateFor(ctx, c.st, g.Policy); err == nil {
-		out.PolicyActive = pol.Label + " " + pol.SHA256[:12]
-	}
-	return http.StatusOK, out, nil
+	g, err := c.c.Group(r.Context(), r.PathValue("g"))
+	return http.StatusOK, g, err
 }
 
 type groupPutJSON struct {
-	Policy      string `json:"policy"`
-	MaxActive   int    `json:"max_active"`
-	Window      int    `json:"window"`
-	RetentionMS *int64 `json:"retention_ms"` // -1 = the namespace default, 0 = forever
+	Policy    string `json:"policy"`
+	MaxActive int    `json:"max_active"`
+	Window    int    `json:"window"`
+	// Retention: "default", "forever" or a duration ("36h", "7d"); "" keeps it.
+	Retention string `json:"retention"`
 }
 
 func (s *Server) putGroup(w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
@@ -243,19 +95,22 @@ func (s *Server) putGroup(w http.ResponseWriter, r *http.Request, c *call) (int,
 		return 0, nil, err
 	}
 	gs := client.GroupSettings{Policy: body.Policy, MaxActive: body.MaxActive, Window: body.Window}
-	if body.RetentionMS != nil {
-		d := time.Duration(*body.RetentionMS) * time.Millisecond
-		if *body.RetentionMS < -1 {
-			return 0, nil, errorf(http.StatusBadRequest, "invalid", "retention_ms %d: want -1 (the namespace default), 0 (forever) or > 0", *body.RetentionMS)
-		}
-		if *body.RetentionMS == -1 {
-			d = storage.RetentionDefault
+	if body.Retention != "" {
+		d, err := client.ParseRetention(body.Retention, true)
+		if err != nil {
+			return 0, nil, err
 		}
 		gs.Retention = &d
 	}
 	if body.Policy != "" {
-		if _, err := host.ResolvePolicy(r.Context(), c.st, body.Policy); err != nil {
-			return 0, nil, errorf(http.StatusUnprocessableEntity, "unprocessable", "policy %q: no built-in and no active version in namespace %s", body.Policy, c.st.Namespace())
+		if err := storage.ValidateName("policy", body.Policy); err != nil {
+			return 0, nil, err
+		}
+		if err := host.CheckGroupPolicy(r.Context(), c.st, body.Policy); err != nil {
+			if errors.Is(err, host.ErrUnknownPolicy) || errors.Is(err, host.ErrNotSerial) {
+				return 0, nil, errorf(http.StatusUnprocessableEntity, "unprocessable", "%s", err.Error())
+			}
+			return 0, nil, err
 		}
 	}
 	g, err := c.c.SetGroup(r.Context(), r.PathValue("g"), gs)
@@ -272,8 +127,8 @@ type submitJSON struct {
 	DurationMS int64  `json:"duration_ms"`
 }
 
-// IdempotencyHeader carries a submit's idempotency key.
-const IdempotencyHeader = "Idempotency-Key"
+// idempotencyHeader carries a submit's idempotency key.
+const idempotencyHeader = "Idempotency-Key"
 
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
 	var body submitJSON
@@ -285,7 +140,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, c *call) (int, a
 	}
 	run, replayed, err := c.c.SubmitReplay(r.Context(), r.PathValue("g"), client.SubmitOptions{ID: body.ID, Slots: body.Slots,
 		Priority: body.Priority, Payload: body.Payload, Duration: time.Duration(body.DurationMS) * time.Millisecond,
-		IdempotencyKey: r.Header.Get(IdempotencyHeader)})
+		IdempotencyKey: r.Header.Get(idempotencyHeader)})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -342,7 +197,7 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request, c *call) (int, any
 	return http.StatusOK, run, err
 }
 
-// acquire takes a decision slot (MaxConcurrentDecisions), or fails when
+// acquire takes a decision slot (maxConcurrentDecisions), or fails when
 // the request ends first.
 func (s *Server) acquire(ctx context.Context) (func(), error) {
 	select {
@@ -353,43 +208,17 @@ func (s *Server) acquire(ctx context.Context) (func(), error) {
 	}
 }
 
-type explainJSON struct {
-	Run       client.Run   `json:"run"`
-	State     string       `json:"state"`
-	Ahead     *int64       `json:"ahead,omitempty"`
-	Waiting   *int64       `json:"waiting,omitempty"`
-	MaxActive int          `json:"max_active,omitempty"`
-	Active    []client.Run `json:"active,omitempty"`
-	Policy    string       `json:"policy,omitempty"`
-	InWindow  *bool        `json:"in_window,omitempty"`
-	Now       string       `json:"now,omitempty"`
-	NowReason string       `json:"now_reason,omitempty"`
-	Why       string       `json:"why"`
-}
-
 func (s *Server) explain(_ http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
 	release, err := s.acquire(r.Context())
 	if err != nil {
 		return 0, nil, err
 	}
 	defer release()
-	ex, err := host.Explain(r.Context(), s.rt, c.st, r.PathValue("id"))
+	ex, err := s.in.Explain(r.Context(), c.st, r.PathValue("id"))
 	if errors.Is(err, storage.ErrNotFound) {
 		return 0, nil, errorf(http.StatusNotFound, "not_found", "run %s not found (expired or never existed)", r.PathValue("id"))
 	}
-	if err != nil {
-		return 0, nil, err
-	}
-	out := explainJSON{Run: client.FromStorage(ex.Run), State: string(ex.Run.State), Why: ex.Why}
-	if ex.Waiting {
-		out.Ahead, out.Waiting, out.MaxActive, out.Policy, out.InWindow = &ex.Ahead, &ex.Total, ex.MaxActive, ex.Policy, &ex.InWindow
-		out.Active = []client.Run{}
-		for _, a := range ex.Active {
-			out.Active = append(out.Active, client.FromStorage(a))
-		}
-		out.Now, out.NowReason = ex.Now, ex.NowReason
-	}
-	return http.StatusOK, out, nil
+	return http.StatusOK, ex, err
 }
 
 type dryRunReqJSON struct {
@@ -407,7 +236,7 @@ func (s *Server) dryRun(w http.ResponseWriter, r *http.Request, c *call) (int, a
 	if err := storage.ValidateName("policy", body.Policy); err != nil {
 		return 0, nil, err
 	}
-	cand, err := host.CandidateFor(r.Context(), c.st, body.Policy)
+	cand, err := host.ResolvePolicy(r.Context(), c.st, body.Policy)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -416,66 +245,18 @@ func (s *Server) dryRun(w http.ResponseWriter, r *http.Request, c *call) (int, a
 		return 0, nil, err
 	}
 	defer release()
-	res, err := host.DryRunGroup(r.Context(), s.rt, c.st, cand, r.PathValue("g"))
+	res, err := s.in.DryRun(r.Context(), c.st, cand, r.PathValue("g"))
 	return http.StatusOK, res, err
 }
 
 // --- policies ---
 
-type policyVersionJSON struct {
-	Version  int       `json:"version"`
-	SHA256   string    `json:"sha256"`
-	PushedAt time.Time `json:"pushed_at"`
-	Who      string    `json:"who"`
-	Note     string    `json:"note"`
-	Deleted  bool      `json:"deleted,omitempty"`
-}
-
-type policyEventJSON struct {
-	At      time.Time `json:"at"`
-	Who     string    `json:"who"`
-	Action  string    `json:"action"`
-	Version int       `json:"version"`
-	Note    string    `json:"note"`
-}
-
-type policyJSON struct {
-	Name     string              `json:"name"`
-	Kind     string              `json:"kind"`
-	Active   int                 `json:"active"` // 0 = the built-in
-	Builtin  bool                `json:"builtin"`
-	Versions []policyVersionJSON `json:"versions"`
-	History  []policyEventJSON   `json:"history"`
-}
-
 func (s *Server) listPolicies(_ http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
-	ps, err := c.st.ListPolicies(r.Context())
+	ps, err := host.Policies(r.Context(), c.st)
 	if err != nil {
 		return 0, nil, err
 	}
-	out := []policyJSON{}
-	seen := map[string]bool{}
-	builtin := map[string]bool{}
-	for _, n := range host.BuiltinPolicies() {
-		builtin[n] = true
-	}
-	for _, p := range ps {
-		pj := policyJSON{Name: p.Name, Kind: p.Kind, Active: p.Active, Builtin: builtin[p.Name], Versions: []policyVersionJSON{}, History: []policyEventJSON{}}
-		for _, v := range p.Versions {
-			pj.Versions = append(pj.Versions, policyVersionJSON{Version: v.Version, SHA256: v.SHA256, PushedAt: v.PushedAt.UTC(), Who: v.Who, Note: v.Note, Deleted: v.Deleted})
-		}
-		for _, e := range p.History {
-			pj.History = append(pj.History, policyEventJSON{At: e.At.UTC(), Who: e.Who, Action: e.Action, Version: e.Version, Note: e.Note})
-		}
-		seen[p.Name] = true
-		out = append(out, pj)
-	}
-	for _, n := range host.BuiltinPolicies() {
-		if !seen[n] {
-			out = append(out, policyJSON{Name: n, Builtin: true, Versions: []policyVersionJSON{}, History: []policyEventJSON{}})
-		}
-	}
-	return http.StatusOK, map[string]any{"policies": out}, nil
+	return http.StatusOK, map[string]any{"policies": ps}, nil
 }
 
 type activateJSON struct {
@@ -512,12 +293,18 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request, c *call) (int,
 	return s.onePolicy(r.Context(), c, name)
 }
 
+// onePolicy answers a registry change with the policy's record.
 func (s *Server) onePolicy(ctx context.Context, c *call, name string) (int, any, error) {
-	p, err := c.st.GetPolicy(ctx, name)
+	ps, err := host.Policies(ctx, c.st)
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, map[string]any{"name": p.Name, "active": p.Active}, nil
+	for _, p := range ps {
+		if p.Name == name {
+			return http.StatusOK, p, nil
+		}
+	}
+	return 0, nil, errorf(http.StatusNotFound, "not_found", "policy %s not found", name)
 }
 
 // --- UI login ---
@@ -535,7 +322,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.cfg.Tokens == nil {
-		writeJSON(w, http.StatusOK, map[string]any{"scope": ScopeAdmin, "auth": false})
+		writeJSON(w, http.StatusOK, map[string]any{"scope": scopeAdmin, "auth": false})
 		return
 	}
 	tk, ok := s.cfg.Tokens.lookup(body.Token)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -26,16 +27,16 @@ var uiFS embed.FS
 
 // Server timeouts and bounds.
 const (
-	DefaultReadHeaderTimeout = 5 * time.Second
-	DefaultReadTimeout       = 30 * time.Second
-	DefaultWriteTimeout      = 30 * time.Second // not for the event streams
-	DefaultIdleTimeout       = 2 * time.Minute
-	MaxHeaderBytes           = 64 << 10
-	// MaxConcurrentDecisions bounds the dry-runs and explanations in flight
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 30 * time.Second
+	writeTimeout      = 30 * time.Second // not for the event streams
+	idleTimeout       = 2 * time.Minute
+	maxHeaderBytes           = 64 << 10
+	// maxConcurrentDecisions bounds the dry-runs and explanations in flight
 	// (each runs a policy in the API's own sandbox).
-	MaxConcurrentDecisions = 2
-	// MaxEventStreams bounds the open /events streams.
-	MaxEventStreams = 1000
+	maxConcurrentDecisions = 2
+	// maxEventStreams bounds the open /events streams.
+	maxEventStreams = 1000
 )
 
 // Config configures New. Store is required; the zero value of the rest
@@ -75,7 +76,8 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	rt     *policies.Runtime
-	decide chan struct{} // semaphore: MaxConcurrentDecisions
+	in     *host.Inspector // keeps the policies it decided with loaded
+	decide chan struct{}   // semaphore: maxConcurrentDecisions
 	hubs   *hubs
 	mux    *http.ServeMux
 }
@@ -103,7 +105,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	s := &Server{cfg: cfg, log: log, rt: rt, decide: make(chan struct{}, MaxConcurrentDecisions)}
+	s := &Server{cfg: cfg, log: log, rt: rt, in: host.NewInspector(rt), decide: make(chan struct{}, maxConcurrentDecisions)}
 	s.hubs = newHubs(s)
 	s.routes()
 	return s, nil
@@ -112,7 +114,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 // Close ends the event streams and closes the runtime.
 func (s *Server) Close(ctx context.Context) error {
 	s.hubs.close()
-	return s.rt.Close(ctx)
+	return errors.Join(s.in.Close(ctx), s.rt.Close(ctx))
 }
 
 // Handler is the API (/api/v1/...) and the UI (/ui/).
@@ -120,8 +122,8 @@ func (s *Server) Handler() http.Handler { return s.mux }
 
 // Serve serves on ln until ctx ends, with the server timeouts.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: DefaultReadHeaderTimeout, ReadTimeout: DefaultReadTimeout,
-		WriteTimeout: DefaultWriteTimeout, IdleTimeout: DefaultIdleTimeout, MaxHeaderBytes: MaxHeaderBytes,
+	srv := &http.Server{Handler: s.mux, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout,
+		WriteTimeout: writeTimeout, IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	done := make(chan struct{})
 	go func() {
@@ -179,7 +181,11 @@ func (s *Server) api(pattern string, h handler) {
 				writeError(w, err)
 				return
 			}
-			cl.st, cl.c = st, client.FromStore(st)
+			if cl.c, err = client.NewFromRedis(st.Redis(), st.Namespace()); err != nil {
+				writeError(w, err)
+				return
+			}
+			cl.st = st
 		}
 		status, v, err := h(w, r, cl)
 		if err != nil {
@@ -253,15 +259,6 @@ func (s *Server) routeTable() []struct {
 		{"POST " + p + "/policies/{name}/rollback", s.rollback},
 		{"GET " + p + "/events", s.events},
 	}
-}
-
-// Routes lists the API's routes as "METHOD PATH" (for the OpenAPI check).
-func Routes() []string {
-	var out []string
-	for _, r := range (&Server{}).routeTable() {
-		out = append(out, r.pattern)
-	}
-	return out
 }
 
 func (s *Server) routes() {

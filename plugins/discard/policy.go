@@ -2,19 +2,19 @@ package main
 
 import "github.com/wasmsched/wasmsched/abi"
 
-// Discard is DolphinScheduler's DISCARD generalised by max_active: launch the
+// policy is DolphinScheduler's DISCARD generalised by max_active: launch the
 // oldest WAITING runs while fewer than max_active runs are active (with the
 // default max_active 1: only when none is), and discard every other WAITING
 // run. Active runs are never touched. When the snapshot's window does not
 // hold every waiting run, one discard_below covers the rest, however many.
-type Discard struct{}
+type policy struct{}
 
 const (
 	reasonLaunch  = "oldest waiting run, below max_active"
 	reasonDiscard = "group busy: discard policy drops later runs"
 )
 
-func (Discard) DecideSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) {
+func (policy) DecideSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) {
 	free := int(s.EffectiveMaxActive()) - len(s.Active)
 	if s.Truncated() {
 		// the window's oldest part holds at least max_active runs

@@ -6,14 +6,14 @@ import (
 	"github.com/wasmsched/wasmsched/abi"
 )
 
-// Priority is DolphinScheduler's PRIORITY generalised by max_active: the
+// policy is DolphinScheduler's PRIORITY generalised by max_active: the
 // newest max_active runs (by seq, among WAITING runs and active runs that are
 // not already STOPPING) survive. Surviving WAITING runs are launched, older
 // WAITING runs discarded and older active runs stopped; old and new overlap
 // briefly while the old ones stop. STOPPING runs are left alone.
-type Priority struct{}
+type policy struct{}
 
-func (Priority) DecideSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) {
+func (policy) DecideSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) {
 	keep := int(s.EffectiveMaxActive())
 	// Walk both seq-sorted lists from the newest end to find the seq of the
 	// keep-th newest candidate: everything at or above it survives.

@@ -11,9 +11,9 @@ func TestMain(m *testing.M) { cases.Main(m) }
 // TestTable runs the priority table natively, through the host runtime with the
 // committed priority.wasm (which must agree with the native result), and checks
 // the native policy does not allocate.
-func TestTable(t *testing.T) { cases.TestSerial(t, "priority", Priority{}) }
+func TestTable(t *testing.T) { cases.TestSerial(t, "priority", policy{}) }
 
-func BenchmarkDecide(b *testing.B) { cases.BenchSerial(b, "priority", Priority{}) }
+func BenchmarkDecide(b *testing.B) { cases.BenchSerial(b, "priority", policy{}) }
 
 // BenchmarkRatio: native and every wasm build, interleaved (cases.BenchRatio).
-func BenchmarkRatio(b *testing.B) { cases.BenchRatio(b, "priority", Priority{}) }
+func BenchmarkRatio(b *testing.B) { cases.BenchRatio(b, "priority", policy{}) }

@@ -6,6 +6,6 @@ import "github.com/wasmsched/wasmsched/abi/sdk"
 
 //go:generate env GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false "-ldflags=-s -w" -o reuse.wasm .
 
-func init() { sdk.Register(Reuse{}) }
+func init() { sdk.Register(policy{}) }
 
 func main() {}

@@ -16,7 +16,7 @@ func TestMain(m *testing.M) { cases.Main(m) }
 func TestTable(t *testing.T) {
 	for _, c := range cases.ReuseCases() {
 		t.Run(c.Name, func(t *testing.T) {
-			d, err := sdk.CallReuse(Reuse{}, c.Req)
+			d, err := sdk.CallReuse(policy{}, c.Req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -43,7 +43,7 @@ func TestWasmTable(t *testing.T) {
 	}
 }
 
-func TestGuestsTable(t *testing.T) { cases.TestReuseGuests(t, Reuse{}) }
+func TestGuestsTable(t *testing.T) { cases.TestReuseGuests(t, policy{}) }
 
 func BenchmarkDecide(b *testing.B) {
 	for _, n := range []int{16, 256} {
@@ -64,7 +64,7 @@ func BenchmarkDecide(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				d.Reset()
-				Reuse{}.DecideReuse(r, &d)
+				policy{}.DecideReuse(r, &d)
 			}
 		})
 	}

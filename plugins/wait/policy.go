@@ -2,18 +2,18 @@ package main
 
 import "github.com/wasmsched/wasmsched/abi"
 
-// Wait is DolphinScheduler's WAIT generalised by max_active: while fewer than
+// policy is DolphinScheduler's WAIT generalised by max_active: while fewer than
 // max_active runs are active (STOPPING ones included), launch the oldest
 // WAITING runs, as many as fit in one decision. It never discards or stops.
-type Wait struct{}
+type policy struct{}
 
-// ReasonLaunch is the reason of every wait launch (the WAT wait plugin uses
+// reasonLaunch is the reason of every wait launch (the WAT wait plugin uses
 // the same bytes).
-const ReasonLaunch = "oldest waiting run, below max_active"
+const reasonLaunch = "oldest waiting run, below max_active"
 
-func (Wait) DecideSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) {
+func (policy) DecideSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) {
 	free := int(s.EffectiveMaxActive()) - len(s.Active)
 	for i := 0; i < free && i < len(s.Waiting); i++ {
-		d.Launch(s.Waiting[i].ID, ReasonLaunch)
+		d.Launch(s.Waiting[i].ID, reasonLaunch)
 	}
 }

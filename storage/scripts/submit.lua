@@ -7,12 +7,18 @@
 -- ARGV[8] work channel (PUBLISH of the group: the coordinator wakes; advisory),
 -- ARGV[9] run-events channel (publish_runs: WAITING#group#id),
 -- ARGV[10] the idempotency key's lifetime in ms, ARGV[11] run-hash key
--- prefix (Keys.RunPrefix) (both with KEYS[8] only)
+-- prefix (Keys.RunPrefix), ARGV[12] the request's fingerprint (its group
+-- and run settings), ARGV[13] '1' when the caller chose ARGV[2] (all four
+-- with KEYS[8] only)
 -- returns: {seq, submitted_at_ms, replayed (0|1), run id}
 -- idempotency: with KEYS[8], a key that names a run that still exists
--- returns that run (replayed = 1, its id), whatever ARGV[2] says; else the
--- run is submitted and KEYS[8] names it for ARGV[10] ms.
--- errors: WS_DUP (run id exists, submitted by another call), WS_INVALID
+-- returns that run (replayed = 1, its id) when the request's fingerprint is
+-- the one it was made with (and a run id the caller chose is that run's);
+-- else the run is submitted and KEYS[8] names it
+-- ("id<US>fingerprint") for ARGV[10] ms.
+-- errors: WS_DUP (run id exists, submitted by another call), WS_CONFLICT
+-- (the idempotency key names a run made by another request: nothing
+-- written), WS_INVALID
 -- replay: a retried call (same op id) finds its own run and returns it, replayed = 1.
 -- bound: O(log n) (one run, its group's waiting zset)
 local slots = tonumber(ARGV[3])
@@ -20,10 +26,15 @@ if not slots or slots < 1 then
   return redis.error_reply('WS_INVALID run ' .. ARGV[2] .. ': slots must be >= 1')
 end
 if KEYS[8] then
-  local prev = redis.call('GET', KEYS[8])
-  if prev then
-    local r = redis.call('HMGET', ARGV[11] .. prev, 'seq', 'submitted_at')
+  local v = redis.call('GET', KEYS[8])
+  if v then
+    local prev, fp = string.match(v, '^([^\31]*)\31?(.*)$')
+    local r = redis.call('HMGET', ARGV[11] .. prev, 'seq', 'submitted_at', 'group')
     if r[1] then
+      if fp ~= ARGV[12] or (ARGV[13] == '1' and prev ~= ARGV[2]) then
+        return redis.error_reply('WS_CONFLICT the idempotency key was used for run ' .. prev .. ' (group ' ..
+          tostring(r[3]) .. ') with another request; reuse it only for the same request')
+      end
       return {tonumber(r[1]), tonumber(r[2]), 1, prev}
     end
   end
@@ -51,6 +62,6 @@ redis.call('SADD', KEYS[5], ARGV[1])
 redis.call('PUBLISH', ARGV[8], ARGV[1])
 publish_runs(ARGV[9], {'WAITING#' .. ARGV[1] .. '#' .. ARGV[2]})
 if KEYS[8] then
-  redis.call('SET', KEYS[8], ARGV[2], 'PX', ARGV[10])
+  redis.call('SET', KEYS[8], ARGV[2] .. '\31' .. ARGV[12], 'PX', ARGV[10])
 end
 return {seq, now, 0, ARGV[2]}

@@ -86,9 +86,9 @@ const views = {
       <td class=num>${r.priority}</td><td>${(r.assignments || []).map((a) => `<span class=mono>${esc(a.worker)}#${a.slot}</span>`).join(" ") || "-"}</td>
       <td><a href="#/runs/${encodeURIComponent(r.id)}/explain" data-explain="${esc(r.id)}">explain</a></td></tr>`;
     main.innerHTML = `<h1>Group ${esc(g.name)}</h1>
-      <dl class="kv"><dt>policy</dt><dd id="group-policy">${esc(g.policy_active || g.policy)}</dd><dt>max_active</dt><dd>${g.max_active}</dd>
+      <dl class="kv"><dt>policy</dt><dd id="group-policy">${esc(g.policy)}${g.latest_decision ? ` <span class=mono>${esc(g.latest_decision.policy_version)}</span>` : ""}</dd><dt>max_active</dt><dd>${g.max_active}</dd>
         <dt>window</dt><dd>${g.window}</dd><dt>active / waiting</dt><dd>${g.active} / ${g.waiting}</dd>
-        <dt>retention</dt><dd>${g.retention_ms < 0 ? "namespace default" : g.retention_ms === 0 ? "forever" : g.retention_ms / 1000 + " s"}</dd></dl>
+        <dt>retention</dt><dd>${g.retention === "default" ? "namespace default" : esc(g.retention)}</dd></dl>
       <h2>Active runs</h2>
       <table><thead><tr><th>run</th><th class=num>seq</th><th>state</th><th class=num>prio</th><th>slots</th><th></th></tr></thead>
         <tbody id="group-active">${g.active_runs.map(runRow).join("") || `<tr><td colspan=6 class=muted>none</td></tr>`}</tbody></table>
@@ -99,7 +99,7 @@ const views = {
       <table><thead><tr><th>at</th><th>decision</th><th>policy</th><th class=num>launched</th><th class=num>discarded</th><th class=num>stopped</th></tr></thead><tbody>
         ${g.decisions.map((d) => `<tr><td>${when(d.at)}</td><td class=mono>${esc(d.id)}</td><td>${esc(d.policy)} ${esc(d.policy_version)}</td>
           <td class=num>${d.launched}</td><td class=num>${d.discarded}</td><td class=num>${d.stopped}</td></tr>`).join("") || `<tr><td colspan=6 class=muted>none yet</td></tr>`}</tbody></table>
-      ${g.recent_reasons.length ? `<h2>Why the active runs were launched</h2><ul>${g.recent_reasons.map((r) => `<li>${runLink(r.run)}: ${esc(r.action)}: ${esc(r.reason || "-")}</li>`).join("")}</ul>` : ""}
+      ${g.active_runs.some((r) => r.decision) ? `<h2>Why the active runs were launched</h2><ul>${g.active_runs.filter((r) => r.decision).map((r) => `<li>${runLink(r.id)}: ${esc(r.decision.action)}: ${esc(r.decision.reason || "-")}</li>`).join("")}</ul>` : ""}
       <h2>Dry-run another policy on this group</h2>
       <form class="inline" id="dryrun-form"><select id="dryrun-policy">${policies.map((p) => `<option>${esc(p.name)}</option>`).join("")}</select>
         <button type="submit">Dry-run</button><span class="muted">read-only: nothing is written</span></form>
@@ -158,11 +158,11 @@ const views = {
 
   async explain(main, id) {
     const x = await api(nsPath(`/runs/${encodeURIComponent(id)}/explain`));
-    main.innerHTML = `<h1>Why is ${runLink(x.run.id)} ${badge(x.state)}?</h1>
+    main.innerHTML = `<h1>Why is ${runLink(x.run.id)} ${badge(x.run.state)}?</h1>
       <div class="why" id="explain-why">${esc(x.why)}</div>
-      ${x.ahead !== undefined ? `<dl class="kv"><dt>place</dt><dd>${x.ahead} of ${x.waiting} waiting (0 = next)</dd>
-        <dt>active</dt><dd>${x.active.length} of max_active ${x.max_active}: ${x.active.map((a) => runLink(a.id) + " " + badge(a.state)).join(", ") || "none"}</dd>
-        <dt>policy</dt><dd>${esc(x.policy)}</dd><dt>the policy now</dt><dd>${esc(x.now)} ${esc(x.now_reason || "")}</dd>
+      ${x.place ? `<dl class="kv"><dt>place</dt><dd>${x.place} of ${x.waiting} waiting (1 = next)</dd>
+        <dt>active</dt><dd>${(x.active || []).length} of max_active ${x.max_active}: ${(x.active || []).map((a) => runLink(a.id) + " " + badge(a.state)).join(", ") || "none"}</dd>
+        <dt>policy</dt><dd>${esc(x.policy)}</dd><dt>the policy now</dt><dd>${x.now ? esc(x.now) + " " + esc(x.now_reason || "") : "no action for it"}</dd>
         <dt>in the policy's window</dt><dd>${x.in_window ? "yes" : "no"}</dd></dl>` : ""}
       <p><a href="#/groups/${encodeURIComponent(x.run.group)}">group ${esc(x.run.group)}</a></p>`;
   },
@@ -259,7 +259,7 @@ function connect() {
   state.es = es;
   es.onopen = () => { $("#live").classList.add("on"); $("#live").textContent = "● live"; };
   es.onerror = () => { $("#live").classList.remove("on"); $("#live").textContent = "○ reconnecting"; };
-  es.addEventListener("run", (e) => onRun(JSON.parse(e.data)));
+  es.addEventListener("run", (e) => onRun(JSON.parse(e.data).run));
   es.addEventListener("missed", () => render());
 }
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmsched/wasmsched/storage/redistest"
+	"github.com/wasmsched/wasmsched/internal/redistest"
 )
 
 // next returns the listener's next event, failing after 10 s.

@@ -1,0 +1,97 @@
+package client
+
+import (
+	"time"
+
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// The one converter from storage's records to the client's (records.go).
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+func runOf(r storage.Run) Run {
+	out := Run{ID: r.ID, Group: r.Group, Seq: r.Seq, State: string(r.State), Slots: r.Slots, Priority: r.Priority,
+		Payload: r.Payload, DurationMS: r.Duration.Milliseconds(), Policy: r.Policy, PolicyVersion: r.PolicyVersion,
+		SubmittedAt: timePtr(r.SubmittedAt), LaunchedAt: timePtr(r.LaunchedAt), StartedAt: timePtr(r.StartedAt),
+		FinishedAt: timePtr(r.FinishedAt), Reason: r.Reason, Assignments: make([]Assignment, 0, len(r.Assignments))}
+	if d := r.Decision; d != nil {
+		out.Decision = &Decision{ID: d.ID, Epoch: d.Epoch, At: d.At.UTC(), Action: string(d.Action), Reason: d.Reason,
+			Policy: d.Policy, PolicyVersion: d.PolicyVersion, PolicySHA256: d.PolicySHA256, PolicyRegistry: d.PolicyRegistry}
+	}
+	// A final run holds no slots (its record keeps the last assignment for
+	// the report's replay guard); show what it holds, not what it held.
+	if !r.State.Final() {
+		for _, a := range r.Assignments {
+			out.Assignments = append(out.Assignments, Assignment{Worker: a.Worker, Slot: a.Slot, Token: a.Token, Task: a.Task})
+		}
+	}
+	return out
+}
+
+func runsOf(rs []storage.Run) []Run {
+	out := make([]Run, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, runOf(r))
+	}
+	return out
+}
+
+// retentionString is a group's retention as records show it.
+func retentionString(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "default"
+	case d == 0:
+		return "forever"
+	}
+	return d.String()
+}
+
+func groupOf(g storage.Group) Group {
+	w := g.Window
+	if w == 0 {
+		w = storage.DefaultWindow
+	}
+	return Group{Name: g.Name, Policy: g.Policy, MaxActive: g.MaxActive, Window: w, Retention: retentionString(g.Retention),
+		Version: g.Version, Waiting: g.Waiting, Active: g.Active}
+}
+
+func groupDecisionOf(d storage.GroupDecisionRecord) GroupDecision {
+	return GroupDecision{At: d.At.UTC(), ID: d.ID, Epoch: d.Epoch, Policy: d.Policy, PolicyVersion: d.PolicyVersion,
+		PolicyRegistry: d.PolicyRegistry, Launched: d.Launched, Discarded: d.Discarded, Stopped: d.Stop, DiscardBelow: d.DiscardBelow}
+}
+
+func slotsOf(v storage.SlotsView) Slots {
+	out := Slots{Workers: make([]Worker, 0, len(v.Workers)), Free: v.Free, Assigned: v.Assigned}
+	for _, w := range v.Workers {
+		wk := Worker{Identity: w.Identity, Alive: w.Alive, Expires: w.Expires.UTC(), Slots: make([]Slot, 0, len(w.Slots))}
+		for _, s := range w.Slots {
+			wk.Slots = append(wk.Slots, Slot{Index: s.Index, Run: s.Run, Task: s.Task, Token: s.Token, RunState: string(s.RunState)})
+		}
+		out.Workers = append(out.Workers, wk)
+	}
+	return out
+}
+
+func policyOf(p storage.Policy, builtin bool) Policy {
+	out := Policy{Name: p.Name, Kind: p.Kind, Active: p.Active, Builtin: builtin,
+		Versions: make([]PolicyVersion, 0, len(p.Versions)), History: make([]PolicyEvent, 0, len(p.History))}
+	for _, v := range p.Versions {
+		out.Versions = append(out.Versions, PolicyVersion{Version: v.Version, SHA256: v.SHA256, PushedAt: v.PushedAt.UTC(),
+			Who: v.Who, Note: v.Note, Deleted: v.Deleted})
+	}
+	for _, e := range p.History {
+		out.History = append(out.History, PolicyEvent{At: e.At.UTC(), Who: e.Who, Action: e.Action, Version: e.Version, Note: e.Note})
+	}
+	if a := p.AutoRollback; a != nil {
+		out.AutoRollback = &AutoRollback{From: a.From, To: a.To, At: a.At.UTC(), Reason: a.Reason}
+	}
+	return out
+}

@@ -1,0 +1,262 @@
+package client
+
+import (
+	"time"
+
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// The records below are the one vocabulary of wasmsched: the Go client
+// returns them, the HTTP API serves them and the CLI prints them with
+// -o json, so the same thing has the same JSON everywhere
+// (testdata/records/*.json are their goldens). Conventions: times are
+// RFC 3339 in UTC (Redis TIME, milliseconds) and null when not reached;
+// durations are integer milliseconds in fields ending in _ms; lists are []
+// when empty, never null; every record has the same keys whatever its state.
+
+// Run is one run of a group.
+type Run struct {
+	ID    string `json:"id"`
+	Group string `json:"group"`
+	// Seq is the namespace-wide submit order.
+	Seq int64 `json:"seq"`
+	// State is WAITING, LAUNCHED, RUNNING, STOPPING, SUCCEEDED, FAILED,
+	// STOPPED or DISCARDED.
+	State    string `json:"state"`
+	Slots    int    `json:"slots"`
+	Priority int    `json:"priority"`
+	// Payload is handed to the worker as is.
+	Payload string `json:"payload"`
+	// DurationMS is how long a simulated worker runs it (0: the worker's
+	// own work decides).
+	DurationMS int64 `json:"duration_ms"`
+	// Policy and PolicyVersion are the policy (and its sha256 prefix) of
+	// the decision that launched it; "" before.
+	Policy        string     `json:"policy"`
+	PolicyVersion string     `json:"policy_version"`
+	SubmittedAt   *time.Time `json:"submitted_at"`
+	LaunchedAt    *time.Time `json:"launched_at"`
+	StartedAt     *time.Time `json:"started_at"`
+	FinishedAt    *time.Time `json:"finished_at"`
+	Reason        string     `json:"reason"`
+	// Decision is the last policy decision that moved it (launch, discard
+	// or stop); null when none did (waiting, or stopped by a client).
+	Decision *Decision `json:"decision"`
+	// Assignments are its task slots while it holds them, by task.
+	Assignments []Assignment `json:"assignments"`
+}
+
+// Final reports whether the run has ended.
+func (r Run) Final() bool { return storage.State(r.State).Final() }
+
+// Decision is the record of the policy decision that moved a run.
+type Decision struct {
+	ID             string    `json:"id"` // epoch:group:version
+	Epoch          int64     `json:"epoch"`
+	At             time.Time `json:"at"`
+	Action         string    `json:"action"` // launch, discard or stop
+	Reason         string    `json:"reason"`
+	Policy         string    `json:"policy"`
+	PolicyVersion  string    `json:"policy_version"`
+	PolicySHA256   string    `json:"policy_sha256"`
+	PolicyRegistry int       `json:"policy_registry"` // 0 = the built-in
+}
+
+// Assignment is one task slot of a run: worker, slot index, assignment
+// token; task 0 executes the run, the others are reserved capacity.
+type Assignment struct {
+	Worker string `json:"worker"`
+	Slot   int    `json:"slot"`
+	Token  string `json:"token"`
+	Task   int    `json:"task"`
+}
+
+// Group is a serial group: its settings, its counts and (from Group, not
+// Groups) its queue and latest decisions.
+type Group struct {
+	Name      string `json:"name"`
+	Policy    string `json:"policy"`
+	MaxActive int    `json:"max_active"`
+	// Window is how many of its oldest and newest waiting runs a policy sees.
+	Window int `json:"window"`
+	// Retention is how long its finished runs are kept: "default" (the
+	// leader's serve --retention), "forever", or a duration ("36h0m0s").
+	Retention string `json:"retention"`
+	Version   int64  `json:"version"`
+	Waiting   int    `json:"waiting"`
+	Active    int    `json:"active"`
+	// LatestDecision is its last applied decision (null if none).
+	LatestDecision *GroupDecision `json:"latest_decision"`
+	// Detail (Client.Group only; omitted from lists):
+	// ActiveRuns are its LAUNCHED, RUNNING and STOPPING runs.
+	ActiveRuns []Run `json:"active_runs,omitempty"`
+	// Queue is its waiting runs oldest first; of a deep group the window
+	// its policy sees (QueueTruncated), of QueueTotal.
+	Queue          []Run `json:"queue,omitempty"`
+	QueueTotal     int   `json:"queue_total,omitempty"`
+	QueueTruncated bool  `json:"queue_truncated,omitempty"`
+	// Decisions are its latest applied decisions, newest first.
+	Decisions []GroupDecision `json:"decisions,omitempty"`
+}
+
+// GroupDecision is one applied decision of a group, in counts.
+type GroupDecision struct {
+	At             time.Time `json:"at"`
+	ID             string    `json:"id"` // epoch:group:version
+	Epoch          int64     `json:"epoch"`
+	Policy         string    `json:"policy"`
+	PolicyVersion  string    `json:"policy_version"`
+	PolicyRegistry int       `json:"policy_registry"` // 0 = the built-in
+	Launched       int       `json:"launched"`
+	Discarded      int       `json:"discarded"`
+	Stopped        int       `json:"stopped"`
+	// DiscardBelow: every waiting run with a smaller seq was discarded (0 = none).
+	DiscardBelow int64 `json:"discard_below"`
+}
+
+// Slots is the namespace's slot table.
+type Slots struct {
+	Workers []Worker `json:"workers"`
+	// Free and Assigned count the slots of live workers.
+	Free     int `json:"free"`
+	Assigned int `json:"assigned"`
+}
+
+// Worker is one registered worker and its slots.
+type Worker struct {
+	Identity string `json:"identity"`
+	// Alive: its heartbeat has not expired (Redis time).
+	Alive   bool      `json:"alive"`
+	Expires time.Time `json:"expires"`
+	Slots   []Slot    `json:"slots"`
+}
+
+// Slot is one slot of a worker; Run, Token and RunState are "" when free.
+type Slot struct {
+	Index    int    `json:"index"`
+	Run      string `json:"run"`
+	Task     int    `json:"task"`
+	Token    string `json:"token"`
+	RunState string `json:"run_state"`
+}
+
+// Leader is who leads the namespace. Identity is "" and Since null when
+// nobody does (lock absent or expired); Epoch is then the last leader's
+// (0 if there never was one).
+type Leader struct {
+	Namespace string     `json:"namespace"`
+	Identity  string     `json:"identity"`
+	Epoch     int64      `json:"epoch"`
+	Since     *time.Time `json:"since"`
+	// LastTick is the leader's last fenced liveness write (null if none).
+	LastTick *Tick `json:"last_tick"`
+}
+
+// Tick is a leader's fenced liveness write (every lease TTL/3).
+type Tick struct {
+	Holder string    `json:"holder"`
+	Epoch  int64     `json:"epoch"`
+	At     time.Time `json:"at"`
+	Count  int64     `json:"count"` // ticks of this term so far
+}
+
+// Policy is a named policy: its registry versions and history, or a
+// built-in that was never pushed (Builtin, no versions).
+type Policy struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"` // serial or slot-reuse
+	// Active is the active registry version; 0 = the built-in (or, for a
+	// name that is not a built-in, none: its groups wait).
+	Active   int             `json:"active"`
+	Builtin  bool            `json:"builtin"`
+	Versions []PolicyVersion `json:"versions"`
+	History  []PolicyEvent   `json:"history"`
+	// AutoRollback is the last automatic rollback by a host (null if none).
+	AutoRollback *AutoRollback `json:"auto_rollback"`
+}
+
+// PolicyVersion is one pushed version of a policy.
+type PolicyVersion struct {
+	Version  int       `json:"version"` // 1, 2, ... in push order
+	SHA256   string    `json:"sha256"`
+	PushedAt time.Time `json:"pushed_at"`
+	Who      string    `json:"who"`
+	Note     string    `json:"note"`
+	Deleted  bool      `json:"deleted"`
+}
+
+// PolicyEvent is one entry of a policy's history: push, activate,
+// rollback, auto-rollback or delete.
+type PolicyEvent struct {
+	At      time.Time `json:"at"`
+	Who     string    `json:"who"`
+	Action  string    `json:"action"`
+	Version int       `json:"version"`
+	Note    string    `json:"note"`
+}
+
+// AutoRollback is a rollback a host made after a version's decisions kept
+// failing (To 0 = the built-in).
+type AutoRollback struct {
+	From   int       `json:"from"`
+	To     int       `json:"to"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
+}
+
+// Explanation says why a run waits, or what moved it (`run explain`).
+type Explanation struct {
+	Run Run `json:"run"`
+	// Why is the explanation in words.
+	Why string `json:"why"`
+	// For a WAITING run (else zero and omitted):
+	// Ahead is how many waiting runs are older (0 = the head); Place is
+	// its place in the queue, 1-based (Ahead+1) of Waiting.
+	Ahead     int    `json:"ahead,omitempty"`
+	Place     int    `json:"place,omitempty"`
+	Waiting   int    `json:"waiting,omitempty"`
+	MaxActive int    `json:"max_active,omitempty"`
+	Active    []Run  `json:"active,omitempty"` // the group's active runs
+	Policy    string `json:"policy,omitempty"` // the group's policy and version
+	// InWindow: the policy sees the run (a deep group shows a window).
+	InWindow bool `json:"in_window,omitempty"`
+	// Now is what the group's policy decides for it on the live state,
+	// read-only: launch, discard, discard_below or "" (nothing).
+	Now       string `json:"now,omitempty"`
+	NowReason string `json:"now_reason,omitempty"`
+}
+
+// PolicyDecision is what a policy decided for a snapshot and its verdict
+// (`policy dry-run`, `policy test`, the API's dry-run).
+type PolicyDecision struct {
+	Policy  string   `json:"policy"`  // e.g. "priority v3", "wait (built-in)", a file
+	Version string   `json:"version"` // sha256 of the module
+	Valid   bool     `json:"valid"`
+	Outcome string   `json:"outcome"` // valid, invalid, timeout or trap
+	Errors  []string `json:"errors"`
+	Actions []Action `json:"actions"`
+}
+
+// Action is one action of a decision.
+type Action struct {
+	Action string `json:"action"` // launch, discard, stop or discard_below
+	Run    string `json:"run"`
+	Seq    uint64 `json:"seq,omitempty"` // of a discard_below: every waiting run below it
+	Reason string `json:"reason"`
+}
+
+// DryRun is a candidate policy's decision on a live group beside the
+// decision of the group's own policy, and where they differ.
+type DryRun struct {
+	PolicyDecision
+	Group  string          `json:"group"`
+	Active *PolicyDecision `json:"active"`
+	Diff   []ActionDiff    `json:"diff"`
+}
+
+// ActionDiff is one run on which two decisions differ ("none" for no action).
+type ActionDiff struct {
+	Run       string `json:"run"`
+	Active    string `json:"active"`
+	Candidate string `json:"candidate"`
+}

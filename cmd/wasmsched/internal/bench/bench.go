@@ -1,0 +1,470 @@
+// Package bench is `wasmsched bench`: an end-to-end load harness that
+// starts hosts and simulated workers in this process (through the same
+// public API `serve` and `worker` use), submits zero-work runs over many
+// groups from concurrent clients, and measures launches/s, latency and the
+// Redis time each run costs.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/badinput"
+	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/host/worker"
+	"github.com/wasmsched/wasmsched/plugins"
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// Options are the harness's settings (the CLI's flags).
+type Options struct {
+	Namespace    string // "" = bench-<unix nanos>, deleted afterwards
+	Groups       int
+	Policy       string // of the generated groups; "" = wait
+	Window       int    // of the generated groups; 0 = storage.DefaultWindow
+	Runs         int    // 0 = 10 x Groups
+	Workers      int    // 0 = use the workers already running in the namespace
+	Slots        int
+	Hosts        int // 0 = use the leader already running in the namespace
+	Duration     time.Duration
+	Clients      int
+	SubmitBatch  int // 0 = 1
+	Coordinators int
+	Timeout      time.Duration
+	HeartbeatTTL time.Duration
+	LeaseTTL     time.Duration
+	Keep         bool
+	CPUProfile   string
+	SlowLog      bool
+}
+
+// Check validates o and fills its defaults; errors are bad input.
+func (o *Options) Check() error {
+	switch {
+	case o.Groups < 1:
+		return badinput.Errorf("bench: --groups must be >= 1, got %d", o.Groups)
+	case o.Window < 0 || o.Window > storage.MaxWindow:
+		return badinput.Errorf("bench: --window must be 1 to %d, got %d", storage.MaxWindow, o.Window)
+	case o.Runs < 0:
+		return badinput.Errorf("bench: --runs must be >= 0, got %d", o.Runs)
+	case o.Workers < 0:
+		return badinput.Errorf("bench: --workers must be >= 0, got %d", o.Workers)
+	case o.Slots < 1:
+		return badinput.Errorf("bench: --slots must be >= 1, got %d", o.Slots)
+	case o.Hosts < 0:
+		return badinput.Errorf("bench: --hosts must be >= 0, got %d", o.Hosts)
+	case o.Duration < 0:
+		return badinput.Errorf("bench: --duration must not be negative, got %v", o.Duration)
+	case o.Clients < 1:
+		return badinput.Errorf("bench: --clients must be >= 1, got %d", o.Clients)
+	case o.SubmitBatch < 0:
+		return badinput.Errorf("bench: --submit-batch must be >= 1, got %d", o.SubmitBatch)
+	case o.Timeout <= 0:
+		return badinput.Errorf("bench: --timeout must be positive, got %v", o.Timeout)
+	case o.HeartbeatTTL < 30*time.Millisecond:
+		return badinput.Errorf("bench: --heartbeat-ttl must be >= 30ms, got %v", o.HeartbeatTTL)
+	case o.LeaseTTL < host.MinLeaseTTL:
+		return badinput.Errorf("bench: --lease-ttl must be >= %v, got %v", host.MinLeaseTTL, o.LeaseTTL)
+	}
+	if o.Policy == "" {
+		o.Policy = "wait"
+	}
+	if err := storage.ValidateName("policy", o.Policy); err != nil {
+		return badinput.Errorf("bench: --policy: %v", err)
+	}
+	if k, ok := plugins.Kind(o.Policy); ok && k != abi.KindSerial {
+		return badinput.Errorf("bench: --policy %s is a %s policy; groups need a serial one (wait, discard, priority)", o.Policy, k)
+	} else if !ok && o.Namespace == "" {
+		return badinput.Errorf("bench: --policy %s is not a built-in: a pushed policy needs the --namespace it is pushed in", o.Policy)
+	}
+	if o.Runs == 0 {
+		o.Runs = 10 * o.Groups
+	}
+	if o.SubmitBatch == 0 {
+		o.SubmitBatch = 1
+	}
+	if o.Namespace != "" {
+		if err := storage.ValidateName("namespace", o.Namespace); err != nil {
+			return badinput.Wrap(err)
+		}
+	}
+	return nil
+}
+
+// Result is the harness's figures (durations in milliseconds).
+type Result struct {
+	Namespace      string         `json:"namespace"`
+	Groups         int            `json:"groups"`
+	Policy         string         `json:"policy"`
+	Window         int            `json:"window,omitempty"`
+	Runs           int            `json:"runs"`
+	Hosts          int            `json:"hosts"`
+	Workers        int            `json:"workers"`
+	SlotsPerWorker int            `json:"slots_per_worker"`
+	RunDurationMS  float64        `json:"run_duration_ms"`
+	Clients        int            `json:"clients"`
+	SubmitBatch    int            `json:"submit_batch"`
+	SubmitSeconds  float64        `json:"submit_seconds"`
+	SubmitsPerSec  float64        `json:"submits_per_sec"`
+	LaunchSeconds  float64        `json:"launch_seconds"`
+	LaunchesPerSec float64        `json:"launches_per_sec"`
+	FinishSeconds  float64        `json:"finish_seconds"`
+	FinishesPerSec float64        `json:"finishes_per_sec"`
+	SubmitToLaunch Latency        `json:"submit_to_launched_ms"`
+	LaunchToRun    Latency        `json:"launched_to_running_ms"`
+	SubmitToRun    Latency        `json:"submit_to_running_ms"`
+	SubmitToFinal  Latency        `json:"submit_to_final_ms"`
+	States         map[string]int `json:"states"`
+	CleanedUp      bool           `json:"cleaned_up"`
+	// SlowestMS is the slowest Redis command during the run (--slowlog),
+	// in ms, and SlowCommands the slowest ones (at most 8).
+	SlowLog      bool     `json:"slowlog,omitempty"`
+	SlowestMS    float64  `json:"slowest_command_ms,omitempty"`
+	SlowCommands []string `json:"slow_commands,omitempty"`
+}
+
+// Latency is a distribution's percentiles, in ms.
+type Latency struct {
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// env is one harness run: its connections and what runs in the background.
+type env struct {
+	o      Options
+	url    string
+	errw   io.Writer
+	log    *slog.Logger
+	st     *storage.Store // the harness's own reads
+	runCtx context.Context
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+	closer []func() // run after the hosts and workers stopped, last first
+}
+
+// connect opens a connection of its own: the submitters' bursts must not
+// queue the leader's or the workers' commands behind them in one pool.
+func (e *env) connect(ctx context.Context) (*storage.Store, error) {
+	rdb, err := storage.Connect(ctx, e.url)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	st, err := storage.New(rdb, e.o.Namespace)
+	if err != nil {
+		rdb.Close()
+		return nil, badinput.Wrap(err)
+	}
+	if err := st.Load(ctx); err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	e.closer = append(e.closer, func() { rdb.Close() })
+	return st, nil
+}
+
+// shutdown stops the hosts and workers and closes every connection.
+func (e *env) shutdown() {
+	e.stop()
+	e.wg.Wait()
+	for _, f := range slices.Backward(e.closer) {
+		f()
+	}
+	e.closer = nil
+}
+
+// Run runs the harness against the Redis at url. It returns the (possibly
+// partial) result unless nothing was measured.
+func Run(ctx context.Context, url string, o Options, errw io.Writer, log *slog.Logger) (*Result, error) {
+	generated := o.Namespace == ""
+	if generated {
+		o.Namespace = fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	e := &env{o: o, url: url, errw: errw, log: log}
+	e.runCtx, e.stop = context.WithCancel(ctx)
+	defer e.shutdown()
+	var err error
+	if e.st, err = e.connect(ctx); err != nil {
+		return nil, err
+	}
+	own := e.closer // the harness's own connection outlives the hosts and workers (the cleanup uses it)
+	e.closer = nil
+	defer func() {
+		for _, f := range own {
+			f()
+		}
+	}()
+	fmt.Fprintf(errw, "bench: namespace %s on %s\n", o.Namespace, url)
+	cleanup := generated && !o.Keep
+	cleaned := false
+	if cleanup {
+		defer func() {
+			if !cleaned {
+				_, _ = e.st.DeleteNamespace(context.WithoutCancel(ctx))
+			}
+		}()
+	}
+	if o.CPUProfile != "" {
+		stopProfile, err := startProfile(o.CPUProfile)
+		if err != nil {
+			return nil, err
+		}
+		defer stopProfile()
+	}
+	if err := e.prepare(ctx); err != nil {
+		return nil, err
+	}
+	var readSlow func(context.Context) ([]storage.SlowCommand, error)
+	if o.SlowLog {
+		if readSlow, err = e.st.WatchSlowLog(ctx, time.Millisecond); err != nil {
+			return nil, fmt.Errorf("bench: --slowlog: %w", err)
+		}
+	}
+	ids, submitTook, err := e.submitAll(ctx, cancel)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(errw, "bench: submitted %d runs in %v; waiting for them to finish\n", o.Runs, submitTook.Round(time.Millisecond))
+	recs, waitErr := waitFinal(ctx, e.st, ids, o.Groups, errw)
+	res := summarize(o, recs, submitTook)
+	if readSlow != nil {
+		res.addSlowLog(readSlow(context.WithoutCancel(ctx)))
+	}
+	e.shutdown()
+	if cleanup {
+		if _, err := e.st.DeleteNamespace(context.WithoutCancel(ctx)); err != nil {
+			fmt.Fprintf(errw, "bench: cleaning up namespace %s: %v\n", o.Namespace, err)
+		} else {
+			cleaned = true
+		}
+	}
+	res.CleanedUp = cleaned
+	if waitErr != nil {
+		return res, fmt.Errorf("bench: %w (partial figures above)", waitErr)
+	}
+	return res, nil
+}
+
+func startProfile(file string) (stop func(), err error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, badinput.Errorf("bench: --cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: --cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// prepare starts the hosts and workers, waits for a leader and the
+// workers' slots, sets up the groups and sends one warm-up run through, so
+// the figures measure the engine at work, not the hosts' first load
+// (compilation) of the policy.
+func (e *env) prepare(ctx context.Context) error {
+	if err := e.startHosts(ctx); err != nil {
+		return err
+	}
+	if err := e.startWorkers(ctx); err != nil {
+		return err
+	}
+	if err := waitReady(ctx, e.st, e.o); err != nil {
+		return err
+	}
+	if e.o.Policy != "wait" || e.o.Window != 0 {
+		if err := host.CheckGroupPolicy(ctx, e.st, e.o.Policy); err != nil {
+			return badinput.Errorf("bench: --policy: %w", err)
+		}
+		for i := range e.o.Groups {
+			if _, err := e.st.SetGroupSettings(ctx, groupName(i), storage.GroupSettings{Policy: e.o.Policy, Window: e.o.Window}); err != nil {
+				return fmt.Errorf("bench: group settings: %w", err)
+			}
+		}
+	}
+	warm := time.Now()
+	if err := warmUp(ctx, e.st, e.o.Policy); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.errw, "bench: warm-up run done in %v\n", time.Since(warm).Round(time.Millisecond))
+	return nil
+}
+
+func groupName(i int) string { return fmt.Sprintf("g%05d", i) }
+
+// startHosts runs o.Hosts hosts (the runtime of `serve`) in the background.
+func (e *env) startHosts(ctx context.Context) error {
+	for i := range e.o.Hosts {
+		st, err := e.connect(ctx)
+		if err != nil {
+			return err
+		}
+		h, err := host.New(ctx, host.Config{Store: st, Advertise: fmt.Sprintf("bench-host-%d", i), LeaseTTL: e.o.LeaseTTL,
+			Logger: e.log.With("component", "host", "host", i), Engine: host.EngineConfig{Coordinators: e.o.Coordinators}})
+		if err != nil {
+			return badinput.Wrap(err)
+		}
+		e.closer = append(e.closer, func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = h.Close(cctx)
+		})
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			if err := h.Run(e.runCtx); err != nil {
+				e.log.Error("bench: host stopped", "err", err)
+			}
+		}()
+	}
+	return nil
+}
+
+// startWorkers runs o.Workers simulated workers in the background.
+func (e *env) startWorkers(ctx context.Context) error {
+	if e.o.Workers == 0 {
+		return nil
+	}
+	st, err := e.connect(ctx)
+	if err != nil {
+		return err
+	}
+	for i := range e.o.Workers {
+		w := &worker.Agent{Store: st, Advertise: fmt.Sprintf("bench-worker-%d", i), Slots: e.o.Slots,
+			HeartbeatTTL: e.o.HeartbeatTTL, Logger: e.log.With("component", "worker", "worker", i)}
+		if err := w.Validate(); err != nil {
+			return badinput.Wrap(err)
+		}
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			if err := w.Run(e.runCtx); err != nil && e.runCtx.Err() == nil {
+				e.log.Error("bench: worker stopped", "err", err)
+			}
+		}()
+	}
+	return nil
+}
+
+// submitAll submits o.Runs runs round-robin over the groups from o.Clients
+// goroutines, o.SubmitBatch per pipelined round trip, on a connection of
+// their own; the first error cancels the rest.
+func (e *env) submitAll(ctx context.Context, cancel context.CancelFunc) ([]string, time.Duration, error) {
+	o := e.o
+	st, err := e.connect(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	ids := make([]string, o.Runs)
+	var (
+		next    atomic.Int64
+		failed  error
+		errOnce sync.Once
+		wg      sync.WaitGroup
+	)
+	t0 := time.Now()
+	for range o.Clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			batch := make([]storage.SubmitRequest, 0, o.SubmitBatch)
+			for {
+				lo := int(next.Add(int64(o.SubmitBatch))) - o.SubmitBatch
+				if lo >= o.Runs || ctx.Err() != nil {
+					return
+				}
+				batch = batch[:0]
+				for i := lo; i < min(lo+o.SubmitBatch, o.Runs); i++ {
+					batch = append(batch, storage.SubmitRequest{Group: groupName(i % o.Groups), ID: fmt.Sprintf("r%07d", i), Duration: o.Duration})
+				}
+				for j, r := range st.SubmitBatch(ctx, batch) {
+					if r.Err != nil {
+						errOnce.Do(func() { failed = r.Err; cancel() })
+						return
+					}
+					ids[lo+j] = r.Run.ID
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if failed != nil {
+		return nil, 0, fmt.Errorf("bench: submit: %w", failed)
+	}
+	return ids, time.Since(t0), nil
+}
+
+// addSlowLog records the slowest commands of the run (at most 8).
+func (r *Result) addSlowLog(slow []storage.SlowCommand, err error) {
+	r.SlowLog = err == nil
+	slices.SortFunc(slow, func(a, b storage.SlowCommand) int { return int(b.Took - a.Took) })
+	for i, c := range slow {
+		if i == 0 {
+			r.SlowestMS = float64(c.Took.Microseconds()) / 1e3
+		}
+		if i < 8 {
+			r.SlowCommands = append(r.SlowCommands, fmt.Sprintf("%.2fms %s", float64(c.Took.Microseconds())/1e3, c.Args))
+		}
+	}
+}
+
+// warmUp submits one run to group "warmup" (policy policy) and waits until
+// it is final.
+func warmUp(ctx context.Context, st *storage.Store, policy string) error {
+	if _, err := st.SetGroup(ctx, "warmup", policy, 0); err != nil {
+		return fmt.Errorf("bench: warm-up group: %w", err)
+	}
+	r, err := st.Submit(ctx, storage.SubmitRequest{Group: "warmup"})
+	if err != nil {
+		return fmt.Errorf("bench: warm-up run: %w", err)
+	}
+	for {
+		got, err := st.GetRun(ctx, r.ID)
+		if err == nil && got.State.Final() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("bench: the warm-up run %s did not finish before the timeout", r.ID)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// waitReady waits for a leader and for the workers' slots.
+func waitReady(ctx context.Context, st *storage.Store, o Options) error {
+	want := max(o.Workers, 1)
+	for {
+		li, err := st.Leader(ctx)
+		if err == nil && li.Identity != "" {
+			sv, err := st.Slots(ctx)
+			alive := 0
+			if err == nil {
+				for _, w := range sv.Workers {
+					if w.Alive {
+						alive++
+					}
+				}
+			}
+			if alive >= want {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("bench: no leader and %d live worker(s) in namespace %s before the timeout", want, o.Namespace)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

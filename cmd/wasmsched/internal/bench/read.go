@@ -1,0 +1,199 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// rec is what bench reads back of a run.
+type rec struct {
+	state                                  string
+	submitted, started, finished, launched int64 // unix ms (Redis TIME)
+}
+
+// readRuns reads the runs ids (storage.GetRuns, pipelined in chunks); a
+// run that is gone reads as state "".
+func readRuns(ctx context.Context, st *storage.Store, ids []string) ([]rec, error) {
+	out := make([]rec, len(ids))
+	const chunk = 1000
+	ms := func(t time.Time) int64 {
+		if t.IsZero() {
+			return 0
+		}
+		return t.UnixMilli()
+	}
+	for lo := 0; lo < len(ids); lo += chunk {
+		hi := min(lo+chunk, len(ids))
+		runs, err := st.GetRuns(ctx, ids[lo:hi])
+		if err != nil {
+			return nil, err
+		}
+		byID := make(map[string]*storage.Run, len(runs))
+		for i := range runs {
+			byID[runs[i].ID] = &runs[i]
+		}
+		for i := lo; i < hi; i++ {
+			if r := byID[ids[i]]; r != nil {
+				out[i] = rec{state: string(r.State), submitted: ms(r.SubmittedAt), launched: ms(r.LaunchedAt),
+					started: ms(r.StartedAt), finished: ms(r.FinishedAt)}
+			}
+		}
+	}
+	return out, nil
+}
+
+// waitFinal waits until every run is final. It polls only the newest
+// run of each group (the policy is wait: a group's runs launch in seq order)
+// until those are final, then reads every run and keeps polling the
+// unfinished ones.
+func waitFinal(ctx context.Context, st *storage.Store, ids []string, groups int, errw io.Writer) ([]rec, error) {
+	var last []string
+	for i := max(0, len(ids)-groups); i < len(ids); i++ {
+		last = append(last, ids[i])
+	}
+	report := time.Now()
+	// Poll the newest run of each group until all are final, dropping the
+	// final ones from the poll (polling is load on the Redis being measured).
+	for len(last) > 0 {
+		recs, err := readRuns(ctx, st, last)
+		if err == nil {
+			open := last[:0]
+			for i, r := range recs {
+				if !storage.State(r.state).Final() {
+					open = append(open, last[i])
+				}
+			}
+			last = open
+			if len(last) == 0 {
+				break
+			}
+		}
+		if time.Since(report) > 5*time.Second {
+			report = time.Now()
+			fmt.Fprintf(errw, "bench: %d groups not done yet\n", len(last))
+		}
+		select {
+		case <-ctx.Done():
+			recs, _ := readRuns(context.WithoutCancel(ctx), st, ids)
+			return recs, fmt.Errorf("timed out with %d groups not done", len(last))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	for {
+		recs, err := readRuns(ctx, st, ids)
+		if err == nil {
+			done := 0
+			for _, r := range recs {
+				if storage.State(r.state).Final() {
+					done++
+				}
+			}
+			if done == len(ids) {
+				return recs, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			recs, _ := readRuns(context.WithoutCancel(ctx), st, ids)
+			return recs, errors.New("timed out waiting for the last runs")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func summarize(o Options, recs []rec, submitTook time.Duration) *Result {
+	res := &Result{
+		Namespace: o.Namespace, Groups: o.Groups, Policy: o.Policy, Window: o.Window, Runs: o.Runs, Hosts: o.Hosts, Workers: o.Workers,
+		SlotsPerWorker: o.Slots, RunDurationMS: float64(o.Duration) / 1e6, Clients: o.Clients,
+		SubmitBatch: o.SubmitBatch, SubmitSeconds: submitTook.Seconds(), States: map[string]int{},
+	}
+	if submitTook > 0 {
+		res.SubmitsPerSec = float64(o.Runs) / submitTook.Seconds()
+	}
+	var first, lastStart, lastFinal int64
+	var toRun, toFinal, toLaunch, launchToRun []float64
+	for _, r := range recs {
+		st := r.state
+		if st == "" {
+			st = "MISSING"
+		}
+		res.States[st]++
+		if r.submitted > 0 && (first == 0 || r.submitted < first) {
+			first = r.submitted
+		}
+		if r.launched > 0 {
+			toLaunch = append(toLaunch, float64(r.launched-r.submitted))
+			if r.started > 0 {
+				launchToRun = append(launchToRun, float64(r.started-r.launched))
+			}
+		}
+		if r.started > 0 {
+			lastStart = max(lastStart, r.started)
+			toRun = append(toRun, float64(r.started-r.submitted))
+		}
+		if r.finished > 0 && storage.State(r.state).Final() {
+			lastFinal = max(lastFinal, r.finished)
+			toFinal = append(toFinal, float64(r.finished-r.submitted))
+		}
+	}
+	if lastStart > first {
+		res.LaunchSeconds = float64(lastStart-first) / 1e3
+		res.LaunchesPerSec = float64(len(toRun)) / res.LaunchSeconds
+	}
+	if lastFinal > first {
+		res.FinishSeconds = float64(lastFinal-first) / 1e3
+		res.FinishesPerSec = float64(len(toFinal)) / res.FinishSeconds
+	}
+	res.SubmitToLaunch = percentiles(toLaunch)
+	res.LaunchToRun = percentiles(launchToRun)
+	res.SubmitToRun = percentiles(toRun)
+	res.SubmitToFinal = percentiles(toFinal)
+	return res
+}
+
+func percentiles(v []float64) Latency {
+	if len(v) == 0 {
+		return Latency{}
+	}
+	slices.Sort(v)
+	at := func(p float64) float64 { return v[min(len(v)-1, int(p*float64(len(v))))] }
+	return Latency{P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: v[len(v)-1]}
+}
+
+// Table prints r for humans.
+func Table(w io.Writer, r *Result) {
+	fmt.Fprintf(w, "namespace\t%s\n", r.Namespace)
+	fmt.Fprintf(w, "setup\t%d runs over %d groups (policy %s); %d host(s); %d worker(s) x %d slots; run duration %gms; %d clients x %d runs per pipelined submit\n",
+		r.Runs, r.Groups, r.Policy, r.Hosts, r.Workers, r.SlotsPerWorker, r.RunDurationMS, r.Clients, r.SubmitBatch)
+	fmt.Fprintf(w, "submits/s\t%.0f\t(%.2fs; the harness's load generator, not the engine)\n", r.SubmitsPerSec, r.SubmitSeconds)
+	fmt.Fprintf(w, "launches/s\t%.0f\t(%.2fs from first submit to last RUNNING: runs made RUNNING by the engine)\n", r.LaunchesPerSec, r.LaunchSeconds)
+	fmt.Fprintf(w, "finishes/s\t%.0f\t(%.2fs from first submit to last final)\n", r.FinishesPerSec, r.FinishSeconds)
+	fmt.Fprintf(w, "submit->LAUNCHED ms\tp50 %.0f\tp90 %.0f\tp99 %.0f\tmax %.0f\t(coordinator)\n", r.SubmitToLaunch.P50, r.SubmitToLaunch.P90, r.SubmitToLaunch.P99, r.SubmitToLaunch.Max)
+	fmt.Fprintf(w, "LAUNCHED->RUNNING ms\tp50 %.0f\tp90 %.0f\tp99 %.0f\tmax %.0f\t(slot manager)\n", r.LaunchToRun.P50, r.LaunchToRun.P90, r.LaunchToRun.P99, r.LaunchToRun.Max)
+	fmt.Fprintf(w, "submit->RUNNING ms\tp50 %.0f\tp90 %.0f\tp99 %.0f\tmax %.0f\n", r.SubmitToRun.P50, r.SubmitToRun.P90, r.SubmitToRun.P99, r.SubmitToRun.Max)
+	fmt.Fprintf(w, "submit->final ms\tp50 %.0f\tp90 %.0f\tp99 %.0f\tmax %.0f\n", r.SubmitToFinal.P50, r.SubmitToFinal.P90, r.SubmitToFinal.P99, r.SubmitToFinal.Max)
+	states := make([]string, 0, len(r.States))
+	for s := range r.States {
+		states = append(states, s)
+	}
+	slices.Sort(states)
+	for _, s := range states {
+		fmt.Fprintf(w, "state %s\t%d\n", s, r.States[s])
+	}
+	if r.SlowLog && len(r.SlowCommands) == 0 {
+		fmt.Fprintf(w, "slowest Redis command\tnone over 1 ms\n")
+	}
+	if len(r.SlowCommands) > 0 {
+		fmt.Fprintf(w, "slowest Redis command\t%.2f ms\n", r.SlowestMS)
+		for _, c := range r.SlowCommands {
+			fmt.Fprintf(w, "\t%s\n", c)
+		}
+	}
+	fmt.Fprintf(w, "cleaned up\t%t\n", r.CleanedUp)
+}

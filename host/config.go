@@ -1,0 +1,85 @@
+package host
+
+import (
+	"time"
+
+	"github.com/wasmsched/wasmsched/host/internal/engine"
+	"github.com/wasmsched/wasmsched/policies"
+)
+
+// Engine defaults (zero EngineConfig fields) and bounds.
+const (
+	DefaultCoordinators = engine.DefaultCoordinators
+	MaxCoordinators     = engine.MaxCoordinators
+	// DefaultRetention is how long finished runs are kept when neither the
+	// group (group set --retention) nor EngineConfig.Retention says.
+	DefaultRetention = engine.DefaultRetention
+	// DefaultRollbackAfter is EngineConfig.RollbackAfter's default.
+	DefaultRollbackAfter = engine.DefaultRollbackAfter
+)
+
+// EngineConfig configures a host's leader engine: the serial coordinator,
+// the slot manager, the failover restore, drain, retention and stats, which
+// run while the host leads its namespace. Zero fields take defaults.
+type EngineConfig struct {
+	// Coordinators is how many batches of groups (one pipelined snapshot +
+	// apply round trip each; docs/architecture.md) are decided concurrently
+	// (1..256); also the concurrency of the failover restore. Default 8.
+	Coordinators int
+	// PolicyTimeout is the deadline of one policy decide call; default
+	// policies.DefaultCallTimeout.
+	PolicyTimeout time.Duration
+	// PolicyMemory caps each policy instance's memory in bytes (>=
+	// policies.MinMemoryLimit); default policies.DefaultMemoryLimit.
+	PolicyMemory uint64
+	// PolicyPool is the number of instances per policy version; default
+	// GOMAXPROCS. In a Multi, a version is loaded once for all namespaces,
+	// so this is per version per process.
+	PolicyPool int
+	// PolicyCacheDir is the wazero compilation cache ("" default dir, "-" none).
+	PolicyCacheDir string
+	// PolicyMaxModuleSize bounds the size of a policy module this host
+	// loads (policies.Config.MaxModuleSize); a pushed version over it is
+	// never loaded. 0 = policies.DefaultMaxModuleSize (8 MiB).
+	PolicyMaxModuleSize uint64
+	// Policies, if set, is a shared wasm runtime used instead of creating
+	// one (the Policy* fields are then ignored); Host.Close does not
+	// close it.
+	Policies *policies.Runtime
+	// ReusePolicy is the slot-reuse policy name; default "reuse".
+	ReusePolicy string
+	// PollInterval is how often the coordinator polls the dirty set when
+	// idle (a pass that did work is followed at once by the next). Default 10ms.
+	PollInterval time.Duration
+	// SlotInterval is how often the slot manager polls the LAUNCHED queue
+	// when idle or short of slots. Default 10ms.
+	SlotInterval time.Duration
+	// RestoreInterval is the period of dead-worker reaping and restore-queue
+	// processing. Default 500ms.
+	RestoreInterval time.Duration
+	// Retention is the namespace's default retention of finished runs
+	// (a group's own setting wins): default DefaultRetention (7 days);
+	// negative keeps them forever.
+	Retention time.Duration
+	// RetentionInterval is the period of the retention task (it removes
+	// expired runs in fenced chunks of storage.ExpireChunk). Default 1s.
+	RetentionInterval time.Duration
+	// StatsInterval is the period of the slots/runs gauges refresh; default
+	// 2s; negative disables the stats task.
+	StatsInterval time.Duration
+	// Backoff is the first delay before a group whose policy failed
+	// (invalid, trap, timeout, unknown) is decided again; it doubles up to
+	// MaxBackoff. Defaults 100ms and 5s.
+	Backoff, MaxBackoff time.Duration
+	// BatchSize bounds the groups read per coordinator pass and the runs per
+	// slot-manager pass. Default 1000.
+	BatchSize int
+	// RollbackAfter is how many consecutive failed decisions (trap,
+	// timeout, invalid) of a pushed policy version make this host roll it
+	// back (storage.Store.AutoRollbackPolicy; docs/operations.md). 0 =
+	// DefaultRollbackAfter (5); negative disables.
+	RollbackAfter int
+}
+
+// Validate reports unusable values (zero is always fine).
+func (c EngineConfig) Validate() error { return engine.Config(c).Validate() }

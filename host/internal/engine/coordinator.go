@@ -1,0 +1,516 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/host/internal/leader"
+	"github.com/wasmsched/wasmsched/policies"
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// Coordinator is the serial coordinator leader task. Each pass reads the
+// dirty groups (storage.Store.DirtyGroups, never a scan of all groups),
+// splits them into batches of 16-64 (pipeChunks) and decides the batches
+// concurrently (EngineConfig.Coordinators at a time): one pipeline of
+// snapshot scripts -> each group's policy (wasm, validated) -> one pipeline
+// of fenced, version-checked apply scripts, with per-group outcomes. See Run.
+type Coordinator struct {
+	rt *Engine
+
+	mu      sync.Mutex
+	backoff map[string]backoffState // group -> when it may be decided again
+	slow    map[string]bool         // groups whose last decision took longer than slowDecision
+	alone   map[string]bool         // groups being decided alone right now (decideAlone)
+
+	aloneWG     sync.WaitGroup
+	aloneFenced atomic.Bool // a lone decision was fenced: the next Pass returns ErrFenced
+
+	// wake ends an idle wait early: a group got work (Keys.WorkEvents,
+	// from submit and report, through the host's Bus).
+	wake chan struct{}
+
+	lastPass atomic.Int64 // unix nano
+
+	// beforeApply, if set, runs right before each Apply (test hook).
+	beforeApply func(group string)
+}
+
+type backoffState struct {
+	until time.Time
+	delay time.Duration
+}
+
+// LastPass is when the last pass ended (zero before the first).
+func (c *Coordinator) LastPass() time.Time { return unixNano(c.lastPass.Load()) }
+
+func unixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// Run is the coordinator's LeaderTask: passes until ctx ends, polling every
+// PollInterval when idle and passing again at once after a pass that did
+// work. It returns storage.ErrFenced (demotion) when an apply is fenced;
+// other errors are logged, counted and retried.
+func (c *Coordinator) Run(ctx context.Context, lease *leader.Lease) error {
+	c.rt.log.Info("serial coordinator started", "epoch", lease.Epoch(), "coordinators", c.rt.cfg.Coordinators)
+	defer c.rt.log.Info("serial coordinator stopped", "epoch", lease.Epoch())
+	defer c.aloneWG.Wait() // lone decisions end with ctx (their calls are bounded by PolicyTimeout)
+	c.aloneFenced.Store(false)
+	for ctx.Err() == nil {
+		worked, err := c.Pass(ctx, lease)
+		if errors.Is(err, storage.ErrFenced) {
+			c.rt.m.fenced.WithLabelValues(c.rt.m.ns, "coordinator").Inc()
+			return err
+		}
+		if err != nil && ctx.Err() == nil {
+			c.rt.log.Warn("coordinator pass failed", "err", err)
+		}
+		if !worked {
+			waitWake(ctx, c.wake, c.rt.cfg.PollInterval)
+		}
+	}
+	return nil
+}
+
+// Pass runs one coordinator pass and reports whether it did work (an apply
+// or a settle that changed something). It returns storage.ErrFenced when an
+// apply was fenced.
+func (c *Coordinator) Pass(ctx context.Context, lease *leader.Lease) (bool, error) {
+	defer func() {
+		now := time.Now()
+		c.lastPass.Store(now.UnixNano())
+		c.rt.m.pass("coordinator", now)
+	}()
+	if !lease.Valid() {
+		return false, nil
+	}
+	if c.aloneFenced.Swap(false) {
+		return false, fmt.Errorf("host: coordinator: a decision of a group decided alone: %w", storage.ErrFenced)
+	}
+	groups, gen, err := c.rt.st.DirtyAndGeneration(ctx, c.rt.cfg.BatchSize) // one round trip
+	if err != nil {
+		return false, err
+	}
+	changed, err := c.rt.set.refreshTo(ctx, gen)
+	if err != nil {
+		return false, err
+	}
+	if changed { // a new policy version may fix a broken group
+		c.mu.Lock()
+		c.backoff = nil
+		c.mu.Unlock()
+	}
+	now := time.Now()
+	c.mu.Lock()
+	todo := groups[:0]
+	var alone []string
+	for _, g := range groups {
+		b, failed := c.backoff[g]
+		switch {
+		case failed && now.Before(b.until), c.alone[g]:
+		case failed || c.slow[g]:
+			// Its policy failed or was slow last time: decide it on its
+			// own, off this pass, so it cannot hold up the other groups of
+			// a batch (each batch applies after all its decisions).
+			if c.alone == nil {
+				c.alone = map[string]bool{}
+			}
+			c.alone[g] = true
+			alone = append(alone, g)
+		default:
+			todo = append(todo, g)
+		}
+	}
+	c.mu.Unlock()
+	for _, g := range alone {
+		c.decideAlone(ctx, lease, g)
+	}
+	if len(todo) == 0 {
+		return false, nil
+	}
+	var worked atomic.Bool
+	err = forEach(ctx, c.rt.cfg.Coordinators, pipeChunks(todo, c.rt.cfg.Coordinators), func(ctx context.Context, gs []string) error {
+		did, err := c.decideBatch(ctx, lease, gs)
+		if did {
+			worked.Store(true)
+		}
+		return err
+	})
+	return worked.Load(), err
+}
+
+// slowDecision is how long a group's decision may take and the group still
+// be decided in a batch with others; a slower one is decided alone next
+// time (decideAlone), until one of its decisions is fast again.
+func (c *Coordinator) slowDecision() time.Duration {
+	return c.rt.wasm.Config().CallTimeout / 10
+}
+
+// decideAlone decides group in a batch of its own, in the background; Run
+// waits for these before it returns. A fenced apply makes the next Pass
+// return storage.ErrFenced.
+func (c *Coordinator) decideAlone(ctx context.Context, lease *leader.Lease, group string) {
+	c.aloneWG.Add(1)
+	go func() {
+		defer c.aloneWG.Done()
+		defer func() {
+			c.mu.Lock()
+			delete(c.alone, group)
+			c.mu.Unlock()
+		}()
+		if _, err := c.decideBatch(ctx, lease, []string{group}); errors.Is(err, storage.ErrFenced) {
+			c.aloneFenced.Store(true)
+		}
+	}()
+}
+
+// markSpeed records whether group's last decision was slow.
+func (c *Coordinator) markSpeed(group string, took time.Duration) {
+	slow := took > c.slowDecision()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if slow {
+		if c.slow == nil {
+			c.slow = map[string]bool{}
+		}
+		c.slow[group] = true
+	} else {
+		delete(c.slow, group)
+	}
+}
+
+// waitWake waits for d, a wake-up on wake, or the end of ctx. The poll
+// stays as the safety net: a wake-up is only a hint (a lost pub/sub
+// message costs one poll interval).
+func waitWake(ctx context.Context, wake <-chan struct{}, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-wake:
+	case <-t.C:
+	}
+}
+
+// wakeUp makes an idle Run pass at once (never blocks).
+func wakeUp(wake chan struct{}) {
+	select {
+	case wake <- struct{}{}:
+	default:
+	}
+}
+
+// maxPipe bounds the groups of one pipelined snapshot / apply batch.
+const maxPipe = 64
+
+// pipeChunks splits the groups of a pass into batches of about
+// len/coordinators groups, at least min(len, 16) and at most maxPipe, so a
+// big pass is few pipelines (Redis pays per read/write, not per command)
+// that still run `coordinators` at a time.
+func pipeChunks(groups []string, coordinators int) [][]string {
+	size := (len(groups) + max(coordinators, 1) - 1) / max(coordinators, 1)
+	size = min(max(size, 16), maxPipe)
+	var out [][]string
+	for lo := 0; lo < len(groups); lo += size {
+		out = append(out, groups[lo:min(lo+size, len(groups))])
+	}
+	return out
+}
+
+// forEach runs fn for every item, n at a time. The first storage.ErrFenced
+// cancels the rest and is returned; other errors are the callee's to log.
+func forEach[T any](ctx context.Context, n int, items []T, fn func(context.Context, T) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg     sync.WaitGroup
+		once   sync.Once
+		fenced error
+		sem    = make(chan struct{}, max(n, 1))
+	)
+	for _, it := range items {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := fn(ctx, it); errors.Is(err, storage.ErrFenced) {
+				once.Do(func() { fenced = err; cancel() })
+			}
+		}()
+	}
+	wg.Wait()
+	return fenced
+}
+
+// fail records a policy failure of group: backoff doubling up to MaxBackoff.
+func (c *Coordinator) fail(group string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.backoff == nil {
+		c.backoff = map[string]backoffState{}
+	}
+	b := c.backoff[group]
+	if b.delay == 0 {
+		b.delay = c.rt.cfg.Backoff
+	} else {
+		b.delay = min(2*b.delay, c.rt.cfg.MaxBackoff)
+	}
+	b.until = time.Now().Add(b.delay)
+	c.backoff[group] = b
+}
+
+func (c *Coordinator) succeed(group string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.backoff, group)
+}
+
+// outcome counts a decision outcome (metrics + /status counters).
+func (c *Coordinator) outcome(policy, version, outcome string) {
+	c.rt.m.decision(policy, version, outcome)
+	c.rt.count("decisions." + outcome)
+}
+
+// policyOutcome classifies an error of DecideSerial.
+func policyOutcome(err error) string {
+	switch {
+	case errors.Is(err, policies.ErrTimeout):
+		return OutcomeTimeout
+	case errors.Is(err, policies.ErrTrap):
+		return OutcomeTrap
+	case errors.Is(err, policies.ErrInvalidDecision):
+		return OutcomeInvalid
+	}
+	return OutcomeError
+}
+
+// decideBatch takes a batch of groups from snapshot to apply: their
+// snapshots in one pipeline (storage.Store.SnapshotBatch), each group's
+// policy decision, then the decisions' fenced applies in one pipeline
+// (storage.Store.ApplyBatch). Outcomes are per group. It reports whether it
+// changed something; it returns only storage.ErrFenced or ctx errors.
+func (c *Coordinator) decideBatch(ctx context.Context, lease *leader.Lease, groups []string) (bool, error) {
+	log := c.rt.log
+	snaps := c.rt.st.SnapshotBatch(ctx, groups)
+	type pending struct {
+		policy, version string
+	}
+	var (
+		ds      []storage.GroupDecision
+		meta    []pending
+		scratch abi.SerialDecision // each decision is copied into the store's form at once
+	)
+	for i, group := range groups {
+		sn, err := snaps[i].Snapshot, snaps[i].Err
+		if err != nil {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			log.Warn("snapshot failed", "group", group, "err", err)
+			c.outcome("", "", OutcomeError)
+			c.fail(group)
+			continue
+		}
+		d, ver, ok, err := c.decideOne(ctx, lease, sn, &scratch)
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			ds = append(ds, storage.GroupDecision{Group: group, Decision: d})
+			meta = append(meta, pending{policy: d.Policy, version: ver})
+		}
+	}
+	if len(ds) == 0 {
+		return false, nil
+	}
+	if c.beforeApply != nil {
+		for _, gd := range ds {
+			c.beforeApply(gd.Group)
+		}
+	}
+	if !lease.Valid() {
+		return false, nil // the term is ending: decide nothing more
+	}
+	res := c.rt.st.ApplyBatch(ctx, lease.Fence(), ds)
+	defer wakeUp(c.rt.slots.wake) // launches wait for slots: allocate now, not at the next poll
+	worked := false
+	var fenced error
+	for i, r := range res {
+		group, d, policy, ver, err := ds[i].Group, ds[i].Decision, meta[i].policy, meta[i].version, r.Err
+		switch {
+		case err == nil || errors.Is(err, storage.ErrDuplicate):
+			c.succeed(group)
+			if d.Below > 0 {
+				wakeUp(c.rt.drain.wake)
+			}
+			if len(d.Actions) == 0 {
+				c.outcome(policy, ver, OutcomeSettled)
+				log.Debug("group settled", "group", group, "policy", policy, "version", ver, "group_version", d.Version)
+			} else {
+				c.outcome(policy, ver, OutcomeApplied)
+				log.Debug("decision applied", "group", group, "policy", policy, "version", ver,
+					"group_version", d.Version, "actions", len(d.Actions))
+			}
+			worked = true
+		case errors.Is(err, storage.ErrFenced):
+			c.outcome(policy, ver, OutcomeFenced)
+			if fenced == nil {
+				log.Warn("decision fenced: no longer the leader", "group", group, "epoch", lease.Epoch(), "err", err)
+				fenced = err
+			}
+		case errors.Is(err, storage.ErrStale):
+			c.outcome(policy, ver, OutcomeStale)
+			c.rt.m.stale.WithLabelValues(c.rt.m.ns, "apply").Inc()
+			log.Debug("decision stale: group changed since its snapshot; deciding again next pass", "group", group,
+				"group_version", d.Version, "err", err)
+			worked = true // the group is still dirty: look again at once
+		case ctx.Err() != nil:
+			return worked, ctx.Err()
+		default:
+			c.outcome(policy, ver, OutcomeError)
+			log.Warn("apply failed; group left dirty", "group", group, "policy", policy, "err", err)
+			c.fail(group)
+		}
+	}
+	if fenced != nil {
+		return false, fenced
+	}
+	return worked, nil
+}
+
+// decideOne asks the group's policy for a decision on sn. ok is false when
+// there is nothing to apply (policy unavailable or failed: counted, backed
+// off); err is only a ctx error. The policy's decision is written into dec
+// (the caller's scratch, reused from one group to the next).
+func (c *Coordinator) decideOne(ctx context.Context, lease *leader.Lease, sn storage.Snapshot, dec *abi.SerialDecision) (d storage.Decision, version string, ok bool, err error) {
+	log := c.rt.log
+	group, policy := sn.Group.Name, sn.Group.Policy
+	ref, err := c.rt.set.Acquire(ctx, policy)
+	if err != nil {
+		if ctx.Err() != nil {
+			return d, "", false, ctx.Err()
+		}
+		log.Warn("policy unavailable; group left dirty", "group", group, "policy", policy, "err", err)
+		c.outcome(policy, "", OutcomeError)
+		c.fail(group)
+		return d, "", false, nil
+	}
+	defer ref.Release()
+	in, err := SerialSnapshot(sn)
+	if err != nil {
+		log.Warn("snapshot unusable; group left dirty", "group", group, "err", err)
+		c.outcome(policy, ref.Version, OutcomeError)
+		c.fail(group)
+		return d, "", false, nil
+	}
+	t0 := time.Now()
+	err = ref.Policy.DecideSerialInto(ctx, in, dec)
+	took := time.Since(t0)
+	c.rt.m.call(policy, "serial", took)
+	c.markSpeed(group, took)
+	if err != nil {
+		if ctx.Err() != nil {
+			return d, "", false, ctx.Err()
+		}
+		oc := policyOutcome(err)
+		log.Warn("policy decision rejected; group left dirty", "group", group, "policy", policy,
+			"version", ref.Version, "outcome", oc, "err", err)
+		c.outcome(policy, ref.Version, oc)
+		ref.Failed(ctx, oc, err) // auto-rollback after K in a row (hotswap.go)
+		c.fail(group)
+		return d, "", false, nil
+	}
+	ref.Succeeded()
+	d = storage.Decision{
+		Version:        sn.Group.Version,
+		ClaimID:        fmt.Sprintf("%d:%s:%d", lease.Epoch(), group, sn.Group.Version),
+		Policy:         policy,
+		PolicyVersion:  ref.Version,
+		PolicySHA256:   ref.SHA256,
+		PolicyRegistry: ref.Registry,
+		Actions:        make([]storage.Action, len(dec.Actions)),
+		Below:          int64(min(dec.Below, math.MaxInt64)),
+		BelowReason:    dec.BelowReason,
+		// A version 1 policy cannot act beyond the window: after it acted,
+		// ask it again on the next window, until it settles. A version 2
+		// decision is complete for the whole group (discard_below).
+		Again: sn.Truncated() && ref.Policy.ABIVersion() < 2,
+	}
+	for i, a := range dec.Actions {
+		d.Actions[i] = storage.Action{Kind: storage.ActionKind(a.Kind.String()), Run: a.Run, Reason: a.Reason}
+	}
+	return d, ref.Version, true, nil
+}
+
+// SerialSnapshot converts a storage snapshot into the ABI record a serial
+// policy is given: the coordinator's input and `policy dry-run --group`'s,
+// so both see the same record. A run in a state a policy never sees is an
+// error (the group is not decided).
+func SerialSnapshot(sn storage.Snapshot) (*abi.SerialSnapshot, error) {
+	out := &abi.SerialSnapshot{
+		Group:         sn.Group.Name,
+		Policy:        sn.Group.Policy,
+		MaxActive:     uint32(max(sn.Group.MaxActive, 0)),
+		Now:           sn.Now.UnixMilli(),
+		Active:        make([]abi.Run, 0, len(sn.Active)),
+		Waiting:       make([]abi.Run, 0, len(sn.Waiting)),
+		WaitingTotal:  uint32(min(max(sn.WaitingTotal, len(sn.Waiting)), math.MaxUint32)),
+		WaitingOldest: uint32(min(max(sn.WaitingOldest, 0), len(sn.Waiting))),
+	}
+	for _, list := range []struct {
+		src []storage.Run
+		dst *[]abi.Run
+	}{{sn.Active, &out.Active}, {sn.Waiting, &out.Waiting}} {
+		for _, r := range list.src {
+			ar, err := toABIRun(r)
+			if err != nil {
+				return nil, fmt.Errorf("host: group %s: %w", sn.Group.Name, err)
+			}
+			*list.dst = append(*list.dst, ar)
+		}
+	}
+	return out, nil
+}
+
+// toABIRun converts a run of an active state or WAITING.
+func toABIRun(r storage.Run) (abi.Run, error) {
+	st, err := abi.ParseState(string(r.State))
+	if err != nil {
+		return abi.Run{}, fmt.Errorf("run %s is %q, a state no policy sees", r.ID, r.State)
+	}
+	return abi.Run{
+		ID: r.ID, Seq: uint64(max(r.Seq, 0)), State: st, Priority: int32(r.Priority),
+		Slots: uint32(max(r.Slots, 0)), SubmittedAt: unixMilli(r.SubmittedAt), StartedAt: unixMilli(r.StartedAt),
+	}, nil
+}
+
+func unixMilli(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// clearBackoff lets every backed-off group be decided again at once (a new
+// policy version may fix it).
+func (c *Coordinator) clearBackoff() {
+	c.mu.Lock()
+	c.backoff = nil
+	c.mu.Unlock()
+}

@@ -1,0 +1,424 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/wasmsched/wasmsched/host/internal/leader"
+	"github.com/wasmsched/wasmsched/policies"
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// Engine defaults (zero Config fields).
+const (
+	DefaultCoordinators    = 8
+	DefaultPollInterval    = 10 * time.Millisecond
+	DefaultSlotInterval    = 10 * time.Millisecond
+	DefaultRestoreInterval = 500 * time.Millisecond
+	DefaultStatsInterval   = 2 * time.Second
+	// DefaultRetention is how long finished runs are kept when neither
+	// the group (group set --retention) nor Config.Retention says.
+	DefaultRetention         = 7 * 24 * time.Hour
+	DefaultRetentionInterval = time.Second
+	DefaultBackoff           = 100 * time.Millisecond
+	DefaultMaxBackoff        = 5 * time.Second
+	DefaultBatchSize         = 1000
+	DefaultReusePolicy       = "reuse"
+	// MaxCoordinators bounds Config.Coordinators.
+	MaxCoordinators = 256
+)
+
+// Config is host.EngineConfig (the same fields, in the same order: host
+// converts one into the other); its documentation is there.
+type Config struct {
+	Coordinators        int
+	PolicyTimeout       time.Duration
+	PolicyMemory        uint64
+	PolicyPool          int
+	PolicyCacheDir      string
+	PolicyMaxModuleSize uint64
+	Policies            *policies.Runtime
+	ReusePolicy         string
+	PollInterval        time.Duration
+	SlotInterval        time.Duration
+	RestoreInterval     time.Duration
+	Retention           time.Duration
+	RetentionInterval   time.Duration
+	StatsInterval       time.Duration
+	Backoff, MaxBackoff time.Duration
+	BatchSize           int
+	RollbackAfter       int
+}
+
+// Validate reports unusable values (zero is always fine).
+func (c Config) Validate() error {
+	switch {
+	case c.Coordinators < 0 || c.Coordinators > MaxCoordinators:
+		return fmt.Errorf("host: runtime: coordinators %d: want 1..%d", c.Coordinators, MaxCoordinators)
+	case c.PolicyTimeout < 0:
+		return fmt.Errorf("host: runtime: policy timeout %v: want > 0", c.PolicyTimeout)
+	case c.PolicyPool < 0:
+		return fmt.Errorf("host: runtime: policy pool %d: want >= 0", c.PolicyPool)
+	case c.PollInterval < 0 || c.SlotInterval < 0 || c.RestoreInterval < 0 || c.Backoff < 0 || c.MaxBackoff < 0 || c.RetentionInterval < 0:
+		return errors.New("host: runtime: negative interval")
+	case c.BatchSize < 0:
+		return fmt.Errorf("host: runtime: batch size %d: want >= 0", c.BatchSize)
+	}
+	if c.ReusePolicy != "" {
+		if err := storage.ValidateName("policy", c.ReusePolicy); err != nil {
+			return fmt.Errorf("host: runtime: reuse policy: %w", err)
+		}
+	}
+	if c.Policies == nil {
+		if err := c.PolicyConfig(nil).Validate(); err != nil {
+			return fmt.Errorf("host: runtime: %w", err)
+		}
+	}
+	return nil
+}
+
+// policyConfig is the wasm runtime's configuration from the Policy*
+// fields (used when Policies is nil).
+func (c Config) PolicyConfig(log *slog.Logger) policies.Config {
+	return policies.Config{MemoryLimit: c.PolicyMemory, CallTimeout: c.PolicyTimeout, PoolSize: c.PolicyPool,
+		CacheDir: c.PolicyCacheDir, MaxModuleSize: c.PolicyMaxModuleSize, Logger: log}
+}
+
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.Coordinators == 0 {
+		c.Coordinators = DefaultCoordinators
+	}
+	def(&c.PollInterval, DefaultPollInterval)
+	def(&c.SlotInterval, DefaultSlotInterval)
+	def(&c.RestoreInterval, DefaultRestoreInterval)
+	def(&c.StatsInterval, DefaultStatsInterval)
+	def(&c.Retention, DefaultRetention)
+	def(&c.RetentionInterval, DefaultRetentionInterval)
+	def(&c.Backoff, DefaultBackoff)
+	def(&c.MaxBackoff, DefaultMaxBackoff)
+	if c.MaxBackoff < c.Backoff {
+		c.MaxBackoff = c.Backoff
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.ReusePolicy == "" {
+		c.ReusePolicy = DefaultReusePolicy
+	}
+	return c
+}
+
+// Engine is the leader-side runtime of one namespace: the serial
+// coordinator, the slot manager, the failover restore (with the dead-worker
+// reaper) and the stats refresher, sharing one PolicySet and one set of
+// metrics. NewEngine registers them as leader tasks of a Host; they run
+// while the host leads.
+type Engine struct {
+	cfg    Config
+	st     *storage.Store
+	log    *slog.Logger
+	m      *metrics
+	set    *PolicySet
+	wasm   *policies.Runtime
+	ownsRT bool
+	hot    *hotSwap // policy-channel subscriber (hotswap.go)
+
+	coord   *Coordinator
+	slots   *SlotManager
+	restore *Restorer
+	drain   *Drainer
+
+	stopWork  func() // ends workEvents; nil without a Bus
+	stats     atomic.Pointer[statsView]
+	counts    sync.Map // outcome key -> *atomic.Int64
+	closeOnce sync.Once
+}
+
+// Deps are what an Engine shares with its host: the namespace's store, the
+// metrics registry, the logger, the process's pub/sub bus and the host's
+// identity (named in the registry history of an automatic rollback).
+type Deps struct {
+	Store    *storage.Store
+	Registry prometheus.Registerer
+	Log      *slog.Logger
+	Bus      *leader.Bus // nil: no wake-ups by events, no hot-swap subscriber
+	Identity string
+	// Share, if set, is the loaded-version table shared by a Multi's
+	// namespaces (over Config.Policies); nil: the engine's own.
+	Share *Share
+}
+
+// New builds the engine of deps.Store's namespace: its leader tasks
+// (Tasks: coordinator, slots, restore, drain, retention, stats), its
+// policy set, the hot-swap subscriber and the work-event wake-ups. The
+// host registers the tasks with its elector. Close it after the host's
+// Run returned.
+func New(ctx context.Context, deps Deps, cfg Config) (*Engine, error) {
+	r, err := newEngine(ctx, deps.Store, deps.Registry, deps.Log, cfg, deps.Share)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.startHotSwap(ctx, deps); err != nil { // hotswap.go
+		_ = r.Close(ctx)
+		return nil, err
+	}
+	r.workEvents(deps.Bus)
+	return r, nil
+}
+
+func newEngine(ctx context.Context, st *storage.Store, reg prometheus.Registerer, log *slog.Logger, cfg Config, sh *Share) (*Engine, error) {
+	if st == nil {
+		return nil, errors.New("host: engine: nil store")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if log == nil {
+		log = slog.Default()
+	}
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m, err := newMetrics(reg, st.Namespace())
+	if err != nil {
+		return nil, err
+	}
+	r := &Engine{cfg: cfg, st: st, log: log, m: m, wasm: cfg.Policies}
+	if r.wasm == nil {
+		r.wasm, err = policies.NewRuntime(ctx, cfg.PolicyConfig(log))
+		if err != nil {
+			return nil, fmt.Errorf("host: engine: %w", err)
+		}
+		r.ownsRT = true
+	}
+	if sh == nil {
+		sh = NewShare(r.wasm)
+	}
+	r.set = newPolicySet(st, sh, log)
+	r.set.m = m
+	r.coord = &Coordinator{rt: r, wake: make(chan struct{}, 1)}
+	r.slots = &SlotManager{rt: r, wake: make(chan struct{}, 1)}
+	r.restore = &Restorer{rt: r}
+	r.drain = &Drainer{rt: r, wake: make(chan struct{}, 1)}
+	return r, nil
+}
+
+// workEvents wakes the coordinator on every message of the namespace's
+// work channel (a submit, a finished run: storage.Keys.WorkEvents) until
+// Close, so a serial group hands off without waiting for a poll. Messages
+// while this host does not lead only end a wait that is not happening.
+func (r *Engine) workEvents(bus *leader.Bus) {
+	if bus == nil {
+		return
+	}
+	events, unsubscribe := bus.Subscribe(r.st.Keys().WorkEvents())
+	done := make(chan struct{})
+	r.stopWork = func() { close(done); unsubscribe() }
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-events:
+				wakeUp(r.coord.wake)
+			}
+		}
+	}()
+}
+
+// Tasks returns the runtime's leader tasks (NewEngine registers them).
+func (r *Engine) Tasks() []leader.Task {
+	ts := []leader.Task{
+		{Name: "coordinator", Run: r.coord.Run},
+		{Name: "slots", Run: r.slots.Run},
+		{Name: "restore", Run: r.restore.Run},
+		{Name: "drain", Run: r.drain.Run},
+		{Name: "retention", Run: r.retention},
+	}
+	if r.cfg.StatsInterval > 0 {
+		ts = append(ts, leader.Task{Name: "stats", Run: r.runStats})
+	}
+	return ts
+}
+
+// Config returns the effective configuration.
+func (r *Engine) Config() Config { return r.cfg }
+
+// Policies returns the runtime's policy set.
+func (r *Engine) Policies() *PolicySet { return r.set }
+
+// Coordinator returns the serial coordinator.
+func (r *Engine) Coordinator() *Coordinator { return r.coord }
+
+// SlotManager returns the slot manager.
+func (r *Engine) SlotManager() *SlotManager { return r.slots }
+
+// Restorer returns the failover restore task.
+func (r *Engine) Restorer() *Restorer { return r.restore }
+
+// Close closes the loaded policies and, unless it was given in
+// Config.Policies, the wasm runtime. Call it after the host stopped.
+func (r *Engine) Close(ctx context.Context) error {
+	var err error
+	r.closeOnce.Do(func() {
+		if r.stopWork != nil {
+			r.stopWork()
+		}
+		r.stopHotSwap()
+		err = r.set.Close(ctx)
+		if r.ownsRT {
+			err = errors.Join(err, r.wasm.Close(ctx))
+		}
+	})
+	return err
+}
+
+// count bumps a /status counter ("decisions.applied", "allocations.no_slots", ...).
+func (r *Engine) count(key string) {
+	v, ok := r.counts.Load(key)
+	if !ok {
+		v, _ = r.counts.LoadOrStore(key, new(atomic.Int64))
+	}
+	v.(*atomic.Int64).Add(1)
+}
+
+// Counts returns the runtime's counters since start ("decisions.applied",
+// "decisions.stale", "allocations.allocated", "restores.kept", ...).
+func (r *Engine) Counts() map[string]int64 {
+	out := map[string]int64{}
+	r.counts.Range(func(k, v any) bool {
+		out[k.(string)] = v.(*atomic.Int64).Load()
+		return true
+	})
+	return out
+}
+
+// startHotSwap configures auto-rollback on the runtime's policy set and
+// starts the policy-channel subscriber. It runs until Engine.Close
+// (stopHotSwap), not until ctx ends: NewEngine's ctx may be a construction
+// deadline. Called by NewEngine.
+func (r *Engine) startHotSwap(ctx context.Context, deps Deps) error {
+	reg := deps.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	rb, err := newRollbackMetrics(reg, r.st.Namespace())
+	if err != nil {
+		return err
+	}
+	k := r.cfg.RollbackAfter
+	switch {
+	case k == 0:
+		k = DefaultRollbackAfter
+	case k < 0:
+		k = 0
+	}
+	r.set.rollbackAfter = k
+	r.set.who = "host " + deps.Identity
+	r.set.rb = rb
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	hs := &hotSwap{r: r, bus: deps.Bus, cancel: cancel, done: make(chan struct{})}
+	r.hot = hs
+	go hs.run(ctx)
+	return nil
+}
+
+// stopHotSwap stops the subscriber and waits for it (idempotent).
+func (r *Engine) stopHotSwap() {
+	if hs := r.hot; hs != nil {
+		hs.once.Do(func() {
+			hs.cancel()
+			<-hs.done
+		})
+	}
+}
+
+// refreshStats reads the slot table, the groups' queue lengths, the
+// LAUNCHED queue and the restore set (a few pipelined reads) and sets the
+// gauges.
+func (r *Engine) refreshStats(ctx context.Context) error {
+	sv, err := r.st.Slots(ctx)
+	if err != nil {
+		return err
+	}
+	groups, err := r.st.ListGroups(ctx)
+	if err != nil {
+		return err
+	}
+	q, err := r.st.Queues(ctx)
+	if err != nil {
+		return fmt.Errorf("host: stats: %w", err)
+	}
+	v := &statsView{At: time.Now(), SlotsFree: sv.Free, SlotsAssigned: sv.Assigned, Workers: len(sv.Workers),
+		Launched: q.Launched, Restore: q.Restore}
+	for _, w := range sv.Workers {
+		if w.Alive {
+			v.WorkersAlive++
+		}
+	}
+	active := 0
+	for _, g := range groups {
+		v.Waiting += g.Waiting
+		active += g.Active
+	}
+	v.Running = max(active-v.Launched, 0)
+	r.stats.Store(v)
+	ns := r.m.ns
+	r.m.slots.WithLabelValues(ns, "free").Set(float64(v.SlotsFree))
+	r.m.slots.WithLabelValues(ns, "assigned").Set(float64(v.SlotsAssigned))
+	r.m.runs.WithLabelValues(ns, string(storage.StateWaiting)).Set(float64(v.Waiting))
+	r.m.runs.WithLabelValues(ns, string(storage.StateLaunched)).Set(float64(v.Launched))
+	r.m.runs.WithLabelValues(ns, string(storage.StateRunning)).Set(float64(v.Running))
+	r.m.runs.WithLabelValues(ns, "RESTORE").Set(float64(v.Restore))
+	return nil
+}
+
+// runStats is the stats LeaderTask: refresh every StatsInterval; the gauges
+// are removed when the term ends (a standby exports none).
+func (r *Engine) runStats(ctx context.Context, lease *leader.Lease) error {
+	defer func() {
+		r.m.slots.Reset()
+		r.m.runs.Reset()
+	}()
+	for {
+		if lease.Valid() {
+			if err := r.refreshStats(ctx); err != nil && ctx.Err() == nil {
+				r.log.Debug("stats refresh failed", "err", err)
+			}
+		}
+		if !leader.Sleep(ctx, r.cfg.StatsInterval) {
+			return nil
+		}
+	}
+}
+
+// Status returns the runtime section of /status.
+func (r *Engine) Status() *RuntimeStatus {
+	rs := &RuntimeStatus{
+		Coordinators:    r.cfg.Coordinators,
+		Policies:        r.set.Loaded(),
+		Counters:        r.Counts(),
+		LastPass:        timePtr(r.coord.LastPass()),
+		LastSlotPass:    timePtr(r.slots.LastPass()),
+		LastRestorePass: timePtr(r.restore.LastPass()),
+		RestorePending:  r.restore.Pending(),
+	}
+	if v := r.stats.Load(); v != nil {
+		rs.Stats = &StatsStatus{At: v.At, SlotsFree: v.SlotsFree, SlotsAssigned: v.SlotsAssigned, Workers: v.Workers,
+			WorkersAlive: v.WorkersAlive, Waiting: v.Waiting, Launched: v.Launched, Running: v.Running, RestoreQueue: v.Restore}
+	}
+	return rs
+}

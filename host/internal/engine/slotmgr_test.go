@@ -1,0 +1,145 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// launchAll submits runs (id -> slots) to their own wait groups and launches them.
+func (e *renv) launchAll(runs ...any) []string {
+	e.t.Helper()
+	var ids []string
+	for i := 0; i+1 < len(runs); i += 2 {
+		id, slots := runs[i].(string), runs[i+1].(int)
+		e.group("g-"+id, "wait", 1)
+		e.submit("g-"+id, id, slots)
+		ids = append(ids, id)
+	}
+	for i := 0; i < 10 && e.pass(); i++ {
+	}
+	for _, id := range ids {
+		if s := e.run(id).State; s != storage.StateLaunched {
+			e.t.Fatalf("%s is %s, want LAUNCHED", id, s)
+		}
+	}
+	return ids
+}
+
+// checkSlots verifies the slot table against the runs: every assignment of
+// a RUNNING run is in its slot, no slot is used twice.
+func (e *renv) checkSlots(ids ...string) (assigned int) {
+	e.t.Helper()
+	sv, err := e.st.Slots(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	held := map[string]string{}
+	for _, w := range sv.Workers {
+		for _, s := range w.Slots {
+			if s.Run != "" {
+				held[fmt.Sprintf("%s#%d", w.Identity, s.Index)] = fmt.Sprintf("%s#%s#%d", s.Run, s.Token, s.Task)
+			}
+		}
+	}
+	for _, id := range ids {
+		r := e.run(id)
+		if r.State == storage.StateLaunched && len(r.Assignments) != 0 {
+			e.t.Fatalf("LAUNCHED %s holds %v", id, r.Assignments)
+		}
+		if r.State != storage.StateRunning {
+			continue
+		}
+		if len(r.Assignments) != r.Slots {
+			e.t.Fatalf("%s has %d of %d slots", id, len(r.Assignments), r.Slots)
+		}
+		for _, a := range r.Assignments {
+			f := fmt.Sprintf("%s#%d", a.Worker, a.Slot)
+			if held[f] != fmt.Sprintf("%s#%s#%d", id, a.Token, a.Task) {
+				e.t.Fatalf("slot %s holds %q, run %s task %d says it is its own", f, held[f], id, a.Task)
+			}
+			assigned++
+		}
+	}
+	if assigned != len(held) || assigned != sv.Assigned {
+		e.t.Fatalf("runs hold %d slots, table %d (%d assigned)", assigned, len(held), sv.Assigned)
+	}
+	return assigned
+}
+
+func TestSlotManagerStrictFIFOAllOrNothing(t *testing.T) {
+	e := newREnv(t, Config{})
+	e.worker("w1", 2, time.Hour)
+	ids := e.launchAll("big", 3, "small", 1)
+	// big (older) needs 3 of 2: it waits, and small does not overtake it
+	if n := e.slotPass(); n != 0 {
+		t.Fatalf("allocated %d", n)
+	}
+	e.wantStates(ids, storage.StateLaunched, storage.StateLaunched)
+	if a := e.checkSlots(ids...); a != 0 {
+		t.Fatalf("assigned %d", a)
+	}
+	if got := e.metric("wasmsched_allocations_total", "outcome", "no_slots"); got != 1 {
+		t.Fatalf("no_slots %v", got)
+	}
+	e.worker("w2", 2, time.Hour)
+	if n := e.slotPass(); n != 2 {
+		t.Fatalf("allocated %d, want 2", n)
+	}
+	e.wantStates(ids, storage.StateRunning, storage.StateRunning)
+	if a := e.checkSlots(ids...); a != 4 {
+		t.Fatalf("assigned %d", a)
+	}
+}
+
+func TestSlotManagerNoOverAllocation(t *testing.T) {
+	e := newREnv(t, Config{})
+	e.worker("w1", 3, time.Hour)
+	ids := e.launchAll("a", 2, "b", 2, "c", 1)
+	// two passes race (as a go-redis retry or a slow previous pass would)
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := e.rt.slots.Pass(context.Background(), e.lease); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	e.wantStates(ids, storage.StateRunning, storage.StateLaunched, storage.StateLaunched)
+	if a := e.checkSlots(ids...); a != 2 {
+		t.Fatalf("assigned %d, want 2", a)
+	}
+	// a finishes: b (older than c) gets 2 of the 3 slots, then c the last one
+	e.finish("a")
+	e.slotPass()
+	e.wantStates(ids, storage.StateSucceeded, storage.StateRunning, storage.StateRunning)
+	if a := e.checkSlots(ids...); a != 3 {
+		t.Fatalf("assigned %d, want 3", a)
+	}
+}
+
+func TestSlotManagerTaskFencedAndLeaseCheck(t *testing.T) {
+	e := newREnv(t, Config{})
+	e.worker("w1", 1, time.Hour)
+	ids := e.launchAll("x", 1)
+	old := e.lease
+	e.newTerm()
+	if _, err := e.rt.slots.Pass(context.Background(), old); err == nil {
+		t.Fatal("allocation with a stale fence succeeded")
+	}
+	e.wantStates(ids, storage.StateLaunched)
+	old.Revoke("test")
+	if n, err := e.rt.slots.Pass(context.Background(), old); n != 0 || err != nil {
+		t.Fatalf("pass with a revoked lease: %d %v", n, err)
+	}
+	if n := e.slotPass(); n != 1 {
+		t.Fatalf("new term allocated %d", n)
+	}
+}
