@@ -31,7 +31,7 @@ const (
 	readTimeout       = 30 * time.Second
 	writeTimeout      = 30 * time.Second // not for the event streams
 	idleTimeout       = 2 * time.Minute
-	maxHeaderBytes           = 64 << 10
+	maxHeaderBytes    = 64 << 10
 	// maxConcurrentDecisions bounds the dry-runs and explanations in flight
 	// (each runs a policy in the API's own sandbox).
 	maxConcurrentDecisions = 2
