@@ -6,7 +6,7 @@
 // deadline (default 50 ms) that stops runaway code; the guest's stdout and
 // stderr captured in a bounded ring into errors and the log.
 //
-// Load checks a plugin against ABI v1 (abi/ABI.md) and returns a Policy: one
+// Load checks a plugin against the ABI (abi/ABI.md) and returns a Policy: one
 // version with a pool of instances, each used by one goroutine at a time and
 // thrown away after any error. DecideSerial and DecideReuse validate every
 // decision against its input (ValidateSerial, ValidateReuse) before anyone

@@ -23,7 +23,7 @@ import (
 	"github.com/wasmsched/wasmsched/policies/internal/wasmrewrite"
 )
 
-// Export names of ABI v1 (see abi/ABI.md).
+// Export names of the ABI (abi/ABI.md; the same in every version).
 const (
 	exportABIVersion = "wasmsched_abi_version"
 	exportKind       = "wasmsched_kind"
@@ -175,7 +175,7 @@ func (r *Runtime) Close(ctx context.Context) error {
 // Config returns the effective configuration (defaults applied).
 func (r *Runtime) Config() Config { return r.cfg }
 
-// Load compiles wasm, checks it against ABI v1 (exports and their
+// Load compiles wasm, checks it against the ABI (its version, exports and their
 // signatures, version marker, kind) and instantiates one instance, which
 // proves the guest's _initialize works. The returned Policy owns a pool of
 // instances; Close it when it is no longer used.

@@ -33,6 +33,11 @@ func (k Keys) Seq() string { return k.p + "seq" }
 // Tokens is the counter slot-assignment tokens are drawn from.
 func (k Keys) Tokens() string { return k.p + "tokens" }
 
+// GroupGen is the counter a new group's incarnation (its "gen") is drawn
+// from, so the decisions of a group deleted and made again never share an
+// id with the old one's.
+func (k Keys) GroupGen() string { return k.p + "groupgen" }
+
 // Groups is the set of group names.
 func (k Keys) Groups() string { return k.p + "groups" }
 

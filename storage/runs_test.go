@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/internal/digest"
+	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -483,5 +484,57 @@ func TestStore_Submit_bounds(t *testing.T) {
 				t.Fatalf("oversized reason = %v", err)
 			}
 		})
+	})
+}
+
+// TestStore_bulkDeletesAreChunked: deleting a namespace of 3,000 keys
+// unlinks at most storage.UnlinkChunk keys per command, and deleting a
+// group of 450 waiting runs (force) discards at most 100 per script, so
+// no one command holds Redis for long. Counted with a command hook.
+func TestStore_bulkDeletesAreChunked(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		reqs := make([]storage.SubmitRequest, 450)
+		for i := range reqs {
+			reqs[i] = storage.SubmitRequest{Group: "big", ID: fmt.Sprintf("r%04d", i)}
+		}
+		for _, r := range e.s.SubmitBatch(ctx, reqs) {
+			mustNil(t, r.Err)
+		}
+		for i := range 2500 {
+			mustNil(t, e.c.Set(ctx, e.s.Keys().Prefix()+fmt.Sprintf("junk:%d", i), "x", 0).Err())
+		}
+		rec := redistest.Record(e.c)
+		rec.NameScripts(storage.ScriptName)
+		n, err := e.s.DeleteGroup(ctx, "big", true, "bulk")
+		mustNil(t, err)
+		if n != 450 {
+			t.Fatalf("discarded %d, want 450", n)
+		}
+		calls := 0
+		for _, c := range rec.Commands() {
+			if c.Name == "script delete_group" {
+				calls++
+				if c.Keys > 5+100 {
+					t.Fatalf("a delete_group call with %d keys: more than 100 runs in one script", c.Keys)
+				}
+			}
+		}
+		if calls < 5 {
+			t.Fatalf("%d delete_group calls for 450 runs, want at least 5 (100 a call)", calls)
+		}
+		rec.Reset()
+		deleted, err := e.s.DeleteNamespace(ctx)
+		mustNil(t, err)
+		if deleted < 2500 {
+			t.Fatalf("deleted %d keys, want the 2,500 and the runs'", deleted)
+		}
+		for _, c := range rec.Commands() {
+			if c.Name == "UNLINK" && c.Args > storage.UnlinkChunk {
+				t.Fatalf("an UNLINK of %d keys, more than %d", c.Args, storage.UnlinkChunk)
+			}
+		}
+		if rec.Count("UNLINK") < deleted/storage.UnlinkChunk {
+			t.Fatalf("%d UNLINKs for %d keys", rec.Count("UNLINK"), deleted)
+		}
 	})
 }

@@ -66,8 +66,8 @@ var scripts = func() map[string]*redis.Script {
 	return m
 }()
 
-// ScriptNames lists the embedded scripts (sorted).
-func ScriptNames() []string {
+// scriptNames lists the embedded scripts (sorted).
+func scriptNames() []string {
 	var out []string
 	for n := range scripts {
 		out = append(out, n)
@@ -76,9 +76,16 @@ func ScriptNames() []string {
 	return out
 }
 
-// ScriptSource returns the source of a script as sent to Redis (fenced
-// scripts include the prelude), "" if unknown.
-func ScriptSource(name string) string { return scriptSrc[name] }
+// ScriptName names the embedded script whose SHA1 is sha ("" if none is):
+// what a SLOWLOG or a command hook sees of a script is its EVALSHA.
+func ScriptName(sha string) string {
+	for n, sc := range scripts {
+		if sc.Hash() == sha {
+			return n
+		}
+	}
+	return ""
+}
 
 // Load preloads every script (SCRIPT LOAD). On Redis Cluster it loads
 // every script on every shard's master (ForEachShard). Calling it is
@@ -86,7 +93,7 @@ func ScriptSource(name string) string { return scriptSrc[name] }
 func (s *Store) Load(ctx context.Context) error {
 	if cc, ok := s.c.(*redis.ClusterClient); ok {
 		return cc.ForEachShard(ctx, func(ctx context.Context, shard *redis.Client) error {
-			for _, n := range ScriptNames() {
+			for _, n := range scriptNames() {
 				if err := shard.ScriptLoad(ctx, scriptSrc[n]).Err(); err != nil {
 					return fmt.Errorf("storage: load script %s on %s: %w", n, shard.Options().Addr, err)
 				}
@@ -94,7 +101,7 @@ func (s *Store) Load(ctx context.Context) error {
 			return nil
 		})
 	}
-	for _, n := range ScriptNames() {
+	for _, n := range scriptNames() {
 		if err := scripts[n].Load(ctx, s.c).Err(); err != nil {
 			return fmt.Errorf("storage: load script %s: %w", n, err)
 		}

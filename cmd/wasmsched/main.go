@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -50,6 +49,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	redis.SetLogger(redisLogger{})
 
 	app := newApp(stdout, stderr)
+	if len(args) > 1 && args[1] == completeCommand { // the completion scripts' question (completion.go)
+		complete(ctx, stdout, app, args[2:])
+		return exitOK
+	}
 	var unknown string
 	app.CommandNotFound = func(_ *cli.Context, name string) { unknown = name }
 	err := app.RunContext(ctx, args)
@@ -65,48 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-var (
-	// "storage: ", "policies: ", ... at the start of an error or of a
-	// wrapped part of it: the Go package that made it, not the user's
-	// business.
-	rePkgPrefix = regexp.MustCompile(`(^|: |\()(storage|policies|host|abi|wasmrewrite|worker): `)
-	// encoding/json's type errors name Go types.
-	reJSONType = regexp.MustCompile(`json: cannot unmarshal (\w+) into Go (?:struct field (\S+) |value )of type (\S+)`)
-)
-
-// userMessage is err's message in the user's terms: no Go package
-// prefixes, no trailing sentinel word "invalid", no Go type names.
-func userMessage(err error) string {
-	msg := rePkgPrefix.ReplaceAllString(err.Error(), "$1")
-	sentinel := storage.ErrInvalid.Error() // "invalid": the message says what is
-	msg = strings.ReplaceAll(msg, ": "+sentinel+": ", ": ")
-	msg = strings.TrimSuffix(msg, ": "+sentinel)
-	return reJSONType.ReplaceAllStringFunc(msg, func(m string) string {
-		p := reJSONType.FindStringSubmatch(m)
-		field := ""
-		if p[2] != "" {
-			field = " for field " + strings.ToLower(p[2])
-		}
-		return fmt.Sprintf("got a JSON %s%s, want %s", p[1], field, jsonKind(p[3]))
-	})
-}
-
-// jsonKind names the JSON value a Go type decodes from.
-func jsonKind(goType string) string {
-	switch {
-	case strings.HasPrefix(goType, "[]"):
-		return "a list"
-	case strings.HasPrefix(goType, "map["), strings.HasPrefix(goType, "main."), strings.HasPrefix(goType, "struct"):
-		return "an object"
-	case goType == "string":
-		return "a string"
-	case goType == "bool":
-		return "true or false"
-	case strings.Contains(goType, "int"), strings.Contains(goType, "float"), strings.HasPrefix(goType, "main.jsonMillis"):
-		return "a number"
-	}
-	return "another type"
-}
+// userMessage is err's message in the user's terms (storage.UserMessage).
+func userMessage(err error) string { return storage.UserMessage(err) }
 
 func init() {
 	// --version prints what `wasmsched version` does, not "wasmsched
@@ -148,8 +111,8 @@ was wrong).`,
 func withGlobalFlags(cmds []*cli.Command) []*cli.Command {
 	for _, c := range cmds {
 		if c.OnUsageError == nil {
-			c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
-				return usageErrorf("%v", err)
+			c.OnUsageError = func(ctx *cli.Context, err error, _ bool) error {
+				return flagError(ctx, err)
 			}
 		}
 		if len(c.Subcommands) > 0 {
@@ -174,6 +137,19 @@ func withGlobalFlags(cmds []*cli.Command) []*cli.Command {
 		}
 	}
 	return cmds
+}
+
+// flagError is a flag parsing error with where to read the flags.
+func flagError(c *cli.Context, err error) error {
+	var path []string
+	if c != nil {
+		for _, ctx := range c.Lineage() {
+			if ctx.Command != nil && ctx.Command.Name != "" && ctx.Command.Name != "wasmsched" && (len(path) == 0 || path[0] != ctx.Command.Name) {
+				path = append([]string{ctx.Command.Name}, path...)
+			}
+		}
+	}
+	return usageErrorf("%v (see %s --help)", err, strings.Join(append([]string{"wasmsched"}, path...), " "))
 }
 
 // usageError marks bad usage or bad input: exit code 2.

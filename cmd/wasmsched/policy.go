@@ -32,7 +32,7 @@ func policyCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "policy",
 		Usage: "build, inspect, test, dry-run, push, list, activate and roll back policies",
-		Description: `A policy is a wasm plugin (ABI v1, see abi/ABI.md). Built-in names: wait,
+		Description: fmt.Sprintf("A policy is a wasm plugin (ABI versions %d to %d, see abi/ABI.md).", abi.MinVersion, abi.Version) + ` Built-in names: wait,
 discard, priority (serial) and reuse (slot-reuse). Where a command takes
 FILE|NAME, an existing file (or a path ending in .wasm) is read from disk;
 otherwise NAME is the active pushed version in the namespace's registry, or
@@ -43,7 +43,7 @@ Exit codes: 0 success, 1 a failed check (a failing scenario, an invalid
 dry-run decision) or Redis unreachable, 2 bad usage or bad input.
 
 Examples:
-   wasmsched policy build ./mypolicy -o mypolicy.wasm
+   wasmsched policy build ./mypolicy --out mypolicy.wasm
    wasmsched policy test mypolicy.wasm ./scenarios
    wasmsched policy dry-run --policy mypolicy.wasm --group nightly
    wasmsched policy push nightly-policy mypolicy.wasm --note "oldest first"
@@ -129,12 +129,15 @@ when it has .c files and no .go files, else Go. Then runs, in DIR, with the
 environment inherited:
 
    Go:    GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o FILE .
-   Rust:  cargo build --release --offline --target wasm32-wasi
+   Rust:  cargo build --release --offline --target wasm32-wasip1
           (RUSTFLAGS=-C target-feature=+bulk-memory; the crate is a cdylib
-          using abi/rust; Debian's /usr/bin/cargo and rustc when present)
+          using abi/rust; the cargo on PATH if its rustc has the
+          wasm32-wasip1 (or wasm32-wasi) target, else Debian's
+          /usr/bin/cargo; a Cargo.lock that cargo cannot read, written by
+          a newer one, is set aside for the build and put back)
    C:     clang --target=wasm32-wasi -O2 -mbulk-memory -nostdlib -ffreestanding
           -I <the SDK header, written by this command> -Wl,--no-entry
-          -Wl,--export-dynamic -o FILE DIR/*.c
+          -Wl,--export-dynamic -o FILE DIR/*.c   (not the *_test.c native tests)
 
 (a C or Rust plugin also gets the "wasmsched_sdk" custom section naming
 its language, as the SDKs' build scripts do), then loads the result once
@@ -153,7 +156,7 @@ Examples:
 			&cli.StringFlag{Name: "out", Usage: "write the plugin to `FILE` (default DIR's base name + .wasm)"},
 			&cli.StringFlag{Name: "lang", Usage: "the source language `L`: go, rust or c (default: detected)"},
 			&cli.StringFlag{Name: "go", Value: "go", Usage: "the go `COMMAND` to run"},
-			&cli.StringFlag{Name: "cargo", Usage: "the cargo `COMMAND` (default /usr/bin/cargo if present, else cargo)"},
+			&cli.StringFlag{Name: "cargo", Usage: "the cargo `COMMAND` (default: the cargo on PATH if its rustc has a wasm32 WASI target, else /usr/bin/cargo)"},
 			&cli.StringFlag{Name: "cc", Value: "clang", Usage: "the C compiler `COMMAND` (clang with the wasm32 target and lld)"},
 		},
 		Action: func(c *cli.Context) error {
@@ -470,7 +473,7 @@ func policyPushCommand() *cli.Command {
 		Usage:     "gate a plugin and push it as a new version of NAME (activated unless --no-activate)",
 		ArgsUsage: "NAME FILE",
 		Description: `The push gate runs before anything is written: the plugin must compile,
-match ABI v1, have the kind of NAME (built-ins: wait, discard and priority are
+export an ABI version this host runs (` + fmt.Sprintf("%d to %d", abi.MinVersion, abi.Version) + `), have the kind of NAME (built-ins: wait, discard and priority are
 serial, reuse is slot-reuse; a new name takes the plugin's kind, later pushes
 must match it), and pass a conformance run on canned snapshots (empty, only
 waiting, with active runs, STOPPING, max_active 2 and 3, ...) with a valid

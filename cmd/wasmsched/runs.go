@@ -446,7 +446,7 @@ func interspersed(action cli.ActionFunc) cli.ActionFunc {
 		var pos []string
 		for {
 			if err := set.Parse(args); err != nil {
-				return usageErrorf("%s: %v", c.Command.Name, err)
+				return flagError(c, err)
 			}
 			left := set.Args()
 			if len(left) == 0 {
@@ -460,7 +460,7 @@ func interspersed(action cli.ActionFunc) cli.ActionFunc {
 			args = left[1:]
 		}
 		if err := set.Parse(append([]string{"--"}, pos...)); err != nil {
-			return usageErrorf("%s: %v", c.Command.Name, err)
+			return flagError(c, err)
 		}
 		// Like urfave's own parsing, give every alias of a set flag its value.
 		visited := map[string]bool{}

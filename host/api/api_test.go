@@ -664,3 +664,73 @@ func TestAPI_putGroup_policyCheck(t *testing.T) {
 		"PUT", ns+"/groups/g", `{"policy": "dormant"}`)
 	e.fails(404, "not_found", "not found", "GET", ns+"/groups/g", "")
 }
+
+// TestAPI_methodAndScheme: a routed path asked with another method is 405
+// naming the methods (Allow header too); an unknown path stays 404; the
+// bearer scheme is case-insensitive.
+func TestAPI_methodAndScheme(t *testing.T) {
+	e := newEnv(t, opts{tokens: true})
+	e.fails(405, "method_not_allowed", "DELETE /api/v1/namespaces/ns/runs/x: this route takes GET", "DELETE", ns+"/runs/x", "")
+	e.fails(405, "method_not_allowed", "this route takes GET, PUT", "POST", ns+"/groups/g", `{}`)
+	e.fails(404, "not_found", "no route", "GET", ns+"/nope", "")
+	req, _ := http.NewRequest("DELETE", e.srv.URL+ns+"/runs/x", nil)
+	req.Header.Set("Authorization", "Bearer "+adminTok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("Allow"); got != "GET" {
+		t.Fatalf("Allow = %q, want GET", got)
+	}
+	for _, scheme := range []string{"bearer", "BEARER", "Bearer"} {
+		req, _ := http.NewRequest("GET", e.srv.URL+ns+"/runs", nil)
+		req.Header.Set("Authorization", scheme+" "+readTok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("Authorization: %s TOKEN: %d, want 200", scheme, resp.StatusCode)
+		}
+	}
+}
+
+// TestAPI_messages: errors say what is wrong in the API's terms, not Go's:
+// no Go type or struct names, no package prefixes or sentinel words.
+func TestAPI_messages(t *testing.T) {
+	e := newEnv(t, opts{})
+	for _, c := range []struct {
+		status           int
+		method, path, in string
+		want             string
+	}{
+		{400, "POST", ns + "/groups/g/runs", `{"priority": "high"}`, "request body: field priority: want a number, got a JSON string"},
+		{400, "POST", ns + "/groups/g/runs", `{"slots": [1]}`, "request body: field slots: want a number, got a JSON array"},
+		{400, "POST", ns + "/groups/g/runs", `{"slot": 2}`, `request body: unknown field "slot" (see /api/v1/openapi.json)`},
+		{400, "POST", ns + "/groups/g/runs", `{"id": }`, "request body: not valid JSON at byte 8"},
+		{400, "GET", ns + "/runs?limit=5000", "", "list: limit 5000: want 1 to 1000"},
+		{413, "POST", ns + "/groups/g/runs", `{"payload": "` + strings.Repeat("x", api.MaxBodyBytes) + `"}`, "the request body is over 1048576 bytes (1024 KiB)"},
+	} {
+		var ae apiErr
+		got := e.do(c.method, c.path, c.in, &ae)
+		if got != c.status || !strings.Contains(ae.Error, c.want) {
+			t.Errorf("%s %s %.40s: %d %q, want %d containing %q", c.method, c.path, c.in, got, ae.Error, c.status, c.want)
+		}
+		for _, leak := range []string{"Go struct", "submitJSON", "storage:", "client:", "http:"} {
+			if strings.Contains(ae.Error, leak) {
+				t.Errorf("%s %s: %q leaks %q", c.method, c.path, ae.Error, leak)
+			}
+		}
+		if strings.HasSuffix(ae.Error, ": invalid") {
+			t.Errorf("%s %s: %q ends in the sentinel word", c.method, c.path, ae.Error)
+		}
+	}
+	e.do("POST", ns+"/groups/g/runs", `{"id": "a"}`, nil)
+	e.do("POST", ns+"/runs/a/stop", `{}`, nil)
+	var ae apiErr
+	if got := e.do("POST", ns+"/runs/a/stop", `{}`, &ae); got != 409 || strings.HasSuffix(ae.Error, "bad state") || strings.Contains(ae.Error, "storage:") {
+		t.Errorf("stop of a final run: %d %q", got, ae.Error)
+	}
+}

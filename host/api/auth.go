@@ -116,8 +116,9 @@ const cookieName = "wasmsched_token"
 // requestToken is the bearer token or the UI cookie.
 func requestToken(r *http.Request) string {
 	if h := r.Header.Get("Authorization"); h != "" {
-		if s, ok := strings.CutPrefix(h, "Bearer "); ok {
-			return strings.TrimSpace(s)
+		// the scheme is case-insensitive (RFC 9110 11.1): bearer, BEARER...
+		if scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " "); ok && strings.EqualFold(scheme, "Bearer") {
+			return strings.TrimSpace(tok)
 		}
 		return ""
 	}

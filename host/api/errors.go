@@ -68,7 +68,11 @@ func isLoadError(err error) bool {
 
 func writeError(w http.ResponseWriter, err error) {
 	status, code := statusOf(err)
-	msg := strings.TrimPrefix(err.Error(), "storage: ")
+	msg := storage.UserMessage(err)
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		msg = fmt.Sprintf("the request body is over %d bytes (%d KiB), the most this API reads", mbe.Limit, mbe.Limit>>10)
+	}
 	if status == http.StatusInternalServerError {
 		msg = "internal error: " + msg
 	}
@@ -97,11 +101,22 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 		if err.Error() == "EOF" {
 			return nil
 		}
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		var (
+			mbe *http.MaxBytesError
+			te  *json.UnmarshalTypeError
+			se  *json.SyntaxError
+		)
+		switch {
+		case errors.As(err, &mbe):
 			return err
+		case errors.As(err, &te):
+			return errorf(http.StatusBadRequest, "invalid", "request body: field %s: want %s, got a JSON %s", te.Field, storage.JSONKind(te.Type.String()), te.Value)
+		case errors.As(err, &se):
+			return errorf(http.StatusBadRequest, "invalid", "request body: not valid JSON at byte %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			return errorf(http.StatusBadRequest, "invalid", "request body: unknown field %s (see /api/v1/openapi.json)", strings.TrimPrefix(err.Error(), "json: unknown field "))
 		}
-		return errorf(http.StatusBadRequest, "invalid", "request body: %v", err)
+		return errorf(http.StatusBadRequest, "invalid", "request body: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	if dec.More() {
 		return errorf(http.StatusBadRequest, "invalid", "request body: more than one JSON value")

@@ -53,7 +53,10 @@ type Config struct {
 	// Tokens (nil = open).
 	Tokens *Tokens
 	// Sandbox configures the runtime that runs dry-runs and explanations.
-	// Zero = policies' defaults, pool size 1, no compilation cache.
+	// Zero = policies' defaults (the compilation cache in the user's cache
+	// directory, as for hosts and the CLI), pool size 1. The modules it
+	// decided with stay loaded (host.Inspector), so a request after the
+	// first pays no compilation or instantiation.
 	Sandbox policies.Config
 	Logger  *slog.Logger
 }
@@ -90,9 +93,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	sb := cfg.Sandbox
 	if sb.PoolSize == 0 {
 		sb.PoolSize = 1
-	}
-	if sb.CacheDir == "" {
-		sb.CacheDir = "-"
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -263,8 +263,21 @@ func (s *Server) routeTable() []struct {
 
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
+	allow := map[string][]string{} // path -> the methods it is routed for
 	for _, r := range s.routeTable() {
 		s.api(r.pattern, r.h)
+		method, path, _ := strings.Cut(r.pattern, " ")
+		allow[path] = append(allow[path], method)
+	}
+	// A routed path asked with another method is 405 with an Allow header
+	// (the catch-all below would otherwise answer 404): a method-less
+	// pattern matches only what the method-specific ones do not.
+	for path, methods := range allow {
+		methods := strings.Join(methods, ", ")
+		s.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", methods)
+			writeError(w, errorf(http.StatusMethodNotAllowed, "method_not_allowed", "%s %s: this route takes %s", r.Method, r.URL.Path, methods))
+		})
 	}
 	s.mux.HandleFunc("GET /api/v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

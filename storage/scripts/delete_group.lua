@@ -14,7 +14,7 @@
 -- writes: discarded runs (state DISCARDED, finished_at, reason); when empty:
 -- DEL group hash, waiting and active zsets, SREM groups and dirty. Finished
 -- runs keep their records (retention removes them).
--- bound: O(given runs) per call (the caller passes at most 500)
+-- bound: O(given runs) per call (the caller passes at most 100: deleteChunk)
 -- replay: a retried call discards the next chunk or finds the group gone.
 if redis.call('EXISTS', KEYS[2]) == 0 then
   return redis.error_reply('WS_NOT_FOUND group ' .. ARGV[1] .. ' does not exist')

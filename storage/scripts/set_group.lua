@@ -1,5 +1,6 @@
 -- set_group: create or update a group (client write, unfenced).
--- KEYS[1] groups set, KEYS[2] group hash, KEYS[3] dirty set, KEYS[4] waiting zset, KEYS[5] active zset
+-- KEYS[1] groups set, KEYS[2] group hash, KEYS[3] dirty set, KEYS[4] waiting zset, KEYS[5] active zset,
+-- KEYS[6] the group incarnation counter (Keys.GroupGen: a new group's gen)
 -- ARGV[1] group name, ARGV[2] policy ("" = keep; "wait" for a new group),
 -- ARGV[3] max_active (>= 1; 0 = keep; 1 for a new group),
 -- ARGV[4] window (>= 1; 0 = keep; unset for a new group = DefaultWindow),
@@ -10,7 +11,7 @@
 -- writes: group policy/max_active/window (only what was given changes),
 -- version+1, dirty. replay: bumps the version again (harmless).
 -- bound: O(1)
-local cur = redis.call('HMGET', KEYS[2], 'policy', 'max_active', 'window', 'retention_ms')
+local cur = redis.call('HMGET', KEYS[2], 'policy', 'max_active', 'window', 'retention_ms', 'name')
 local policy = ARGV[2]
 if policy == '' then policy = cur[1] or 'wait' end
 local m = tonumber(ARGV[3])
@@ -31,6 +32,9 @@ if setret then
   end
 end
 redis.call('SADD', KEYS[1], ARGV[1])
+if not cur[5] then
+  redis.call('HSET', KEYS[2], 'gen', redis.call('INCR', KEYS[6]))
+end
 redis.call('HSET', KEYS[2], 'name', ARGV[1], 'policy', policy, 'max_active', m)
 if w > 0 then
   redis.call('HSET', KEYS[2], 'window', w)

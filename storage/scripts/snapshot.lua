@@ -3,7 +3,7 @@
 -- KEYS[1] group hash, KEYS[2] waiting zset, KEYS[3] active zset
 -- ARGV[1] run-hash key prefix (Keys.RunPrefix, same hash tag; see RATIONALE.md),
 -- ARGV[2] default window (runs per side, DefaultWindow), ARGV[3..] run fields to return
--- returns: {{policy, max_active, version, window, discard_below}, now_ms,
+-- returns: {{policy, max_active, version, window, discard_below, gen}, now_ms,
 -- {active runs}, {window runs}, waiting_total, n_oldest}; each run = HMGET of
 -- the fields, runs ordered by seq. The waiting runs are those with seq >=
 -- discard_below (the older ones are covered by a decision's discard_below
@@ -12,7 +12,7 @@
 -- max_active); n_oldest = how many window runs are the oldest part.
 -- errors: WS_NOT_FOUND (no such group)
 -- bound: O(log n + k) for the waiting zset of n runs, plus the active runs
-local g = redis.call('HMGET', KEYS[1], 'policy', 'max_active', 'version', 'window', 'discard_below')
+local g = redis.call('HMGET', KEYS[1], 'policy', 'max_active', 'version', 'window', 'discard_below', 'gen')
 if not g[1] then
   return redis.error_reply('WS_NOT_FOUND group does not exist')
 end

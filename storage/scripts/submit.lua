@@ -1,7 +1,8 @@
 -- submit: add a WAITING run to a group (client write, unfenced).
 -- KEYS[1] seq, KEYS[2] groups set, KEYS[3] group hash, KEYS[4] waiting zset,
--- KEYS[5] dirty set, KEYS[6] run hash, KEYS[7] runs zset, KEYS[8] (optional)
--- the idempotency key's key (Keys.Idempotency)
+-- KEYS[5] dirty set, KEYS[6] run hash, KEYS[7] runs zset, KEYS[8] the
+-- group incarnation counter (Keys.GroupGen), KEYS[9] (optional) the
+-- idempotency key's key (Keys.Idempotency)
 -- ARGV[1] group, ARGV[2] run id, ARGV[3] slots (>= 1), ARGV[4] priority,
 -- ARGV[5] payload, ARGV[6] duration_ms, ARGV[7] op id (random per call),
 -- ARGV[8] work channel (PUBLISH of the group: the coordinator wakes; advisory),
@@ -9,12 +10,12 @@
 -- ARGV[10] the idempotency key's lifetime in ms, ARGV[11] run-hash key
 -- prefix (Keys.RunPrefix), ARGV[12] the request's fingerprint (its group
 -- and run settings), ARGV[13] '1' when the caller chose ARGV[2] (all four
--- with KEYS[8] only)
+-- with KEYS[9] only)
 -- returns: {seq, submitted_at_ms, replayed (0|1), run id}
--- idempotency: with KEYS[8], a key that names a run that still exists
+-- idempotency: with KEYS[9], a key that names a run that still exists
 -- returns that run (replayed = 1, its id) when the request's fingerprint is
 -- the one it was made with (and a run id the caller chose is that run's);
--- else the run is submitted and KEYS[8] names it
+-- else the run is submitted and KEYS[9] names it
 -- ("id<US>fingerprint") for ARGV[10] ms.
 -- errors: WS_DUP (run id exists, submitted by another call), WS_CONFLICT
 -- (the idempotency key names a run made by another request: nothing
@@ -25,8 +26,8 @@ local slots = tonumber(ARGV[3])
 if not slots or slots < 1 then
   return redis.error_reply('WS_INVALID run ' .. ARGV[2] .. ': slots must be >= 1')
 end
-if KEYS[8] then
-  local v = redis.call('GET', KEYS[8])
+if KEYS[9] then
+  local v = redis.call('GET', KEYS[9])
   if v then
     local prev, fp = string.match(v, '^([^\31]*)\31?(.*)$')
     local r = redis.call('HMGET', ARGV[11] .. prev, 'seq', 'submitted_at', 'group')
@@ -48,7 +49,8 @@ if redis.call('EXISTS', KEYS[6]) == 1 then
 end
 if redis.call('EXISTS', KEYS[3]) == 0 then
   redis.call('SADD', KEYS[2], ARGV[1])
-  redis.call('HSET', KEYS[3], 'name', ARGV[1], 'policy', 'wait', 'max_active', 1, 'version', 0)
+  redis.call('HSET', KEYS[3], 'name', ARGV[1], 'policy', 'wait', 'max_active', 1, 'version', 0,
+    'gen', redis.call('INCR', KEYS[8]))
 end
 local now = now_ms()
 local seq = redis.call('INCR', KEYS[1])
@@ -61,7 +63,7 @@ redis.call('HINCRBY', KEYS[3], 'version', 1)
 redis.call('SADD', KEYS[5], ARGV[1])
 redis.call('PUBLISH', ARGV[8], ARGV[1])
 publish_runs(ARGV[9], {'WAITING#' .. ARGV[1] .. '#' .. ARGV[2]})
-if KEYS[8] then
-  redis.call('SET', KEYS[8], ARGV[2] .. '\31' .. ARGV[12], 'PX', ARGV[10])
+if KEYS[9] then
+  redis.call('SET', KEYS[9], ARGV[2] .. '\31' .. ARGV[12], 'PX', ARGV[10])
 end
 return {seq, now, 0, ARGV[2]}

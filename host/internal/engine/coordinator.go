@@ -439,7 +439,7 @@ func (c *Coordinator) decideOne(ctx context.Context, lease *leader.Lease, sn sto
 	ref.Succeeded()
 	d = storage.Decision{
 		Version:        sn.Group.Version,
-		ClaimID:        fmt.Sprintf("%d:%s:%d", lease.Epoch(), group, sn.Group.Version),
+		ClaimID:        claimID(lease.Epoch(), sn.Group),
 		Policy:         policy,
 		PolicyVersion:  ref.Version,
 		PolicySHA256:   ref.SHA256,
@@ -456,6 +456,16 @@ func (c *Coordinator) decideOne(ctx context.Context, lease *leader.Lease, sn sto
 		d.Actions[i] = storage.Action{Kind: storage.ActionKind(a.Kind.String()), Run: a.Run, Reason: a.Reason}
 	}
 	return d, ref.Version, true, nil
+}
+
+// claimID names a decision: EPOCH:GROUP#GEN:VERSION, unique within the
+// namespace (one decision per term, group incarnation and version; a group
+// made before incarnations, gen 0, is EPOCH:GROUP:VERSION).
+func claimID(epoch int64, g storage.Group) string {
+	if g.Gen == 0 {
+		return fmt.Sprintf("%d:%s:%d", epoch, g.Name, g.Version)
+	}
+	return fmt.Sprintf("%d:%s#%d:%d", epoch, g.Name, g.Gen, g.Version)
 }
 
 // SerialSnapshot converts a storage snapshot into the ABI record a serial

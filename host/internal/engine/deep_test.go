@@ -183,12 +183,27 @@ func TestCoordinator_decisionRecord(t *testing.T) {
 	r := e.run("r1")
 	wasm, _ := plugins.Builtin("wait")
 	d := r.Decision
-	if d == nil || d.Epoch != e.lease.Epoch() || !strings.HasPrefix(d.ID, fmt.Sprintf("%d:g:", e.lease.Epoch())) || d.Action != storage.ActionLaunch ||
+	if d == nil || d.Epoch != e.lease.Epoch() || !strings.HasPrefix(d.ID, fmt.Sprintf("%d:g#1:", e.lease.Epoch())) || d.Action != storage.ActionLaunch ||
 		d.Reason == "" || d.Policy != "wait" || d.PolicySHA256 != digest.SHA256(wasm) || d.PolicyVersion != digest.Short(d.PolicySHA256) || d.PolicyRegistry != 0 {
 		t.Fatalf("decision record %+v", d)
 	}
 	ds, err := e.st.GroupDecisions(context.Background(), "g")
 	if err != nil || len(ds) != 1 || ds[0].ID != d.ID || ds[0].Launched != 1 {
 		t.Fatalf("group decisions %+v, %v", ds, err)
+	}
+	// a group deleted and made again decides under new ids (its version
+	// starts over; its incarnation does not)
+	if _, err := e.st.RequestStop(context.Background(), "r1", "done with it"); err != nil { // LAUNCHED: STOPPED at once
+		t.Fatal(err)
+	}
+	e.settle()
+	if _, err := e.st.DeleteGroup(context.Background(), "g", false, ""); err != nil {
+		t.Fatal(err)
+	}
+	e.submit("g", "r2", 1)
+	e.settle()
+	d2 := e.run("r2").Decision
+	if d2 == nil || d2.ID == d.ID || !strings.HasPrefix(d2.ID, fmt.Sprintf("%d:g#2:", e.lease.Epoch())) {
+		t.Fatalf("the re-made group's decision %+v repeats or misnames %s", d2, d.ID)
 	}
 }

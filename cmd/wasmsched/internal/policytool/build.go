@@ -3,6 +3,7 @@ package policytool
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,10 +13,10 @@ import (
 
 	csdk "github.com/wasmsched/wasmsched/abi/c"
 	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/badinput"
-
 	"github.com/wasmsched/wasmsched/internal/digest"
 )
 
+// BuildResult is a built plugin (`policy build`).
 type BuildResult struct {
 	File       string `json:"file"`
 	Language   string `json:"language"`
@@ -25,7 +26,7 @@ type BuildResult struct {
 	SHA256     string `json:"sha256"`
 }
 
-// BuildTools are the compilers policy build runs.
+// BuildTools are the compilers policy build runs ("" = the default).
 type BuildTools struct{ Go, Cargo, CC string }
 
 // DetectLanguage is policy build's language of dir.
@@ -33,12 +34,26 @@ func DetectLanguage(dir string) string {
 	if _, err := os.Stat(filepath.Join(dir, "Cargo.toml")); err == nil {
 		return "rust"
 	}
-	cs, _ := filepath.Glob(filepath.Join(dir, "*.c"))
-	gos, _ := filepath.Glob(filepath.Join(dir, "*.go"))
-	if len(cs) > 0 && len(gos) == 0 {
-		return "c"
+	if len(cSources(dir)) > 0 {
+		gos, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+		if len(gos) == 0 {
+			return "c"
+		}
 	}
 	return "go"
+}
+
+// cSources are the .c files of a C plugin: the *_test.c files beside it
+// are native tests (they include wasmsched_test.h), not the plugin.
+func cSources(dir string) []string {
+	all, _ := filepath.Glob(filepath.Join(dir, "*.c"))
+	var out []string
+	for _, f := range all {
+		if !strings.HasSuffix(f, "_test.c") {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // sdkSection is the custom section "wasmsched_sdk" with lang as payload.
@@ -49,6 +64,19 @@ func sdkSection(lang string) []byte {
 	return append([]byte{0, byte(len(body))}, body...)
 }
 
+// build is one language's build of dir into out, in the scratch dir tmp.
+type build struct {
+	ctx               context.Context
+	t                 BuildTools
+	dir, out, tmp     string
+	display, language string
+	stderr            io.Writer
+}
+
+// Build compiles the policy in dir (lang "" = DetectLanguage) to out ("" =
+// DIR's base name + .wasm) with its language's toolchain and loads the
+// result once, so a module the host would refuse fails here. A compile
+// error is bad input, with the compiler's output.
 func Build(ctx context.Context, t BuildTools, lang, dir, out string, stderr io.Writer) (BuildResult, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
@@ -76,70 +104,198 @@ func Build(ctx context.Context, t BuildTools, lang, dir, out string, stderr io.W
 		return BuildResult{}, err
 	}
 	defer os.RemoveAll(tmp)
-	var cmd *exec.Cmd
+	b := build{ctx: ctx, t: t, dir: absDir, out: absOut, tmp: tmp, display: dir, language: lang, stderr: stderr}
 	switch lang {
 	case "go":
-		cmd = exec.CommandContext(ctx, t.Go, "build", "-buildmode=c-shared", "-trimpath", "-o", absOut, ".")
-		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+		err = b.goBuild()
 	case "rust":
-		cargo, env := t.Cargo, os.Environ()
-		if cargo == "" {
-			cargo = "cargo"
-			if _, err := os.Stat("/usr/bin/cargo"); err == nil {
-				cargo = "/usr/bin/cargo"
-			}
-		}
-		if _, err := os.Stat("/usr/bin/rustc"); err == nil && os.Getenv("RUSTC") == "" {
-			env = append(env, "RUSTC=/usr/bin/rustc")
-		}
-		env = append(env, "CARGO_TARGET_DIR="+filepath.Join(tmp, "target"), "RUSTFLAGS=-C target-feature=+bulk-memory")
-		cmd = exec.CommandContext(ctx, cargo, "build", "--release", "--offline", "--target", "wasm32-wasi")
-		cmd.Env = env
+		err = b.rustBuild()
 	case "c":
-		if err := os.WriteFile(filepath.Join(tmp, "wasmsched.h"), csdk.Header, 0o644); err != nil {
-			return BuildResult{}, err
-		}
-		srcs, _ := filepath.Glob(filepath.Join(absDir, "*.c"))
-		if len(srcs) == 0 {
-			return BuildResult{}, badinput.Errorf("build: --lang c but %s has no .c file", dir)
-		}
-		args := []string{"--target=wasm32-wasi", "-O2", "-mbulk-memory", "-nostdlib", "-ffreestanding", "-I", tmp,
-			"-Wl,--no-entry", "-Wl,--export-dynamic", "-Wl,--strip-debug", "-o", absOut}
-		cmd = exec.CommandContext(ctx, t.CC, append(args, srcs...)...)
+		err = b.cBuild()
 	default:
 		return BuildResult{}, badinput.Errorf("build: --lang %q: want go, rust or c", lang)
 	}
-	cmd.Dir = absDir
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	if err := cmd.Run(); err != nil {
-		return BuildResult{}, badinput.Errorf("build %s (%s): %v:\n%s", dir, lang, err, strings.TrimSpace(buf.String()))
-	}
-	if buf.Len() > 0 {
-		_, _ = stderr.Write(buf.Bytes())
-	}
-	if lang == "rust" { // the crate's one cdylib
-		ws, _ := filepath.Glob(filepath.Join(tmp, "target", "wasm32-wasi", "release", "*.wasm"))
-		if len(ws) != 1 {
-			return BuildResult{}, badinput.Errorf("build %s (rust): want one cdylib .wasm in the cargo output, found %d (crate-type = [\"cdylib\"] in Cargo.toml)", dir, len(ws))
-		}
-		b, err := os.ReadFile(ws[0])
-		if err != nil {
-			return BuildResult{}, err
-		}
-		if err := os.WriteFile(absOut, b, 0o644); err != nil {
-			return BuildResult{}, err
-		}
-	}
-	wasm, err := os.ReadFile(absOut)
 	if err != nil {
 		return BuildResult{}, err
 	}
-	if lang == "c" { // the SDK section, as plugins/c/build.sh appends it
-		wasm = append(wasm, sdkSection("c")...)
-		if err := os.WriteFile(absOut, wasm, 0o644); err != nil {
-			return BuildResult{}, err
+	return loadBuilt(ctx, out, absOut, lang)
+}
+
+// run runs cmd in the plugin's directory; a failure is bad input with the
+// tool's output. Output of a success goes to stderr.
+func (b build) run(cmd *exec.Cmd) (string, error) {
+	cmd.Dir = b.dir
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Run(); err != nil {
+		return buf.String(), badinput.Errorf("build %s (%s): %v:\n%s", b.display, b.language, err, strings.TrimSpace(buf.String()))
+	}
+	if buf.Len() > 0 {
+		_, _ = b.stderr.Write(buf.Bytes())
+	}
+	return buf.String(), nil
+}
+
+func (b build) goBuild() error {
+	goCmd := b.t.Go
+	if goCmd == "" {
+		goCmd = "go"
+	}
+	cmd := exec.CommandContext(b.ctx, goCmd, "build", "-buildmode=c-shared", "-trimpath", "-o", b.out, ".")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	_, err := b.run(cmd)
+	return err
+}
+
+func (b build) cBuild() error {
+	if err := os.WriteFile(filepath.Join(b.tmp, "wasmsched.h"), csdk.Header, 0o644); err != nil {
+		return err
+	}
+	srcs := cSources(b.dir)
+	if len(srcs) == 0 {
+		return badinput.Errorf("build: --lang c but %s has no .c file (besides *_test.c)", b.display)
+	}
+	cc := b.t.CC
+	if cc == "" {
+		cc = "clang"
+	}
+	args := []string{"--target=wasm32-wasi", "-O2", "-mbulk-memory", "-nostdlib", "-ffreestanding", "-I", b.tmp,
+		"-Wl,--no-entry", "-Wl,--export-dynamic", "-Wl,--strip-debug", "-o", b.out}
+	if _, err := b.run(exec.CommandContext(b.ctx, cc, append(args, srcs...)...)); err != nil {
+		return err
+	}
+	wasm, err := os.ReadFile(b.out)
+	if err != nil {
+		return err
+	}
+	// the SDK section, as plugins/c/build.sh appends it
+	return os.WriteFile(b.out, append(wasm, sdkSection("c")...), 0o644)
+}
+
+// rustToolchain is a cargo, the rustc it runs, and the wasm32 WASI target
+// that rustc has.
+type rustToolchain struct{ cargo, rustc, target string }
+
+// pickRust returns the first toolchain that can build a wasm plugin: the
+// --cargo given, else the cargo on PATH (the one `cargo test` runs), else
+// Debian's /usr/bin/cargo; its rustc must have a wasm32-wasip1 or (older
+// toolchains) wasm32-wasi target installed.
+func pickRust(ctx context.Context, cargoFlag string) (rustToolchain, error) {
+	var cands []rustToolchain
+	if cargoFlag != "" {
+		rustc := filepath.Join(filepath.Dir(cargoFlag), "rustc")
+		if !strings.ContainsRune(cargoFlag, os.PathSeparator) {
+			rustc = "rustc"
 		}
+		cands = append(cands, rustToolchain{cargo: cargoFlag, rustc: rustc})
+	} else {
+		cands = append(cands, rustToolchain{cargo: "cargo", rustc: "rustc"}, rustToolchain{cargo: "/usr/bin/cargo", rustc: "/usr/bin/rustc"})
+	}
+	if env := os.Getenv("RUSTC"); env != "" {
+		for i := range cands {
+			cands[i].rustc = env
+		}
+	}
+	var tried []string
+	for _, c := range cands {
+		if _, err := exec.LookPath(c.cargo); err != nil {
+			continue
+		}
+		out, err := exec.CommandContext(ctx, c.rustc, "--print", "sysroot").Output()
+		if err != nil {
+			tried = append(tried, c.rustc+" (no sysroot: "+err.Error()+")")
+			continue
+		}
+		sysroot := strings.TrimSpace(string(out))
+		for _, target := range []string{"wasm32-wasip1", "wasm32-wasi"} {
+			if fi, err := os.Stat(filepath.Join(sysroot, "lib", "rustlib", target)); err == nil && fi.IsDir() {
+				c.target = target
+				return c, nil
+			}
+		}
+		tried = append(tried, c.cargo+" (its rustc has no wasm32-wasip1 or wasm32-wasi target)")
+	}
+	return rustToolchain{}, badinput.Errorf("build (rust): no Rust toolchain here builds wasm: %s; add the target to yours "+
+		"(rustup target add wasm32-wasip1), or install Debian's (apt-get install rustc cargo libstd-rust-dev-wasm32), "+
+		"or name one with --cargo PATH", strings.Join(append(tried, "none found"), "; "))
+}
+
+func (b build) rustBuild() error {
+	tc, err := pickRust(b.ctx, b.t.Cargo)
+	if err != nil {
+		return err
+	}
+	cmd := func() *exec.Cmd {
+		c := exec.CommandContext(b.ctx, tc.cargo, "build", "--release", "--offline", "--target", tc.target)
+		c.Env = append(os.Environ(), "RUSTC="+tc.rustc, "CARGO_TARGET_DIR="+filepath.Join(b.tmp, "target"),
+			"RUSTFLAGS=-C target-feature=+bulk-memory")
+		return c
+	}
+	out, err := b.run(cmd())
+	if err != nil && newerLockFile(out) {
+		// Cargo.lock was written by a newer cargo (a rustup toolchain's
+		// `cargo test`) than the one that builds wasm here. The SDK has no
+		// registry dependencies, so building without it is the same build:
+		// set it aside and put it back.
+		restore, aerr := setLockAside(lockPath(out, b.dir))
+		if aerr != nil {
+			return errors.Join(err, aerr)
+		}
+		fmt.Fprintf(b.stderr, "wasmsched: %s cannot read Cargo.lock (written by a newer cargo); building without it, then putting it back\n", tc.cargo)
+		_, err = b.run(cmd())
+		if rerr := restore(); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	ws, _ := filepath.Glob(filepath.Join(b.tmp, "target", tc.target, "release", "*.wasm"))
+	if len(ws) != 1 {
+		return badinput.Errorf("build %s (rust): want one cdylib .wasm in the cargo output, found %d (crate-type = [\"cdylib\"] in Cargo.toml)", b.display, len(ws))
+	}
+	wasm, err := os.ReadFile(ws[0])
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(b.out, wasm, 0o644)
+}
+
+// newerLockFile reports whether cargo's output says the lock file is of a
+// version it does not know.
+func newerLockFile(out string) bool {
+	return strings.Contains(out, "lock file version") || strings.Contains(out, "Cargo needs to be updated") ||
+		strings.Contains(out, "failed to parse lock file")
+}
+
+// lockPath is the lock file cargo failed to read: the path its error
+// names ("failed to parse lock file at: PATH"), else dir's Cargo.lock.
+func lockPath(out, dir string) string {
+	const at = "lock file at: "
+	if i := strings.Index(out, at); i >= 0 {
+		if p, _, _ := strings.Cut(out[i+len(at):], "\n"); strings.HasSuffix(strings.TrimSpace(p), "Cargo.lock") {
+			return strings.TrimSpace(p)
+		}
+	}
+	return filepath.Join(dir, "Cargo.lock")
+}
+
+// setLockAside renames lock and returns how to put it back (a build
+// writes a lock of its own meanwhile: it is dropped).
+func setLockAside(lock string) (restore func() error, err error) {
+	aside := lock + ".wasmsched-aside"
+	if err := os.Rename(lock, aside); err != nil {
+		return nil, fmt.Errorf("build (rust): setting %s aside: %w", lock, err)
+	}
+	return func() error { return os.Rename(aside, lock) }, nil
+}
+
+// loadBuilt loads the built module once (ABI version, exports, kind,
+// _initialize) and describes it.
+func loadBuilt(ctx context.Context, out, absOut, lang string) (BuildResult, error) {
+	wasm, err := os.ReadFile(absOut)
+	if err != nil {
+		return BuildResult{}, err
 	}
 	rt, err := NewRuntime(ctx, Sandbox{})
 	if err != nil {
@@ -153,5 +309,3 @@ func Build(ctx context.Context, t BuildTools, lang, dir, out string, stderr io.W
 	defer p.Close(context.Background())
 	return BuildResult{File: out, Language: lang, Kind: p.Kind().String(), ABIVersion: int(p.ABIVersion()), Size: len(wasm), SHA256: digest.SHA256(wasm)}, nil
 }
-
-// --- inspect ---
