@@ -1,7 +1,6 @@
 package abi
 
 import (
-	"errors"
 	"fmt"
 )
 
@@ -15,10 +14,11 @@ import (
 // sends the new action. Version 3 adds the indexed form of a serial
 // decision (DecisionRunIndex: actions name runs by their snapshot index,
 // not by id), which only a version 3 plugin may send. ABI.md "Versions".
-const Version = 3
-
-// MinVersion is the oldest ABI version the host still loads.
-const MinVersion = 1
+const (
+	Version = 3
+	// MinVersion is the oldest ABI version the host still loads.
+	MinVersion = 1
+)
 
 // Kind is what a plugin decides.
 type Kind uint32
@@ -293,7 +293,3 @@ func (d *ReuseDecision) Reset() {
 	d.Reason = ""
 	d.Verdicts = d.Verdicts[:0]
 }
-
-// ErrMalformed is returned (wrapped) by every decoder for bytes that are not a
-// well-formed record of the expected type.
-var ErrMalformed = errors.New("abi: malformed record")

@@ -22,8 +22,21 @@ var (
 	ErrOutOfMemory = storage.ErrOutOfMemory // Redis is at maxmemory: nothing was written
 )
 
-// DefaultNamespace is the namespace of a zero Config.Namespace.
-const DefaultNamespace = "default"
+// Defaults and bounds.
+const (
+	// DefaultNamespace is the namespace of a zero Config.Namespace.
+	DefaultNamespace = "default"
+	// DefaultRedis is the URL of a zero Config.Redis.
+	DefaultRedis = "redis://127.0.0.1:6379/0"
+	// DefaultListLimit and MaxListLimit bound a List page.
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+	// MaxGetRuns bounds the ids of one GetRuns call.
+	MaxGetRuns = storage.MaxGetRuns
+	// RetentionDefault, as GroupSettings.Retention, returns a group to
+	// the namespace's default retention.
+	RetentionDefault = storage.RetentionDefault
+)
 
 // Config configures New. The zero value connects to redis://127.0.0.1:6379/0,
 // namespace "default".
@@ -34,9 +47,6 @@ type Config struct {
 	// Namespace is the wasmsched namespace; "" = DefaultNamespace.
 	Namespace string
 }
-
-// DefaultRedis is the URL of a zero Config.Redis.
-const DefaultRedis = "redis://127.0.0.1:6379/0"
 
 // Validate reports a bad URL or namespace name.
 func (c Config) Validate() error {
@@ -159,12 +169,6 @@ func (c *Client) Stop(ctx context.Context, id, reason string) (Run, error) {
 	}
 	return runOf(r), nil
 }
-
-// DefaultListLimit and MaxListLimit bound a List page.
-const (
-	DefaultListLimit = 100
-	MaxListLimit     = 1000
-)
 
 // ListOptions select a page of runs, newest first.
 type ListOptions struct {
@@ -315,10 +319,6 @@ type GroupSettings struct {
 	// namespace default (ParseRetention reads the CLI's and the API's form).
 	Retention *time.Duration `json:"-"`
 }
-
-// RetentionDefault, as GroupSettings.Retention, returns a group to the
-// namespace's default retention.
-const RetentionDefault = storage.RetentionDefault
 
 // SetGroup creates or changes a group and returns it.
 func (c *Client) SetGroup(ctx context.Context, name string, s GroupSettings) (Group, error) {

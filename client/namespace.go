@@ -6,12 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/wasmsched/wasmsched/storage"
 )
-
-// MaxGetRuns bounds the ids of one GetRuns call.
-const MaxGetRuns = storage.MaxGetRuns
 
 // GetRuns reads runs by id in one round trip, in the order given; an id
 // that does not exist (or expired) is left out. At most MaxGetRuns ids.
@@ -21,14 +16,6 @@ func (c *Client) GetRuns(ctx context.Context, ids []string) ([]Run, error) {
 		return nil, err
 	}
 	return runsOf(rs), nil
-}
-
-// DeleteGroup deletes a group. A group with active runs is refused
-// (ErrBadState), and so is one with waiting runs unless force, which
-// discards them first with reason (in bounded chunks) and reports how
-// many. Finished runs keep their records; ErrNotFound for an unknown group.
-func (c *Client) DeleteGroup(ctx context.Context, name string, force bool, reason string) (discarded int, err error) {
-	return c.st.DeleteGroup(ctx, name, force, reason)
 }
 
 // Slots reads the namespace's workers and slots (one round trip).

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/wasmsched/wasmsched/storage"
@@ -243,6 +244,15 @@ type Action struct {
 	Run    string `json:"run"`
 	Seq    uint64 `json:"seq,omitempty"` // of a discard_below: every waiting run below it
 	Reason string `json:"reason"`
+}
+
+// Key is what decision diffs and expectations compare actions by: the
+// run, or for a discard_below the seq it covers.
+func (a Action) Key() string {
+	if a.Action == "discard_below" {
+		return fmt.Sprintf("(waiting runs below seq %d)", a.Seq)
+	}
+	return a.Run
 }
 
 // DryRun is a candidate policy's decision on a live group beside the

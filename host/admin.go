@@ -13,9 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// DefaultAdminAddr is where `wasmsched serve` listens for admin HTTP.
-const DefaultAdminAddr = "127.0.0.1:9090"
-
 // ListenAdmin opens the admin listener (so a caller can learn the port of
 // ":0" before building the identity).
 func ListenAdmin(addr string) (net.Listener, error) {

@@ -32,6 +32,8 @@ const (
 	// marginDivisor: the local lease ends LeaseTTL/10 before the
 	// lock's TTL would (clock rate drift, scheduling delay).
 	marginDivisor = 10
+	// DefaultAdminAddr is where `wasmsched serve` listens for admin HTTP.
+	DefaultAdminAddr = "127.0.0.1:9090"
 	// tickDivisor: the tick task runs every LeaseTTL/3.
 	tickDivisor = 3
 )
@@ -239,9 +241,6 @@ func (h *Host) onChange(leading bool, _ int64, _ string) {
 
 // Identity is the host's identity stamp.
 func (h *Host) Identity() string { return h.cfg.Identity }
-
-// Namespace is the namespace the host competes for.
-func (h *Host) Namespace() string { return h.ns }
 
 // Leading reports whether the host holds a valid lease now.
 func (h *Host) Leading() bool { return h.elector.Leading() }

@@ -185,15 +185,6 @@ func Actions(d abi.SerialDecision) []client.Action {
 	return out
 }
 
-// ActionKey is what decision diffs and expectations compare by: the run,
-// or for a discard_below the seq it covers.
-func ActionKey(a client.Action) string {
-	if a.Action == abi.ActionDiscardBelow.String() {
-		return fmt.Sprintf("(waiting runs below seq %d)", a.Seq)
-	}
-	return a.Run
-}
-
 // outcome names how a decide call ended: valid, invalid, timeout or trap.
 func outcome(err error) string {
 	switch {
@@ -211,10 +202,10 @@ func outcome(err error) string {
 func diffDecisions(active, cand []client.Action) []client.ActionDiff {
 	a, c := map[string]string{}, map[string]string{}
 	for _, x := range active {
-		a[ActionKey(x)] = x.Action
+		a[x.Key()] = x.Action
 	}
 	for _, x := range cand {
-		c[ActionKey(x)] = x.Action
+		c[x.Key()] = x.Action
 	}
 	var runs []string
 	for r := range a {
@@ -429,8 +420,8 @@ func (in *Inspector) explain(ctx context.Context, st *storage.Store, c *client.C
 // the same names with this message; the error wraps ErrUnknownPolicy or
 // ErrNotSerial.
 func CheckGroupPolicy(ctx context.Context, st *storage.Store, name string) error {
-	if k, ok := plugins.Kind(name); ok {
-		if k != abi.KindSerial {
+	if bp, ok := plugins.Lookup(name); ok {
+		if k := bp.Kind; k != abi.KindSerial {
 			return fmt.Errorf("policy %s is a %s policy; a group needs a serial one (wait, discard, priority, or a pushed serial policy): %w", name, k, ErrNotSerial)
 		}
 		return nil

@@ -90,7 +90,7 @@ func TestMultiBalance(t *testing.T) {
 	// No namespace ever had two task sets in one process.
 	for _, h := range append(a.hosts, b.hosts...) {
 		if h.maxActiveLoops() > 1 {
-			t.Errorf("%s: %d task sets at once", h.Namespace(), h.maxActiveLoops())
+			t.Errorf("%s: %d task sets at once", h.ns, h.maxActiveLoops())
 		}
 	}
 }

@@ -60,12 +60,6 @@ func Builtin(name string) ([]byte, bool) {
 	return p.Wasm, ok
 }
 
-// Kind returns the kind of a built-in policy name.
-func Kind(name string) (abi.Kind, bool) {
-	p, ok := Lookup(name)
-	return p.Kind, ok
-}
-
 // Names returns the names of the built-in policies, sorted.
 func Names() []string {
 	out := make([]string, len(table))

@@ -22,8 +22,13 @@ const (
 	defaultCompileTimeout = 30 * time.Second
 	defaultStderrLimit    = 4 << 10
 	MinMemoryLimit        = 8 << 20 // a Go guest needs ~52 pages after _initialize and GC headroom
-	wasmPageSize          = 64 << 10
-	maxMemoryLimitPages   = 65536
+	// DefaultGateDeadline bounds a conformance run (all canned cases
+	// together, after compilation): GateOptions.Deadline.
+	DefaultGateDeadline = 2 * time.Second
+	// MaxReasonLen bounds a reason string in a decision.
+	MaxReasonLen        = 256
+	wasmPageSize        = 64 << 10
+	maxMemoryLimitPages = 65536
 )
 
 // Config configures a Runtime. The zero value is usable.

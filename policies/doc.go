@@ -9,7 +9,7 @@
 // Load checks a plugin against the ABI (abi/ABI.md) and returns a Policy: one
 // version with a pool of instances, each used by one goroutine at a time and
 // thrown away after any error. DecideSerial and DecideReuse validate every
-// decision against its input (ValidateSerial, ValidateReuse) before anyone
+// decision against its input (ValidateSerial, validateReuse) before anyone
 // may apply it. Close waits for calls in flight and frees everything, which
 // hot swap relies on.
 package policies

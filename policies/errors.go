@@ -19,6 +19,11 @@ var (
 	// ErrCompileTimeout: validating or compiling the module took longer
 	// than Config.CompileTimeout; nothing of it is kept.
 	ErrCompileTimeout = errors.New("policies: compiling the plugin exceeded its deadline")
+	// ErrConformance is returned (wrapped) by Gate when a plugin loads but
+	// fails the conformance run: a call traps, exceeds its deadline,
+	// returns an invalid decision, or the whole run exceeds the gate's
+	// deadline.
+	ErrConformance = errors.New("policies: plugin failed the conformance run")
 )
 
 // Call errors.

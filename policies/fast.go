@@ -18,6 +18,9 @@ import (
 // would report), and the caller then runs the general path, whose messages
 // are the only ones. It returns true only for a decision the general path
 // accepts with the same result (FuzzDecideFast holds that).
+//
+// One function on purpose: it is the hot path of every indexed decision
+// (BenchmarkHostPath), and a call per action or per check costs it.
 func (inst *instance) decideFast(out []byte, s *abi.SerialSnapshot, version uint32, d *abi.SerialDecision) bool {
 	le := binary.LittleEndian
 	if version < 3 || len(out) < abicodec.SerialDecisionHeaderSize ||

@@ -2,22 +2,12 @@ package policies
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/internal/digest"
 )
-
-// ErrConformance is returned (wrapped) by Gate when a plugin loads but fails
-// the conformance run: a call traps, exceeds its deadline, returns an
-// invalid decision, or the whole run exceeds the gate's deadline.
-var ErrConformance = errors.New("policies: plugin failed the conformance run")
-
-// DefaultGateDeadline bounds a conformance run (all canned cases together,
-// after compilation).
-const DefaultGateDeadline = 2 * time.Second
 
 // GateOptions tunes Gate. The zero value is usable.
 type GateOptions struct {
@@ -43,7 +33,7 @@ type GateReport struct {
 // checks the kind against opts.Kind, then runs the conformance cases of its
 // kind (conformanceSerial / conformanceReuse) within opts.Deadline: every
 // call must return, and every decision must be valid against its input
-// (ValidateSerial / ValidateReuse). It loads a private copy and closes it
+// (ValidateSerial / validateReuse). It loads a private copy and closes it
 // before returning. Errors wrap ErrNotWasm, ErrMissingExport, ErrABIVersion,
 // ErrInstantiate, ErrKind or ErrConformance (the latter together with the
 // call's own error: ErrTrap, ErrTimeout or ErrInvalidDecision) and name

@@ -16,7 +16,8 @@ func TestGate(t *testing.T) {
 	ctx := context.Background()
 	for _, name := range plugins.Names() {
 		wasm, _ := plugins.Builtin(name)
-		want, _ := plugins.Kind(name)
+		bp, _ := plugins.Lookup(name)
+		want := bp.Kind
 		rep, err := Gate(ctx, rt, name, wasm, GateOptions{Kind: want})
 		if err != nil {
 			t.Fatalf("built-in %s: %v", name, err)

@@ -43,9 +43,6 @@ type Policy struct {
 	free   []*instance
 }
 
-// Name returns the name given to Load.
-func (p *Policy) Name() string { return p.name }
-
 // Version returns the sha256 (hex) of the policy's wasm bytes.
 func (p *Policy) Version() string { return p.version }
 
@@ -712,7 +709,7 @@ func serialActions(out []byte) uint64 {
 }
 
 // DecideReuse asks a slot-reuse policy which task slots of r to reuse, and
-// validates the decision (ValidateReuse) before returning it.
+// validates the decision (validateReuse) before returning it.
 func (p *Policy) DecideReuse(ctx context.Context, r *abi.ReuseRequest) (abi.ReuseDecision, error) {
 	if p.kind != abi.KindSlotReuse {
 		return abi.ReuseDecision{}, fmt.Errorf("%w: policy %q is %s, not slot-reuse", ErrKind, p.name, p.kind)
@@ -757,7 +754,7 @@ func (p *Policy) DecideReuse(ctx context.Context, r *abi.ReuseRequest) (abi.Reus
 		p.release(inst, false)
 		return abi.ReuseDecision{}, err
 	}
-	verr := ValidateReuse(r, &d)
+	verr := validateReuse(r, &d)
 	d.Reason = strings.Clone(d.Reason[:min(len(d.Reason), MaxReasonLen)])
 	d.Verdicts = slices.Clone(d.Verdicts)
 	p.release(inst, usable)

@@ -84,8 +84,8 @@ func TestCloseWaitsForCallsInFlight(tt *testing.T) {
 func TestKindMismatch(tt *testing.T) {
 	rt := newRT(tt, Config{})
 	p := builtin(tt, rt, "wait")
-	if p.Kind() != abi.KindSerial || len(p.Version()) != 64 || p.Name() != "wait" {
-		tt.Fatalf("%s %s %s", p.Name(), p.Kind(), p.Version())
+	if p.Kind() != abi.KindSerial || len(p.Version()) != 64 || p.name != "wait" {
+		tt.Fatalf("%s %s %s", p.name, p.Kind(), p.Version())
 	}
 	if _, err := p.DecideReuse(context.Background(), t.Reuse()); !errors.Is(err, ErrKind) {
 		tt.Fatal(err)

@@ -12,9 +12,6 @@ import (
 	"github.com/wasmsched/wasmsched/abi"
 )
 
-// MaxReasonLen bounds a reason string in a decision.
-const MaxReasonLen = 256
-
 // Bounds of what a rejected decision makes the host report: at most
 // maxProblems problems are listed (the rest counted), and a run id is
 // quoted with at most maxQuotedID bytes.
@@ -220,6 +217,8 @@ func (v *validator) indexList(probs *problems, s *abi.SerialSnapshot, list strin
 // checkSerial validates d against the indexed snapshot s; v.idx holds the
 // run each action names (resolve). d may still alias guest memory: it
 // reads lengths and kinds, and quotes at most maxQuotedID bytes of an id.
+// One function on purpose: one loop over the actions checks each once
+// against every rule (ABI.md "Validation"), in the order the messages list.
 func (v *validator) checkSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) problems {
 	var probs problems
 	n := len(s.Active) + len(s.Waiting)
@@ -325,10 +324,10 @@ func ValidateSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) error {
 	return nil
 }
 
-// ValidateReuse checks a slot-reuse decision: unless Fail, exactly one known
+// validateReuse checks a slot-reuse decision: unless Fail, exactly one known
 // verdict per task slot, and reuse only of slots the host verified (worker
 // alive and slot held).
-func ValidateReuse(r *abi.ReuseRequest, d *abi.ReuseDecision) error {
+func validateReuse(r *abi.ReuseRequest, d *abi.ReuseDecision) error {
 	var probs problems
 	if len(d.Reason) > MaxReasonLen {
 		probs.add("reason of %d bytes exceeds %d", len(d.Reason), MaxReasonLen)

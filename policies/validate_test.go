@@ -94,7 +94,7 @@ func TestValidateReuse(tt *testing.T) {
 		{Fail: true, Reason: "give up"},
 	}
 	for _, d := range ok {
-		if err := ValidateReuse(r, d); err != nil {
+		if err := validateReuse(r, d); err != nil {
 			tt.Fatalf("%+v: %v", d, err)
 		}
 	}
@@ -105,7 +105,7 @@ func TestValidateReuse(tt *testing.T) {
 		"3 verdicts for 2 task s": {Verdicts: []abi.Verdict{1, 2, 2}},
 	}
 	for want, d := range bad {
-		err := ValidateReuse(r, d)
+		err := validateReuse(r, d)
 		if !errors.Is(err, ErrInvalidDecision) || !strings.Contains(err.Error(), want) {
 			tt.Errorf("%+v: err = %v, want %q", d, err, want)
 		}

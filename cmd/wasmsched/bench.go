@@ -80,51 +80,7 @@ Examples:
 			&cli.BoolFlag{Name: "slowlog", Usage: "report the slowest Redis commands of the run (sets the server's slowlog-log-slower-than to 1ms and resets its SLOWLOG; restored afterwards)"},
 			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "log `LEVEL` of the in-process hosts and workers"},
 		},
-		Action: func(c *cli.Context) error {
-			if c.NArg() != 0 {
-				return usageErrorf("bench: unexpected arguments %q", c.Args().Slice())
-			}
-			o := bench.Options{
-				Groups:       c.Int("groups"),
-				Policy:       c.String("policy"),
-				Window:       c.Int("window"),
-				SlowLog:      c.Bool("slowlog"),
-				Runs:         c.Int("runs"),
-				Workers:      c.Int("workers"),
-				Slots:        c.Int("slots"),
-				Hosts:        c.Int("hosts"),
-				Duration:     c.Duration("duration"),
-				Clients:      c.Int("clients"),
-				SubmitBatch:  c.Int("submit-batch"),
-				Coordinators: c.Int("coordinators"),
-				Timeout:      c.Duration("timeout"),
-				HeartbeatTTL: c.Duration("heartbeat-ttl"),
-				LeaseTTL:     c.Duration("lease-ttl"),
-				Keep:         c.Bool("keep"),
-				CPUProfile:   c.String("cpuprofile"),
-			}
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
-				return usageErrorf("bench: --log-level %q: want debug, info, warn or error", c.String("log-level"))
-			}
-			if globalIsSet(c, flagNamespace) {
-				o.Namespace = globalString(c, flagNamespace)
-			}
-			if err := o.Check(); err != nil {
-				return err
-			}
-			if _, err := outputFormat(c); err != nil {
-				return err
-			}
-			log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
-			res, err := bench.Run(c.Context, globalString(c, flagRedis), o, c.App.ErrWriter, log)
-			if res != nil {
-				if rerr := render(c, res, func(w io.Writer) { bench.Table(w, res) }); rerr != nil && err == nil {
-					err = rerr
-				}
-			}
-			return err
-		},
+		Action: benchAction,
 	}
 }
 
@@ -140,4 +96,50 @@ func globalIsSet(c *cli.Context, name string) bool {
 		}
 	}
 	return false
+}
+
+func benchAction(c *cli.Context) error {
+	if c.NArg() != 0 {
+		return usageErrorf("bench: unexpected arguments %q", c.Args().Slice())
+	}
+	o := bench.Options{
+		Groups:       c.Int("groups"),
+		Policy:       c.String("policy"),
+		Window:       c.Int("window"),
+		SlowLog:      c.Bool("slowlog"),
+		Runs:         c.Int("runs"),
+		Workers:      c.Int("workers"),
+		Slots:        c.Int("slots"),
+		Hosts:        c.Int("hosts"),
+		Duration:     c.Duration("duration"),
+		Clients:      c.Int("clients"),
+		SubmitBatch:  c.Int("submit-batch"),
+		Coordinators: c.Int("coordinators"),
+		Timeout:      c.Duration("timeout"),
+		HeartbeatTTL: c.Duration("heartbeat-ttl"),
+		LeaseTTL:     c.Duration("lease-ttl"),
+		Keep:         c.Bool("keep"),
+		CPUProfile:   c.String("cpuprofile"),
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return usageErrorf("bench: --log-level %q: want debug, info, warn or error", c.String("log-level"))
+	}
+	if globalIsSet(c, flagNamespace) {
+		o.Namespace = globalString(c, flagNamespace)
+	}
+	if err := o.Check(); err != nil {
+		return err
+	}
+	if _, err := outputFormat(c); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+	res, err := bench.Run(c.Context, globalString(c, flagRedis), o, c.App.ErrWriter, log)
+	if res != nil {
+		if rerr := render(c, res, func(w io.Writer) { bench.Table(w, res) }); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	return err
 }

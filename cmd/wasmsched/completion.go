@@ -198,7 +198,8 @@ func flagValues(ctx context.Context, flag string, typed map[string]string) []str
 		return names(ctx, typed, "groups")
 	case "policy": // of a group: serial ones
 		return slices.DeleteFunc(names(ctx, typed, "policies"), func(n string) bool {
-			k, builtin := plugins.Kind(n)
+			bp, builtin := plugins.Lookup(n)
+			k := bp.Kind
 			return builtin && k != abi.KindSerial
 		})
 	}

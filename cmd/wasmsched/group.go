@@ -33,146 +33,9 @@ Examples:
 		Subcommands: []*cli.Command{
 			groupDeleteCommand(),
 			groupSnapshotCommand(),
-			{
-				Name:      "set",
-				Usage:     "create a group or change its policy / max_active",
-				ArgsUsage: "G",
-				Description: `Creates group G, or changes the settings given as flags and keeps the others.
-A new group defaults to policy "wait" and max_active 1.
-
-The policy must be a serial one: a built-in (wait: oldest first, up to
-max_active; discard: the oldest runs, newer waiting runs discarded; priority:
-DolphinScheduler's "newest wins", the newest waiting run launches and older
-ones are discarded or stopped; none of them reads a run's --priority) or a
-pushed serial policy. An unknown name or a slot-reuse policy exits 2; with
---allow-unpushed a name not pushed yet is accepted with a warning (the group's
-runs wait until it is pushed). For priority order, push the example
-examples/oldest-first-by-priority.
-
---window N bounds what one decision reads of a deep group: when more than
-2·N runs wait, the policy sees the oldest N and the newest N (each at least
-max_active) and the total; the built-ins still act on every run (discard and
-priority discard the rest with one discard_below). Default 16.
-
---retention D: the leader removes the group's finished runs (SUCCEEDED,
-FAILED, STOPPED, DISCARDED) D after they finished, with every index entry;
-0 keeps them forever, "default" returns to the leader's serve --retention.
-
-Examples:
-   wasmsched group set nightly
-   wasmsched group set nightly --policy priority
-   wasmsched group set etl --policy discard --max-active 1 -o json`,
-				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "policy", Aliases: []string{"p"}, Usage: "serial policy `NAME` (wait, discard, priority, or a pushed one)"},
-					&cli.IntFlag{Name: "max-active", Aliases: []string{"m"}, Usage: fmt.Sprintf("at most `N` (1 to %d) active runs (a new group: 1)", storage.MaxMaxActive), DefaultText: "kept"},
-					&cli.StringFlag{Name: "retention", Usage: "keep the group's finished runs for `D` (36h, 7d), 0 = forever, default = the leader's serve --retention (7d unless set)", DefaultText: "kept"},
-					&cli.IntFlag{Name: "window", Usage: fmt.Sprintf("a decision sees the oldest and the newest `N` (1 to %d) waiting runs of a deeper group (a new group: %d)", storage.MaxWindow, storage.DefaultWindow), DefaultText: "kept"},
-					&cli.BoolFlag{Name: "allow-unpushed", Usage: "accept a --policy name that is not pushed yet (its runs wait until it is)"},
-				},
-				Action: func(c *cli.Context) error {
-					if err := exactArgs(c, 1, "G"); err != nil {
-						return err
-					}
-					maxActive := 0
-					if c.IsSet("max-active") {
-						maxActive = c.Int("max-active")
-						if maxActive < 1 || maxActive > storage.MaxMaxActive {
-							return usageErrorf("--max-active must be 1 to %d, got %d", storage.MaxMaxActive, maxActive)
-						}
-					}
-					window := 0
-					if c.IsSet("window") {
-						window = c.Int("window")
-						if window < 1 || window > storage.MaxWindow {
-							return usageErrorf("--window must be 1 to %d, got %d", storage.MaxWindow, window)
-						}
-					}
-					var retention *time.Duration
-					if c.IsSet("retention") {
-						d, err := client.ParseRetention(c.String("retention"), true)
-						if err != nil {
-							return usageErrorf("--retention: %v", err)
-						}
-						retention = &d
-					}
-					policy := c.String("policy")
-					if c.IsSet("policy") {
-						if err := storage.ValidateName("policy", policy); err != nil {
-							return asUsage(err)
-						}
-					}
-					name := c.Args().First()
-					if err := storage.ValidateName("group", name); err != nil {
-						return asUsage(err)
-					}
-					st, closeFn, err := openStore(c)
-					if err != nil {
-						return err
-					}
-					defer closeFn()
-					if c.IsSet("policy") {
-						if err := checkGroupPolicy(c, st, policy); err != nil {
-							return err
-						}
-					}
-					g, err := clientOf(st).SetGroup(c.Context, name, client.GroupSettings{Policy: policy, MaxActive: maxActive, Window: window, Retention: retention})
-					if err != nil {
-						return storeUsage(err)
-					}
-					return render(c, g, func(w io.Writer) { groupsTable(w, []client.Group{g}) })
-				},
-			},
-			{
-				Name:      "list",
-				Usage:     "list groups",
-				ArgsUsage: " ",
-				Description: `Examples:
-   wasmsched group list
-   wasmsched group list -o json`,
-				Action: func(c *cli.Context) error {
-					if err := exactArgs(c, 0, "none"); err != nil {
-						return err
-					}
-					st, closeFn, err := openStore(c)
-					if err != nil {
-						return err
-					}
-					defer closeFn()
-					if err := requireNamespace(c.Context, st); err != nil {
-						return err
-					}
-					gs, err := clientOf(st).Groups(c.Context)
-					if err != nil {
-						return err
-					}
-					return render(c, gs, func(w io.Writer) { groupsTable(w, gs) })
-				},
-			},
-			{
-				Name:      "show",
-				Usage:     "show one group",
-				ArgsUsage: "G",
-				Description: `Unknown group: exit 2.
-
-Examples:
-   wasmsched group show nightly
-   wasmsched group show nightly -o json`,
-				Action: func(c *cli.Context) error {
-					name, st, closeFn, err := groupArg(c)
-					if err != nil {
-						return err
-					}
-					defer closeFn()
-					g, err := clientOf(st).Group(c.Context, name)
-					if errors.Is(err, storage.ErrNotFound) {
-						return usageErrorf("group %s not found in namespace %s", name, st.Namespace())
-					}
-					if err != nil {
-						return storeUsage(err)
-					}
-					return render(c, g, func(w io.Writer) { groupsTable(w, []client.Group{g}); groupDetailTable(w, g) })
-				},
-			},
+			groupSetCommand(),
+			groupListCommand(),
+			groupShowCommand(),
 		},
 	}
 }
@@ -333,4 +196,155 @@ Unknown group: exit 2.`,
 			return writeJSON(c.App.Writer, policytool.SnapshotJSON(snap))
 		},
 	}
+}
+
+func groupSetCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "set",
+		Usage:     "create a group or change its policy / max_active",
+		ArgsUsage: "G",
+		Description: `Creates group G, or changes the settings given as flags and keeps the others.
+A new group defaults to policy "wait" and max_active 1.
+
+The policy must be a serial one: a built-in (wait: oldest first, up to
+max_active; discard: the oldest runs, newer waiting runs discarded; priority:
+DolphinScheduler's "newest wins", the newest waiting run launches and older
+ones are discarded or stopped; none of them reads a run's --priority) or a
+pushed serial policy. An unknown name or a slot-reuse policy exits 2; with
+--allow-unpushed a name not pushed yet is accepted with a warning (the group's
+runs wait until it is pushed). For priority order, push the example
+examples/oldest-first-by-priority.
+
+--window N bounds what one decision reads of a deep group: when more than
+2·N runs wait, the policy sees the oldest N and the newest N (each at least
+max_active) and the total; the built-ins still act on every run (discard and
+priority discard the rest with one discard_below). Default 16.
+
+--retention D: the leader removes the group's finished runs (SUCCEEDED,
+FAILED, STOPPED, DISCARDED) D after they finished, with every index entry;
+0 keeps them forever, "default" returns to the leader's serve --retention.
+
+Examples:
+   wasmsched group set nightly
+   wasmsched group set nightly --policy priority
+   wasmsched group set etl --policy discard --max-active 1 -o json`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "policy", Aliases: []string{"p"}, Usage: "serial policy `NAME` (wait, discard, priority, or a pushed one)"},
+			&cli.IntFlag{Name: "max-active", Aliases: []string{"m"}, Usage: fmt.Sprintf("at most `N` (1 to %d) active runs (a new group: 1)", storage.MaxMaxActive), DefaultText: "kept"},
+			&cli.StringFlag{Name: "retention", Usage: "keep the group's finished runs for `D` (36h, 7d), 0 = forever, default = the leader's serve --retention (7d unless set)", DefaultText: "kept"},
+			&cli.IntFlag{Name: "window", Usage: fmt.Sprintf("a decision sees the oldest and the newest `N` (1 to %d) waiting runs of a deeper group (a new group: %d)", storage.MaxWindow, storage.DefaultWindow), DefaultText: "kept"},
+			&cli.BoolFlag{Name: "allow-unpushed", Usage: "accept a --policy name that is not pushed yet (its runs wait until it is)"},
+		},
+		Action: groupSet,
+	}
+}
+
+func groupListCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "list",
+		Usage:     "list groups",
+		ArgsUsage: " ",
+		Description: `Examples:
+   wasmsched group list
+   wasmsched group list -o json`,
+		Action: func(c *cli.Context) error {
+			if err := exactArgs(c, 0, "none"); err != nil {
+				return err
+			}
+			st, closeFn, err := openStore(c)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			if err := requireNamespace(c.Context, st); err != nil {
+				return err
+			}
+			gs, err := clientOf(st).Groups(c.Context)
+			if err != nil {
+				return err
+			}
+			return render(c, gs, func(w io.Writer) { groupsTable(w, gs) })
+		},
+	}
+}
+
+func groupShowCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "show",
+		Usage:     "show one group",
+		ArgsUsage: "G",
+		Description: `Unknown group: exit 2.
+
+Examples:
+   wasmsched group show nightly
+   wasmsched group show nightly -o json`,
+		Action: func(c *cli.Context) error {
+			name, st, closeFn, err := groupArg(c)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			g, err := clientOf(st).Group(c.Context, name)
+			if errors.Is(err, storage.ErrNotFound) {
+				return usageErrorf("group %s not found in namespace %s", name, st.Namespace())
+			}
+			if err != nil {
+				return storeUsage(err)
+			}
+			return render(c, g, func(w io.Writer) { groupsTable(w, []client.Group{g}); groupDetailTable(w, g) })
+		},
+	}
+}
+
+func groupSet(c *cli.Context) error {
+	if err := exactArgs(c, 1, "G"); err != nil {
+		return err
+	}
+	maxActive := 0
+	if c.IsSet("max-active") {
+		maxActive = c.Int("max-active")
+		if maxActive < 1 || maxActive > storage.MaxMaxActive {
+			return usageErrorf("--max-active must be 1 to %d, got %d", storage.MaxMaxActive, maxActive)
+		}
+	}
+	window := 0
+	if c.IsSet("window") {
+		window = c.Int("window")
+		if window < 1 || window > storage.MaxWindow {
+			return usageErrorf("--window must be 1 to %d, got %d", storage.MaxWindow, window)
+		}
+	}
+	var retention *time.Duration
+	if c.IsSet("retention") {
+		d, err := client.ParseRetention(c.String("retention"), true)
+		if err != nil {
+			return usageErrorf("--retention: %v", err)
+		}
+		retention = &d
+	}
+	policy := c.String("policy")
+	if c.IsSet("policy") {
+		if err := storage.ValidateName("policy", policy); err != nil {
+			return asUsage(err)
+		}
+	}
+	name := c.Args().First()
+	if err := storage.ValidateName("group", name); err != nil {
+		return asUsage(err)
+	}
+	st, closeFn, err := openStore(c)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	if c.IsSet("policy") {
+		if err := checkGroupPolicy(c, st, policy); err != nil {
+			return err
+		}
+	}
+	g, err := clientOf(st).SetGroup(c.Context, name, client.GroupSettings{Policy: policy, MaxActive: maxActive, Window: window, Retention: retention})
+	if err != nil {
+		return storeUsage(err)
+	}
+	return render(c, g, func(w io.Writer) { groupsTable(w, []client.Group{g}) })
 }

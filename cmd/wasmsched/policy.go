@@ -244,62 +244,7 @@ Examples:
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "run", Aliases: []string{"r"}, Usage: "only scenarios whose name matches `REGEX`"},
 		}, sandboxFlags()...),
-		Action: func(c *cli.Context) error {
-			if c.NArg() < 2 {
-				return usageErrorf("test: want a policy (FILE|NAME) and at least one scenario PATH, got %d argument(s)", c.NArg())
-			}
-			sb, err := sandboxFrom(c)
-			if err != nil {
-				return err
-			}
-			var filter *regexp.Regexp
-			if s := c.String("run"); s != "" {
-				re, err := regexp.Compile(s)
-				if err != nil {
-					return usageErrorf("-r %q: %v", s, err)
-				}
-				filter = re
-			}
-			files, err := policytool.ScenarioFiles(c.Args().Tail())
-			if err != nil {
-				return asUsage(err)
-			}
-			var scs []policytool.Scenario
-			for _, f := range files {
-				b, err := os.ReadFile(f)
-				if err != nil {
-					return asUsage(err)
-				}
-				s, err := policytool.ParseScenarios(f, b)
-				if err != nil {
-					return asUsage(err)
-				}
-				for _, sc := range s {
-					if filter == nil || filter.MatchString(sc.Name) {
-						scs = append(scs, sc)
-					}
-				}
-			}
-			if len(scs) == 0 {
-				return usageErrorf("test: no scenarios to run (files %s, -r %q)", strings.Join(files, ", "), c.String("run"))
-			}
-			pol, closeFn, err := resolveArg(c, c.Args().First())
-			if err != nil {
-				return err
-			}
-			defer closeFn()
-			res, err := policytool.Test(c.Context, sb, pol, scs)
-			if err != nil {
-				return err
-			}
-			if err := render(c, res, func(w io.Writer) { testTable(w, res) }); err != nil {
-				return err
-			}
-			if res.Failed > 0 {
-				return &checkFailed{msg: fmt.Sprintf("%d of %d scenario(s) failed", res.Failed, res.Failed+res.Passed)}
-			}
-			return nil
-		},
+		Action: policyTest,
 	}
 }
 
@@ -430,7 +375,7 @@ func decisionTable(w io.Writer, title string, d client.PolicyDecision) {
 		fmt.Fprintln(w, "\t(no actions)")
 	}
 	for _, a := range d.Actions {
-		fmt.Fprintf(w, "\t%s\t%s\t%s\n", a.Action, host.ActionKey(a), a.Reason)
+		fmt.Fprintf(w, "\t%s\t%s\t%s\n", a.Action, a.Key(), a.Reason)
 	}
 	for _, e := range d.Errors {
 		fmt.Fprintf(w, "\terror:\t%s\n", e)
@@ -767,4 +712,61 @@ Examples:
 			return render(c, res, func(w io.Writer) { fmt.Fprintln(w, res.Message) })
 		},
 	}
+}
+
+func policyTest(c *cli.Context) error {
+	if c.NArg() < 2 {
+		return usageErrorf("test: want a policy (FILE|NAME) and at least one scenario PATH, got %d argument(s)", c.NArg())
+	}
+	sb, err := sandboxFrom(c)
+	if err != nil {
+		return err
+	}
+	var filter *regexp.Regexp
+	if s := c.String("run"); s != "" {
+		re, err := regexp.Compile(s)
+		if err != nil {
+			return usageErrorf("-r %q: %v", s, err)
+		}
+		filter = re
+	}
+	files, err := policytool.ScenarioFiles(c.Args().Tail())
+	if err != nil {
+		return asUsage(err)
+	}
+	var scs []policytool.Scenario
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return asUsage(err)
+		}
+		s, err := policytool.ParseScenarios(f, b)
+		if err != nil {
+			return asUsage(err)
+		}
+		for _, sc := range s {
+			if filter == nil || filter.MatchString(sc.Name) {
+				scs = append(scs, sc)
+			}
+		}
+	}
+	if len(scs) == 0 {
+		return usageErrorf("test: no scenarios to run (files %s, -r %q)", strings.Join(files, ", "), c.String("run"))
+	}
+	pol, closeFn, err := resolveArg(c, c.Args().First())
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	res, err := policytool.Test(c.Context, sb, pol, scs)
+	if err != nil {
+		return err
+	}
+	if err := render(c, res, func(w io.Writer) { testTable(w, res) }); err != nil {
+		return err
+	}
+	if res.Failed > 0 {
+		return &checkFailed{msg: fmt.Sprintf("%d of %d scenario(s) failed", res.Failed, res.Failed+res.Passed)}
+	}
+	return nil
 }

@@ -93,80 +93,7 @@ Examples:
 			&cli.StringFlag{Name: "cursor", Usage: "list the page cursor `C` names (printed with the previous page)"},
 			&cli.BoolFlag{Name: "watch", Aliases: []string{"w"}, Usage: "after the page, print each run as it changes state, until interrupted"},
 		},
-		Action: func(c *cli.Context) error {
-			if err := exactArgs(c, 0, "none"); err != nil {
-				return err
-			}
-			o := client.ListOptions{Group: c.String("group"), After: c.Int64("after")}
-			limit := c.Int("limit")
-			if limit < 0 {
-				return usageErrorf("--limit must be >= 0, got %d", limit)
-			}
-			if o.After < 0 || (c.IsSet("after") && o.After == 0) {
-				return usageErrorf("--after must be a seq >= 1, got %d", o.After)
-			}
-			if c.IsSet("cursor") {
-				if c.IsSet("after") {
-					return usageErrorf("--cursor and --after both name a page: give one")
-				}
-				cf, err := storage.ParseCursor(c.String("cursor"))
-				if err != nil {
-					return usageErrorf("--cursor: %v", trimStorage(err))
-				}
-				if c.IsSet("group") && o.Group != cf.Group {
-					return usageErrorf("--cursor continues a listing of group %q, not --group %q", cf.Group, o.Group)
-				}
-				if s := c.String("state"); c.IsSet("state") && !strings.EqualFold(s, string(cf.State)) {
-					return usageErrorf("--cursor continues a listing of state %q, not --state %q", cf.State, s)
-				}
-				o.Cursor, o.Group = c.String("cursor"), cf.Group
-				if cf.State != "" {
-					_ = c.Set("state", string(cf.State))
-				}
-			}
-			if o.Group != "" {
-				if err := storage.ValidateName("group", o.Group); err != nil {
-					return asUsage(err)
-				}
-			}
-			if s := c.String("state"); s != "" {
-				st, err := parseState(s)
-				if err != nil {
-					return err
-				}
-				o.State = string(st)
-			}
-			st, closeFn, err := openStore(c)
-			if err != nil {
-				return err
-			}
-			defer closeFn()
-			if err := requireNamespace(c.Context, st); err != nil {
-				return err
-			}
-			if o.Group != "" {
-				if _, err := st.GetGroup(c.Context, o.Group); errors.Is(err, storage.ErrNotFound) {
-					return usageErrorf("group %s does not exist in namespace %s (wasmsched group list)", o.Group, st.Namespace())
-				}
-			}
-			cl := clientOf(st)
-			if c.Bool("watch") {
-				return watchRuns(c, cl, o, limit)
-			}
-			rs, p, err := listRuns(c.Context, cl, o, limit)
-			if err != nil {
-				return err
-			}
-			if err := render(c, rs, func(w io.Writer) { runsTable(w, rs) }); err != nil {
-				return err
-			}
-			if p.More {
-				last := rs[len(rs)-1].Seq
-				fmt.Fprintf(c.App.ErrWriter, "wasmsched: more runs; the next page: wasmsched runs%s --after %d (or: wasmsched runs --cursor %s%s)\n",
-					pageFlags(c), last, p.Next, limitFlag(c))
-			}
-			return nil
-		},
+		Action: listRunsAction,
 	}
 }
 
@@ -512,4 +439,79 @@ func withInterspersed(cmd *cli.Command) *cli.Command {
 		withInterspersed(sc)
 	}
 	return cmd
+}
+
+func listRunsAction(c *cli.Context) error {
+	if err := exactArgs(c, 0, "none"); err != nil {
+		return err
+	}
+	o := client.ListOptions{Group: c.String("group"), After: c.Int64("after")}
+	limit := c.Int("limit")
+	if limit < 0 {
+		return usageErrorf("--limit must be >= 0, got %d", limit)
+	}
+	if o.After < 0 || (c.IsSet("after") && o.After == 0) {
+		return usageErrorf("--after must be a seq >= 1, got %d", o.After)
+	}
+	if c.IsSet("cursor") {
+		if c.IsSet("after") {
+			return usageErrorf("--cursor and --after both name a page: give one")
+		}
+		cf, err := storage.ParseCursor(c.String("cursor"))
+		if err != nil {
+			return usageErrorf("--cursor: %v", trimStorage(err))
+		}
+		if c.IsSet("group") && o.Group != cf.Group {
+			return usageErrorf("--cursor continues a listing of group %q, not --group %q", cf.Group, o.Group)
+		}
+		if s := c.String("state"); c.IsSet("state") && !strings.EqualFold(s, string(cf.State)) {
+			return usageErrorf("--cursor continues a listing of state %q, not --state %q", cf.State, s)
+		}
+		o.Cursor, o.Group = c.String("cursor"), cf.Group
+		if cf.State != "" {
+			_ = c.Set("state", string(cf.State))
+		}
+	}
+	if o.Group != "" {
+		if err := storage.ValidateName("group", o.Group); err != nil {
+			return asUsage(err)
+		}
+	}
+	if s := c.String("state"); s != "" {
+		st, err := parseState(s)
+		if err != nil {
+			return err
+		}
+		o.State = string(st)
+	}
+	st, closeFn, err := openStore(c)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	if err := requireNamespace(c.Context, st); err != nil {
+		return err
+	}
+	if o.Group != "" {
+		if _, err := st.GetGroup(c.Context, o.Group); errors.Is(err, storage.ErrNotFound) {
+			return usageErrorf("group %s does not exist in namespace %s (wasmsched group list)", o.Group, st.Namespace())
+		}
+	}
+	cl := clientOf(st)
+	if c.Bool("watch") {
+		return watchRuns(c, cl, o, limit)
+	}
+	rs, p, err := listRuns(c.Context, cl, o, limit)
+	if err != nil {
+		return err
+	}
+	if err := render(c, rs, func(w io.Writer) { runsTable(w, rs) }); err != nil {
+		return err
+	}
+	if p.More {
+		last := rs[len(rs)-1].Seq
+		fmt.Fprintf(c.App.ErrWriter, "wasmsched: more runs; the next page: wasmsched runs%s --after %d (or: wasmsched runs --cursor %s%s)\n",
+			pageFlags(c), last, p.Next, limitFlag(c))
+	}
+	return nil
 }

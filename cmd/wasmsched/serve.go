@@ -78,81 +78,7 @@ Examples:
 			&cli.StringFlag{Name: "namespaces", Usage: "compete for each of `LIST` (comma-separated, or \"all\" = every registered namespace) instead of --namespace"},
 			&cli.IntFlag{Name: "balance-slack", Usage: "with --namespaces: lead at most ceil(namespaces/hosts)+`N` before resigning one; -1 disables balancing"},
 		}, apiFlags("")...),
-		Action: func(c *cli.Context) error {
-			if c.NArg() != 0 {
-				return usageErrorf("serve: unexpected arguments %q", c.Args().Slice())
-			}
-			o := serveOptions{
-				Advertise:     c.String("advertise"),
-				LeaseTTL:      c.Duration("lease-ttl"),
-				AdminAddr:     c.String("admin-addr"),
-				LogLevel:      c.String("log-level"),
-				Coordinators:  c.Int("coordinators"),
-				PolicyTimeout: c.Duration("policy-timeout"),
-				RollbackAfter: c.Int("rollback-after"),
-			}
-			ret, err := parseRetention(c.String("retention"), false)
-			if err != nil {
-				return usageErrorf("serve: --retention: %v", err)
-			}
-			o.Retention = ret
-			mem, err := parseBytes(c.String("policy-memory"))
-			if err != nil {
-				return usageErrorf("serve: --policy-memory: %v", err)
-			}
-			o.PolicyMemory = mem
-			if o.PolicyMaxSize, err = parseBytes(c.String("policy-max-module-size")); err != nil || o.PolicyMaxSize == 0 {
-				return usageErrorf("serve: --policy-max-module-size %q: want a positive size such as 8MiB", c.String("policy-max-module-size"))
-			}
-			if err := o.check(); err != nil {
-				return err
-			}
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(o.LogLevel)); err != nil {
-				return usageErrorf("serve: --log-level %q: want debug, info, warn or error", o.LogLevel)
-			}
-			ns := globalString(c, flagNamespace)
-			if err := storage.ValidateName("namespace", ns); err != nil {
-				return asUsage(err)
-			}
-			rdb, closeFn, err := openClient(c)
-			if err != nil {
-				return err
-			}
-			defer closeFn()
-			log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
-
-			var admin net.Listener
-			if o.AdminAddr != "" {
-				if admin, err = host.ListenAdmin(o.AdminAddr); err != nil {
-					return asUsage(fmt.Errorf("serve: --admin-addr: %w", err))
-				}
-				defer admin.Close()
-			}
-			adv := o.Advertise
-			if adv == "" {
-				adv = defaultAdvertise(admin)
-			}
-			if c.IsSet("namespaces") {
-				return serveMulti(c, rdb, o, adv, log, admin) // serve_multi.go
-			}
-			st, err := storage.New(rdb, ns)
-			if err != nil {
-				return asUsage(err)
-			}
-			apiSrv, err := startAPI(c, st, nil, log)
-			if err != nil {
-				return err
-			}
-			defer apiSrv.Stop()
-			h, err := host.New(c.Context, host.Config{Store: st, Advertise: adv, LeaseTTL: o.LeaseTTL, Logger: log, Admin: admin,
-				Engine: o.runtimeConfig()})
-			if err != nil {
-				return asUsage(err)
-			}
-			defer closeHost(c.Context, h, log)
-			return h.Run(c.Context)
-		},
+		Action: serve,
 	}
 }
 
@@ -268,4 +194,80 @@ func defaultAdvertise(admin net.Listener) string {
 		return fmt.Sprintf("%s:%d", name, ta.Port)
 	}
 	return name
+}
+
+func serve(c *cli.Context) error {
+	if c.NArg() != 0 {
+		return usageErrorf("serve: unexpected arguments %q", c.Args().Slice())
+	}
+	o := serveOptions{
+		Advertise:     c.String("advertise"),
+		LeaseTTL:      c.Duration("lease-ttl"),
+		AdminAddr:     c.String("admin-addr"),
+		LogLevel:      c.String("log-level"),
+		Coordinators:  c.Int("coordinators"),
+		PolicyTimeout: c.Duration("policy-timeout"),
+		RollbackAfter: c.Int("rollback-after"),
+	}
+	ret, err := parseRetention(c.String("retention"), false)
+	if err != nil {
+		return usageErrorf("serve: --retention: %v", err)
+	}
+	o.Retention = ret
+	mem, err := parseBytes(c.String("policy-memory"))
+	if err != nil {
+		return usageErrorf("serve: --policy-memory: %v", err)
+	}
+	o.PolicyMemory = mem
+	if o.PolicyMaxSize, err = parseBytes(c.String("policy-max-module-size")); err != nil || o.PolicyMaxSize == 0 {
+		return usageErrorf("serve: --policy-max-module-size %q: want a positive size such as 8MiB", c.String("policy-max-module-size"))
+	}
+	if err := o.check(); err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.LogLevel)); err != nil {
+		return usageErrorf("serve: --log-level %q: want debug, info, warn or error", o.LogLevel)
+	}
+	ns := globalString(c, flagNamespace)
+	if err := storage.ValidateName("namespace", ns); err != nil {
+		return asUsage(err)
+	}
+	rdb, closeFn, err := openClient(c)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+
+	var admin net.Listener
+	if o.AdminAddr != "" {
+		if admin, err = host.ListenAdmin(o.AdminAddr); err != nil {
+			return asUsage(fmt.Errorf("serve: --admin-addr: %w", err))
+		}
+		defer admin.Close()
+	}
+	adv := o.Advertise
+	if adv == "" {
+		adv = defaultAdvertise(admin)
+	}
+	if c.IsSet("namespaces") {
+		return serveMulti(c, rdb, o, adv, log, admin) // serve_multi.go
+	}
+	st, err := storage.New(rdb, ns)
+	if err != nil {
+		return asUsage(err)
+	}
+	apiSrv, err := startAPI(c, st, nil, log)
+	if err != nil {
+		return err
+	}
+	defer apiSrv.Stop()
+	h, err := host.New(c.Context, host.Config{Store: st, Advertise: adv, LeaseTTL: o.LeaseTTL, Logger: log, Admin: admin,
+		Engine: o.runtimeConfig()})
+	if err != nil {
+		return asUsage(err)
+	}
+	defer closeHost(c.Context, h, log)
+	return h.Run(c.Context)
 }

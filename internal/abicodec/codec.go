@@ -2,6 +2,7 @@ package abicodec
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -35,6 +36,10 @@ const DecisionRunIndex uint32 = 1
 
 // MaxRecordSize bounds every encoded record (and so the guest's buffers).
 const MaxRecordSize = 64 << 20
+
+// ErrMalformed is returned (wrapped) by every decoder for bytes that are not a
+// well-formed record of the expected type.
+var ErrMalformed = errors.New("abi: malformed record")
 
 var le = binary.LittleEndian
 
@@ -242,7 +247,7 @@ func AppendReuseDecision(dst []byte, d *abi.ReuseDecision) []byte {
 // check, so fields are read inline from one bounds-checked record slice.
 
 func malformed(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{abi.ErrMalformed}, args...)...)
+	return fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
 }
 
 // str resolves the (u32 offset, u32 length) reference in ref[0:8] against b.
@@ -350,7 +355,7 @@ func decodeSerialSnapshot(b []byte, s *abi.SerialSnapshot, view bool) error {
 
 // DecodeSerialSnapshot decodes b into s, reusing s's slices. Strings are
 // copied. It never panics; malformed input returns an error wrapping
-// abi.ErrMalformed.
+// ErrMalformed.
 func DecodeSerialSnapshot(b []byte, s *abi.SerialSnapshot) error {
 	return decodeSerialSnapshot(b, s, false)
 }

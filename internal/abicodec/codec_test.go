@@ -108,13 +108,13 @@ func TestSerialDecision_discardBelow(t *testing.T) {
 	// string offsets of the copy now point 20 bytes early: harmless, the
 	// decoder refuses the second discard_below before it reads them
 	var got abi.SerialDecision
-	if err := abicodec.DecodeSerialDecision(two, &got); !errors.Is(err, abi.ErrMalformed) {
-		t.Fatalf("two discard_below: %v, want abi.ErrMalformed", err)
+	if err := abicodec.DecodeSerialDecision(two, &got); !errors.Is(err, abicodec.ErrMalformed) {
+		t.Fatalf("two discard_below: %v, want abicodec.ErrMalformed", err)
 	}
 	zero := append([]byte(nil), b...)
 	clear(zero[abicodec.SerialDecisionHeaderSize+abicodec.ActionSize+4 : abicodec.SerialDecisionHeaderSize+abicodec.ActionSize+12])
-	if err := abicodec.DecodeSerialDecision(zero, &got); !errors.Is(err, abi.ErrMalformed) {
-		t.Fatalf("discard_below 0: %v, want abi.ErrMalformed", err)
+	if err := abicodec.DecodeSerialDecision(zero, &got); !errors.Is(err, abicodec.ErrMalformed) {
+		t.Fatalf("discard_below 0: %v, want abicodec.ErrMalformed", err)
 	}
 }
 
@@ -141,7 +141,7 @@ func TestSerialDecision_indexed(t *testing.T) {
 		t.Fatalf("got %+v refs %v, want %+v [5 %d]", got, refs, d, 1<<30)
 	}
 	for _, dec := range []func([]byte, *abi.SerialDecision) error{abicodec.DecodeSerialDecision, abicodec.DecodeSerialDecisionView} {
-		if err := dec(b, &got); !errors.Is(err, abi.ErrMalformed) || !strings.Contains(err.Error(), "DecodeSerialDecisionRefs") {
+		if err := dec(b, &got); !errors.Is(err, abicodec.ErrMalformed) || !strings.Contains(err.Error(), "DecodeSerialDecisionRefs") {
 			t.Fatalf("plain decoder on an indexed record: %v", err)
 		}
 	}
@@ -153,7 +153,7 @@ func TestSerialDecision_indexed(t *testing.T) {
 		t.Fatalf("by id: indexed %v err %v refs %v got %+v", indexed, err, refs, got)
 	}
 	binary.LittleEndian.PutUint32(b[8:], 3)
-	if _, err := abicodec.DecodeSerialDecisionRefs(b, &got, &refs); !errors.Is(err, abi.ErrMalformed) || !strings.Contains(err.Error(), "flags 0x3") {
+	if _, err := abicodec.DecodeSerialDecisionRefs(b, &got, &refs); !errors.Is(err, abicodec.ErrMalformed) || !strings.Contains(err.Error(), "flags 0x3") {
 		t.Fatalf("unknown flags: %v", err)
 	}
 }
@@ -194,13 +194,13 @@ func TestTruncatedAndWrongTag(t *testing.T) {
 			} else {
 				err = abicodec.DecodeReuseRequest(b[:i], &q)
 			}
-			if !errors.Is(err, abi.ErrMalformed) {
+			if !errors.Is(err, abicodec.ErrMalformed) {
 				t.Fatalf("%s truncated to %d: err %v", name, i, err)
 			}
 		}
 	}
 	var d abi.SerialDecision
-	if err := abicodec.DecodeSerialDecision(abicodec.AppendReuseRequest(nil, sampleReuse()), &d); !errors.Is(err, abi.ErrMalformed) {
+	if err := abicodec.DecodeSerialDecision(abicodec.AppendReuseRequest(nil, sampleReuse()), &d); !errors.Is(err, abicodec.ErrMalformed) {
 		t.Fatalf("wrong tag accepted: %v", err)
 	}
 }
@@ -209,7 +209,7 @@ func TestHugeCountDoesNotAllocate(t *testing.T) {
 	b := abicodec.AppendSerialDecision(nil, &abi.SerialDecision{})
 	b[4], b[5], b[6], b[7] = 0xff, 0xff, 0xff, 0xff
 	var d abi.SerialDecision
-	if err := abicodec.DecodeSerialDecision(b, &d); !errors.Is(err, abi.ErrMalformed) {
+	if err := abicodec.DecodeSerialDecision(b, &d); !errors.Is(err, abicodec.ErrMalformed) {
 		t.Fatal(err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -262,24 +263,35 @@ func (r *Restorer) restoreOnce(ctx context.Context, lease *leader.Lease, id stri
 		return RestoreError, nil
 	}
 	if dec.Fail {
-		reason := dec.Reason
-		if reason == "" {
-			reason = "failed by slot-reuse policy " + name
-		}
-		err := r.rt.st.FailRun(ctx, lease.Fence(), id, reason)
-		switch {
-		case err == nil:
-			log.Warn("restore: slot-reuse policy failed the run", "policy", name, "version", ver, "reason", reason)
-			return RestoreFailed, nil
-		case errors.Is(err, storage.ErrFenced):
-			return RestoreError, err
-		case errors.Is(err, storage.ErrBadState) || errors.Is(err, storage.ErrNotFound):
-			return RestoreSkipped, nil
-		default:
-			log.Warn("restore: fail run failed", "err", err)
-			return RestoreError, nil
-		}
+		return r.failRun(ctx, lease, log, id, name, ver, dec.Reason)
 	}
+	return r.applyVerdicts(ctx, lease, log, id, k, req, dec)
+}
+
+// failRun fails a restored run its slot-reuse policy failed.
+func (r *Restorer) failRun(ctx context.Context, lease *leader.Lease, log *slog.Logger, id, name, ver, reason string) (string, error) {
+	if reason == "" {
+		reason = "failed by slot-reuse policy " + name
+	}
+	err := r.rt.st.FailRun(ctx, lease.Fence(), id, reason)
+	switch {
+	case err == nil:
+		log.Warn("restore: slot-reuse policy failed the run", "policy", name, "version", ver, "reason", reason)
+		return RestoreFailed, nil
+	case errors.Is(err, storage.ErrFenced):
+		return RestoreError, err
+	case errors.Is(err, storage.ErrBadState) || errors.Is(err, storage.ErrNotFound):
+		return RestoreSkipped, nil
+	default:
+		log.Warn("restore: fail run failed", "err", err)
+		return RestoreError, nil
+	}
+}
+
+// applyVerdicts reuses the task slots the policy kept and reallocates the
+// others (and the tasks without a recorded slot), all or nothing.
+func (r *Restorer) applyVerdicts(ctx context.Context, lease *leader.Lease, log *slog.Logger, id string, k int,
+	req *abi.ReuseRequest, dec abi.ReuseDecision) (string, error) {
 	var reuse, realloc []int
 	covered := make([]bool, k)
 	for i, s := range req.Slots {

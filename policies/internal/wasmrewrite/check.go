@@ -112,6 +112,8 @@ func (c *checker) limit(name string, v, max uint64, where string) error {
 // declares: counts are compared before anything is allocated for them. It
 // is not a validator (wazero validates the module afterwards); it bounds
 // what decoding, validating and compiling the module may cost.
+//
+// One function on purpose: one pass over the sections, a case each.
 func Check(wasm []byte, l Limits) (Info, error) {
 	c := &checker{l: l}
 	c.info.Size = len(wasm)

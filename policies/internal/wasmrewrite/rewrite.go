@@ -156,6 +156,9 @@ type section struct {
 // injected. It does not validate the module beyond what it must decode;
 // the runtime's compiler does that on the result. DWARF custom sections
 // (".debug_*") are dropped: their code offsets would no longer be right.
+// One function on purpose: one pass over the sections in order, each
+// step feeding the next (function and global counts, the new indexes);
+// split up it would hand a dozen values from piece to piece.
 func Rewrite(wasm []byte) ([]byte, Stats, error) {
 	var st Stats
 	if len(wasm) < 8 || !bytes.Equal(wasm[:4], []byte("\x00asm")) || !bytes.Equal(wasm[4:8], []byte{1, 0, 0, 0}) {
@@ -470,6 +473,8 @@ func rewriteCode(s section, bc *bodyCtx, extra []byte, st *Stats) ([]byte, error
 	return append(out, extra...), nil
 }
 
+// rewriteBody copies one function body with the checks injected. One
+// function on purpose: a switch over the instruction set, a case each.
 func rewriteBody(out []byte, r *reader, bc *bodyCtx, st *Stats) ([]byte, error) {
 	groups, err := r.u32()
 	if err != nil {

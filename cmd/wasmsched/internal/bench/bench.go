@@ -81,8 +81,8 @@ func (o *Options) Check() error {
 	if err := storage.ValidateName("policy", o.Policy); err != nil {
 		return badinput.Errorf("bench: --policy: %v", err)
 	}
-	if k, ok := plugins.Kind(o.Policy); ok && k != abi.KindSerial {
-		return badinput.Errorf("bench: --policy %s is a %s policy; groups need a serial one (wait, discard, priority)", o.Policy, k)
+	if bp, ok := plugins.Lookup(o.Policy); ok && bp.Kind != abi.KindSerial {
+		return badinput.Errorf("bench: --policy %s is a %s policy; groups need a serial one (wait, discard, priority)", o.Policy, bp.Kind)
 	} else if !ok && o.Namespace == "" {
 		return badinput.Errorf("bench: --policy %s is not a built-in: a pushed policy needs the --namespace it is pushed in", o.Policy)
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/client"
-	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/policies"
 )
 
@@ -276,7 +275,7 @@ type expectAction struct {
 // belowKey is the key of a discard_below in scenario expectations and
 // decision diffs (which are keyed by run).
 func belowKey(seq uint64) string {
-	return host.ActionKey(client.Action{Action: abi.ActionDiscardBelow.String(), Seq: seq})
+	return client.Action{Action: abi.ActionDiscardBelow.String(), Seq: seq}.Key()
 }
 
 // expectReuse is the expected slot-reuse decision.
@@ -354,36 +353,7 @@ func parseScenario(raw json.RawMessage) (Scenario, error) {
 		if expRaw == nil {
 			return sc, errors.New("expect: missing (use [] for no actions)")
 		}
-		sc.Want = map[string]abi.ActionKind{}
-		err = list("expect", expRaw, func(p string, raw json.RawMessage) error {
-			var e expectAction
-			if err := object(p, raw, map[string]field{"action": strField(&e.Action), "run": strField(&e.Run),
-				"seq": intField(&e.Seq, 1, math.MaxInt64)}); err != nil {
-				return err
-			}
-			if e.Action == "discard_below" {
-				if e.Seq == 0 {
-					return fmt.Errorf("%s.seq: missing (discard_below discards the waiting runs below seq)", p)
-				}
-				if sc.WantBelow != 0 {
-					return fmt.Errorf("%s: a second discard_below", p)
-				}
-				sc.WantBelow = uint64(e.Seq)
-				return nil
-			}
-			k, err := abi.ParseActionKind(e.Action)
-			if err != nil {
-				return fmt.Errorf("%s.action: %q is not launch, discard, stop or discard_below", p, e.Action)
-			}
-			if e.Run == "" {
-				return fmt.Errorf("%s.run: missing", p)
-			}
-			if _, dup := sc.Want[e.Run]; dup {
-				return fmt.Errorf("%s.run: run %q expected twice", p, e.Run)
-			}
-			sc.Want[e.Run] = k
-			return nil
-		})
+		err = sc.parseSerialExpect(expRaw)
 		return sc, err
 	case reqRaw != nil:
 		req, err := parseRequest("request", reqRaw)
@@ -472,4 +442,39 @@ func ReadSnapshotFile(path string) (*abi.SerialSnapshot, error) {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	return snap, nil
+}
+
+// parseSerialExpect reads a serial scenario's expected actions: a set
+// keyed by run, and at most one discard_below.
+func (sc *Scenario) parseSerialExpect(expRaw json.RawMessage) error {
+	sc.Want = map[string]abi.ActionKind{}
+	return list("expect", expRaw, func(p string, raw json.RawMessage) error {
+		var e expectAction
+		if err := object(p, raw, map[string]field{"action": strField(&e.Action), "run": strField(&e.Run),
+			"seq": intField(&e.Seq, 1, math.MaxInt64)}); err != nil {
+			return err
+		}
+		if e.Action == "discard_below" {
+			if e.Seq == 0 {
+				return fmt.Errorf("%s.seq: missing (discard_below discards the waiting runs below seq)", p)
+			}
+			if sc.WantBelow != 0 {
+				return fmt.Errorf("%s: a second discard_below", p)
+			}
+			sc.WantBelow = uint64(e.Seq)
+			return nil
+		}
+		k, err := abi.ParseActionKind(e.Action)
+		if err != nil {
+			return fmt.Errorf("%s.action: %q is not launch, discard, stop or discard_below", p, e.Action)
+		}
+		if e.Run == "" {
+			return fmt.Errorf("%s.run: missing", p)
+		}
+		if _, dup := sc.Want[e.Run]; dup {
+			return fmt.Errorf("%s.run: run %q expected twice", p, e.Run)
+		}
+		sc.Want[e.Run] = k
+		return nil
+	})
 }

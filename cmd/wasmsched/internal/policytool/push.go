@@ -27,7 +27,8 @@ type PushResult struct {
 // Push gates wasm and pushes it as a new version of name, recorded as by
 // who. Nothing is written unless the gate passes.
 func Push(ctx context.Context, sb Sandbox, st *storage.Store, name string, wasm []byte, who, note string, activate bool, deadline time.Duration) (PushResult, error) {
-	want, builtin := plugins.Kind(name)
+	bp, builtin := plugins.Lookup(name)
+	want := bp.Kind
 	if !builtin {
 		p, err := st.GetPolicy(ctx, name)
 		switch {
