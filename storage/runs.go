@@ -58,9 +58,9 @@ type Group struct {
 	Version   int64 // bumped on every change of the group's runs or settings
 	// Gen is the group's incarnation (Keys.GroupGen): a group deleted and
 	// made again under its name is another gen (0: made before gens).
-	Gen int64
-	Waiting   int   // number of WAITING runs (in a Snapshot: not covered by DiscardBelow)
-	Active    int   // number of LAUNCHED/RUNNING/STOPPING runs
+	Gen     int64
+	Waiting int // number of WAITING runs (in a Snapshot: not covered by DiscardBelow)
+	Active  int // number of LAUNCHED/RUNNING/STOPPING runs
 	// DiscardBelow: WAITING runs with a smaller seq are discarded by a
 	// decision's discard_below and being drained (read by Snapshot only).
 	DiscardBelow int64

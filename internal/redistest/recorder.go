@@ -13,9 +13,9 @@ import (
 // Name was told its SHA) and its argument count. Tests count what an
 // operation costs in commands, a count and never a time.
 type Recorder struct {
-	mu    sync.Mutex
-	cmds  []Command
-	name  func(sha string) string
+	mu   sync.Mutex
+	cmds []Command
+	name func(sha string) string
 }
 
 // Command is one recorded command.
