@@ -192,7 +192,7 @@ func TestVersionAndCompletion(t *testing.T) {
 	if code := run(context.Background(), []string{"wasmsched", "--version"}, &sout, &serr); code != 0 || !strings.HasPrefix(sout.String(), "wasmsched ") || !strings.Contains(sout.String(), "wazero") {
 		t.Fatalf("--version: exit %d, %q %q", code, sout.String(), serr.String())
 	}
-	for sh, want := range map[string]string{"bash": "complete -o bashdefault", "zsh": "compdef _wasmsched wasmsched", "fish": "complete -c wasmsched"} {
+	for sh, want := range map[string]string{"bash": "complete -o default -F _wasmsched_complete wasmsched", "zsh": "compdef _wasmsched wasmsched", "fish": "complete -c wasmsched"} {
 		code, out, errs := noRedis(t, "completion", sh)
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("completion %s: exit %d, stderr %q, missing %q", sh, code, errs, want)
