@@ -3,9 +3,11 @@ package storage
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -136,9 +138,18 @@ func (s *Store) run(ctx context.Context, op, name string, keys []string, args ..
 		return nil, nil
 	}
 	if err != nil {
-		return nil, scriptErr(op, err)
+		return nil, s.noteRefusal(scriptErr(op, err))
 	}
 	return v, nil
+}
+
+// noteRefusal records when Redis refused a write at maxmemory and returns
+// err unchanged.
+func (s *Store) noteRefusal(err error) error {
+	if errors.Is(err, ErrOutOfMemory) {
+		s.refused.Store(time.Now().UnixNano())
+	}
+	return err
 }
 
 // scriptCall is one call of a pipelined batch (runPipe).
@@ -194,6 +205,7 @@ func (s *Store) runPipe(ctx context.Context, op, name string, calls []scriptCall
 			continue
 		}
 		vals[idx[j]], errs[idx[j]] = pipeResult(op, c)
+		s.noteRefusal(errs[idx[j]])
 	}
 	if len(retry) > 0 {
 		if !cluster {
@@ -207,6 +219,7 @@ func (s *Store) runPipe(ctx context.Context, op, name string, calls []scriptCall
 		cmds = send(retry, cluster)
 		for j, c := range cmds {
 			vals[retry[j]], errs[retry[j]] = pipeResult(op, c)
+			s.noteRefusal(errs[retry[j]])
 		}
 	}
 	return vals, errs

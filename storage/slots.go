@@ -512,7 +512,10 @@ func (s *Store) Slots(ctx context.Context) (SlotsView, error) {
 
 // ReapDeadWorkers removes heartbeat-expired workers and all their slots and
 // records the runs that held one of them in the restore set. Fenced.
-// Returns the reaped identities and the affected run ids.
+// Returns the reaped identities and the affected run ids. A worker whose
+// heartbeat expired is spared while less than its heartbeat TTL has passed
+// since Redis last refused one of this Store's writes at maxmemory: its
+// heartbeats were refused too, and it gets a full TTL to send one.
 func (s *Store) ReapDeadWorkers(ctx context.Context, f Fence) (reaped []string, affected []string, err error) {
 	const op = "reap"
 	k := s.k
@@ -526,7 +529,11 @@ func (s *Store) ReapDeadWorkers(ctx context.Context, f Fence) (reaped []string, 
 		return nil, nil, s.CheckFence(ctx, f)
 	}
 	keys := []string{k.Fence(), k.Lock(), k.Workers(), k.Slots(), k.Free(), k.Restore()}
-	args := f.args()
+	since := int64(-1) // ms since Redis last refused one of our writes
+	if at := s.refused.Load(); at != 0 {
+		since = time.Since(time.Unix(0, at)).Milliseconds()
+	}
+	args := append(f.args(), since)
 	for _, w := range cands {
 		keys = append(keys, k.Worker(w))
 		args = append(args, w)

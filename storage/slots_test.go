@@ -231,3 +231,41 @@ func TestStore_Restore(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_ReapDeadWorkers_afterRefusal: a worker whose heartbeat expired
+// while Redis refused writes at maxmemory is spared for its heartbeat TTL
+// after the last refusal, then reaped if it stays silent (Redis only: the
+// embedded server has no maxmemory).
+func TestStore_ReapDeadWorkers_afterRefusal(t *testing.T) {
+	e := newEnv(t, "redis", realSrv.URL())
+	f := e.lead(t, "L#1#a")
+	const ttl = 600 * time.Millisecond
+	mustNil(t, e.s.RegisterWorker(ctx, "wOOM", 1, ttl))
+	expiry := time.Now().Add(ttl)
+	time.Sleep(ttl / 2)
+	// Redis refuses a write of ours: maxmemory 1 byte, no eviction.
+	prev := ok(e.c.ConfigGet(ctx, "maxmemory").Result())(t)["maxmemory"]
+	mustNil(t, e.c.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err())
+	mustNil(t, e.c.ConfigSet(ctx, "maxmemory", "1").Err())
+	_, err := e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "refused"})
+	refusedAt := time.Now()
+	mustNil(t, e.c.ConfigSet(ctx, "maxmemory", prev).Err())
+	if !errors.Is(err, storage.ErrOutOfMemory) {
+		t.Fatalf("submit at maxmemory = %v, want ErrOutOfMemory", err)
+	}
+	time.Sleep(time.Until(expiry) + 50*time.Millisecond) // expired, the refusal less than a TTL ago
+	if since := time.Since(refusedAt); since >= ttl-50*time.Millisecond {
+		t.Skipf("the machine slept %v past the refusal: no window left to check", since)
+	}
+	reaped, _, err := e.s.ReapDeadWorkers(ctx, f)
+	mustNil(t, err)
+	if len(reaped) != 0 {
+		t.Fatalf("reaped %v within a TTL of a refusal", reaped)
+	}
+	time.Sleep(time.Until(refusedAt.Add(ttl)) + 50*time.Millisecond)
+	reaped, _, err = e.s.ReapDeadWorkers(ctx, f)
+	mustNil(t, err)
+	if len(reaped) != 1 || reaped[0] != "wOOM" {
+		t.Fatalf("reaped %v a TTL after the refusal, want [wOOM]", reaped)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -40,6 +41,11 @@ type Store struct {
 	c  redis.UniversalClient
 	ns string
 	k  Keys
+
+	// refused is when (unix ns, this process's clock) Redis last refused
+	// one of this Store's scripts at maxmemory; 0 if never. The reaper
+	// gives every worker a full heartbeat TTL after it (ReapDeadWorkers).
+	refused atomic.Int64
 }
 
 // New returns a Store for namespace (validated with ValidateName). It does

@@ -1,22 +1,27 @@
 -- reap: remove heartbeat-expired workers and their slots (leader, fenced).
 -- KEYS[1] fence, KEYS[2] lock, KEYS[3] workers zset, KEYS[4] slots hash,
 -- KEYS[5] free zset, KEYS[6] restore set, KEYS[7..] worker hash of each candidate
--- ARGV[1] epoch, ARGV[2] holder, ARGV[3..] candidate identities (same order as KEYS[7..])
+-- ARGV[1] epoch, ARGV[2] holder, ARGV[3] ms since Redis last refused the
+-- caller a write at maxmemory (-1 never), ARGV[4..] candidate identities
+-- (same order as KEYS[7..])
 -- returns: {{reaped identities}, {affected run ids}}
--- A candidate that heartbeated since (expiry > now) or is gone is skipped.
+-- A candidate that heartbeated since (expiry > now) or is gone is skipped, and
+-- so is one whose heartbeat TTL (worker hash field ttl) is longer than the
+-- time since the last refusal: its heartbeats were refused too.
 -- writes: deletes the worker's slots (free or not), worker hash, workers
 -- entry; runs that held a slot go into restore.
 -- errors: WS_FENCED, WS_INVALID (arity). replay: idempotent (reaped workers are gone).
 -- bound: O(c · s): c candidates (the caller passes a bounded list), s slots each
-if #KEYS - 6 ~= #ARGV - 2 then
+if #KEYS - 6 ~= #ARGV - 3 then
   return redis.error_reply('WS_INVALID reap: worker keys and identities differ')
 end
-local now = now_ms()
+local now, since = now_ms(), tonumber(ARGV[3]) or -1
 local reaped, affected, seen = {}, {}, {}
-for j = 3, #ARGV do
-  local w, wk = ARGV[j], KEYS[4 + j]
+for j = 4, #ARGV do
+  local w, wk = ARGV[j], KEYS[3 + j]
   local sc = redis.call('ZSCORE', KEYS[3], w)
-  if sc and tonumber(sc) <= now then
+  local spared = since >= 0 and since < tonumber(redis.call('HGET', wk, 'ttl') or '0')
+  if sc and tonumber(sc) <= now and not spared then
     local n = tonumber(redis.call('HGET', wk, 'slots') or '0')
     for i = 0, n - 1 do
       local f = w .. '#' .. i

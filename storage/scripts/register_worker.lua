@@ -20,7 +20,7 @@ local now = now_ms()
 if old == 0 then
   redis.call('HSET', KEYS[2], 'registered_at', now)
 end
-redis.call('HSET', KEYS[2], 'slots', n)
+redis.call('HSET', KEYS[2], 'slots', n, 'ttl', ttl)
 for i = old, n - 1 do
   redis.call('HSET', KEYS[3], ARGV[1] .. '#' .. i, '')
   redis.call('ZADD', KEYS[4], 0, ARGV[1] .. '#' .. i)
