@@ -37,10 +37,19 @@ prints:
    latency      submit -> RUNNING and submit -> final, p50/p90/p99/max,
                 from the runs' own Redis timestamps (ms resolution); it
                 includes the wait behind earlier runs of the same group.
+   Redis time   per run, from the first submit to the last final run: the
+                time Redis spent on what the hosts, workers and clients
+                sent (INFO commandstats deltas; scripts exactly, other
+                commands by their share of the command's calls), the
+                server's CPU (used_cpu_user+sys), and the commands sent per
+                run by name (a go-redis hook). The bench itself waits on run
+                events and reads the runs once at the end.
 
 Before the clock starts, one warm-up run goes through a group "warmup" of
 the same policy (the hosts load and compile the policy on first use).
---policy and --window set the generated groups' settings; --slowlog reports
+--policy and --window set the generated groups' settings; --script-times
+adds each script's Redis time per run (SLOWLOG at threshold 0, read every
+50 ms while the runs go; the reads slow the engine a little); --slowlog reports
 the slowest Redis commands of the run (it sets the server's
 slowlog-log-slower-than to 1 ms and resets its SLOWLOG; the threshold is
 restored afterwards).
@@ -77,6 +86,7 @@ Examples:
 			&cli.DurationFlag{Name: "lease-ttl", Value: host.DefaultLeaseTTL, Usage: "leader lease TTL `D` of the in-process hosts"},
 			&cli.BoolFlag{Name: "keep", Usage: "keep the generated namespace's keys"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile to `FILE`"},
+			&cli.BoolFlag{Name: "script-times", Usage: "report each script's Redis time per run (sets the server's slowlog-log-slower-than to 0 and reads its SLOWLOG while the runs go, which slows the engine a little; restored afterwards)"},
 			&cli.BoolFlag{Name: "slowlog", Usage: "report the slowest Redis commands of the run (sets the server's slowlog-log-slower-than to 1ms and resets its SLOWLOG; restored afterwards)"},
 			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "log `LEVEL` of the in-process hosts and workers"},
 		},
@@ -107,6 +117,7 @@ func benchAction(c *cli.Context) error {
 		Policy:       c.String("policy"),
 		Window:       c.Int("window"),
 		SlowLog:      c.Bool("slowlog"),
+		ScriptTimes:  c.Bool("script-times"),
 		Runs:         c.Int("runs"),
 		Workers:      c.Int("workers"),
 		Slots:        c.Int("slots"),

@@ -13,8 +13,10 @@ import (
 )
 
 // TestBenchSmall runs a tiny bench end to end (in-process host and workers
-// against a real redis-server): every run succeeds, the figures are there,
-// and the generated namespace is deleted afterwards.
+// against a real redis-server): every run succeeds, the figures are there
+// (the Redis cost per run: one submit and one report script each, the
+// scripts' sampled times), and the generated namespace is deleted
+// afterwards.
 func TestBenchSmall(t *testing.T) {
 	srv := redistest.Start(t)
 	var out, errb bytes.Buffer
@@ -22,7 +24,7 @@ func TestBenchSmall(t *testing.T) {
 	defer cancel()
 	resetCommandFlags()
 	code := run(ctx, []string{"wasmsched", "bench", "--redis", srv.URL(), "--groups", "5", "--runs", "40",
-		"--workers", "2", "--slots", "4", "--lease-ttl", "500ms", "--timeout", "50s", "-o", "json"}, &out, &errb)
+		"--workers", "2", "--slots", "4", "--lease-ttl", "500ms", "--timeout", "50s", "--script-times", "-o", "json"}, &out, &errb)
 	if code != 0 {
 		t.Fatalf("bench: exit %d, stderr %s", code, errb.String())
 	}
@@ -32,6 +34,22 @@ func TestBenchSmall(t *testing.T) {
 	}
 	if res.States["SUCCEEDED"] != 40 || len(res.States) != 1 {
 		t.Fatalf("bench states %v, want 40 SUCCEEDED", res.States)
+	}
+	c := res.Redis
+	if c == nil || c.USPerRun <= 0 || c.ScriptUSPerRun <= 0 || c.CPUUSPerRun <= 0 || c.CommandsPerRun < 2 {
+		t.Fatalf("bench redis cost %+v: want the time and commands per run", c)
+	}
+	for _, s := range []string{"script submit", "script report"} {
+		if c.Commands[s] != 1 {
+			t.Errorf("%s per run = %v, want 1 (commands %v)", s, c.Commands[s], c.Commands)
+		}
+	}
+	times := map[string]bench.ScriptCost{}
+	for _, s := range c.Scripts {
+		times[s.Name] = s
+	}
+	if s := times["submit"]; s.USPerRun <= 0 || s.CallsPerRun != 1 || s.SampledUSPerCall <= 0 {
+		t.Errorf("submit's sampled time %+v (scripts %+v)", s, c.Scripts)
 	}
 	if res.LaunchesPerSec <= 0 || res.SubmitToRun.Max < res.SubmitToRun.P50 || !res.CleanedUp {
 		t.Fatalf("bench result %+v: want figures and cleaned_up", res)
@@ -54,6 +72,7 @@ func TestBenchDevUsage(t *testing.T) {
 		{[]string{"bench", "--clients", "0"}, "--clients"},
 		{[]string{"bench", "--heartbeat-ttl", "1ms"}, "--heartbeat-ttl"},
 		{[]string{"bench", "extra"}, "unexpected arguments"},
+		{[]string{"bench", "--slowlog", "--script-times"}, "--script-times"},
 		{[]string{"dev", "--slots", "0"}, "--slots"},
 		{[]string{"dev", "--addr", ""}, "--addr"},
 		{[]string{"dev", "--log-level", "loud"}, "--log-level"},

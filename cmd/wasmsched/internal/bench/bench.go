@@ -45,6 +45,7 @@ type Options struct {
 	Keep         bool
 	CPUProfile   string
 	SlowLog      bool
+	ScriptTimes  bool // each script's Redis time (SLOWLOG at threshold 0, read while the runs go)
 }
 
 // Check validates o and fills its defaults; errors are bad input.
@@ -72,6 +73,8 @@ func (o *Options) Check() error {
 		return badinput.Errorf("bench: --timeout must be positive, got %v", o.Timeout)
 	case o.HeartbeatTTL < 30*time.Millisecond:
 		return badinput.Errorf("bench: --heartbeat-ttl must be >= 30ms, got %v", o.HeartbeatTTL)
+	case o.SlowLog && o.ScriptTimes:
+		return badinput.Errorf("bench: --slowlog and --script-times both set the server's SLOWLOG: give one")
 	case o.LeaseTTL < host.MinLeaseTTL:
 		return badinput.Errorf("bench: --lease-ttl must be >= %v, got %v", host.MinLeaseTTL, o.LeaseTTL)
 	}
@@ -130,6 +133,9 @@ type Result struct {
 	SlowLog      bool     `json:"slowlog,omitempty"`
 	SlowestMS    float64  `json:"slowest_command_ms,omitempty"`
 	SlowCommands []string `json:"slow_commands,omitempty"`
+	// Redis is what each run cost Redis, from the first submit to the last
+	// final run (nil if it could not be read).
+	Redis *RedisCost `json:"redis,omitempty"`
 }
 
 // Latency is a distribution's percentiles, in ms.
@@ -147,6 +153,7 @@ type env struct {
 	errw   io.Writer
 	log    *slog.Logger
 	st     *storage.Store // the harness's own reads
+	meter  *redisMeter    // counts what the hosts, workers and clients send
 	runCtx context.Context
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
@@ -155,10 +162,15 @@ type env struct {
 
 // connect opens a connection of its own: the submitters' bursts must not
 // queue the leader's or the workers' commands behind them in one pool.
+// Every connection but the harness's own (the first) counts its commands
+// (e.meter).
 func (e *env) connect(ctx context.Context) (*storage.Store, error) {
 	rdb, err := storage.Connect(ctx, e.url)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if e.meter != nil {
+		e.meter.counter.Hook(rdb)
 	}
 	st, err := storage.New(rdb, e.o.Namespace)
 	if err != nil {
@@ -199,6 +211,7 @@ func Run(ctx context.Context, url string, o Options, errw io.Writer, log *slog.L
 	if e.st, err = e.connect(ctx); err != nil {
 		return nil, err
 	}
+	e.meter = newRedisMeter(e.st.Redis())
 	own := e.closer // the harness's own connection outlives the hosts and workers (the cleanup uses it)
 	e.closer = nil
 	defer func() {
@@ -232,13 +245,30 @@ func Run(ctx context.Context, url string, o Options, errw io.Writer, log *slog.L
 			return nil, fmt.Errorf("bench: --slowlog: %w", err)
 		}
 	}
+	watch, err := e.st.WatchRuns(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	defer watch.Close()
+	if err := e.meter.start(ctx, o.ScriptTimes); err != nil {
+		return nil, err
+	}
 	ids, submitTook, err := e.submitAll(ctx, cancel)
 	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(errw, "bench: submitted %d runs in %v; waiting for them to finish\n", o.Runs, submitTook.Round(time.Millisecond))
-	recs, waitErr := waitFinal(ctx, e.st, ids, o.Groups, errw)
+	waitErr := waitFinal(ctx, e.st, watch, ids, errw)
+	cost, costErr := e.meter.stop(ctx, o.Runs)
+	if costErr != nil {
+		fmt.Fprintf(errw, "bench: %v\n", costErr)
+	}
+	recs, err := readRuns(context.WithoutCancel(ctx), e.st, ids)
+	if err != nil {
+		return nil, fmt.Errorf("bench: reading the runs: %w", err)
+	}
 	res := summarize(o, recs, submitTook)
+	res.Redis = cost
 	if readSlow != nil {
 		res.addSlowLog(readSlow(context.WithoutCancel(ctx)))
 	}

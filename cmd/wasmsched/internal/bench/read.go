@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/wasmsched/wasmsched/storage"
@@ -48,63 +49,61 @@ func readRuns(ctx context.Context, st *storage.Store, ids []string) ([]rec, erro
 	return out, nil
 }
 
-// waitFinal waits until every run is final. It polls only the newest
-// run of each group (the policy is wait: a group's runs launch in seq order)
-// until those are final, then reads every run and keeps polling the
-// unfinished ones.
-func waitFinal(ctx context.Context, st *storage.Store, ids []string, groups int, errw io.Writer) ([]rec, error) {
-	var last []string
-	for i := max(0, len(ids)-groups); i < len(ids); i++ {
-		last = append(last, ids[i])
+// waitFinal waits until every run of ids is final, from the namespace's
+// run events (w, subscribed before the first submit): the bench reads no
+// run while the engine works, so what it measures of Redis is the
+// engine's. After a missed batch, or a second without events, it re-reads
+// the runs not yet final. It returns when the last one is final.
+func waitFinal(ctx context.Context, st *storage.Store, w *storage.RunWatch, ids []string, errw io.Writer) error {
+	open := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		open[id] = true
+	}
+	reread := func() {
+		left := make([]string, 0, len(open))
+		for id := range open {
+			left = append(left, id)
+		}
+		recs, err := readRuns(ctx, st, left)
+		if err != nil {
+			return
+		}
+		for i, r := range recs {
+			if storage.State(r.state).Final() {
+				delete(open, left[i])
+			}
+		}
 	}
 	report := time.Now()
-	// Poll the newest run of each group until all are final, dropping the
-	// final ones from the poll (polling is load on the Redis being measured).
-	for len(last) > 0 {
-		recs, err := readRuns(ctx, st, last)
-		if err == nil {
-			open := last[:0]
-			for i, r := range recs {
-				if !storage.State(r.state).Final() {
-					open = append(open, last[i])
+	quiet := time.NewTimer(time.Second)
+	defer quiet.Stop()
+	for len(open) > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("timed out with %d runs not final", len(open))
+		case b, ok := <-w.C:
+			if !ok {
+				return errors.New("the run-events subscription ended")
+			}
+			for _, ev := range b.Events {
+				if ev.State.Final() {
+					delete(open, ev.Run)
 				}
 			}
-			last = open
-			if len(last) == 0 {
-				break
+			if b.Missed {
+				reread()
 			}
+			quiet.Reset(time.Second)
+		case <-quiet.C:
+			reread()
+			quiet.Reset(time.Second)
 		}
-		if time.Since(report) > 5*time.Second {
+		if time.Since(report) > 5*time.Second && len(open) > 0 {
 			report = time.Now()
-			fmt.Fprintf(errw, "bench: %d groups not done yet\n", len(last))
-		}
-		select {
-		case <-ctx.Done():
-			recs, _ := readRuns(context.WithoutCancel(ctx), st, ids)
-			return recs, fmt.Errorf("timed out with %d groups not done", len(last))
-		case <-time.After(100 * time.Millisecond):
+			fmt.Fprintf(errw, "bench: %d runs not final yet\n", len(open))
 		}
 	}
-	for {
-		recs, err := readRuns(ctx, st, ids)
-		if err == nil {
-			done := 0
-			for _, r := range recs {
-				if storage.State(r.state).Final() {
-					done++
-				}
-			}
-			if done == len(ids) {
-				return recs, nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			recs, _ := readRuns(context.WithoutCancel(ctx), st, ids)
-			return recs, errors.New("timed out waiting for the last runs")
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return nil
 }
 
 func summarize(o Options, recs []rec, submitTook time.Duration) *Result {
@@ -185,6 +184,31 @@ func Table(w io.Writer, r *Result) {
 	slices.Sort(states)
 	for _, s := range states {
 		fmt.Fprintf(w, "state %s\t%d\n", s, r.States[s])
+	}
+	if c := r.Redis; c != nil {
+		fmt.Fprintf(w, "Redis time per run\t%.0f µs\t(scripts %.0f, other commands %.0f; INFO commandstats of what the hosts, workers and clients sent)\n",
+			c.USPerRun, c.ScriptUSPerRun, c.DirectUSPerRun)
+		fmt.Fprintf(w, "Redis CPU per run\t%.0f µs\t(used_cpu_user+sys: everything, the network included)\n", c.CPUUSPerRun)
+		fmt.Fprintf(w, "commands per run\t%.2f\n", c.CommandsPerRun)
+		names := make([]string, 0, len(c.Commands))
+		for n := range c.Commands {
+			names = append(names, n)
+		}
+		slices.SortFunc(names, func(a, b string) int {
+			if c.Commands[a] != c.Commands[b] {
+				if c.Commands[a] > c.Commands[b] {
+					return -1
+				}
+				return 1
+			}
+			return strings.Compare(a, b)
+		})
+		for _, n := range names {
+			fmt.Fprintf(w, "\t%.3f %s\n", c.Commands[n], n)
+		}
+		for _, sc := range c.Scripts {
+			fmt.Fprintf(w, "script %s\t%.1f µs per run\t(%.2f calls, %.1f µs each)\n", sc.Name, sc.USPerRun, sc.CallsPerRun, sc.USPerCall)
+		}
 	}
 	if r.SlowLog && len(r.SlowCommands) == 0 {
 		fmt.Fprintf(w, "slowest Redis command\tnone over 1 ms\n")
