@@ -48,24 +48,32 @@ type EngineConfig struct {
 	Policies *policies.Runtime
 	// ReusePolicy is the slot-reuse policy name; default "reuse".
 	ReusePolicy string
-	// PollInterval is how often the coordinator polls the dirty set when
-	// idle (a pass that did work is followed at once by the next). Default 10ms.
+	// PollInterval is how long the coordinator, the slot manager, the
+	// drainer and an idle restore task wait for a wake-up before they look
+	// anyway. They are woken by the namespace's work-events (a submit, a
+	// finished run, a stop request, group settings, a worker's new slots),
+	// by policy activations and by each other, so this is a safety net
+	// (a pass that did work is followed at once by the next). Default 30s.
 	PollInterval time.Duration
-	// SlotInterval is how often the slot manager polls the LAUNCHED queue
-	// when idle or short of slots. Default 10ms.
+	// SlotInterval is how often the slot manager looks again while the
+	// oldest LAUNCHED run waits for slots and nothing woke it. Default 1s.
 	SlotInterval time.Duration
 	// RestoreInterval is the period of dead-worker reaping and restore-queue
-	// processing. Default 500ms.
+	// processing while slots are assigned (with none, a PollInterval).
+	// Default 500ms.
 	RestoreInterval time.Duration
 	// Retention is the namespace's default retention of finished runs
 	// (a group's own setting wins): default DefaultRetention (7 days);
 	// negative keeps them forever.
 	Retention time.Duration
-	// RetentionInterval is the period of the retention task (it removes
-	// expired runs in fenced chunks of storage.ExpireChunk). Default 1s.
+	// RetentionInterval is the shortest time between two passes of the
+	// retention task (it removes expired runs in fenced chunks of
+	// storage.ExpireChunk, visiting the groups the retire index says are
+	// due, and sleeps until the next is due). Default 1s.
 	RetentionInterval time.Duration
-	// StatsInterval is the period of the slots/runs gauges refresh; default
-	// 2s; negative disables the stats task.
+	// StatsInterval is how old the slots/runs gauges may be when they are
+	// read: a scrape of /metrics or /status refreshes them (nothing reads
+	// Redis for them otherwise). Default 2s; negative disables them.
 	StatsInterval time.Duration
 	// Backoff is the first delay before a group whose policy failed
 	// (invalid, trap, timeout, unknown) is decided again; it doubles up to

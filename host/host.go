@@ -34,8 +34,12 @@ const (
 	marginDivisor = 10
 	// DefaultAdminAddr is where `wasmsched serve` listens for admin HTTP.
 	DefaultAdminAddr = "127.0.0.1:9090"
-	// tickDivisor: the tick task runs every LeaseTTL/3.
-	tickDivisor = 3
+	// tickMultiple: the tick task runs every 5·LeaseTTL. The tick is a
+	// liveness record and an idle deposed leader's way to learn it was
+	// fenced; safety rests on the lease and the fence of every write, so
+	// it need not be frequent (an idle namespace's Redis commands:
+	// RATIONALE.md "Cost follows work").
+	tickMultiple = 5
 )
 
 // Config configures a Host. Zero fields take the defaults above.
@@ -59,7 +63,7 @@ type Config struct {
 	// deadline; default LeaseTTL/10. Must be less than LeaseTTL/2.
 	SafetyMargin time.Duration
 	// TickInterval is the period of the built-in tick task (a fenced
-	// liveness write, storage.Store.Tick); default LeaseTTL/3; negative
+	// liveness write, storage.Store.Tick); default 5·LeaseTTL; negative
 	// disables the tick task.
 	TickInterval time.Duration
 	// Logger defaults to slog.Default().
@@ -136,7 +140,7 @@ func (c Config) withDefaults() Config {
 		c.SafetyMargin = c.LeaseTTL / marginDivisor
 	}
 	if c.TickInterval == 0 {
-		c.TickInterval = c.LeaseTTL / tickDivisor
+		c.TickInterval = c.LeaseTTL * tickMultiple
 	}
 	if c.Advertise == "" {
 		c.Advertise, _ = os.Hostname()
@@ -294,19 +298,21 @@ func (h *Host) Run(ctx context.Context) error {
 }
 
 // tickTask is the leader task that makes a fenced liveness write
-// (storage.Store.Tick) every interval. It checks lease.Valid() before every
-// write. It returns storage.ErrFenced (which demotes the host) when a write
+// (storage.Store.Tick) when the term starts and every interval after. It
+// checks lease.Valid() before every write. It returns storage.ErrFenced (which demotes the host) when a write
 // is rejected by the fence; other errors are logged and retried at the next
 // tick.
 func tickTask(st *storage.Store, interval time.Duration, log *slog.Logger) leader.LeaderTask {
 	return func(ctx context.Context, lease *leader.Lease) error {
 		t := time.NewTicker(interval)
 		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
+		for first := true; ; first = false {
+			if !first {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-t.C:
+				}
 			}
 			if !lease.Valid() {
 				log.Info("tick skipped: lease not valid", "epoch", lease.Epoch(), "reason", lease.Reason())

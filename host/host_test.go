@@ -51,7 +51,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	c := Config{Store: st, LeaseTTL: 900 * time.Millisecond}.withDefaults()
 	if c.RefreshInterval != 300*time.Millisecond || c.RetryInterval != 225*time.Millisecond ||
-		c.SafetyMargin != 90*time.Millisecond || c.TickInterval != 300*time.Millisecond ||
+		c.SafetyMargin != 90*time.Millisecond || c.TickInterval != 4500*time.Millisecond ||
 		c.Identity == "" || c.Logger == nil || c.Registry == nil {
 		t.Fatalf("defaults %+v", c)
 	}
@@ -261,8 +261,8 @@ func TestRepeatedDemotePromote(t *testing.T) {
 }
 
 // TestFencedTaskDemotes bumps the fence under the leader's feet: its next
-// tick is rejected as fenced, it demotes at once and later leads again with
-// a higher epoch.
+// fenced write or check (the tick, the reaper's) is rejected, it demotes at
+// once and later leads again with a higher epoch.
 func TestFencedTaskDemotes(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
@@ -282,7 +282,7 @@ func TestFencedTaskDemotes(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("lease not revoked after a fenced write")
 	}
-	if !strings.HasPrefix(l.Reason(), "fenced: task tick") {
+	if !strings.HasPrefix(l.Reason(), "fenced: task ") { // the first leader task to write or check the fence
 		t.Fatalf("reason %q", l.Reason())
 	}
 	if err := h.st.Tick(ctx, l.Fence()); !errors.Is(err, storage.ErrFenced) {

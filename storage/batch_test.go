@@ -206,12 +206,31 @@ func TestStore_DirtyContract(t *testing.T) {
 				mustNil(t, e.s.FailRun(ctx, f, "c", "lost"))
 			}},
 		}
+		// ... and each also PUBLISHes the group on work-events: the
+		// leader's wake-up (it does not poll for them).
+		ps := e.s.Subscribe(ctx, e.s.Keys().WorkEvents())
+		defer ps.Close()
+		if _, err := ps.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		msgs := ps.Channel()
 		for _, s := range steps {
 			t.Run(s.name, func(t *testing.T) {
 				settle(t)
 				s.do(t)
 				if !dirty(t) {
 					t.Fatalf("%s did not mark the group dirty", s.name)
+				}
+				for {
+					select {
+					case m := <-msgs:
+						if m.Payload != "g" {
+							continue // an earlier step's second message
+						}
+					case <-time.After(2 * time.Second):
+						t.Fatalf("%s did not publish the group on work-events", s.name)
+					}
+					break
 				}
 			})
 		}

@@ -47,6 +47,18 @@ func (k Keys) Group(g string) string { return k.p + "group:" + g }
 // Waiting is the zset of WAITING run ids of group g, by seq.
 func (k Keys) Waiting(g string) string { return k.p + "group:" + g + ":waiting" }
 
+// WaitInfo is the hash of group g's WAITING runs: run id -> what a
+// decision reads of it, "seq,priority,slots,submitted_ms" (immutable while
+// it waits): the snapshot reads a window of the waiting runs with one
+// HMGET instead of one per run. Every script that adds to Waiting sets the
+// entry, every script that removes from it deletes the entry.
+func (k Keys) WaitInfo(g string) string { return k.p + "group:" + g + ":winfo" }
+
+// Retire is the zset of groups with finished runs -> when (ms) the oldest
+// may be due for removal (0: look now): the retention task's index, so it
+// visits only the groups that have something due (expire.lua rescores).
+func (k Keys) Retire() string { return k.p + "retire" }
+
 // Active is the zset of LAUNCHED/RUNNING/STOPPING run ids of group g, by seq.
 func (k Keys) Active(g string) string { return k.p + "group:" + g + ":active" }
 

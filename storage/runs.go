@@ -135,10 +135,12 @@ type Run struct {
 }
 
 // runFields is the order of run fields returned by scripts and HMGET.
+// The decision record is one field, dec (apply.lua); runs decided before
+// it existed carry it in the fields decision..decision_policy_version.
 var runFields = []string{"id", "group", "seq", "state", "slots", "priority", "payload", "duration_ms",
 	"policy", "policy_version", "submitted_at", "launched_at", "started_at", "finished_at", "reason", "assign",
 	"decision", "decision_epoch", "decided_at", "decision_action", "decision_reason", "policy_sha256", "policy_registry",
-	"decision_policy", "decision_policy_version"}
+	"decision_policy", "decision_policy_version", "dec"}
 
 // RunDecision is the record of the decision that launched, discarded or
 // stopped a run.
@@ -191,12 +193,30 @@ func parseRun(vals []any) (Run, bool) {
 }
 
 func parseRunDecision(vals []any) *RunDecision {
+	if len(vals) >= 26 && vals[25] != nil {
+		return parseDecision(str(vals[25]))
+	}
 	if len(vals) < 25 || vals[16] == nil {
 		return nil
 	}
 	return &RunDecision{ID: str(vals[16]), Epoch: toInt64(vals[17]), At: msTime(toInt64(vals[18])),
 		Action: ActionKind(str(vals[19])), Reason: str(vals[20]), Policy: str(vals[23]), PolicyVersion: str(vals[24]),
 		PolicySHA256: str(vals[21]), PolicyRegistry: int(toInt64(vals[22]))}
+}
+
+// parseDecision parses a run's dec field: claim, epoch, decided_at (ms),
+// action, policy, policy version, sha256, registry version, reason,
+// 0x1f-separated (the reason last: it may contain anything).
+func parseDecision(v string) *RunDecision {
+	p := strings.SplitN(v, "\x1f", 9)
+	if len(p) < 9 {
+		return nil
+	}
+	epoch, _ := strconv.ParseInt(p[1], 10, 64)
+	at, _ := strconv.ParseInt(p[2], 10, 64)
+	reg, _ := strconv.Atoi(p[7])
+	return &RunDecision{ID: p[0], Epoch: epoch, At: msTime(at), Action: ActionKind(p[3]), Policy: p[4],
+		PolicyVersion: p[5], PolicySHA256: p[6], PolicyRegistry: reg, Reason: p[8]}
 }
 
 // parseAssign parses "worker#index#token#task,..." (worker may contain '#').
@@ -295,8 +315,8 @@ func (s *Store) SetGroupSettings(ctx context.Context, name string, gs GroupSetti
 		}
 	}
 	k := s.k
-	v, err := s.run(ctx, op, "set_group", []string{k.Groups(), k.Group(name), k.Dirty(), k.Waiting(name), k.Active(name), k.GroupGen()},
-		name, gs.Policy, gs.MaxActive, gs.Window, ret)
+	v, err := s.run(ctx, op, "set_group", []string{k.Groups(), k.Group(name), k.Dirty(), k.Waiting(name), k.Active(name), k.GroupGen(), k.Retire()},
+		name, gs.Policy, gs.MaxActive, gs.Window, ret, k.WorkEvents())
 	if err != nil {
 		return Group{}, err
 	}
@@ -326,7 +346,7 @@ func (s *Store) DeleteGroup(ctx context.Context, name string, force bool, reason
 		f = "1"
 	}
 	for {
-		keys := []string{k.Groups(), k.Group(name), k.Waiting(name), k.Active(name), k.Dirty()}
+		keys := []string{k.Groups(), k.Group(name), k.Waiting(name), k.Active(name), k.Dirty(), k.WaitInfo(name), k.Finished(name), k.Retire()}
 		args := []any{name, f, reason, k.RunEvents()}
 		var ids []string
 		if force {
@@ -521,7 +541,7 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 	}
 	k := s.k
 	c := scriptCall{
-		keys: []string{k.Seq(), k.Groups(), k.Group(r.Group), k.Waiting(r.Group), k.Dirty(), k.Run(r.ID), k.Runs(), k.GroupGen()},
+		keys: []string{k.Seq(), k.Groups(), k.Group(r.Group), k.Waiting(r.Group), k.Dirty(), k.Run(r.ID), k.Runs(), k.GroupGen(), k.WaitInfo(r.Group)},
 		args: []any{r.Group, r.ID, r.Slots, r.Priority, r.Payload, r.Duration.Milliseconds(), newID("op-"), k.WorkEvents(), k.RunEvents()},
 	}
 	if r.IdempotencyKey != "" {
@@ -753,12 +773,12 @@ func (s *Store) Snapshot(ctx context.Context, group string) (Snapshot, error) {
 	if err := ValidateName("group", group); err != nil {
 		return Snapshot{}, err
 	}
-	c := s.snapshotCall(group, runFieldArgs())
+	c := s.snapshotCall(group, false, runFieldArgs())
 	v, err := s.run(ctx, "snapshot", "snapshot", c.keys, c.args...)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	return parseSnapshot(group, v, parseRun), nil
+	return parseSnapshot(group, v, parseRun, false), nil
 }
 
 // DecisionFields are the run fields SnapshotBatch reads: the ones a policy
@@ -784,15 +804,36 @@ func parseDecisionRun(vals []any) (Run, bool) {
 		SubmittedAt: msTime(toInt64(vals[5])), StartedAt: msTime(toInt64(vals[6]))}, true
 }
 
-func (s *Store) snapshotCall(group string, fields []any) scriptCall {
+// snapshotCall: indexed reads the waiting runs from the group's WaitInfo
+// (DecisionFields only), else each run's fields.
+func (s *Store) snapshotCall(group string, indexed bool, fields []any) scriptCall {
 	k := s.k
-	args := make([]any, 0, 2+len(fields))
-	args = append(args, k.RunPrefix(), DefaultWindow)
+	args := make([]any, 0, 3+len(fields))
+	mode := "0"
+	if indexed {
+		mode = "1"
+	}
+	args = append(args, k.RunPrefix(), DefaultWindow, mode)
 	args = append(args, fields...)
-	return scriptCall{keys: []string{k.Group(group), k.Waiting(group), k.Active(group)}, args: args}
+	return scriptCall{keys: []string{k.Group(group), k.Waiting(group), k.Active(group), k.WaitInfo(group)}, args: args}
 }
 
-func parseSnapshot(group string, v any, parse func([]any) (Run, bool)) Snapshot {
+// parseWaitInfo builds a WAITING run from its WaitInfo entry
+// "seq,priority,slots,submitted_ms"; ok false if malformed.
+func parseWaitInfo(id, v string) (Run, bool) {
+	var f [4]int64
+	for i := range f {
+		x, rest, _ := strings.Cut(v, ",")
+		n, err := strconv.ParseInt(x, 10, 64)
+		if err != nil {
+			return Run{}, false
+		}
+		f[i], v = n, rest
+	}
+	return Run{ID: id, Seq: f[0], State: StateWaiting, Priority: int(f[1]), Slots: int(f[2]), SubmittedAt: msTime(f[3])}, true
+}
+
+func parseSnapshot(group string, v any, parse func([]any) (Run, bool), indexed bool) Snapshot {
 	a, _ := v.([]any)
 	if len(a) < 6 {
 		return Snapshot{Group: Group{Name: group}}
@@ -812,8 +853,26 @@ func parseSnapshot(group string, v any, parse func([]any) (Run, bool)) Snapshot 
 		}
 		return out
 	}
-	sn := Snapshot{Now: msTime(toInt64(a[1])), Active: runs(a[2]), Waiting: runs(a[3]),
+	sn := Snapshot{Now: msTime(toInt64(a[1])), Active: runs(a[2]),
 		WaitingTotal: int(toInt64(a[4])), WaitingOldest: int(toInt64(a[5]))}
+	if indexed {
+		w, _ := a[3].([]any)
+		for len(w) < 2 {
+			w = append(w, nil)
+		}
+		ids, _ := w[0].([]any)
+		info, _ := w[1].([]any)
+		sn.Waiting = make([]Run, 0, len(ids))
+		for i, id := range ids {
+			if i < len(info) {
+				if r, ok := parseWaitInfo(str(id), str(info[i])); ok {
+					sn.Waiting = append(sn.Waiting, r)
+				}
+			}
+		}
+	} else {
+		sn.Waiting = runs(a[3])
+	}
 	sn.Group = Group{Name: group, Policy: str(g[0]), MaxActive: int(toInt64(g[1])), Version: toInt64(g[2]),
 		Window: int(toInt64(g[3])), DiscardBelow: toInt64(g[4]), Gen: toInt64(g[5]), Waiting: sn.WaitingTotal, Active: len(sn.Active)}
 	return sn
@@ -839,7 +898,7 @@ func (s *Store) SnapshotBatch(ctx context.Context, groups []string) []SnapshotRe
 			out[i].Err = err
 			continue
 		}
-		calls = append(calls, s.snapshotCall(g, decisionFieldArgs))
+		calls = append(calls, s.snapshotCall(g, true, decisionFieldArgs))
 		pos = append(pos, i)
 	}
 	vals, errs := s.runPipe(ctx, "snapshot", "snapshot", calls)
@@ -848,7 +907,7 @@ func (s *Store) SnapshotBatch(ctx context.Context, groups []string) []SnapshotRe
 			out[i].Err = errs[j]
 			continue
 		}
-		out[i].Snapshot = parseSnapshot(groups[i], vals[j], parseDecisionRun)
+		out[i].Snapshot = parseSnapshot(groups[i], vals[j], parseDecisionRun, true)
 	}
 	return out
 }
@@ -891,6 +950,11 @@ type Decision struct {
 	// snapshot's window was truncated, so the group is decided again on
 	// its next window.
 	Again bool
+	// NoPlace leaves every launch LAUNCHED for the slot manager (the
+	// leader sets it while a LAUNCHED run waits for slots, so none
+	// overtakes it); by default a launch takes its slots at once when they
+	// are free.
+	NoPlace bool
 }
 
 // Apply applies d to group in one fenced script, all-or-nothing, and
@@ -907,7 +971,15 @@ func (s *Store) Apply(ctx context.Context, f Fence, group string, d Decision) (i
 	if err != nil {
 		return 0, err
 	}
-	return toInt64(v), nil
+	return parseApply(v).Version, nil
+}
+
+func parseApply(v any) ApplyResult {
+	a, _ := v.([]any)
+	for len(a) < 2 {
+		a = append(a, nil)
+	}
+	return ApplyResult{Version: toInt64(a[0]), Queued: int(toInt64(a[1]))}
 }
 
 func (s *Store) applyCall(f Fence, group string, d Decision) (scriptCall, error) {
@@ -919,16 +991,21 @@ func (s *Store) applyCall(f Fence, group string, d Decision) (scriptCall, error)
 	if d.Below < 0 {
 		return scriptCall{}, invalid(op, "discard_below %d is negative", d.Below)
 	}
-	keys := make([]string, 0, 9+len(d.Actions))
-	keys = append(keys, k.Fence(), k.Lock(), k.Group(group), k.Waiting(group), k.Active(group), k.Dirty(), k.Launched(), k.Drain(), k.Finished(group), k.Decisions(group))
-	args := make([]any, 0, 10+3*len(d.Actions))
+	keys := make([]string, 0, 16+len(d.Actions))
+	keys = append(keys, k.Fence(), k.Lock(), k.Group(group), k.Waiting(group), k.Active(group), k.Dirty(), k.Launched(),
+		k.Drain(), k.Finished(group), k.Decisions(group), k.WaitInfo(group), k.Workers(), k.Slots(), k.Free(), k.Tokens(), k.Retire())
+	args := make([]any, 0, 16+3*len(d.Actions))
 	args = append(args, f.args()...)
 	again := 0
 	if d.Again {
 		again = 1
 	}
+	place := "1"
+	if d.NoPlace {
+		place = "0"
+	}
 	args = append(args, group, d.Version, d.ClaimID, d.Policy, d.PolicyVersion, d.Below, d.BelowReason, again,
-		d.PolicySHA256, d.PolicyRegistry, DecisionsKept, k.RunEvents())
+		d.PolicySHA256, d.PolicyRegistry, DecisionsKept, k.RunEvents(), k.SlotEvents(), place)
 	for _, a := range d.Actions {
 		if err := ValidateName("run", a.Run); err != nil {
 			return scriptCall{}, fmt.Errorf("storage: %s: %w", op, err)
@@ -951,9 +1028,12 @@ type GroupDecision struct {
 }
 
 // ApplyResult is the outcome of one decision of an ApplyBatch: the group's
-// version afterwards, or the error Apply would have returned.
+// version afterwards and how many of its launches wait in the LAUNCHED
+// queue for slots (the others were placed at once), or the error Apply
+// would have returned.
 type ApplyResult struct {
 	Version int64
+	Queued  int
 	Err     error
 }
 
@@ -978,7 +1058,11 @@ func (s *Store) ApplyBatch(ctx context.Context, f Fence, ds []GroupDecision) []A
 	}
 	vals, errs := s.runPipe(ctx, "apply", "apply", calls)
 	for j, i := range pos {
-		out[i] = ApplyResult{Version: toInt64(vals[j]), Err: errs[j]}
+		if errs[j] != nil {
+			out[i].Err = errs[j]
+			continue
+		}
+		out[i] = parseApply(vals[j])
 	}
 	return out
 }
@@ -1013,8 +1097,8 @@ func (s *Store) Expire(ctx context.Context, f Fence, group string, def time.Dura
 		chunk = ExpireChunk
 	}
 	k := s.k
-	v, err := s.run(ctx, "expire", "expire", []string{k.Fence(), k.Lock(), k.Group(group), k.Finished(group), k.Runs()},
-		append(f.args(), k.RunPrefix(), def.Milliseconds(), chunk)...)
+	v, err := s.run(ctx, "expire", "expire", []string{k.Fence(), k.Lock(), k.Group(group), k.Finished(group), k.Runs(), k.Retire()},
+		append(f.args(), k.RunPrefix(), def.Milliseconds(), chunk, group)...)
 	if err != nil {
 		return 0, false, err
 	}
@@ -1150,8 +1234,8 @@ func (s *Store) ExpireBatch(ctx context.Context, f Fence, groups []string, def t
 			out[i].Err = err
 			continue
 		}
-		calls = append(calls, scriptCall{keys: []string{k.Fence(), k.Lock(), k.Group(g), k.Finished(g), k.Runs()},
-			args: append(f.args(), k.RunPrefix(), def.Milliseconds(), ExpireChunk)})
+		calls = append(calls, scriptCall{keys: []string{k.Fence(), k.Lock(), k.Group(g), k.Finished(g), k.Runs(), k.Retire()},
+			args: append(f.args(), k.RunPrefix(), def.Milliseconds(), ExpireChunk, g)})
 		pos = append(pos, i)
 	}
 	vals, errs := s.runPipe(ctx, "expire", "expire", calls)
@@ -1168,6 +1252,50 @@ func (s *Store) ExpireBatch(ctx context.Context, f Fence, groups []string, def t
 		out[i] = ExpireResult{Removed: int(toInt64(a[0])), More: toInt64(a[1]) == 1}
 	}
 	return out
+}
+
+// RetireDue returns up to limit groups whose oldest finished run may be
+// due for removal at now (Keys.Retire), and when the next group not among
+// them is due (zero if none is).
+func (s *Store) RetireDue(ctx context.Context, now time.Time, limit int) (due []string, next time.Time, err error) {
+	var dueCmd *redis.StringSliceCmd
+	var nextCmd *redis.ZSliceCmd
+	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		dueCmd = p.ZRangeByScore(ctx, s.k.Retire(), &redis.ZRangeBy{Min: "-inf", Max: strconv.FormatInt(now.UnixMilli(), 10), Count: int64(limit)})
+		nextCmd = p.ZRangeByScoreWithScores(ctx, s.k.Retire(), &redis.ZRangeBy{Min: "(" + strconv.FormatInt(now.UnixMilli(), 10), Max: "+inf", Count: 1})
+		return nil
+	})
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("storage: retire: %w", err)
+	}
+	if z := nextCmd.Val(); len(z) == 1 && !math.IsInf(z[0].Score, 1) {
+		next = msTime(int64(z[0].Score))
+	}
+	return dueCmd.Val(), next, nil
+}
+
+// NextRetire returns when the first group of the retire index is due
+// (zero if none is, or it is kept forever).
+func (s *Store) NextRetire(ctx context.Context) (time.Time, error) {
+	z, err := s.c.ZRangeWithScores(ctx, s.k.Retire(), 0, 0).Result()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("storage: retire: %w", err)
+	}
+	if len(z) == 0 || math.IsInf(z[0].Score, 1) {
+		return time.Time{}, nil
+	}
+	return msTime(int64(z[0].Score)), nil
+}
+
+// RetireGroups returns every group of the retire index (the retention
+// task's first pass of a term also visits these: a deleted group's
+// finished runs are only here).
+func (s *Store) RetireGroups(ctx context.Context) ([]string, error) {
+	names, err := s.c.ZRange(ctx, s.k.Retire(), 0, -1).Result()
+	if err != nil {
+		return nil, fmt.Errorf("storage: retire: %w", err)
+	}
+	return names, nil
 }
 
 // GroupNames returns every group's name (the groups set; unsorted).
@@ -1201,7 +1329,7 @@ func (s *Store) Drain(ctx context.Context, f Fence, group string, chunk int) (n 
 		chunk = DrainChunk
 	}
 	k := s.k
-	v, err := s.run(ctx, "drain", "drain", []string{k.Fence(), k.Lock(), k.Group(group), k.Waiting(group), k.Drain(), k.Finished(group)},
+	v, err := s.run(ctx, "drain", "drain", []string{k.Fence(), k.Lock(), k.Group(group), k.Waiting(group), k.Drain(), k.Finished(group), k.WaitInfo(group), k.Retire()},
 		append(f.args(), group, k.RunPrefix(), chunk, k.RunEvents())...)
 	if err != nil {
 		return 0, false, err
@@ -1223,7 +1351,8 @@ func (s *Store) RequestStop(ctx context.Context, id, reason string) (Run, error)
 	}
 	k := s.k
 	if _, err := s.run(ctx, op, "request_stop",
-		[]string{k.Run(id), k.Group(g), k.Waiting(g), k.Active(g), k.Launched(), k.Dirty(), k.Finished(g)}, id, g, reason, k.RunEvents()); err != nil {
+		[]string{k.Run(id), k.Group(g), k.Waiting(g), k.Active(g), k.Launched(), k.Dirty(), k.Finished(g), k.WaitInfo(g), k.Retire()},
+		id, g, reason, k.RunEvents(), k.SlotEvents(), k.WorkEvents()); err != nil {
 		return Run{}, err
 	}
 	return s.GetRun(ctx, id)

@@ -224,21 +224,29 @@ func TestStore_Apply(t *testing.T) {
 			if nv != v+1 {
 				t.Fatalf("version %d, want %d", nv, v+1)
 			}
-			want := map[string]storage.State{"w1": storage.StateStopped, "w2": storage.StateStopping, "w3": storage.StateDiscarded, "w4": storage.StateLaunched}
+			// w4 is placed on a free slot by the apply itself
+			want := map[string]storage.State{"w1": storage.StateStopped, "w2": storage.StateStopping, "w3": storage.StateDiscarded, "w4": storage.StateRunning}
 			for id, st := range want {
 				r := ok(e.s.GetRun(ctx, id))(t)
 				if r.State != st {
 					t.Errorf("%s = %s, want %s", id, r.State, st)
 				}
 			}
-			if r := ok(e.s.GetRun(ctx, "w4"))(t); r.Policy != "priority" || r.PolicyVersion != "3" || r.LaunchedAt.IsZero() {
+			if r := ok(e.s.GetRun(ctx, "w4"))(t); r.Policy != "priority" || r.PolicyVersion != "3" || r.LaunchedAt.IsZero() ||
+				!r.StartedAt.Equal(r.LaunchedAt) || len(r.Assignments) != 1 {
 				t.Errorf("w4 = %+v", r)
+			}
+			for id, act := range map[string]storage.ActionKind{"w4": storage.ActionLaunch, "w3": storage.ActionDiscard, "w1": storage.ActionStop} {
+				d := ok(e.s.GetRun(ctx, id))(t).Decision
+				if d == nil || d.ID != "c1" || d.Epoch != f.Epoch || d.Action != act || d.Policy != "priority" || d.PolicyVersion != "3" || d.At.IsZero() {
+					t.Errorf("%s's decision record %+v", id, d)
+				}
 			}
 			if r := ok(e.s.GetRun(ctx, "w3"))(t); r.Reason != "d" || r.FinishedAt.IsZero() {
 				t.Errorf("w3 = %+v", r)
 			}
-			if l := ok(e.s.LaunchedRuns(ctx, 10))(t); len(l) != 1 || l[0] != "w4" {
-				t.Errorf("launched = %v", l)
+			if l := ok(e.s.LaunchedRuns(ctx, 10))(t); len(l) != 0 {
+				t.Errorf("launched = %v, want none (w1 stopped, w4 placed)", l)
 			}
 			// nothing waiting any more: group clean
 			if d := ok(e.s.DirtyGroups(ctx, 0))(t); strings.Contains(strings.Join(d, ","), "g") && !contains(d, "h") {
@@ -514,7 +522,7 @@ func TestStore_bulkDeletesAreChunked(t *testing.T) {
 		for _, c := range rec.Commands() {
 			if c.Name == "script delete_group" {
 				calls++
-				if c.Keys > 5+100 {
+				if c.Keys > 8+100 {
 					t.Fatalf("a delete_group call with %d keys: more than 100 runs in one script", c.Keys)
 				}
 			}

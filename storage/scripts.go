@@ -15,8 +15,9 @@ import (
 //go:embed scripts/*.lua
 var scriptFS embed.FS
 
-// Every script gets _lib.lua (local helper functions) prepended at embed
-// time. fenced lists the leader-authority scripts: _prelude.lua is prepended
+// Every script gets the helpers of _lib.lua it uses (local functions,
+// transitively: libFor) prepended at embed time: a helper defined but not
+// used would still be made, a closure of garbage, on every call. fenced lists the leader-authority scripts: _prelude.lua is prepended
 // to each as well, after the helpers (KEYS[1]=fence, KEYS[2]=lock, ARGV[1]=epoch, ARGV[2]=holder).
 var fenced = map[string]bool{
 	"apply":          true,
@@ -61,12 +62,55 @@ var scripts = func() map[string]*redis.Script {
 		if fenced[name] {
 			src = string(prelude) + "\n" + src
 		}
-		src = string(lib) + "\n" + src
+		src = libFor(string(lib), src) + "\n" + src
 		scriptSrc[name] = src
 		m[name] = redis.NewScript(src)
 	}
 	return m
 }()
+
+// libFor returns the helpers of lib (its "local function NAME" blocks, in
+// lib's order, each up to the next) that src calls, and those they call.
+func libFor(lib, src string) string {
+	type fn struct{ name, body string }
+	var fns []fn
+	for _, part := range strings.SplitAfter(lib, "\nend\n") {
+		i := strings.Index(part, "local function ")
+		if i < 0 {
+			continue
+		}
+		body := part[i:]
+		name := body[len("local function "):strings.IndexByte(body, '(')]
+		fns = append(fns, fn{name, body})
+	}
+	used := map[string]bool{}
+	for changed := true; changed; {
+		changed = false
+		for _, f := range fns {
+			if used[f.name] {
+				continue
+			}
+			call := f.name + "("
+			if strings.Contains(src, call) {
+				used[f.name], changed = true, true
+				continue
+			}
+			for _, g := range fns {
+				if used[g.name] && strings.Contains(g.body, call) {
+					used[f.name], changed = true, true
+					break
+				}
+			}
+		}
+	}
+	var out strings.Builder
+	for _, f := range fns {
+		if used[f.name] {
+			out.WriteString(f.body)
+		}
+	}
+	return out.String()
+}
 
 // scriptNames lists the embedded scripts (sorted).
 func scriptNames() []string {

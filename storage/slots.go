@@ -54,7 +54,7 @@ func (s *Store) RegisterWorker(ctx context.Context, identity string, slots int, 
 		return err
 	}
 	k := s.k
-	_, err = s.run(ctx, op, "register_worker", []string{k.Workers(), k.Worker(identity), k.Slots(), k.Free()}, identity, slots, ms)
+	_, err = s.run(ctx, op, "register_worker", []string{k.Workers(), k.Worker(identity), k.Slots(), k.Free()}, identity, slots, ms, k.WorkEvents())
 	return err
 }
 
@@ -153,7 +153,7 @@ func (s *Store) Heartbeat(ctx context.Context, identity string, ttl time.Duratio
 		return nil, err
 	}
 	k := s.k
-	v, err := s.run(ctx, op, "heartbeat", []string{k.Workers(), k.Worker(identity), k.Slots()}, identity, ms)
+	v, err := s.run(ctx, op, "heartbeat", []string{k.Workers(), k.Worker(identity), k.Slots()}, identity, ms, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -166,6 +166,23 @@ func (s *Store) Heartbeat(ctx context.Context, identity string, ttl time.Duratio
 		return nil, fmt.Errorf("storage: %s: run states: %w", op, err)
 	}
 	return out, nil
+}
+
+// Beat extends the worker's expiry to now+ttl: Heartbeat without reading
+// the slots (one script of two commands). ErrUnknownWorker when the
+// worker was reaped or never registered.
+func (s *Store) Beat(ctx context.Context, identity string, ttl time.Duration) error {
+	const op = "heartbeat"
+	if err := ValidateWorker(identity); err != nil {
+		return err
+	}
+	ms, err := ttlMS(op, ttl)
+	if err != nil {
+		return err
+	}
+	k := s.k
+	_, err = s.run(ctx, op, "heartbeat", []string{k.Workers(), k.Worker(identity), k.Slots()}, identity, ms, 0)
+	return err
 }
 
 // SlotEvent is one task-0 assignment announced on Keys().SlotEvents() by
@@ -200,21 +217,16 @@ func ParseSlotEvents(payload string) []SlotEvent {
 }
 
 // PollAssigned is the read-only pickup of announced assignments: for each
-// event of worker identity it reads the slot's current value and the
-// announced run's record, all in ONE pipelined round trip. It returns the
-// slots that still hold task 0 of the announced run, with RunState and
+// event of worker identity it reads the announced run's record, all in ONE
+// pipelined round trip (one HMGET per run). It returns the slots whose run
+// still records task 0 on that slot of identity (the run's assignments and
+// the slot table change together, in the same scripts), with RunState and
 // Detail set (other events are dropped: the heartbeat reconciles them).
-// It does not extend the worker's expiry.
 func (s *Store) PollAssigned(ctx context.Context, identity string, evs []SlotEvent) ([]SlotState, error) {
 	const op = "poll assigned"
 	if err := ValidateWorker(identity); err != nil {
 		return nil, err
 	}
-	type cmds struct {
-		slot *redis.StringCmd
-		run  *redis.SliceCmd
-	}
-	cs := make([]cmds, 0, len(evs))
 	keep := make([]SlotEvent, 0, len(evs))
 	for _, e := range evs {
 		if e.Worker == identity && ValidateName("run", e.Run) == nil {
@@ -224,10 +236,10 @@ func (s *Store) PollAssigned(ctx context.Context, identity string, evs []SlotEve
 	if len(keep) == 0 {
 		return nil, nil
 	}
+	cs := make([]*redis.SliceCmd, 0, len(keep))
 	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, e := range keep {
-			cs = append(cs, cmds{p.HGet(ctx, s.k.Slots(), identity+"#"+strconv.Itoa(e.Slot)),
-				p.HMGet(ctx, s.k.Run(e.Run), runFields...)})
+			cs = append(cs, p.HMGet(ctx, s.k.Run(e.Run), runFields...))
 		}
 		return nil
 	})
@@ -236,17 +248,17 @@ func (s *Store) PollAssigned(ctx context.Context, identity string, evs []SlotEve
 	}
 	out := make([]SlotState, 0, len(keep))
 	for i, e := range keep {
-		st := parseSlotValue(e.Slot, cs[i].slot.Val())
-		if st.Run != e.Run || st.Task != 0 || st.Token == "" {
-			continue
-		}
-		r, ok := parseRun(cs[i].run.Val())
+		r, ok := parseRun(cs[i].Val())
 		if !ok {
 			continue
 		}
-		st.RunState = r.State
-		st.Detail = &r
-		out = append(out, st)
+		for _, a := range r.Assignments {
+			if a.Task == 0 && a.Worker == identity && a.Slot == e.Slot && a.Token != "" {
+				d := r
+				out = append(out, SlotState{Index: e.Slot, Run: r.ID, Token: a.Token, Task: 0, RunState: r.State, Detail: &d})
+				break
+			}
+		}
 	}
 	return out, nil
 }
@@ -335,7 +347,7 @@ func (s *Store) ReportBatch(ctx context.Context, identity string, reps []ReportR
 func (s *Store) reportCall(identity, g, runID, token string, outcome State, reason string) scriptCall {
 	k := s.k
 	return scriptCall{
-		keys: []string{k.Run(runID), k.Slots(), k.Free(), k.Group(g), k.Active(g), k.Launched(), k.Restore(), k.Dirty(), k.Finished(g)},
+		keys: []string{k.Run(runID), k.Slots(), k.Free(), k.Group(g), k.Active(g), k.Retire(), k.Restore(), k.Dirty(), k.Finished(g)},
 		args: []any{identity, runID, token, string(outcome), reason, g, k.WorkEvents(), k.RunEvents()},
 	}
 }
@@ -510,23 +522,34 @@ func (s *Store) Slots(ctx context.Context) (SlotsView, error) {
 	return view, nil
 }
 
+// Reaped is what ReapDeadWorkers did.
+type Reaped struct {
+	Workers  []string // the reaped identities
+	Affected []string // the runs that held one of their slots (now in the restore set)
+	Assigned int      // slots assigned to runs, namespace-wide, before the reap
+}
+
 // ReapDeadWorkers removes heartbeat-expired workers and all their slots and
-// records the runs that held one of them in the restore set. Fenced.
-// Returns the reaped identities and the affected run ids. A worker whose
-// heartbeat expired is spared while less than its heartbeat TTL has passed
-// since Redis last refused one of this Store's writes at maxmemory: its
-// heartbeats were refused too, and it gets a full TTL to send one.
-func (s *Store) ReapDeadWorkers(ctx context.Context, f Fence) (reaped []string, affected []string, err error) {
+// records the runs that held one of them in the restore set. Fenced. A
+// worker whose heartbeat expired is spared while less than its heartbeat
+// TTL has passed since Redis last refused one of this Store's writes at
+// maxmemory: its heartbeats were refused too, and it gets a full TTL to
+// send one.
+func (s *Store) ReapDeadWorkers(ctx context.Context, f Fence) (Reaped, error) {
 	const op = "reap"
 	k := s.k
-	v, err := s.run(ctx, op, "expired_workers", []string{k.Workers()}, 100)
+	v, err := s.run(ctx, op, "expired_workers", []string{k.Workers(), k.Slots(), k.Free()}, 100)
 	if err != nil {
-		return nil, nil, err
+		return Reaped{}, err
 	}
-	cands := toStrings(v)
+	a, _ := v.([]any)
+	for len(a) < 2 {
+		a = append(a, nil)
+	}
+	cands, out := toStrings(a[0]), Reaped{Assigned: int(toInt64(a[1]))}
 	if len(cands) == 0 {
 		// still check the fence so a deposed leader learns it
-		return nil, nil, s.CheckFence(ctx, f)
+		return out, s.CheckFence(ctx, f)
 	}
 	keys := []string{k.Fence(), k.Lock(), k.Workers(), k.Slots(), k.Free(), k.Restore()}
 	since := int64(-1) // ms since Redis last refused one of our writes
@@ -540,10 +563,11 @@ func (s *Store) ReapDeadWorkers(ctx context.Context, f Fence) (reaped []string, 
 	}
 	v, err = s.run(ctx, op, "reap", keys, args...)
 	if err != nil {
-		return nil, nil, err
+		return out, err
 	}
-	a := v.([]any)
-	return toStrings(a[0]), toStrings(a[1]), nil
+	r := v.([]any)
+	out.Workers, out.Affected = toStrings(r[0]), toStrings(r[1])
+	return out, nil
 }
 
 func toStrings(v any) []string {
@@ -676,8 +700,8 @@ func (s *Store) FailRun(ctx context.Context, f Fence, runID, reason string) erro
 		return err
 	}
 	k := s.k
-	args := append(f.args(), runID, reason, g, k.RunEvents())
+	args := append(f.args(), runID, reason, g, k.RunEvents(), k.WorkEvents())
 	_, err = s.run(ctx, op, "fail_run",
-		[]string{k.Fence(), k.Lock(), k.Run(runID), k.Group(g), k.Active(g), k.Launched(), k.Restore(), k.Slots(), k.Free(), k.Dirty(), k.Finished(g)}, args...)
+		[]string{k.Fence(), k.Lock(), k.Run(runID), k.Group(g), k.Active(g), k.Launched(), k.Restore(), k.Slots(), k.Free(), k.Dirty(), k.Finished(g), k.Retire()}, args...)
 	return err
 }

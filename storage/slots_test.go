@@ -164,13 +164,16 @@ func TestStore_Restore(t *testing.T) {
 		time.Sleep(400 * time.Millisecond)
 		// new leader takes over
 		f2 := e.lead(t, "L#2#b")
-		if _, _, err := e.s.ReapDeadWorkers(ctx, f); !errors.Is(err, storage.ErrFenced) {
+		if _, err := e.s.ReapDeadWorkers(ctx, f); !errors.Is(err, storage.ErrFenced) {
 			t.Fatalf("reap with old fence = %v", err)
 		}
 		reaped, affected := func() ([]string, []string) {
-			r, a, err := e.s.ReapDeadWorkers(ctx, f2)
+			r, err := e.s.ReapDeadWorkers(ctx, f2)
 			mustNil(t, err)
-			return r, a
+			if r.Assigned != 3 {
+				t.Errorf("assigned slots before the reap = %d, want 3", r.Assigned)
+			}
+			return r.Workers, r.Affected
 		}()
 		if len(reaped) != 1 || reaped[0] != "wDead" || len(affected) != 1 || affected[0] != "ra" {
 			t.Fatalf("reap = %v %v", reaped, affected)
@@ -257,15 +260,15 @@ func TestStore_ReapDeadWorkers_afterRefusal(t *testing.T) {
 	if since := time.Since(refusedAt); since >= ttl-50*time.Millisecond {
 		t.Skipf("the machine slept %v past the refusal: no window left to check", since)
 	}
-	reaped, _, err := e.s.ReapDeadWorkers(ctx, f)
+	r, err := e.s.ReapDeadWorkers(ctx, f)
 	mustNil(t, err)
-	if len(reaped) != 0 {
+	if reaped := r.Workers; len(reaped) != 0 {
 		t.Fatalf("reaped %v within a TTL of a refusal", reaped)
 	}
 	time.Sleep(time.Until(refusedAt.Add(ttl)) + 50*time.Millisecond)
-	reaped, _, err = e.s.ReapDeadWorkers(ctx, f)
+	r, err = e.s.ReapDeadWorkers(ctx, f)
 	mustNil(t, err)
-	if len(reaped) != 1 || reaped[0] != "wOOM" {
+	if reaped := r.Workers; len(reaped) != 1 || reaped[0] != "wOOM" {
 		t.Fatalf("reaped %v a TTL after the refusal, want [wOOM]", reaped)
 	}
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/internal/recordtest"
 	"github.com/wasmsched/wasmsched/internal/redistest"
-	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -371,10 +370,11 @@ func TestCLIRunShowAssignmentsAndStop(t *testing.T) {
 		PolicyVersion: "v1", PolicySHA256: "v1full", Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "r1", Reason: "oldest"}}}); err != nil {
 		t.Fatal(err)
 	}
-	as, err := storagetest.TryAllocateOne(ctx, e.st, fence, "r1")
+	r1, err := e.st.GetRun(ctx, "r1") // the apply placed it on the worker's slots
 	if err != nil {
 		t.Fatal(err)
 	}
+	as := r1.Assignments
 
 	var show map[string]any
 	e.ok(&show, "run", "show", "r1")
@@ -743,8 +743,7 @@ func TestCLIRuns_watchTable(t *testing.T) {
 	if _, err := e.st.Apply(ctx, f, "g", storage.Decision{Version: sn.Group.Version, ClaimID: "c1", Policy: "wait", PolicyVersion: "v",
 		Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "w1"}}}); err != nil {
 		t.Fatal(err)
-	}
-	storagetest.AllocateOne(t, ctx, e.st, f, "w1")
+	} // the apply places w1: LAUNCHED and RUNNING in one message
 	waitOut("RUNNING row", func(s string) bool { return strings.Contains(s, "RUNNING") })
 	rows := strings.Split(strings.TrimSpace(out.String()), "\n")
 	states := []string{}

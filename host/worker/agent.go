@@ -28,9 +28,12 @@ const (
 )
 
 // Agent is the worker agent: it registers Slots fixed slots under a fresh
-// identity, heartbeats every HeartbeatTTL/3, learns its assignments from the
-// heartbeat result and executes every run whose task 0 sits on one of its
-// slots, exactly once per assignment token. It obeys stop requests (run
+// identity, heartbeats every HeartbeatTTL/3 (one script of two commands;
+// every third beat, once a TTL, also reads its slots and reconciles),
+// learns its new assignments and stop requests from the namespace's
+// slot-events (then reads those slots: PollAssigned) and executes every
+// run whose task 0 sits on one of its slots, exactly once per assignment
+// token. It obeys stop requests (run
 // state STOPPING: kill, then report STOPPED) and reports SUCCEEDED, FAILED or
 // STOPPED through the token-guarded storage.Report.
 //
@@ -200,8 +203,8 @@ func (w *Agent) Run(ctx context.Context) error {
 	tick := time.NewTicker(w.HeartbeatTTL / 3)
 	defer tick.Stop()
 	kick := w.subscribe(ctx)
-	w.heartbeat(ctx)
-	for {
+	w.heartbeat(ctx, true)
+	for beats := 1; ; {
 		select {
 		case <-ctx.Done():
 			return nil
@@ -222,12 +225,21 @@ func (w *Agent) Run(ctx context.Context) error {
 				w.retryReports(ctx)
 			}
 		case <-tick.C:
-			w.heartbeat(ctx)
+			w.heartbeat(ctx, beats%fullBeat == 0)
+			beats++
 		case <-kick:
 			w.poll(ctx)
 		}
 	}
 }
+
+// fullBeat: every fullBeat-th heartbeat reads the worker's slots and
+// reconciles (once per HeartbeatTTL at the default period of TTL/3); the
+// others only move the expiry. New assignments and stop requests come on
+// slot-events at once; the full beat is what catches a lost message, a
+// run reassigned after the worker was presumed dead, or one finished
+// elsewhere.
+const fullBeat = 3
 
 // subscribe listens on the namespace's slot-events channel (the slot
 // manager announces each task-0 slot it assigns: storage.ParseSlotEvents),
@@ -283,9 +295,10 @@ func (w *Agent) notStarted(token string) bool {
 
 // poll is the read-only pickup after slot-events notifications: the
 // announced slots and their runs in one round trip (storage.PollAssigned),
-// then every announced run still assigned and RUNNING is started. It never
-// stops or drops anything (the heartbeat's reconcile does) and does not
-// extend the heartbeat (the ticker does).
+// then every announced run still assigned is settled: a RUNNING one
+// started, a STOPPING one stopped (settleLocked). It never drops anything
+// (the full heartbeat's reconcile does) and does not extend the heartbeat
+// (the ticker does).
 func (w *Agent) poll(ctx context.Context) {
 	w.mu.Lock()
 	evs := w.events
@@ -293,6 +306,12 @@ func (w *Agent) poll(ctx context.Context) {
 	id := w.identity
 	w.mu.Unlock()
 	if len(evs) == 0 {
+		return
+	}
+	if time.Since(w.lastBeat) >= w.HeartbeatTTL {
+		// Our heartbeat may have expired (a pause, a partition): the
+		// leader may have reaped us and be restoring these runs
+		// elsewhere. The next heartbeat says (it re-registers if so).
 		return
 	}
 	states, err := w.Store.PollAssigned(ctx, id, evs)
@@ -308,10 +327,7 @@ func (w *Agent) poll(ctx context.Context) {
 		return // re-registered meanwhile: these slots are not ours
 	}
 	for _, s := range states {
-		if s.RunState == storage.StateRunning && !w.started[s.Token] {
-			w.started[s.Token] = true
-			w.startLocked(ctx, s)
-		}
+		w.settleLocked(ctx, s.Token, s)
 	}
 }
 
@@ -342,12 +358,18 @@ func (w *Agent) register(ctx context.Context) error {
 	return nil
 }
 
-// heartbeat refreshes the worker's liveness and reconciles executions with
-// the assignments it returns.
-func (w *Agent) heartbeat(ctx context.Context) {
+// heartbeat refreshes the worker's liveness; a full one also reconciles
+// executions with the assignments it returns.
+func (w *Agent) heartbeat(ctx context.Context, full bool) {
 	id := w.Identity()
 	sent := time.Now()
-	states, err := w.Store.Heartbeat(ctx, id, w.HeartbeatTTL, w.notStarted)
+	var states []storage.SlotState
+	var err error
+	if full {
+		states, err = w.Store.Heartbeat(ctx, id, w.HeartbeatTTL, w.notStarted)
+	} else {
+		err = w.Store.Beat(ctx, id, w.HeartbeatTTL)
+	}
 	if errors.Is(err, storage.ErrUnknownWorker) {
 		w.Logger.Warn("worker was reaped; dropping its work and registering again", "identity", id)
 		w.dropAll("worker was reaped")
@@ -373,7 +395,9 @@ func (w *Agent) heartbeat(ctx context.Context) {
 		return
 	}
 	w.lastBeat = sent
-	w.reconcile(ctx, states)
+	if full {
+		w.reconcile(ctx, states)
+	}
 	w.retryReports(ctx)
 }
 
@@ -409,38 +433,46 @@ func (w *Agent) reconcile(ctx context.Context, states []storage.SlotState) {
 		}
 	}
 	for tok, s := range assigned {
-		switch s.RunState {
-		case storage.StateStopping:
-			if e := w.running[tok]; e != nil {
-				if e.stopReason == "" {
-					e.stopReason = w.stopReason(ctx, s.Run)
-					e.kill(killStop)
-				}
-			} else if p := w.pending[tok]; p != nil {
-				if p.outcome != storage.StateStopped {
-					p.outcome, p.reason = storage.StateStopped, w.stopReason(ctx, s.Run)
-				}
-			} else {
-				// Stopped before we started it (or its report got lost):
-				// settle it without executing.
-				w.started[tok] = true
-				w.pending[tok] = &finished{run: s.Run, token: tok, outcome: storage.StateStopped, reason: w.stopReason(ctx, s.Run)}
-			}
-		case storage.StateRunning:
-			if w.started[tok] {
-				continue
-			}
-			w.started[tok] = true
-			w.startLocked(ctx, s)
-		case storage.StateSucceeded, storage.StateFailed, storage.StateStopped, storage.StateDiscarded:
-			if e := w.running[tok]; e != nil {
-				e.kill(killDrop)
-			}
-			delete(w.pending, tok)
-		}
-		// LAUNCHED: not all task slots are assigned yet; keep going if we
-		// already execute it, do not start it.
+		w.settleLocked(ctx, tok, s)
 	}
+}
+
+// settleLocked makes the execution of assignment s (token tok) match its
+// run's state: start a RUNNING run not started yet, stop a STOPPING one
+// (or settle it STOPPED unexecuted), drop one finished elsewhere. w.mu is
+// held.
+func (w *Agent) settleLocked(ctx context.Context, tok string, s storage.SlotState) {
+	switch s.RunState {
+	case storage.StateStopping:
+		if e := w.running[tok]; e != nil {
+			if e.stopReason == "" {
+				e.stopReason = w.stopReason(ctx, s.Run)
+				e.kill(killStop)
+			}
+		} else if p := w.pending[tok]; p != nil {
+			if p.outcome != storage.StateStopped {
+				p.outcome, p.reason = storage.StateStopped, w.stopReason(ctx, s.Run)
+			}
+		} else {
+			// Stopped before we started it (or its report got lost):
+			// settle it without executing.
+			w.started[tok] = true
+			w.pending[tok] = &finished{run: s.Run, token: tok, outcome: storage.StateStopped, reason: w.stopReason(ctx, s.Run)}
+		}
+	case storage.StateRunning:
+		if w.started[tok] {
+			return
+		}
+		w.started[tok] = true
+		w.startLocked(ctx, s)
+	case storage.StateSucceeded, storage.StateFailed, storage.StateStopped, storage.StateDiscarded:
+		if e := w.running[tok]; e != nil {
+			e.kill(killDrop)
+		}
+		delete(w.pending, tok)
+	}
+	// LAUNCHED: not all task slots are assigned yet; keep going if we
+	// already execute it, do not start it.
 }
 
 // stopReason is the reason recorded with a stop request (kept in the

@@ -19,7 +19,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/internal/redistest"
-	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -104,8 +103,8 @@ func (e *wenv) start(w *Agent) (cancel func()) {
 	return stop
 }
 
-// launch submits a run and, as the leader, launches it and allocates its
-// slots. It returns the task-0 token.
+// launch submits a run and, as the leader, launches it: the apply places
+// it on the worker's free slots. It returns the task-0 token.
 func (e *wenv) launch(req storage.SubmitRequest) (storage.Run, string) {
 	e.t.Helper()
 	ctx := context.Background()
@@ -126,11 +125,12 @@ func (e *wenv) launch(req storage.SubmitRequest) (storage.Run, string) {
 	}); err != nil {
 		e.t.Fatal(err)
 	}
-	as, err := storagetest.TryAllocateOne(ctx, e.st, e.fence, r.ID)
+	got, err := e.st.GetRun(ctx, r.ID)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if len(as) == 0 || as[0].Task != 0 {
+	as := got.Assignments
+	if got.State != storage.StateRunning || len(as) == 0 || as[0].Task != 0 {
 		e.t.Fatalf("allocate %s: %+v", r.ID, as)
 	}
 	return r, as[0].Token
@@ -299,10 +299,11 @@ func TestWorkerReapedReRegistersAndDropsWork(t *testing.T) {
 	if err := e.rdb.ZAdd(ctx, e.st.Keys().Workers(), redis.Z{Score: 1, Member: old}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	reaped, affected, err := e.st.ReapDeadWorkers(ctx, e.fence)
+	rp, err := e.st.ReapDeadWorkers(ctx, e.fence)
 	if err != nil {
 		t.Fatal(err)
 	}
+	reaped, affected := rp.Workers, rp.Affected
 	if len(reaped) != 1 || reaped[0] != old || len(affected) != 1 || affected[0] != r.ID {
 		t.Fatalf("reap: %v %v", reaped, affected)
 	}

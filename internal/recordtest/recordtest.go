@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -66,8 +65,7 @@ func Fixture(tb testing.TB, ctx context.Context, st *storage.Store, wasm []byte)
 	_, err = st.Apply(ctx, f, Group, storage.Decision{Version: sn.Group.Version, ClaimID: Claim, Policy: "wait", PolicyVersion: "0123456789ab",
 		PolicySHA256: "0123456789ab" + string(bytes.Repeat([]byte("0"), 52)),
 		Actions:      []storage.Action{{Kind: storage.ActionLaunch, Run: Running, Reason: "oldest"}}})
-	must(err)
-	storagetest.AllocateOne(tb, ctx, st, f, Running)
+	must(err) // the apply places Running on the worker's free slot
 	_, err = st.PushPolicy(ctx, storage.PushRequest{Name: Policy, Kind: "serial", Who: PolicyBy, Note: "first", Blob: wasm, Activate: true})
 	must(err)
 	return f

@@ -6,10 +6,11 @@
 --   ({w, i, f}) on live workers (heartbeat expiry > now), in free-zset order,
 --   reading the free zset in windows of max(2k, 16) until k are found;
 --   alive (optional) caches worker liveness across calls; writes nothing.
--- free_cursor(kfree, kworkers, kslots, now): an iterator over the usable
---   free slots for a batch of allocations: c.take(k) returns k slots
+-- free_cursor(kfree, kworkers, kslots, now[, win]): an iterator over the
+--   usable free slots for a batch of allocations: c.take(k) returns k slots
 --   ({w, i, f}) or nil when fewer remain (then the caller stops); each free
---   zset entry is read and checked once per script (windows of 64), taken
+--   zset entry is read and checked once per script (windows of win, default
+--   64: a caller that needs few slots asks for a small window), taken
 --   slots must be ZREMed by the caller (the cursor accounts for them);
 --   writes nothing.
 -- new_token(ktokens, now): a fresh assignment token "now-counter", unique forever.
@@ -71,7 +72,8 @@ local function pick_free(kfree, kworkers, kslots, k, now, alive)
     off = off + win
   end
 end
-local function free_cursor(kfree, kworkers, kslots, now)
+local function free_cursor(kfree, kworkers, kslots, now, win)
+  win = win or 64
   local c = {buf = {}, i = 1, read = 0, taken = 0, eof = false, alive = {}}
   local function nextfree()
     while true do
@@ -79,10 +81,10 @@ local function free_cursor(kfree, kworkers, kslots, now)
         if c.eof then return nil end
         -- entries already read and taken are gone from the zset
         local from = c.read - c.taken
-        c.buf = redis.call('ZRANGE', kfree, from, from + 63)
+        c.buf = redis.call('ZRANGE', kfree, from, from + win - 1)
         c.i = 1
         c.read = c.read + #c.buf
-        if #c.buf < 64 then c.eof = true end
+        if #c.buf < win then c.eof = true end
         if #c.buf == 0 then return nil end
       end
       local f = c.buf[c.i]

@@ -1,19 +1,22 @@
 -- delete_group: delete a group, or discard a chunk of its waiting runs first
 -- (client write, unfenced).
 -- KEYS[1] groups set, KEYS[2] group hash, KEYS[3] waiting zset,
--- KEYS[4] active zset, KEYS[5] dirty set, KEYS[6..] run hashes of the
--- waiting runs to discard (the caller read them: the oldest chunk)
+-- KEYS[4] active zset, KEYS[5] dirty set, KEYS[6] the group's waiting-run
+-- index (Keys.WaitInfo), KEYS[7] the group's finished zset (retention
+-- index), KEYS[8] retire zset, KEYS[9..] run hashes of the waiting runs to
+-- discard (the caller read them: the oldest chunk)
 -- ARGV[1] group name, ARGV[2] force ("1": discard waiting runs),
 -- ARGV[3] reason, ARGV[4] run-events channel (publish_runs: DISCARDED per
--- run), ARGV[5..] the run ids of KEYS[6..]
+-- run), ARGV[5..] the run ids of KEYS[9..]
 -- returns: {deleted (1|0), waiting runs left, runs discarded by this call}. With force, discards the
 -- given runs that are still waiting in this group and deletes the group
 -- only when none is left: the caller repeats until deleted.
 -- errors (nothing written): WS_NOT_FOUND (group), WS_BAD_STATE (active runs;
 -- waiting runs without force)
--- writes: discarded runs (state DISCARDED, finished_at, reason); when empty:
--- DEL group hash, waiting and active zsets, SREM groups and dirty. Finished
--- runs keep their records (retention removes them).
+-- writes: discarded runs (state DISCARDED, finished_at, reason; into the
+-- finished zset and retire); when empty: DEL group hash, waiting and
+-- active zsets and the index, SREM groups and dirty. Finished runs keep
+-- their records (retention removes them: the group stays in retire).
 -- bound: O(given runs) per call (the caller passes at most 100: deleteChunk)
 -- replay: a retried call discards the next chunk or finds the group gone.
 if redis.call('EXISTS', KEYS[2]) == 0 then
@@ -33,11 +36,14 @@ if waiting > 0 then
   end
   local now = now_ms()
   local ev = {}
-  for j = 6, #KEYS do
-    local id = ARGV[j - 1]
+  for j = 9, #KEYS do
+    local id = ARGV[j - 4]
     if redis.call('ZSCORE', KEYS[3], id) then
       redis.call('HSET', KEYS[j], 'state', 'DISCARDED', 'finished_at', now, 'reason', ARGV[3])
       redis.call('ZREM', KEYS[3], id)
+      redis.call('HDEL', KEYS[6], id)
+      redis.call('ZADD', KEYS[7], now, id)
+      redis.call('ZADD', KEYS[8], 'NX', now, ARGV[1])
       waiting = waiting - 1
       discarded = discarded + 1
       ev[#ev + 1] = 'DISCARDED#' .. ARGV[1] .. '#' .. id
@@ -46,7 +52,7 @@ if waiting > 0 then
   publish_runs(ARGV[4], ev)
   if waiting > 0 then return {0, waiting, discarded} end
 end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[6])
 redis.call('SREM', KEYS[1], ARGV[1])
 redis.call('SREM', KEYS[5], ARGV[1])
 return {1, 0, discarded}

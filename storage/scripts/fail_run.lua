@@ -2,9 +2,10 @@
 -- KEYS[1] fence, KEYS[2] lock, KEYS[3] run hash, KEYS[4] group hash,
 -- KEYS[5] active zset, KEYS[6] launched zset, KEYS[7] restore set,
 -- KEYS[8] slots hash, KEYS[9] free zset, KEYS[10] dirty set, KEYS[11] the
--- group's finished zset (retention index)
+-- group's finished zset (retention index), KEYS[12] retire zset
 -- ARGV[1] epoch, ARGV[2] holder, ARGV[3] run id, ARGV[4] reason, ARGV[5] group,
--- ARGV[6] run-events channel (publish_runs: FAILED)
+-- ARGV[6] run-events channel (publish_runs: FAILED), ARGV[7] work channel
+-- (PUBLISH of the group: the coordinator wakes; advisory)
 -- returns: 1 (0 = already FAILED, nothing written: replay-safe)
 -- errors (nothing written): WS_FENCED, WS_NOT_FOUND, WS_BAD_STATE (WAITING or final)
 -- writes: FAILED + finished_at + reason, releases the slots still holding
@@ -21,11 +22,13 @@ end
 local fin = now_ms()
 redis.call('HSET', KEYS[3], 'state', 'FAILED', 'finished_at', fin, 'reason', ARGV[4])
 redis.call('ZADD', KEYS[11], fin, ARGV[3])
+redis.call('ZADD', KEYS[12], 'NX', fin, ARGV[5])
 release_slots(KEYS[8], KEYS[9], ARGV[3], parse_assign(r[3]))
 redis.call('ZREM', KEYS[5], ARGV[3])
 redis.call('ZREM', KEYS[6], ARGV[3])
 redis.call('SREM', KEYS[7], ARGV[3])
 redis.call('HINCRBY', KEYS[4], 'version', 1)
 redis.call('SADD', KEYS[10], ARGV[5])
+if ARGV[7] and ARGV[7] ~= '' then redis.call('PUBLISH', ARGV[7], ARGV[5]) end
 publish_runs(ARGV[6], {'FAILED#' .. ARGV[5] .. '#' .. ARGV[3]})
 return 1

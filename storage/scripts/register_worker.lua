@@ -1,6 +1,8 @@
 -- register_worker: register a worker with N slots, or refresh / resize it (worker write).
 -- KEYS[1] workers zset, KEYS[2] worker hash, KEYS[3] slots hash, KEYS[4] free zset
--- ARGV[1] identity, ARGV[2] slots N (>= 1), ARGV[3] ttl_ms
+-- ARGV[1] identity, ARGV[2] slots N (>= 1), ARGV[3] ttl_ms, ARGV[4] work
+-- channel (optional: a PUBLISH when slots were added, so a slot manager
+-- waiting for slots wakes; advisory)
 -- returns: N
 -- errors: WS_INVALID, WS_BAD_STATE (shrinking would drop an assigned slot; nothing written)
 -- replay: idempotent (same N: only the expiry moves).
@@ -30,4 +32,7 @@ for i = n, old - 1 do
   redis.call('ZREM', KEYS[4], ARGV[1] .. '#' .. i)
 end
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+if n > old and ARGV[4] and ARGV[4] ~= '' then
+  redis.call('PUBLISH', ARGV[4], '')
+end
 return n

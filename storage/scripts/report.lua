@@ -1,6 +1,6 @@
 -- report: the task-0 worker reports a run's outcome (worker write, token-guarded).
 -- KEYS[1] run hash, KEYS[2] slots hash, KEYS[3] free zset, KEYS[4] group hash,
--- KEYS[5] active zset, KEYS[6] launched zset, KEYS[7] restore set, KEYS[8] dirty set,
+-- KEYS[5] active zset, KEYS[6] retire zset, KEYS[7] restore set, KEYS[8] dirty set,
 -- KEYS[9] the group's finished zset (retention index)
 -- ARGV[1] worker identity, ARGV[2] run id, ARGV[3] token, ARGV[4] outcome
 -- (SUCCEEDED|FAILED|STOPPED), ARGV[5] reason, ARGV[6] group, ARGV[7] work
@@ -10,8 +10,9 @@
 -- errors (nothing written): WS_NOT_FOUND, WS_INVALID, WS_NOT_OWNER (not the
 -- task-0 worker + token), WS_BAD_STATE (run not RUNNING/STOPPING)
 -- writes: state, finished_at, reason, report_token; releases every slot of
--- the run whose value is still run#token#task; removes from active/launched/
--- restore; group version+1, dirty.
+-- the run whose value is still run#token#task; removes from active and
+-- restore (a RUNNING or STOPPING run is never in launched); group
+-- version+1, dirty; the group into retire (unless there).
 -- replay: a retried report finds report_token == token on the final run and returns 0.
 -- A STOPPING run always ends STOPPED (the state machine has no other way
 -- out of STOPPING): a SUCCEEDED or FAILED report for it is recorded as
@@ -45,9 +46,9 @@ end
 local fin = now_ms()
 redis.call('HSET', KEYS[1], 'state', o, 'finished_at', fin, 'reason', reason, 'report_token', ARGV[3])
 redis.call('ZADD', KEYS[9], fin, ARGV[2])
+redis.call('ZADD', KEYS[6], 'NX', fin, ARGV[6])
 release_slots(KEYS[2], KEYS[3], ARGV[2], as)
 redis.call('ZREM', KEYS[5], ARGV[2])
-redis.call('ZREM', KEYS[6], ARGV[2])
 redis.call('SREM', KEYS[7], ARGV[2])
 redis.call('HINCRBY', KEYS[4], 'version', 1)
 redis.call('SADD', KEYS[8], ARGV[6])

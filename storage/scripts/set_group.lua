@@ -1,15 +1,20 @@
 -- set_group: create or update a group (client write, unfenced).
 -- KEYS[1] groups set, KEYS[2] group hash, KEYS[3] dirty set, KEYS[4] waiting zset, KEYS[5] active zset,
--- KEYS[6] the group incarnation counter (Keys.GroupGen: a new group's gen)
+-- KEYS[6] the group incarnation counter (Keys.GroupGen: a new group's gen),
+-- KEYS[7] retire zset
 -- ARGV[1] group name, ARGV[2] policy ("" = keep; "wait" for a new group),
 -- ARGV[3] max_active (>= 1; 0 = keep; 1 for a new group),
 -- ARGV[4] window (>= 1; 0 = keep; unset for a new group = DefaultWindow),
--- ARGV[5] retention ms ("" = keep; "-1" = the namespace default; "0" = forever)
+-- ARGV[5] retention ms ("" = keep; "-1" = the namespace default; "0" = forever),
+-- ARGV[6] work channel (optional: PUBLISH of the group, the coordinator
+-- wakes; advisory)
 -- returns: {policy, max_active, version, waiting count, active count, window
 -- (0 = default), retention ms (-1 = the namespace default)}
 -- errors: WS_INVALID (max_active or window < 0)
 -- writes: group policy/max_active/window (only what was given changes),
--- version+1, dirty. replay: bumps the version again (harmless).
+-- version+1, dirty; a retention given puts the group in retire at 0 (the
+-- retention task looks at its finished runs again). replay: bumps the
+-- version again (harmless).
 -- bound: O(1)
 local cur = redis.call('HMGET', KEYS[2], 'policy', 'max_active', 'window', 'retention_ms', 'name')
 local policy = ARGV[2]
@@ -46,6 +51,10 @@ if setret and ret == -1 then
 elseif setret then
   redis.call('HSET', KEYS[2], 'retention_ms', ret)
 end
+if setret then
+  redis.call('ZADD', KEYS[7], 0, ARGV[1])
+end
 local v = redis.call('HINCRBY', KEYS[2], 'version', 1)
 redis.call('SADD', KEYS[3], ARGV[1])
+if ARGV[6] and ARGV[6] ~= '' then redis.call('PUBLISH', ARGV[6], ARGV[1]) end
 return {policy, m, v, redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5]), w, ret}

@@ -1,15 +1,22 @@
 -- snapshot: a group, its active runs and a bounded window of its waiting
 -- runs, in one round trip (read-only).
--- KEYS[1] group hash, KEYS[2] waiting zset, KEYS[3] active zset
+-- KEYS[1] group hash, KEYS[2] waiting zset, KEYS[3] active zset, KEYS[4]
+-- the group's waiting-run index (Keys.WaitInfo)
 -- ARGV[1] run-hash key prefix (Keys.RunPrefix, same hash tag; see RATIONALE.md),
--- ARGV[2] default window (runs per side, DefaultWindow), ARGV[3..] run fields to return
+-- ARGV[2] default window (runs per side, DefaultWindow), ARGV[3] '1' = the
+-- waiting runs from the index (what a decision reads), else each run's
+-- fields, ARGV[4..] run fields to return of each active run (and of each
+-- waiting one without the index)
 -- returns: {{policy, max_active, version, window, discard_below, gen}, now_ms,
--- {active runs}, {window runs}, waiting_total, n_oldest}; each run = HMGET of
--- the fields, runs ordered by seq. The waiting runs are those with seq >=
--- discard_below (the older ones are covered by a decision's discard_below
--- and are being drained: drain.lua); the window is all of them when there
--- are at most 2k, else the oldest k then the newest k, k = max(window,
--- max_active); n_oldest = how many window runs are the oldest part.
+-- {active runs}, waiting, waiting_total, n_oldest}; each active run = HMGET
+-- of the fields; waiting = with the index {{ids}, {index entries}} (a run
+-- the index lacks, submitted before it existed, gets its entry built from
+-- its hash), else {runs}; runs ordered by seq. The waiting runs are those
+-- with seq >= discard_below (the older ones are covered by a decision's
+-- discard_below and are being drained: drain.lua); the window is all of
+-- them when there are at most 2k, else the oldest k then the newest k, k =
+-- max(window, max_active); n_oldest = how many window runs are the oldest
+-- part.
 -- errors: WS_NOT_FOUND (no such group)
 -- bound: O(log n + k) for the waiting zset of n runs, plus the active runs
 local g = redis.call('HMGET', KEYS[1], 'policy', 'max_active', 'version', 'window', 'discard_below', 'gen')
@@ -17,7 +24,7 @@ if not g[1] then
   return redis.error_reply('WS_NOT_FOUND group does not exist')
 end
 local fields = {}
-for i = 3, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 4, #ARGV do fields[#fields + 1] = ARGV[i] end
 local k = tonumber(g[4]) or 0
 if k <= 0 then k = tonumber(ARGV[2]) end
 k = math.max(k, tonumber(g[2]) or 1)
@@ -31,16 +38,32 @@ local function load(ids, out)
   return out
 end
 local total = redis.call('ZCOUNT', KEYS[2], from, '+inf')
-local waiting, oldest = {}, 0
+local ids, oldest
 if total <= 2 * k then
-  load(redis.call('ZRANGEBYSCORE', KEYS[2], from, '+inf', 'LIMIT', 0, 2 * k), waiting)
-  oldest = #waiting
+  ids = redis.call('ZRANGEBYSCORE', KEYS[2], from, '+inf', 'LIMIT', 0, 2 * k)
+  oldest = #ids
 else
-  load(redis.call('ZRANGEBYSCORE', KEYS[2], from, '+inf', 'LIMIT', 0, k), waiting)
-  oldest = #waiting
+  ids = redis.call('ZRANGEBYSCORE', KEYS[2], from, '+inf', 'LIMIT', 0, k)
+  oldest = #ids
   local newest = redis.call('ZREVRANGEBYSCORE', KEYS[2], '+inf', from, 'LIMIT', 0, k)
-  local asc = {}
-  for i = #newest, 1, -1 do asc[#asc + 1] = newest[i] end
-  load(asc, waiting)
+  for i = #newest, 1, -1 do ids[#ids + 1] = newest[i] end
+end
+local waiting
+if ARGV[3] == '1' then
+  local info = {}
+  for at = 1, #ids, 1000 do -- unpack is bounded: HMGET 1,000 at a time
+    for _, v in ipairs(redis.call('HMGET', KEYS[4], unpack(ids, at, math.min(at + 999, #ids)))) do
+      info[#info + 1] = v
+    end
+  end
+  for i, v in ipairs(info) do
+    if not v then
+      local r = redis.call('HMGET', ARGV[1] .. ids[i], 'seq', 'priority', 'slots', 'submitted_at')
+      info[i] = (r[1] or '0') .. ',' .. (r[2] or '0') .. ',' .. (r[3] or '1') .. ',' .. (r[4] or '0')
+    end
+  end
+  waiting = {ids, info}
+else
+  waiting = load(ids, {})
 end
 return {g, now_ms(), load(redis.call('ZRANGE', KEYS[3], 0, -1), {}), waiting, total, oldest}

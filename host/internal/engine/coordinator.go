@@ -40,6 +40,9 @@ type Coordinator struct {
 
 	// beforeApply, if set, runs right before each Apply (test hook).
 	beforeApply func(group string)
+	// noPlace leaves every launch to the slot manager (tests of the slot
+	// manager and the restore task, which start from LAUNCHED runs).
+	noPlace bool
 }
 
 type backoffState struct {
@@ -57,10 +60,13 @@ func unixNano(n int64) time.Time {
 	return time.Unix(0, n)
 }
 
-// Run is the coordinator's LeaderTask: passes until ctx ends, polling every
-// PollInterval when idle and passing again at once after a pass that did
-// work. It returns storage.ErrFenced (demotion) when an apply is fenced;
-// other errors are logged, counted and retried.
+// Run is the coordinator's LeaderTask: passes until ctx ends, passing
+// again at once after a pass that did work; otherwise it waits for a
+// wake-up (work-events: a submit, a finished run, a stop request, group
+// settings; a policy activation), for the first backed-off group to be
+// due, or a PollInterval at most (the safety net). It returns
+// storage.ErrFenced (demotion) when an apply is fenced; other errors are
+// logged, counted and retried.
 func (c *Coordinator) Run(ctx context.Context, lease *leader.Lease) error {
 	c.rt.log.Info("serial coordinator started", "epoch", lease.Epoch(), "coordinators", c.rt.cfg.Coordinators)
 	defer c.rt.log.Info("serial coordinator stopped", "epoch", lease.Epoch())
@@ -76,7 +82,7 @@ func (c *Coordinator) Run(ctx context.Context, lease *leader.Lease) error {
 			c.rt.log.Warn("coordinator pass failed", "err", err)
 		}
 		if !worked {
-			waitWake(ctx, c.wake, c.rt.cfg.PollInterval)
+			waitWake(ctx, c.wake, c.idleWait(time.Now()))
 		}
 	}
 	return nil
@@ -149,6 +155,24 @@ func (c *Coordinator) Pass(ctx context.Context, lease *leader.Lease) (bool, erro
 	return worked.Load(), err
 }
 
+// idleWait is how long an idle coordinator waits for a wake-up: a
+// PollInterval, or less when a backed-off group is due sooner (no event
+// comes for it).
+func (c *Coordinator) idleWait(now time.Time) time.Duration {
+	d := c.rt.cfg.PollInterval
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for g, b := range c.backoff {
+		switch left := b.until.Sub(now); {
+		case left > 0:
+			d = min(d, left)
+		case left < -c.rt.cfg.MaxBackoff:
+			delete(c.backoff, g) // long past: its group is no longer dirty, or was decided since
+		}
+	}
+	return d
+}
+
 // slowDecision is how long a group's decision may take and the group still
 // be decided in a batch with others; a slower one is decided alone next
 // time (decideAlone), until one of its decisions is fast again.
@@ -167,6 +191,7 @@ func (c *Coordinator) decideAlone(ctx context.Context, lease *leader.Lease, grou
 			c.mu.Lock()
 			delete(c.alone, group)
 			c.mu.Unlock()
+			wakeUp(c.wake) // the group may still be dirty: look again
 		}()
 		if _, err := c.decideBatch(ctx, lease, []string{group}); errors.Is(err, storage.ErrFenced) {
 			c.aloneFenced.Store(true)
@@ -348,7 +373,15 @@ func (c *Coordinator) decideBatch(ctx context.Context, lease *leader.Lease, grou
 		return false, nil // the term is ending: decide nothing more
 	}
 	res := c.rt.st.ApplyBatch(ctx, lease.Fence(), ds)
-	defer wakeUp(c.rt.slots.wake) // launches wait for slots: allocate now, not at the next poll
+	queued, placed := 0, 0
+	defer func() {
+		if queued > 0 {
+			wakeUp(c.rt.slots.wake) // launches wait in the LAUNCHED queue: allocate now
+		}
+		if placed > 0 {
+			c.rt.restore.assigned()
+		}
+	}()
 	worked := false
 	var fenced error
 	for i, r := range res {
@@ -356,6 +389,16 @@ func (c *Coordinator) decideBatch(ctx context.Context, lease *leader.Lease, grou
 		switch {
 		case err == nil || errors.Is(err, storage.ErrDuplicate):
 			c.succeed(group)
+			if err == nil {
+				launches := 0
+				for _, a := range d.Actions {
+					if a.Kind == storage.ActionLaunch {
+						launches++
+					}
+				}
+				queued += r.Queued
+				placed += launches - r.Queued
+			}
 			if d.Below > 0 {
 				wakeUp(c.rt.drain.wake)
 			}
@@ -451,6 +494,9 @@ func (c *Coordinator) decideOne(ctx context.Context, lease *leader.Lease, sn sto
 		// ask it again on the next window, until it settles. A version 2
 		// decision is complete for the whole group (discard_below).
 		Again: sn.Truncated() && ref.Policy.ABIVersion() < 2,
+		// While the oldest LAUNCHED run waits for slots, launches queue
+		// behind it (no run overtakes one that waits for slots).
+		NoPlace: c.noPlace || c.rt.slots.waiting.Load(),
 	}
 	for i, a := range dec.Actions {
 		d.Actions[i] = storage.Action{Kind: storage.ActionKind(a.Kind.String()), Run: a.Run, Reason: a.Reason}

@@ -366,8 +366,9 @@ func TestCoordinatorPriority(t *testing.T) {
 	if !e.pass() {
 		t.Fatal("pass did nothing")
 	}
-	// the newest launches, the older waiting is discarded, the active one stops
-	e.wantStates([]string{"p-1", "p-2", "p-3"}, storage.StateStopping, storage.StateDiscarded, storage.StateLaunched)
+	// the newest launches (on a free slot at once), the older waiting is
+	// discarded, the active one stops
+	e.wantStates([]string{"p-1", "p-2", "p-3"}, storage.StateStopping, storage.StateDiscarded, storage.StateRunning)
 	e.settle()
 	e.wantStates([]string{"p-3"}, storage.StateRunning)
 }
@@ -390,7 +391,42 @@ func TestCoordinatorStaleSnapshotSkippedThenDecided(t *testing.T) {
 		t.Fatalf("stale counter %v", got)
 	}
 	e.pass()
-	e.wantStates([]string{"s-1"}, storage.StateLaunched)
+	e.wantStates([]string{"s-1"}, storage.StateRunning)
+}
+
+// TestCoordinatorPlacesLaunches: an apply places its launches on free
+// slots itself (RUNNING, no slot-manager pass, the slot manager not
+// woken); a launch that does not fit waits LAUNCHED and wakes the slot
+// manager, which places it once a slot is free.
+func TestCoordinatorPlacesLaunches(t *testing.T) {
+	e := newREnv(t, Config{})
+	e.worker("w1", 1, time.Hour)
+	e.group("ga", "wait", 1)
+	e.group("gb", "wait", 1)
+	e.submit("ga", "a", 1)
+	if !e.pass() {
+		t.Fatal("pass did nothing")
+	}
+	e.wantStates([]string{"a"}, storage.StateRunning)
+	select {
+	case <-e.rt.slots.wake:
+		t.Fatal("the slot manager was woken for a launch the apply placed")
+	default:
+	}
+	e.submit("gb", "b", 1)
+	e.pass()
+	e.wantStates([]string{"b"}, storage.StateLaunched)
+	select {
+	case <-e.rt.slots.wake:
+	default:
+		t.Fatal("a queued launch did not wake the slot manager")
+	}
+	e.finish("a")
+	if n := e.slotPass(); n != 1 {
+		t.Fatalf("slot pass placed %d, want b", n)
+	}
+	e.wantStates([]string{"a", "b"}, storage.StateSucceeded, storage.StateRunning)
+	e.checkSlots("a", "b")
 }
 
 func TestCoordinatorBrokenPoliciesChangeNothing(t *testing.T) {

@@ -17,8 +17,9 @@ const drainGroups = 64
 // fenced script), one chunk per group per round, so a 100,000-run discard
 // never holds Redis for more than one chunk. The covered runs are already
 // out of every snapshot, so decisions go on meanwhile. It is woken by an
-// apply with a discard_below and otherwise polls every 10·PollInterval
-// (a new leader finishes what a deposed one left in the drain set).
+// apply with a discard_below and otherwise looks every PollInterval (a
+// new leader looks first thing: it finishes what a deposed one left in the
+// drain set).
 type Drainer struct {
 	rt   *Engine
 	wake chan struct{}
@@ -28,7 +29,7 @@ type Drainer struct {
 func (d *Drainer) Run(ctx context.Context, lease *leader.Lease) error {
 	st, log := d.rt.st, d.rt.log
 	for ctx.Err() == nil {
-		now := d.rt.cfg.PollInterval * 10
+		now := d.rt.cfg.PollInterval
 		if !lease.Valid() {
 			waitWake(ctx, d.wake, now)
 			continue

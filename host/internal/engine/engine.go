@@ -18,11 +18,22 @@ import (
 
 // Engine defaults (zero Config fields).
 const (
-	DefaultCoordinators    = 8
-	DefaultPollInterval    = 10 * time.Millisecond
-	DefaultSlotInterval    = 10 * time.Millisecond
+	DefaultCoordinators = 8
+	// DefaultPollInterval is how long the coordinator, the slot manager,
+	// the drainer and the restore task wait for a wake-up (work-events,
+	// each other) before they look anyway: a safety net, so it is long.
+	DefaultPollInterval = 30 * time.Second
+	// DefaultSlotInterval is how often the slot manager looks again while
+	// the oldest LAUNCHED run waits for slots and nothing woke it.
+	DefaultSlotInterval = time.Second
+	// DefaultRestoreInterval is the reaper's period while slots are
+	// assigned (a dead worker may hold runs); with none it waits a
+	// PollInterval.
 	DefaultRestoreInterval = 500 * time.Millisecond
-	DefaultStatsInterval   = 2 * time.Second
+	// DefaultStatsInterval is how old the slots and runs gauges may be
+	// when they are read (a scrape or /status refreshes them; nothing
+	// reads Redis for them otherwise).
+	DefaultStatsInterval = 2 * time.Second
 	// DefaultRetention is how long finished runs are kept when neither
 	// the group (group set --retention) nor Config.Retention says.
 	DefaultRetention         = 7 * 24 * time.Hour
@@ -140,8 +151,11 @@ type Engine struct {
 	restore *Restorer
 	drain   *Drainer
 
-	stopWork  func() // ends workEvents; nil without a Bus
-	stats     atomic.Pointer[statsView]
+	stopWork   func() // ends workEvents; nil without a Bus
+	retWake    chan struct{}
+	stats      atomic.Pointer[statsView]
+	statsMu    sync.Mutex                   // one refresh at a time
+	statsLease atomic.Pointer[leader.Lease] // the term the gauges belong to; nil when not leading
 	counts    sync.Map // outcome key -> *atomic.Int64
 	closeOnce sync.Once
 }
@@ -213,13 +227,21 @@ func newEngine(ctx context.Context, st *storage.Store, reg prometheus.Registerer
 	r.slots = &SlotManager{rt: r, wake: make(chan struct{}, 1)}
 	r.restore = &Restorer{rt: r}
 	r.drain = &Drainer{rt: r, wake: make(chan struct{}, 1)}
+	r.restore.wake = make(chan struct{}, 1)
+	r.retWake = make(chan struct{}, 1)
+	if err := reg.Register(statsCollector{r}); err != nil {
+		return nil, fmt.Errorf("host: register runtime metrics: %w", err)
+	}
 	return r, nil
 }
 
 // workEvents wakes the coordinator on every message of the namespace's
-// work channel (a submit, a finished run: storage.Keys.WorkEvents) until
-// Close, so a serial group hands off without waiting for a poll. Messages
-// while this host does not lead only end a wait that is not happening.
+// work channel (a submit, a finished run, a stop request, a group's
+// settings, a worker's new slots: storage.Keys.WorkEvents) until Close, so
+// a serial group hands off without waiting for a poll; the slot manager
+// too while the oldest LAUNCHED run waits for slots (a finished run freed
+// some), and the retention task (a run finished). Messages while this
+// host does not lead only end a wait that is not happening.
 func (r *Engine) workEvents(bus *leader.Bus) {
 	if bus == nil {
 		return
@@ -234,6 +256,10 @@ func (r *Engine) workEvents(bus *leader.Bus) {
 				return
 			case <-events:
 				wakeUp(r.coord.wake)
+				if r.slots.waiting.Load() {
+					wakeUp(r.slots.wake)
+				}
+				wakeUp(r.retWake)
 			}
 		}
 	}()
@@ -386,23 +412,56 @@ func (r *Engine) refreshStats(ctx context.Context) error {
 	return nil
 }
 
-// runStats is the stats LeaderTask: refresh every StatsInterval; the gauges
-// are removed when the term ends (a standby exports none).
-func (r *Engine) runStats(ctx context.Context, lease *leader.Lease) error {
-	defer func() {
-		r.m.slots.Reset()
-		r.m.runs.Reset()
-	}()
-	for {
-		if lease.Valid() {
-			if err := r.refreshStats(ctx); err != nil && ctx.Err() == nil {
-				r.log.Debug("stats refresh failed", "err", err)
-			}
-		}
-		if !leader.Sleep(ctx, r.cfg.StatsInterval) {
-			return nil
-		}
+// statsFresh refreshes the gauges when they are older than StatsInterval
+// and this host leads: a scrape or /status pays for the reads, an engine
+// nobody watches reads nothing. Bounded by statsTimeout.
+func (r *Engine) statsFresh() {
+	lease := r.statsLease.Load()
+	if lease == nil || !lease.Valid() || r.cfg.StatsInterval < 0 {
+		return
 	}
+	r.statsMu.Lock()
+	defer r.statsMu.Unlock()
+	if v := r.stats.Load(); v != nil && time.Since(v.At) < r.cfg.StatsInterval {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), statsTimeout)
+	defer cancel()
+	if err := r.refreshStats(ctx); err != nil {
+		r.log.Debug("stats refresh failed", "err", err)
+	}
+}
+
+// statsTimeout bounds one on-demand stats refresh.
+const statsTimeout = 2 * time.Second
+
+// runStats is the stats LeaderTask: it makes the gauges this term's
+// (statsFresh refreshes them on demand) and removes them when the term
+// ends (a standby exports none).
+func (r *Engine) runStats(ctx context.Context, lease *leader.Lease) error {
+	r.statsLease.Store(lease)
+	<-ctx.Done()
+	r.statsLease.CompareAndSwap(lease, nil)
+	r.statsMu.Lock()
+	r.stats.Store(nil)
+	r.m.slots.Reset()
+	r.m.runs.Reset()
+	r.statsMu.Unlock()
+	return nil
+}
+
+// statsCollector exports the slots and runs gauges, refreshed on demand.
+type statsCollector struct{ r *Engine }
+
+func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	c.r.m.slots.Describe(ch)
+	c.r.m.runs.Describe(ch)
+}
+
+func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
+	c.r.statsFresh()
+	c.r.m.slots.Collect(ch)
+	c.r.m.runs.Collect(ch)
 }
 
 // Status returns the runtime section of /status.
@@ -416,6 +475,7 @@ func (r *Engine) Status() *RuntimeStatus {
 		LastRestorePass: timePtr(r.restore.LastPass()),
 		RestorePending:  r.restore.Pending(),
 	}
+	r.statsFresh()
 	if v := r.stats.Load(); v != nil {
 		rs.Stats = &StatsStatus{At: v.At, SlotsFree: v.SlotsFree, SlotsAssigned: v.SlotsAssigned, Workers: v.Workers,
 			WorkersAlive: v.WorkersAlive, Waiting: v.Waiting, Launched: v.Launched, Running: v.Running, RestoreQueue: v.Restore}

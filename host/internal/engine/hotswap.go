@@ -138,9 +138,12 @@ func (hs *hotSwap) run(ctx context.Context) {
 	}
 }
 
-// refresh picks up a registry change and pre-loads name's active version.
+// refresh picks up a registry change and pre-loads name's active version,
+// then wakes the coordinator (an activation marks every group dirty; a
+// failed refresh is retried by its pass).
 func (hs *hotSwap) refresh(ctx context.Context, trigger, name string) {
 	r := hs.r
+	defer wakeUp(r.coord.wake)
 	t0 := time.Now()
 	changed, err := r.set.Refresh(ctx)
 	if err != nil {

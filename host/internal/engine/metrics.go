@@ -75,11 +75,11 @@ func newMetrics(reg prometheus.Registerer, ns string) (*metrics, error) {
 		}, []string{"namespace", "task"}),
 		slots: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "wasmsched_slots",
-			Help: "Slots of live workers by state (free, assigned); refreshed periodically by the leader, absent on standbys.",
+			Help: "Slots of live workers by state (free, assigned); read from Redis when scraped (at most every StatsInterval) by the leader, absent on standbys.",
 		}, []string{"namespace", "state"}),
 		runs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "wasmsched_runs",
-			Help: "Runs by state (WAITING, LAUNCHED, RUNNING = RUNNING+STOPPING) and the restore queue (RESTORE); refreshed periodically by the leader, absent on standbys.",
+			Help: "Runs by state (WAITING, LAUNCHED, RUNNING = RUNNING+STOPPING) and the restore queue (RESTORE); read from Redis when scraped (at most every StatsInterval) by the leader, absent on standbys.",
 		}, []string{"namespace", "state"}),
 		loaded: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "wasmsched_policy_loaded",
@@ -97,7 +97,7 @@ func newMetrics(reg prometheus.Registerer, ns string) (*metrics, error) {
 		}),
 	}
 	for _, c := range []prometheus.Collector{m.decisions, m.latency, m.stale, m.fenced, m.allocations,
-		m.restores, m.passes, m.lastPass, m.slots, m.runs, m.loaded, m.drained, m.expired} {
+		m.restores, m.passes, m.lastPass, m.loaded, m.drained, m.expired} { // slots, runs: statsCollector
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("host: register runtime metrics: %w", err)
 		}

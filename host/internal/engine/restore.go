@@ -34,12 +34,16 @@ const (
 // retained slots and is retried). A run whose slots all verify keeps the
 // same assignments and tokens: its worker never notices the failover.
 // LAUNCHED runs without slots are left to the slot manager. Then, every
-// RestoreInterval, it reaps heartbeat-expired workers
-// (storage.Store.ReapDeadWorkers, which queues the runs that held their
-// slots) and restores the restore queue plus the runs still pending.
+// RestoreInterval while slots are assigned, it reaps heartbeat-expired
+// workers (storage.Store.ReapDeadWorkers, which queues the runs that held
+// their slots) and restores the restore queue plus the runs still
+// pending. With no slot assigned and nothing pending (a dead worker holds
+// no run) it waits a PollInterval, or until runs get slots (wake).
 type Restorer struct {
 	rt       *Engine
 	lastPass atomic.Int64
+	idle     atomic.Bool   // the last pass found no assigned slot and nothing to restore
+	wake     chan struct{} // runs got slots while idle
 
 	mu      sync.Mutex
 	pending map[string]bool // runs to retry (no slots, policy failure, errors)
@@ -63,9 +67,15 @@ func (r *Restorer) Run(ctx context.Context, lease *leader.Lease) error {
 	r.pending = map[string]bool{} // a new term re-reads everything
 	r.redoAll = false
 	r.mu.Unlock()
+	r.idle.Store(false)
 	err := r.RestoreAll(ctx, lease)
 	for err == nil && ctx.Err() == nil {
-		if !leader.Sleep(ctx, r.rt.cfg.RestoreInterval) {
+		wait := r.rt.cfg.RestoreInterval
+		if r.idle.Load() {
+			wait = r.rt.cfg.PollInterval
+		}
+		waitWake(ctx, r.wake, wait)
+		if ctx.Err() != nil {
 			break
 		}
 		err = r.Pass(ctx, lease)
@@ -103,6 +113,14 @@ func (r *Restorer) RestoreAll(ctx context.Context, lease *leader.Lease) error {
 	return r.restoreRuns(ctx, lease, ids)
 }
 
+// assigned tells an idle restore task that runs got slots (a dead worker
+// may now hold one): it goes back to its RestoreInterval.
+func (r *Restorer) assigned() {
+	if r.idle.Load() {
+		wakeUp(r.wake)
+	}
+}
+
 // Pass reaps dead workers and restores the restore queue and the pending runs.
 func (r *Restorer) Pass(ctx context.Context, lease *leader.Lease) error {
 	defer r.mark()
@@ -118,7 +136,9 @@ func (r *Restorer) Pass(ctx context.Context, lease *leader.Lease) error {
 			return err
 		}
 	}
-	reaped, affected, err := r.rt.st.ReapDeadWorkers(ctx, lease.Fence())
+	rp, err := r.rt.st.ReapDeadWorkers(ctx, lease.Fence())
+	reaped, affected := rp.Workers, rp.Affected
+	readOK := err == nil
 	switch {
 	case errors.Is(err, storage.ErrFenced):
 		return err
@@ -131,6 +151,7 @@ func (r *Restorer) Pass(ctx context.Context, lease *leader.Lease) error {
 	}
 	queued, err := r.rt.st.RestoreQueue(ctx, 0)
 	if err != nil {
+		readOK = false
 		if ctx.Err() == nil {
 			r.rt.log.Warn("reading the restore queue failed", "err", err)
 		}
@@ -140,7 +161,14 @@ func (r *Restorer) Pass(ctx context.Context, lease *leader.Lease) error {
 		queued = append(queued, id)
 	}
 	r.mu.Unlock()
-	return r.restoreRuns(ctx, lease, union(queued, nil))
+	err = r.restoreRuns(ctx, lease, union(queued, nil))
+	// Idle: no slot was assigned, so no dead worker can hold a run, and
+	// nothing was queued or is pending (a failed read is not idle).
+	r.mu.Lock()
+	left := len(r.pending)
+	r.mu.Unlock()
+	r.idle.Store(readOK && rp.Assigned == 0 && len(queued) == 0 && left == 0)
+	return err
 }
 
 func (r *Restorer) mark() {

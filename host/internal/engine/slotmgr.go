@@ -17,15 +17,23 @@ import (
 // pass stops: younger (smaller) runs do not overtake it, so a big run is
 // never starved by a stream of small ones (RATIONALE.md "Slot manager is
 // strictly FIFO").
+//
+// Most launches never come here: the apply that launches a run places it
+// on free slots itself when none waits in the LAUNCHED queue
+// (storage.Decision.NoPlace). The slot manager serves the queue: it is
+// woken by the coordinator when an apply queued launches and, while the
+// oldest queued run waits for slots, by the namespace's work-events (a
+// finished run, a worker's new slots), looking again every SlotInterval
+// meanwhile; with the queue empty it waits a PollInterval.
 type SlotManager struct {
 	rt       *Engine
 	lastPass atomic.Int64
 	waiting  atomic.Bool   // the last pass stopped on ErrNoSlots
-	wake     chan struct{} // the coordinator applied launches: pass at once
+	wake     chan struct{} // the coordinator queued launches, or slots were freed while waiting
 
 	// After ErrNoSlots the head run is retried only when the free-slot
-	// count grew, or after noSlotsRecheck (one ZCARD instead of an
-	// allocate script per poll).
+	// count grew, or after a SlotInterval (one ZCARD instead of an
+	// allocate script per wake-up).
 	mu          sync.Mutex
 	blockedHead string
 	blockedFree int64
@@ -36,16 +44,13 @@ type SlotManager struct {
 // time Redis spends in one script).
 const allocChunk = 128
 
-// noSlotsRecheck bounds how long a blocked head run waits without an
-// allocation attempt when the free count does not grow.
-const noSlotsRecheck = 250 * time.Millisecond
-
 // LastPass is when the last pass ended (zero before the first).
 func (s *SlotManager) LastPass() time.Time { return unixNano(s.lastPass.Load()) }
 
 // Run is the slot manager's LeaderTask: it passes until ctx ends, at once
-// again after a pass that allocated something, else every SlotInterval.
-// It returns storage.ErrFenced (demotion) when an allocation is fenced.
+// again after a pass that allocated something, else when woken, after a
+// SlotInterval while a run waits for slots, or a PollInterval. It returns
+// storage.ErrFenced (demotion) when an allocation is fenced.
 func (s *SlotManager) Run(ctx context.Context, lease *leader.Lease) error {
 	for ctx.Err() == nil {
 		n, err := s.Pass(ctx, lease)
@@ -58,7 +63,11 @@ func (s *SlotManager) Run(ctx context.Context, lease *leader.Lease) error {
 			s.rt.log.Warn("slot manager pass failed", "err", err)
 		}
 		if n == 0 {
-			waitWake(ctx, s.wake, s.rt.cfg.SlotInterval)
+			wait := s.rt.cfg.PollInterval
+			if s.waiting.Load() {
+				wait = s.rt.cfg.SlotInterval
+			}
+			waitWake(ctx, s.wake, wait)
 		}
 	}
 	return nil
@@ -82,13 +91,16 @@ func (s *SlotManager) Pass(ctx context.Context, lease *leader.Lease) (int, error
 	}
 	ids, err := s.rt.st.LaunchedRuns(ctx, s.rt.cfg.BatchSize)
 	if err != nil || len(ids) == 0 {
+		if err == nil {
+			s.waiting.Store(false) // nothing queued: nothing waits for slots
+		}
 		return 0, err
 	}
 	s.mu.Lock()
 	head, free0, at := s.blockedHead, s.blockedFree, s.blockedAt
 	s.blockedHead = ""
 	s.mu.Unlock()
-	if head == ids[0] && time.Since(at) < noSlotsRecheck {
+	if head == ids[0] && time.Since(at) < s.rt.cfg.SlotInterval {
 		free, err := s.rt.st.FreeSlots(ctx)
 		if err == nil && free <= free0 {
 			s.mu.Lock()
@@ -117,6 +129,7 @@ func (s *SlotManager) Pass(ctx context.Context, lease *leader.Lease) (int, error
 			switch r.Outcome {
 			case storage.AllocAllocated:
 				n++
+				s.rt.restore.assigned()
 				s.outcome("allocated")
 				s.rt.log.Debug("slots allocated", "run", r.Run, "slots", len(r.Assignments))
 				s.waiting.Store(false)

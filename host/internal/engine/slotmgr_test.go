@@ -20,6 +20,8 @@ func (e *renv) launchAll(runs ...any) []string {
 		e.submit("g-"+id, id, slots)
 		ids = append(ids, id)
 	}
+	e.rt.coord.noPlace = true // the slot manager's work: the apply does not place them
+	defer func() { e.rt.coord.noPlace = false }()
 	for i := 0; i < 10 && e.pass(); i++ {
 	}
 	for _, id := range ids {

@@ -211,7 +211,7 @@ func Run(ctx context.Context, url string, o Options, errw io.Writer, log *slog.L
 	if e.st, err = e.connect(ctx); err != nil {
 		return nil, err
 	}
-	e.meter = newRedisMeter(e.st.Redis())
+	e.meter = newRedisMeter(e.st)
 	own := e.closer // the harness's own connection outlives the hosts and workers (the cleanup uses it)
 	e.closer = nil
 	defer func() {

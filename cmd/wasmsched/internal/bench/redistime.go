@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/internal/rediscount"
 	"github.com/wasmsched/wasmsched/storage"
@@ -51,93 +48,53 @@ type ScriptCost struct {
 	SampledUSPerCall float64 `json:"sampled_us_per_call"`
 }
 
-// cmdStat is one line of INFO commandstats.
-type cmdStat struct{ calls, usec int64 }
-
-// serverStats is what redisMeter reads at each end of the window.
-type serverStats struct {
-	cmds   map[string]cmdStat // by commandstats name: "evalsha", "client|setinfo", ...
-	cpuSec float64
-}
-
-func readServerStats(ctx context.Context, rdb redis.UniversalClient) (serverStats, error) {
-	info, err := rdb.Info(ctx, "commandstats", "cpu").Result()
-	if err != nil {
-		return serverStats{}, fmt.Errorf("bench: INFO commandstats: %w", err)
-	}
-	out := serverStats{cmds: map[string]cmdStat{}}
-	for _, l := range strings.Split(info, "\r\n") {
-		if name, rest, ok := strings.Cut(l, ":"); ok {
-			switch {
-			case strings.HasPrefix(name, "cmdstat_"):
-				var s cmdStat
-				for _, kv := range strings.Split(rest, ",") {
-					k, v, _ := strings.Cut(kv, "=")
-					n, _ := strconv.ParseInt(v, 10, 64)
-					switch k {
-					case "calls":
-						s.calls = n
-					case "usec":
-						s.usec = n
-					}
-				}
-				out.cmds[strings.TrimPrefix(name, "cmdstat_")] = s
-			case name == "used_cpu_sys" || name == "used_cpu_user":
-				f, _ := strconv.ParseFloat(rest, 64)
-				out.cpuSec += f
-			}
-		}
-	}
-	return out, nil
-}
-
 // redisMeter measures the window between start and stop.
 type redisMeter struct {
-	rdb     redis.UniversalClient // the bench's own connection (reads the stats)
-	counter *rediscount.Counter   // hooked on the engine's, workers' and clients' connections
-	before  serverStats
+	st      *storage.Store      // the bench's own connection (reads the stats)
+	counter *rediscount.Counter // hooked on the engine's, workers' and clients' connections
+	before  storage.ServerStats
 	times   *scriptTimes // nil without --script-times
 }
 
-func newRedisMeter(rdb redis.UniversalClient) *redisMeter {
-	return &redisMeter{rdb: rdb, counter: rediscount.New(storage.ScriptName)}
+func newRedisMeter(st *storage.Store) *redisMeter {
+	return &redisMeter{st: st, counter: rediscount.New(storage.ScriptName)}
 }
 
 func (m *redisMeter) start(ctx context.Context, scriptTimes bool) error {
-	if scriptTimes {
-		t, err := startScriptTimes(ctx, m.rdb)
-		if err != nil {
-			return err
-		}
-		m.times = t
-	}
 	m.counter.Reset()
 	var err error
-	m.before, err = readServerStats(ctx, m.rdb)
-	return err
+	if m.before, err = m.st.ServerStats(ctx); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if scriptTimes {
+		if m.times, err = startScriptTimes(ctx, m.st); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stop ends the window and returns the cost of each of runs runs.
 func (m *redisMeter) stop(ctx context.Context, runs int) (*RedisCost, error) {
 	counts := m.counter.Counts()
-	after, err := readServerStats(ctx, m.rdb)
 	var perScript map[string]time.Duration
 	if m.times != nil {
-		perScript, err = m.times.stop(ctx)
-		if err != nil {
+		var err error
+		if perScript, err = m.times.stop(); err != nil {
 			return nil, err
 		}
 	}
+	after, err := m.st.ServerStats(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bench: %w", err)
 	}
-	delta := func(name string) cmdStat {
-		a, b := after.cmds[name], m.before.cmds[name]
-		return cmdStat{calls: a.calls - b.calls, usec: a.usec - b.usec}
+	delta := func(name string) storage.CommandStat {
+		a, b := after.Commands[name], m.before.Commands[name]
+		return storage.CommandStat{Calls: a.Calls - b.Calls, Usec: a.Usec - b.Usec}
 	}
 	per := float64(max(runs, 1))
-	c := &RedisCost{Commands: map[string]float64{}, CPUUSPerRun: (after.cpuSec - m.before.cpuSec) * 1e6 / per}
-	scripts := delta("evalsha").usec + delta("eval").usec
+	c := &RedisCost{Commands: map[string]float64{}, CPUUSPerRun: (after.CPUSeconds - m.before.CPUSeconds) * 1e6 / per}
+	scripts := delta("evalsha").Usec + delta("eval").Usec
 	var direct float64
 	for name, n := range counts {
 		c.Commands[name] = float64(n) / per
@@ -148,17 +105,17 @@ func (m *redisMeter) stop(ctx context.Context, runs int) (*RedisCost, error) {
 		// The commandstats of NAME (and its subcommands, NAME|SUB) count
 		// the calls from inside scripts too: this process's calls get
 		// their share of the time.
-		var tot cmdStat
+		var tot storage.CommandStat
 		low := strings.ToLower(name)
-		for k := range after.cmds {
+		for k := range after.Commands {
 			if k == low || strings.HasPrefix(k, low+"|") {
 				d := delta(k)
-				tot.calls += d.calls
-				tot.usec += d.usec
+				tot.Calls += d.Calls
+				tot.Usec += d.Usec
 			}
 		}
-		if tot.calls > 0 {
-			direct += float64(tot.usec) * float64(min(n, tot.calls)) / float64(tot.calls)
+		if tot.Calls > 0 {
+			direct += float64(tot.Usec) * float64(min(n, tot.Calls)) / float64(tot.Calls)
 		}
 	}
 	c.ScriptUSPerRun = float64(scripts) / per
@@ -199,67 +156,59 @@ func (m *redisMeter) stop(ctx context.Context, runs int) (*RedisCost, error) {
 }
 
 // scriptTimes samples each script's Redis time per call: every
-// sampleEvery it turns the server's SLOWLOG on at threshold 0 for
-// sampleFor, then reads what was logged (the top-level EVALSHA entries;
-// the commands a script calls are logged too, with client ?:0, and
-// skipped). A script's time per run is its mean per sampled call times its
-// calls per run (the hook's count, exact). It changes server-wide settings
-// (slowlog-log-slower-than, slowlog-max-len) and restores them; the reads
-// cost Redis a little, so --script-times is a diagnostic.
+// sampleEvery it logs every command for sampleFor (storage.SampleScripts).
+// A script's time per run is its mean per sampled call times its calls
+// per run (the hook's count, exact). The samples cost Redis a little, so
+// --script-times is a diagnostic.
 type scriptTimes struct {
-	rdb    redis.UniversalClient
-	prev   map[string]string
+	st     *storage.Store
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu    sync.Mutex
-	last  int64 // newest entry id read
-	calls map[string]int64
-	took  map[string]time.Duration
-	err   error
+	mu  sync.Mutex
+	sum map[string]storage.ScriptSample
+	err error
 }
 
 const (
 	sampleEvery = time.Second
 	sampleFor   = 100 * time.Millisecond
-	slowLogLen  = 1 << 16 // must hold what a sample logs
 )
 
-func startScriptTimes(ctx context.Context, rdb redis.UniversalClient) (*scriptTimes, error) {
-	prev := map[string]string{}
-	for _, k := range []string{"slowlog-log-slower-than", "slowlog-max-len"} {
-		v, err := rdb.ConfigGet(ctx, k).Result()
-		if err != nil {
-			return nil, fmt.Errorf("bench: --script-times: %w", err)
-		}
-		prev[k] = v[k]
-	}
-	t := &scriptTimes{rdb: rdb, prev: prev, last: -1, calls: map[string]int64{}, took: map[string]time.Duration{},
-		done: make(chan struct{})}
-	if err := rdb.ConfigSet(ctx, "slowlog-max-len", strconv.Itoa(slowLogLen)).Err(); err != nil {
+// startScriptTimes opens the first window before it returns (the first
+// runs are sampled too).
+func startScriptTimes(ctx context.Context, st *storage.Store) (*scriptTimes, error) {
+	t := &scriptTimes{st: st, sum: map[string]storage.ScriptSample{}, done: make(chan struct{})}
+	stop, err := st.SampleScripts(ctx)
+	if err != nil {
 		return nil, fmt.Errorf("bench: --script-times: %w", err)
 	}
 	ctx, t.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	go t.loop(ctx)
+	go t.loop(ctx, stop)
 	return t, nil
 }
 
-func (t *scriptTimes) restore(ctx context.Context) {
-	ctx = context.WithoutCancel(ctx)
-	for k, v := range t.prev {
-		_ = t.rdb.ConfigSet(ctx, k, v).Err()
-	}
-}
-
-func (t *scriptTimes) loop(ctx context.Context) {
+func (t *scriptTimes) loop(ctx context.Context, stop func(context.Context) (map[string]storage.ScriptSample, error)) {
 	defer close(t.done)
 	for {
-		if err := t.sample(ctx); err != nil {
-			if ctx.Err() == nil {
-				t.mu.Lock()
-				t.err = err
-				t.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-time.After(sampleFor):
+		}
+		got, err := stop(ctx)
+		t.mu.Lock()
+		if err == nil {
+			for name, x := range got {
+				y := t.sum[name]
+				y.Calls += x.Calls
+				y.Took += x.Took
+				t.sum[name] = y
 			}
+		} else if t.err == nil {
+			t.err = fmt.Errorf("bench: --script-times: %w", err)
+		}
+		t.mu.Unlock()
+		if err != nil || ctx.Err() != nil {
 			return
 		}
 		select {
@@ -267,61 +216,32 @@ func (t *scriptTimes) loop(ctx context.Context) {
 			return
 		case <-time.After(sampleEvery - sampleFor):
 		}
-	}
-}
-
-// sample logs every command for sampleFor and adds the scripts' entries.
-func (t *scriptTimes) sample(ctx context.Context) error {
-	if err := t.rdb.Do(ctx, "slowlog", "reset").Err(); err != nil {
-		return fmt.Errorf("bench: --script-times: %w", err)
-	}
-	if err := t.rdb.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err(); err != nil {
-		return fmt.Errorf("bench: --script-times: %w", err)
-	}
-	select {
-	case <-ctx.Done():
-	case <-time.After(sampleFor):
-	}
-	// Off again before reading (with the server's own threshold), so the
-	// read is not itself logged; ctx may have ended: restore regardless.
-	if err := t.rdb.ConfigSet(context.WithoutCancel(ctx), "slowlog-log-slower-than", t.prev["slowlog-log-slower-than"]).Err(); err != nil {
-		return fmt.Errorf("bench: --script-times: %w", err)
-	}
-	logs, err := t.rdb.SlowLogGet(context.WithoutCancel(ctx), slowLogLen).Result()
-	if err != nil {
-		return fmt.Errorf("bench: --script-times: SLOWLOG GET: %w", err)
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, l := range logs {
-		if len(l.Args) > 1 && strings.EqualFold(l.Args[0], "evalsha") && l.ClientAddr != "?:0" {
-			t.calls[l.Args[1]]++
-			t.took[l.Args[1]] += l.Duration
+		if stop, err = t.st.SampleScripts(ctx); err != nil {
+			if ctx.Err() == nil {
+				t.mu.Lock()
+				t.err = fmt.Errorf("bench: --script-times: %w", err)
+				t.mu.Unlock()
+			}
+			return
 		}
 	}
-	return nil
 }
 
-// stop ends the sampling, restores the settings and returns each script's
-// mean time per call by name ("" for scripts that are not the engine's).
-func (t *scriptTimes) stop(ctx context.Context) (map[string]time.Duration, error) {
+// stop ends the sampling and returns each script's mean time per call by
+// name ("" for scripts that are not the engine's).
+func (t *scriptTimes) stop() (map[string]time.Duration, error) {
 	t.cancel()
 	<-t.done
-	t.restore(ctx)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.err != nil {
 		return nil, t.err
 	}
-	calls, took := map[string]int64{}, map[string]time.Duration{}
-	for sha, n := range t.calls {
-		name := storage.ScriptName(sha)
-		calls[name] += n
-		took[name] += t.took[sha]
-	}
 	out := map[string]time.Duration{}
-	for name, n := range calls {
-		out[name] = took[name] / time.Duration(n)
+	for name, x := range t.sum {
+		if x.Calls > 0 {
+			out[name] = x.Took / time.Duration(x.Calls)
+		}
 	}
 	return out, nil
 }

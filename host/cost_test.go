@@ -1,0 +1,295 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wasmsched/wasmsched/host/worker"
+	"github.com/wasmsched/wasmsched/internal/rediscount"
+	"github.com/wasmsched/wasmsched/internal/redistest"
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// The documented command counts (docs/operations.md "What a run costs
+// Redis", BENCHMARKS.md): what one run costs end to end, and what an idle
+// namespace costs per second. The tests hold the engine to them: counts
+// of commands, never times.
+const (
+	// A run through a wait group (10 runs a group, slots for every group): the
+	// submit, its group's snapshot and apply (one more of each per group
+	// for the settle after its last run), the worker's pickup read, the
+	// report, and the share of the passes' own reads and the leader's and
+	// the worker's periodic writes.
+	maxCommandsPerRun = 6.0
+	// The same with fewer slots than groups: launches queue and the slot
+	// manager places them (allocate_batch, and its reads of the queue and
+	// the free count).
+	maxCommandsPerRunQueued = 7.0
+	// An idle led namespace: the lease refresh (LeaseTTL/3: 1.5/s at the
+	// default 2 s) and the tick (every 5·LeaseTTL); the safety-net polls
+	// (PollInterval, 30 s) add about 0.3/s on average, outside a few
+	// seconds' window.
+	maxIdleHostPerSec = 2.0
+	// An idle worker: its heartbeat, one script every HeartbeatTTL/3 (1/s
+	// at the default 3 s).
+	maxIdleWorkerPerSec = 1.0
+)
+
+// counted is a store on a connection of its own whose commands are counted.
+func counted(t *testing.T, srv *redistest.Server, ns string) (*storage.Store, *rediscount.Counter) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	n := rediscount.New(storage.ScriptName).Hook(c)
+	st, err := storage.New(c, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return st, n
+}
+
+// costEnv is a host and a worker on counted connections, at their
+// defaults but for what a test sets.
+type costEnv struct {
+	host, worker *rediscount.Counter
+	st           *storage.Store // uncounted: the test's own reads
+	cancel       func()
+	done         []chan error
+}
+
+func startCost(t *testing.T, srv *redistest.Server, ns string, cfg Config, slots int) *costEnv {
+	t.Helper()
+	hst, hn := counted(t, srv, ns)
+	wst, wn := counted(t, srv, ns)
+	st, err := storage.New(srv.Client(t), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.Store, cfg.Logger = hst, log
+	cfg.Engine.Policies = sharedWasm(t)
+	h, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &costEnv{host: hn, worker: wn, st: st, cancel: cancel}
+	t.Cleanup(func() {
+		cancel()
+		for _, ch := range e.done {
+			select {
+			case <-ch:
+			case <-time.After(10 * time.Second):
+				t.Error("host or worker did not stop")
+			}
+		}
+		_ = h.Close(context.Background())
+	})
+	hd, wd := make(chan error, 1), make(chan error, 1)
+	e.done = []chan error{hd, wd}
+	go func() { hd <- h.Run(ctx) }()
+	w := &worker.Agent{Store: wst, Advertise: "127.0.0.1:9", Slots: slots, Logger: log}
+	go func() { wd <- w.Run(ctx) }()
+	waitFor(t, 10*time.Second, "leadership and the worker's slots", func() bool {
+		sv, err := st.Slots(context.Background())
+		return h.Leading() && err == nil && sv.Free == slots
+	})
+	return e
+}
+
+// table renders counts per run, most first.
+func table(counts map[string]int64, per float64) string {
+	type kv struct {
+		k string
+		v int64
+	}
+	var all []kv
+	for k, v := range counts {
+		all = append(all, kv{k, v})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].v > all[j].v || all[i].v == all[j].v && all[i].k < all[j].k })
+	var b strings.Builder
+	for _, x := range all {
+		fmt.Fprintf(&b, "  %7.3f %s\n", float64(x.v)/per, x.k)
+	}
+	return b.String()
+}
+
+// TestCost_commandsPerRun: 200 runs through 20 wait groups end to end
+// (submitted in one pipelined batch once the host leads and the worker is
+// registered): one submit and one report script per run, a snapshot and
+// an apply per decision (a launch each, a settle when a group runs dry,
+// and a few more when submits race a decision), one pickup read per run
+// on the worker. With slots for every group the applies place every
+// launch (no allocate_batch); with fewer slots than groups the launches
+// queue for the slot manager. Everything the host, the worker and the
+// client sent per run stays under the documented number.
+func TestCost_commandsPerRun(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		slots  int
+		placed bool
+		max    float64
+	}{
+		{"placed", 32, true, maxCommandsPerRun},
+		{"queued", 8, false, maxCommandsPerRunQueued},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const groups, perGroup = 20, 10
+			const runs = groups * perGroup
+			srv := redistest.Start(t)
+			cst, cn := counted(t, srv, "cost")
+			ctx := context.Background()
+			e := startCost(t, srv, "cost", Config{Advertise: "127.0.0.1:8"}, tc.slots)
+			watch, err := e.st.WatchRuns(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer watch.Close()
+			var reqs []storage.SubmitRequest
+			for i := range runs {
+				reqs = append(reqs, storage.SubmitRequest{Group: fmt.Sprintf("g%02d", i%groups), ID: fmt.Sprintf("r%04d", i)})
+			}
+			e.host.Reset() // what it took to lead and register is not the runs'
+			e.worker.Reset()
+			cn.Reset()
+			for _, r := range cst.SubmitBatch(ctx, reqs) {
+				if r.Err != nil {
+					t.Fatal(r.Err)
+				}
+			}
+			open := map[string]bool{}
+			for _, r := range reqs {
+				open[r.ID] = true
+			}
+			deadline := time.After(60 * time.Second)
+			for len(open) > 0 {
+				select {
+				case b := <-watch.C:
+					for _, ev := range b.Events {
+						if ev.State.Final() {
+							delete(open, ev.Run)
+						}
+					}
+					if b.Missed {
+						t.Fatal("the run-events watch missed events")
+					}
+				case <-deadline:
+					t.Fatalf("%d runs not final after 60 s", len(open))
+				}
+			}
+			// the last settles (a snapshot and an empty apply per group)
+			waitFor(t, 10*time.Second, "every group settled", func() bool {
+				d, err := e.st.DirtyGroups(ctx, 0)
+				return err == nil && len(d) == 0
+			})
+			time.Sleep(50 * time.Millisecond)
+			h, w, c := e.host.Counts(), e.worker.Counts(), cn.Counts()
+			all := map[string]int64{}
+			for _, m := range []map[string]int64{h, w, c} {
+				for k, v := range m {
+					all[k] += v
+				}
+			}
+			total := float64(e.host.Total()+e.worker.Total()+cn.Total()) / runs
+			t.Logf("%d runs, %d slots, %.2f commands per run:\nhost\n%sworker\n%sclient\n%s", runs, tc.slots, total,
+				table(h, runs), table(w, runs), table(c, runs))
+			for _, k := range []string{"script submit", "script report"} {
+				if all[k] != runs {
+					t.Errorf("%s: %d, want %d (one per run)", k, all[k], runs)
+				}
+			}
+			decisions := int64(runs + groups) // a launch per run, a settle per group
+			for _, k := range []string{"script snapshot", "script apply"} {
+				if all[k] < runs || all[k] > decisions+runs/4 {
+					t.Errorf("%s: %d, want about %d (a launch per run, a settle per group, a few stale)", k, all[k], decisions)
+				}
+			}
+			if n := w["HMGET"]; n < runs || n > runs+runs/10 {
+				t.Errorf("the worker's pickup reads: %d HMGET, want %d (one per run) or a few more", n, runs)
+			}
+			if n := all["script allocate_batch"]; tc.placed && n > 0 {
+				t.Errorf("allocate_batch ran %d times: with a slot for every group the applies place every launch", n)
+			}
+			if total > tc.max {
+				t.Errorf("%.2f commands per run, documented at most %.1f", total, tc.max)
+			}
+		})
+	}
+}
+
+// TestCost_idle: a led namespace with nothing to do and an idle worker
+// send, over a few seconds, no more than their documented rates (the
+// lease refresh and the tick; the heartbeat).
+func TestCost_idle(t *testing.T) {
+	srv := redistest.Start(t)
+	e := startCost(t, srv, "idle", Config{Advertise: "127.0.0.1:8"}, 4)
+	time.Sleep(time.Second) // the term's first passes
+	e.host.Reset()
+	e.worker.Reset()
+	const window = 6 * time.Second
+	time.Sleep(window)
+	h, w := e.host.Counts(), e.worker.Counts()
+	hr, wr := float64(e.host.Total())/window.Seconds(), float64(e.worker.Total())/window.Seconds()
+	t.Logf("idle over %v: host %.2f commands/s\n%sworker %.2f commands/s\n%s", window, hr, table(h, window.Seconds()), wr, table(w, window.Seconds()))
+	if hr > maxIdleHostPerSec {
+		t.Errorf("an idle led namespace sent %.2f commands/s, documented at most %.1f", hr, maxIdleHostPerSec)
+	}
+	if wr > maxIdleWorkerPerSec {
+		t.Errorf("an idle worker sent %.2f commands/s, documented at most %.1f", wr, maxIdleWorkerPerSec)
+	}
+}
+
+// TestCost_idleMulti: one serve --namespaces host leading 100 idle
+// namespaces sends, over a few seconds, no more than 2 commands/s a
+// namespace: cost follows work, not the number of namespaces.
+func TestCost_idleMulti(t *testing.T) {
+	const n = 100
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 32})
+	t.Cleanup(func() { _ = c.Close() })
+	count := rediscount.New(storage.ScriptName).Hook(c)
+	var nss []string
+	for i := range n {
+		nss = append(nss, fmt.Sprintf("idle%03d", i))
+	}
+	m, err := NewMulti(context.Background(), MultiConfig{Client: c, Namespaces: nss,
+		Host: Config{Advertise: "127.0.0.1:7", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Engine: EngineConfig{Policies: sharedWasm(t)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			t.Error("multi did not stop")
+		}
+		_ = m.Close(context.Background())
+	})
+	waitFor(t, 30*time.Second, "every namespace led", func() bool { return len(m.Leading()) == n })
+	time.Sleep(time.Second) // the terms' first passes
+	count.Reset()
+	const window = 6 * time.Second
+	time.Sleep(window)
+	rate := float64(count.Total()) / window.Seconds()
+	t.Logf("%d idle namespaces over %v: %.1f commands/s (%.2f a namespace)\n%s", n, window, rate, rate/n, table(count.Counts(), window.Seconds()))
+	if rate > n*maxIdleHostPerSec {
+		t.Errorf("%d idle namespaces sent %.1f commands/s, documented at most %.0f", n, rate, n*maxIdleHostPerSec)
+	}
+}

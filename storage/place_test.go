@@ -1,0 +1,320 @@
+package storage_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// launch applies one launch per id to group g (at its current version)
+// and returns the apply's result.
+func launch(t *testing.T, e *env, f storage.Fence, g string, ids ...string) storage.ApplyResult {
+	t.Helper()
+	v := ok(e.s.GetGroup(ctx, g))(t).Version
+	d := storage.Decision{Version: v, ClaimID: fmt.Sprintf("c-%s-%d", g, v)}
+	for _, id := range ids {
+		d.Actions = append(d.Actions, storage.Action{Kind: storage.ActionLaunch, Run: id})
+	}
+	r := e.s.ApplyBatch(ctx, f, []storage.GroupDecision{{Group: g, Decision: d}})[0]
+	mustNil(t, r.Err)
+	return r
+}
+
+// TestStore_Apply_places: a launch takes its slots in the apply itself
+// when they are free (RUNNING at once, its task-0 worker told on
+// slot-events); from the first launch that does not fit on, launches
+// queue LAUNCHED for the slot manager, in order; with NoPlace (what the
+// leader passes while a queued run waits for slots) a launch that would
+// fit queues too.
+func TestStore_Apply_places(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		mustNil(t, e.s.RegisterWorker(ctx, "wA", 3, time.Minute))
+		ok(e.s.SetGroup(ctx, "g", "wait", 100))(t)
+		for _, r := range []storage.SubmitRequest{{ID: "a", Slots: 2}, {ID: "b", Slots: 2}, {ID: "c", Slots: 1}, {ID: "d", Slots: 1}} {
+			r.Group = "g"
+			ok(e.s.Submit(ctx, r))(t)
+		}
+		ps := e.s.Subscribe(ctx, e.s.Keys().SlotEvents())
+		defer ps.Close()
+		if _, err := ps.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// a fits (2 of 3 slots); b does not (1 left): b and c queue, c
+		// although it would fit.
+		if r := launch(t, e, f, "g", "a", "b", "c"); r.Queued != 2 {
+			t.Fatalf("queued %d, want 2 (b, then c behind it)", r.Queued)
+		}
+		a := ok(e.s.GetRun(ctx, "a"))(t)
+		if a.State != storage.StateRunning || len(a.Assignments) != 2 || a.StartedAt.IsZero() || !a.StartedAt.Equal(a.LaunchedAt) {
+			t.Fatalf("a = %+v: want RUNNING on 2 slots, started when launched", a)
+		}
+		msg, err := ps.ReceiveMessage(ctx)
+		mustNil(t, err)
+		if evs := storage.ParseSlotEvents(msg.Payload); len(evs) != 1 || evs[0].Run != "a" || evs[0].Worker != "wA" {
+			t.Fatalf("slot events %q, want a's task-0 slot", msg.Payload)
+		}
+		for _, id := range []string{"b", "c"} {
+			if r := ok(e.s.GetRun(ctx, id))(t); r.State != storage.StateLaunched || len(r.Assignments) != 0 {
+				t.Fatalf("%s = %s %v, want LAUNCHED without slots", id, r.State, r.Assignments)
+			}
+		}
+		if q := ok(e.s.LaunchedRuns(ctx, 10))(t); !slices.Equal(q, []string{"b", "c"}) {
+			t.Fatalf("launched queue %v, want [b c]", q)
+		}
+		// NoPlace leaves a fitting launch to the slot manager too.
+		e2 := e.fresh(t)
+		f2 := e2.lead(t, "L#1#b")
+		mustNil(t, e2.s.RegisterWorker(ctx, "wB", 1, time.Minute))
+		ok(e2.s.Submit(ctx, storage.SubmitRequest{Group: "h", ID: "x"}))(t)
+		v := ok(e2.s.GetGroup(ctx, "h"))(t).Version
+		r := e2.s.ApplyBatch(ctx, f2, []storage.GroupDecision{{Group: "h", Decision: storage.Decision{Version: v, ClaimID: "c1",
+			NoPlace: true, Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "x"}}}}})[0]
+		if r.Err != nil || r.Queued != 1 || ok(e2.s.GetRun(ctx, "x"))(t).State != storage.StateLaunched {
+			t.Fatalf("NoPlace apply = %+v, run %s; want LAUNCHED", r, ok(e2.s.GetRun(ctx, "x"))(t).State)
+		}
+	})
+}
+
+// TestStore_Apply_placesOnLiveWorkers: a dead worker's free slots are
+// skipped (its heartbeat expired; the reaper has not come by yet).
+func TestStore_Apply_placesOnLiveWorkers(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		mustNil(t, e.s.RegisterWorker(ctx, "wDead", 2, 50*time.Millisecond))
+		mustNil(t, e.s.RegisterWorker(ctx, "wLive", 1, time.Minute))
+		time.Sleep(120 * time.Millisecond)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "a"}))(t)
+		if r := launch(t, e, f, "g", "a"); r.Queued != 0 {
+			t.Fatalf("queued %d, want a placed", r.Queued)
+		}
+		if a := ok(e.s.GetRun(ctx, "a"))(t); len(a.Assignments) != 1 || a.Assignments[0].Worker != "wLive" {
+			t.Fatalf("a's slots %+v, want wLive's", a.Assignments)
+		}
+	})
+}
+
+// waitIndex is the waiting-run index of g: id -> entry.
+func (e *env) waitIndex(t *testing.T, g string) map[string]string {
+	t.Helper()
+	return ok(e.c.HGetAll(ctx, e.s.Keys().WaitInfo(g)).Result())(t)
+}
+
+// TestStore_WaitInfo: the waiting-run index holds exactly the WAITING runs
+// of a group through every script that adds or removes one (submit,
+// apply's launch and discard, request_stop, drain, delete_group), and the
+// snapshot's decision view of a run is its record's.
+func TestStore_WaitInfo(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		ok(e.s.SetGroup(ctx, "g", "wait", 100))(t)
+		for i := range 8 {
+			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: fmt.Sprintf("r%d", i), Slots: 1 + i%3, Priority: i - 4}))(t)
+		}
+		check := func(when string) {
+			t.Helper()
+			ids := ok(e.c.ZRange(ctx, e.s.Keys().Waiting("g"), 0, -1).Result())(t)
+			idx := e.waitIndex(t, "g")
+			keys := make([]string, 0, len(idx))
+			for k := range idx {
+				keys = append(keys, k)
+			}
+			sort.Strings(ids)
+			sort.Strings(keys)
+			if !slices.Equal(ids, keys) {
+				t.Fatalf("%s: index %v, waiting %v", when, keys, ids)
+			}
+			sn := e.s.SnapshotBatch(ctx, []string{"g"})[0]
+			mustNil(t, sn.Err)
+			for _, w := range sn.Snapshot.Waiting {
+				r := ok(e.s.GetRun(ctx, w.ID))(t)
+				if w.Seq != r.Seq || w.Priority != r.Priority || w.Slots != r.Slots || !w.SubmittedAt.Equal(r.SubmittedAt) || w.State != storage.StateWaiting {
+					t.Fatalf("%s: snapshot sees %+v, the run is %+v", when, w, r)
+				}
+			}
+		}
+		check("after submits")
+		v := ok(e.s.GetGroup(ctx, "g"))(t).Version
+		mustNil(t, e.s.ApplyBatch(ctx, f, []storage.GroupDecision{{Group: "g", Decision: storage.Decision{Version: v, ClaimID: "c1",
+			Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "r0"}, {Kind: storage.ActionDiscard, Run: "r1"}}}}})[0].Err)
+		check("after a launch and a discard")
+		ok(e.s.RequestStop(ctx, "r2", "no"))(t)
+		check("after a stop request")
+		v = ok(e.s.GetGroup(ctx, "g"))(t).Version
+		r4 := ok(e.s.GetRun(ctx, "r4"))(t)
+		mustNil(t, e.s.ApplyBatch(ctx, f, []storage.GroupDecision{{Group: "g", Decision: storage.Decision{Version: v, ClaimID: "c2",
+			Below: r4.Seq, Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "r5"}}}}})[0].Err)
+		for {
+			_, more, err := e.s.Drain(ctx, f, "g", 1)
+			mustNil(t, err)
+			if !more {
+				break
+			}
+		}
+		check("after a drain")
+		if n := len(e.waitIndex(t, "g")); n != 3 {
+			t.Fatalf("index holds %d runs, want r4, r6 and r7 (r3 drained)", n)
+		}
+		// delete_group wants no active run: stop the launched ones
+		for _, id := range []string{"r0", "r5"} {
+			ok(e.s.RequestStop(ctx, id, "delete"))(t)
+		}
+		if _, err := e.s.DeleteGroup(ctx, "g", true, "gone"); err != nil {
+			t.Fatal(err)
+		}
+		if n := ok(e.c.Exists(ctx, e.s.Keys().WaitInfo("g")).Result())(t); n != 0 {
+			t.Fatal("the index outlived its group")
+		}
+		// the runs delete_group discarded are in the retention index, and
+		// the deleted group in retire: retention still removes them
+		for _, id := range []string{"r4", "r6", "r7"} {
+			if _, err := e.c.ZScore(ctx, e.s.Keys().Finished("g"), id).Result(); err != nil {
+				t.Errorf("%s (discarded by delete_group) is not in the finished index: %v", id, err)
+			}
+		}
+		if _, err := e.c.ZScore(ctx, e.s.Keys().Retire(), "g").Result(); err != nil {
+			t.Errorf("the deleted group is not in retire: %v", err)
+		}
+	})
+}
+
+// TestStore_Snapshot_unindexed: a WAITING run the index lacks (submitted
+// before it existed) is read from its hash, and a launch of it works.
+func TestStore_Snapshot_unindexed(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "old", Slots: 2, Priority: 7}))(t)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "new"}))(t)
+		mustNil(t, e.c.HDel(ctx, e.s.Keys().WaitInfo("g"), "old").Err())
+		sn := e.s.SnapshotBatch(ctx, []string{"g"})[0]
+		mustNil(t, sn.Err)
+		if len(sn.Snapshot.Waiting) != 2 {
+			t.Fatalf("waiting %+v", sn.Snapshot.Waiting)
+		}
+		w, r := sn.Snapshot.Waiting[0], ok(e.s.GetRun(ctx, "old"))(t)
+		if w.ID != "old" || w.Seq != r.Seq || w.Slots != 2 || w.Priority != 7 || !w.SubmittedAt.Equal(r.SubmittedAt) {
+			t.Fatalf("unindexed run read as %+v, is %+v", w, r)
+		}
+		if res := launch(t, e, f, "g", "old"); res.Queued != 1 {
+			t.Fatalf("launch of the unindexed run: %+v", res)
+		}
+		if got := ok(e.s.GetRun(ctx, "old"))(t); got.State != storage.StateLaunched {
+			t.Fatalf("old is %s", got.State)
+		}
+	})
+}
+
+// TestStore_Retire: every script that ends a run puts its group in the
+// retire index; expire rescores the group to when its oldest remaining
+// finished run is due (+inf kept forever) and drops it when none is left;
+// a retention change puts it back at 0.
+func TestStore_Retire(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		k := e.s.Keys()
+		ok(e.s.SetGroup(ctx, "g", "wait", 10))(t)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "a"}))(t)
+		if n := ok(e.c.ZCard(ctx, k.Retire()).Result())(t); n != 0 {
+			t.Fatalf("retire holds %d groups before any run ended", n)
+		}
+		ok(e.s.RequestStop(ctx, "a", "x"))(t) // WAITING -> DISCARDED
+		sc, err := e.c.ZScore(ctx, k.Retire(), "g").Result()
+		mustNil(t, err)
+		fin := ok(e.s.GetRun(ctx, "a"))(t).FinishedAt
+		if int64(sc) != fin.UnixMilli() {
+			t.Fatalf("retire score %v, want the finish %d (look then)", sc, fin.UnixMilli())
+		}
+		due, _, err := e.s.RetireDue(ctx, time.Now().Add(time.Second), 10)
+		mustNil(t, err)
+		if !slices.Equal(due, []string{"g"}) {
+			t.Fatalf("due %v, want [g]", due)
+		}
+		// retention 1 h: rescored to finish + 1 h, not due now
+		ok(e.s.SetGroupSettings(ctx, "g", storage.GroupSettings{Retention: ptr(time.Hour)}))(t)
+		if sc := ok(e.c.ZScore(ctx, k.Retire(), "g").Result())(t); sc != 0 {
+			t.Fatalf("after a retention change the score is %v, want 0", sc)
+		}
+		_, _, err = e.s.Expire(ctx, f, "g", 0, 0)
+		mustNil(t, err)
+		if sc := ok(e.c.ZScore(ctx, k.Retire(), "g").Result())(t); int64(sc) != fin.Add(time.Hour).UnixMilli() {
+			t.Fatalf("rescored to %v, want %d", sc, fin.Add(time.Hour).UnixMilli())
+		}
+		due, next, err := e.s.RetireDue(ctx, time.Now(), 10)
+		mustNil(t, err)
+		if len(due) != 0 || !next.Equal(fin.Add(time.Hour)) {
+			t.Fatalf("due %v next %v, want none due and next %v", due, next, fin.Add(time.Hour))
+		}
+		// forever: +inf, never due
+		ok(e.s.SetGroupSettings(ctx, "g", storage.GroupSettings{Retention: ptr(time.Duration(0))}))(t)
+		_, _, err = e.s.Expire(ctx, f, "g", 0, 0)
+		mustNil(t, err)
+		if sc := ok(e.c.ZScore(ctx, k.Retire(), "g").Result())(t); !math.IsInf(sc, 1) {
+			t.Fatalf("kept forever: score %v, want +inf", sc)
+		}
+		// 1 ms: removed, and the group leaves the index
+		ok(e.s.SetGroupSettings(ctx, "g", storage.GroupSettings{Retention: ptr(time.Millisecond)}))(t)
+		time.Sleep(5 * time.Millisecond)
+		n, _, err := e.s.Expire(ctx, f, "g", 0, 0)
+		mustNil(t, err)
+		if n != 1 {
+			t.Fatalf("expired %d, want 1", n)
+		}
+		if _, err := e.c.ZScore(ctx, k.Retire(), "g").Result(); err == nil {
+			t.Fatal("a group without finished runs stays in retire")
+		}
+	})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestStore_Beat: the light heartbeat moves the expiry, reads no slot, and
+// answers ErrUnknownWorker for a worker that is not registered.
+func TestStore_Beat(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		if err := e.s.Beat(ctx, "wX", time.Minute); !errors.Is(err, storage.ErrUnknownWorker) {
+			t.Fatalf("beat of an unknown worker = %v", err)
+		}
+		mustNil(t, e.s.RegisterWorker(ctx, "wX", 2, 100*time.Millisecond))
+		before := ok(e.c.ZScore(ctx, e.s.Keys().Workers(), "wX").Result())(t)
+		time.Sleep(5 * time.Millisecond)
+		mustNil(t, e.s.Beat(ctx, "wX", time.Minute))
+		after := ok(e.c.ZScore(ctx, e.s.Keys().Workers(), "wX").Result())(t)
+		if after < before+float64(time.Minute.Milliseconds())/2 {
+			t.Fatalf("expiry %v -> %v: the beat did not move it a minute on", before, after)
+		}
+	})
+}
+
+// TestStore_GetRun_decisionRecords: the decision record is read from the
+// run's one dec field (a reason may hold anything, the separator too), and
+// from the separate fields of a run decided before dec existed.
+func TestStore_GetRun_decisionRecords(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "new"}))(t)
+		v := ok(e.s.GetGroup(ctx, "g"))(t).Version
+		odd := "a\x1fb, c"
+		ok(e.s.Apply(ctx, f, "g", storage.Decision{Version: v, ClaimID: "c1", Policy: "p", PolicyVersion: "pv", PolicySHA256: "sha", PolicyRegistry: 3,
+			Actions: []storage.Action{{Kind: storage.ActionDiscard, Run: "new", Reason: odd}}}))(t)
+		d := ok(e.s.GetRun(ctx, "new"))(t).Decision
+		if d == nil || d.ID != "c1" || d.Epoch != f.Epoch || d.Action != storage.ActionDiscard || d.Reason != odd ||
+			d.Policy != "p" || d.PolicyVersion != "pv" || d.PolicySHA256 != "sha" || d.PolicyRegistry != 3 || d.At.IsZero() {
+			t.Fatalf("decision %+v", d)
+		}
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "old"}))(t)
+		mustNil(t, e.c.HSet(ctx, e.s.Keys().Run("old"), "decision", "7:g:1", "decision_epoch", 7, "decided_at", 1700000000000,
+			"decision_action", "launch", "decision_reason", "oldest", "policy_sha256", "s", "policy_registry", 2,
+			"decision_policy", "wait", "decision_policy_version", "wv").Err())
+		d = ok(e.s.GetRun(ctx, "old"))(t).Decision
+		if d == nil || d.ID != "7:g:1" || d.Epoch != 7 || d.At.UnixMilli() != 1700000000000 || d.Action != storage.ActionLaunch ||
+			d.Reason != "oldest" || d.Policy != "wait" || d.PolicyVersion != "wv" || d.PolicySHA256 != "s" || d.PolicyRegistry != 2 {
+			t.Fatalf("old decision fields read as %+v", d)
+		}
+	})
+}
