@@ -156,8 +156,8 @@ type Engine struct {
 	stats      atomic.Pointer[statsView]
 	statsMu    sync.Mutex                   // one refresh at a time
 	statsLease atomic.Pointer[leader.Lease] // the term the gauges belong to; nil when not leading
-	counts    sync.Map // outcome key -> *atomic.Int64
-	closeOnce sync.Once
+	counts     sync.Map                     // outcome key -> *atomic.Int64
+	closeOnce  sync.Once
 }
 
 // Deps are what an Engine shares with its host: the namespace's store, the
