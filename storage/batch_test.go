@@ -224,7 +224,7 @@ func TestStore_DirtyContract(t *testing.T) {
 				for {
 					select {
 					case m := <-msgs:
-						if m.Payload != "g" {
+						if g, _ := storage.ParseWorkEvent(m.Payload); g != "g" {
 							continue // an earlier step's second message
 						}
 					case <-time.After(2 * time.Second):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -140,4 +141,38 @@ func (w *RunWatch) Close() error {
 		<-w.done
 	})
 	return err
+}
+
+// ParseWorkEvent parses a work-events message: a group's name, or (from a
+// report that left the group without an active run) the group's name and
+// its next snapshot, in the decision view SnapshotBatch reads (report.lua
+// documents the form). sn is nil for a bare name or a malformed snapshot.
+func ParseWorkEvent(payload string) (group string, sn *Snapshot) {
+	group, rest, ok := strings.Cut(payload, "\x1f")
+	if !ok {
+		return payload, nil
+	}
+	p := strings.Split(rest, "\x1f")
+	if len(p) < 9 {
+		return group, nil
+	}
+	num := func(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
+	g := Group{Name: group, Policy: p[0], MaxActive: int(num(p[1])), Version: num(p[2]), Window: int(num(p[3])),
+		DiscardBelow: num(p[4]), Gen: num(p[5])}
+	if g.Policy == "" || p[2] == "" {
+		return group, nil
+	}
+	out := &Snapshot{Now: msTime(num(p[6])), WaitingTotal: int(num(p[7])), WaitingOldest: int(num(p[8])),
+		Active: []Run{}, Waiting: make([]Run, 0, len(p)-9)}
+	for _, e := range p[9:] {
+		id, info, ok := strings.Cut(e, "\x1e")
+		r, good := parseWaitInfo(id, info)
+		if !ok || !good {
+			return group, nil
+		}
+		out.Waiting = append(out.Waiting, r)
+	}
+	g.Waiting = out.WaitingTotal
+	out.Group = g
+	return group, out
 }

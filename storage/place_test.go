@@ -318,3 +318,59 @@ func TestStore_GetRun_decisionRecords(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_Report_handsBackTheSnapshot: a report that leaves its group
+// without an active run publishes the group's next snapshot on
+// work-events, the same decision view SnapshotBatch reads; with an active
+// run left (or a window that is not indexed) it publishes only the name.
+func TestStore_Report_handsBackTheSnapshot(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		mustNil(t, e.s.RegisterWorker(ctx, "wA", 4, time.Minute))
+		ok(e.s.SetGroup(ctx, "g", "wait", 2))(t)
+		for i := range 5 {
+			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: fmt.Sprintf("r%d", i), Priority: i}))(t)
+		}
+		launch(t, e, f, "g", "r0", "r1")
+		ps := e.s.Subscribe(ctx, e.s.Keys().WorkEvents())
+		defer ps.Close()
+		if _, err := ps.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		report := func(id string) (string, *storage.Snapshot) {
+			t.Helper()
+			r := ok(e.s.GetRun(ctx, id))(t)
+			mustNil(t, e.s.Report(ctx, "wA", id, r.Assignments[0].Token, storage.StateSucceeded, ""))
+			m, err := ps.ReceiveMessage(ctx)
+			mustNil(t, err)
+			return storage.ParseWorkEvent(m.Payload)
+		}
+		if g, sn := report("r0"); g != "g" || sn != nil {
+			t.Fatalf("with r1 still active: %q %+v, want the name alone", g, sn)
+		}
+		g, sn := report("r1")
+		if g != "g" || sn == nil {
+			t.Fatalf("with no active run left: %q %v, want a snapshot", g, sn)
+		}
+		want := e.s.SnapshotBatch(ctx, []string{"g"})[0]
+		mustNil(t, want.Err)
+		w := want.Snapshot
+		if sn.Group.Version != w.Group.Version || sn.Group.Policy != w.Group.Policy || sn.Group.MaxActive != w.Group.MaxActive ||
+			sn.Group.Gen != w.Group.Gen || sn.WaitingTotal != w.WaitingTotal || sn.WaitingOldest != w.WaitingOldest ||
+			len(sn.Active) != 0 || len(sn.Waiting) != len(w.Waiting) || sn.Now.IsZero() {
+			t.Fatalf("handed back %+v, SnapshotBatch reads %+v", sn, w)
+		}
+		for i := range w.Waiting {
+			a, b := sn.Waiting[i], w.Waiting[i]
+			if a.ID != b.ID || a.Seq != b.Seq || a.Priority != b.Priority || a.Slots != b.Slots || !a.SubmittedAt.Equal(b.SubmittedAt) {
+				t.Fatalf("waiting %d: %+v, SnapshotBatch %+v", i, a, b)
+			}
+		}
+		// an unindexed waiting run: the name alone (the leader reads it)
+		launch(t, e, f, "g", "r2")
+		mustNil(t, e.c.HDel(ctx, e.s.Keys().WaitInfo("g"), "r3").Err())
+		if g, sn := report("r2"); g != "g" || sn != nil {
+			t.Fatalf("with an unindexed run in the window: %q %+v, want the name alone", g, sn)
+		}
+	})
+}

@@ -347,8 +347,9 @@ func (s *Store) ReportBatch(ctx context.Context, identity string, reps []ReportR
 func (s *Store) reportCall(identity, g, runID, token string, outcome State, reason string) scriptCall {
 	k := s.k
 	return scriptCall{
-		keys: []string{k.Run(runID), k.Slots(), k.Free(), k.Group(g), k.Active(g), k.Retire(), k.Restore(), k.Dirty(), k.Finished(g)},
-		args: []any{identity, runID, token, string(outcome), reason, g, k.WorkEvents(), k.RunEvents()},
+		keys: []string{k.Run(runID), k.Slots(), k.Free(), k.Group(g), k.Active(g), k.Retire(), k.Restore(), k.Dirty(), k.Finished(g),
+			k.Waiting(g), k.WaitInfo(g)},
+		args: []any{identity, runID, token, string(outcome), reason, g, k.WorkEvents(), k.RunEvents(), DefaultWindow},
 	}
 }
 

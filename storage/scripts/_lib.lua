@@ -18,6 +18,10 @@
 --   ({w, i, f}) to task of run with a fresh token; returns {w, i, tok, task}.
 -- release_slots(kslots, kfree, run, as): free every slot of assignments as
 --   that still holds run#token#task (a slot reassigned since is left alone).
+-- window_of(kgroup, kwaiting, defwin): a group's decision fields {policy,
+--   max_active, version, window, discard_below, gen} (g[1] nil: no group),
+--   its waiting total and the ids of its snapshot window, oldest part first
+--   (n_oldest of them; snapshot.lua's window rule); reads only.
 -- publish_runs(chan, ev): one PUBLISH on chan of the run events in ev, a
 --   list of "STATE#group#id" (storage.ParseRunEvents), space-separated;
 --   nothing when chan is '' or ev is empty. Advisory: watchers (runs
@@ -145,3 +149,25 @@ local function publish_runs(chan, ev)
     redis.call('PUBLISH', chan, table.concat(ev, ' '))
   end
 end
+local function window_of(kgroup, kwaiting, defwin)
+  local g = redis.call('HMGET', kgroup, 'policy', 'max_active', 'version', 'window', 'discard_below', 'gen')
+  if not g[1] then return g, 0, 0, {} end
+  local k = tonumber(g[4]) or 0
+  if k <= 0 then k = defwin end
+  k = math.max(k, tonumber(g[2]) or 1)
+  local lo = tonumber(g[5]) or 0
+  local from = '-inf'
+  if lo > 0 then from = string.format('%d', lo) end
+  local total = redis.call('ZCOUNT', kwaiting, from, '+inf')
+  local ids
+  if total <= 2 * k then
+    ids = redis.call('ZRANGEBYSCORE', kwaiting, from, '+inf', 'LIMIT', 0, 2 * k)
+    return g, total, #ids, ids
+  end
+  ids = redis.call('ZRANGEBYSCORE', kwaiting, from, '+inf', 'LIMIT', 0, k)
+  local oldest = #ids
+  local newest = redis.call('ZREVRANGEBYSCORE', kwaiting, '+inf', from, 'LIMIT', 0, k)
+  for i = #newest, 1, -1 do ids[#ids + 1] = newest[i] end
+  return g, total, oldest, ids
+end
+

@@ -1,11 +1,20 @@
 -- report: the task-0 worker reports a run's outcome (worker write, token-guarded).
 -- KEYS[1] run hash, KEYS[2] slots hash, KEYS[3] free zset, KEYS[4] group hash,
 -- KEYS[5] active zset, KEYS[6] retire zset, KEYS[7] restore set, KEYS[8] dirty set,
--- KEYS[9] the group's finished zset (retention index)
+-- KEYS[9] the group's finished zset (retention index), KEYS[10] the group's
+-- waiting zset, KEYS[11] the group's waiting-run index (Keys.WaitInfo)
 -- ARGV[1] worker identity, ARGV[2] run id, ARGV[3] token, ARGV[4] outcome
 -- (SUCCEEDED|FAILED|STOPPED), ARGV[5] reason, ARGV[6] group, ARGV[7] work
 -- channel (PUBLISH of the group: the coordinator wakes; advisory), ARGV[8]
--- run-events channel (publish_runs: the run's final state)
+-- run-events channel (publish_runs: the run's final state), ARGV[9] the
+-- default window (storage.DefaultWindow)
+-- The work-events message carries the group's next snapshot when the group
+-- has no active run left and a small window (at most 64 runs, all
+-- indexed): "group<US>policy<US>max_active<US>version<US>window<US>
+-- discard_below<US>gen<US>now<US>waiting_total<US>n_oldest" then
+-- "<US>id<RS>index entry" per window run (storage.ParseWorkEvent); the
+-- leader decides from it without a snapshot script (the apply's version
+-- check makes it safe). Otherwise it is the group's name.
 -- returns: 1 (0 = replay of an accepted report, nothing written)
 -- errors (nothing written): WS_NOT_FOUND, WS_INVALID, WS_NOT_OWNER (not the
 -- task-0 worker + token), WS_BAD_STATE (run not RUNNING/STOPPING)
@@ -17,7 +26,7 @@
 -- A STOPPING run always ends STOPPED (the state machine has no other way
 -- out of STOPPING): a SUCCEEDED or FAILED report for it is recorded as
 -- STOPPED, the reported outcome kept in the reason.
--- bound: O(k), k the slots of the run
+-- bound: O(k + log n), k the slots of the run, n the group's waiting runs (a window of at most 64 read)
 local o = ARGV[4]
 if o ~= 'SUCCEEDED' and o ~= 'FAILED' and o ~= 'STOPPED' then
   return redis.error_reply('WS_INVALID outcome ' .. o .. ' (want SUCCEEDED, FAILED or STOPPED)')
@@ -52,6 +61,19 @@ redis.call('ZREM', KEYS[5], ARGV[2])
 redis.call('SREM', KEYS[7], ARGV[2])
 redis.call('HINCRBY', KEYS[4], 'version', 1)
 redis.call('SADD', KEYS[8], ARGV[6])
-redis.call('PUBLISH', ARGV[7], ARGV[6])
+local msg = ARGV[6]
+if ARGV[9] and redis.call('ZCARD', KEYS[5]) == 0 then
+  local g, total, oldest, ids = window_of(KEYS[4], KEYS[10], tonumber(ARGV[9]))
+  if g[1] and #ids <= 64 then
+    local info = #ids > 0 and redis.call('HMGET', KEYS[11], unpack(ids)) or {}
+    local parts = {ARGV[6], g[1], g[2] or '', g[3] or '', g[4] or '', g[5] or '', g[6] or '', fin, total, oldest}
+    for i, id in ipairs(ids) do
+      if not info[i] then parts = nil break end -- not indexed: the leader reads a snapshot
+      parts[#parts + 1] = id .. '\30' .. info[i]
+    end
+    if parts then msg = table.concat(parts, '\31') end
+  end
+end
+redis.call('PUBLISH', ARGV[7], msg)
 publish_runs(ARGV[8], {o .. '#' .. ARGV[6] .. '#' .. ARGV[2]})
 return 1

@@ -19,34 +19,17 @@
 -- part.
 -- errors: WS_NOT_FOUND (no such group)
 -- bound: O(log n + k) for the waiting zset of n runs, plus the active runs
-local g = redis.call('HMGET', KEYS[1], 'policy', 'max_active', 'version', 'window', 'discard_below', 'gen')
+local g, total, oldest, ids = window_of(KEYS[1], KEYS[2], tonumber(ARGV[2]))
 if not g[1] then
   return redis.error_reply('WS_NOT_FOUND group does not exist')
 end
 local fields = {}
 for i = 4, #ARGV do fields[#fields + 1] = ARGV[i] end
-local k = tonumber(g[4]) or 0
-if k <= 0 then k = tonumber(ARGV[2]) end
-k = math.max(k, tonumber(g[2]) or 1)
-local lo = tonumber(g[5]) or 0
-local from = '-inf'
-if lo > 0 then from = string.format('%d', lo) end
 local function load(ids, out)
   for _, id in ipairs(ids) do
     out[#out + 1] = redis.call('HMGET', ARGV[1] .. id, unpack(fields))
   end
   return out
-end
-local total = redis.call('ZCOUNT', KEYS[2], from, '+inf')
-local ids, oldest
-if total <= 2 * k then
-  ids = redis.call('ZRANGEBYSCORE', KEYS[2], from, '+inf', 'LIMIT', 0, 2 * k)
-  oldest = #ids
-else
-  ids = redis.call('ZRANGEBYSCORE', KEYS[2], from, '+inf', 'LIMIT', 0, k)
-  oldest = #ids
-  local newest = redis.call('ZREVRANGEBYSCORE', KEYS[2], '+inf', from, 'LIMIT', 0, k)
-  for i = #newest, 1, -1 do ids[#ids + 1] = newest[i] end
 end
 local waiting
 if ARGV[3] == '1' then

@@ -43,6 +43,55 @@ type Coordinator struct {
 	// noPlace leaves every launch to the slot manager (tests of the slot
 	// manager and the restore task, which start from LAUNCHED runs).
 	noPlace bool
+
+	// offered holds the snapshots reports handed back on work-events
+	// (storage.ParseWorkEvent), by group, while this host leads: a pass
+	// decides such a group from it instead of reading a snapshot (the
+	// apply's version check refuses it if the group moved on since).
+	leading atomic.Bool
+	offered map[string]storage.Snapshot // under mu
+}
+
+// maxOffered bounds the offered snapshots held (the oldest are not
+// special: past the bound new ones are dropped, those groups read a
+// snapshot as before).
+const maxOffered = 4096
+
+// offer keeps sn, a group's snapshot a report handed back, for the next
+// pass (the newest version wins). Only while leading.
+func (c *Coordinator) offer(sn storage.Snapshot) {
+	if !c.leading.Load() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.offered == nil {
+		c.offered = map[string]storage.Snapshot{}
+	}
+	cur, ok := c.offered[sn.Group.Name]
+	switch {
+	case ok && cur.Group.Version >= sn.Group.Version:
+	case !ok && len(c.offered) >= maxOffered:
+	default:
+		c.offered[sn.Group.Name] = sn
+	}
+}
+
+// takeOffered removes and returns the offered snapshots of groups.
+func (c *Coordinator) takeOffered(groups []string) map[string]storage.Snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.offered) == 0 {
+		return nil
+	}
+	out := map[string]storage.Snapshot{}
+	for _, g := range groups {
+		if sn, ok := c.offered[g]; ok {
+			out[g] = sn
+			delete(c.offered, g)
+		}
+	}
+	return out
 }
 
 type backoffState struct {
@@ -72,6 +121,13 @@ func (c *Coordinator) Run(ctx context.Context, lease *leader.Lease) error {
 	defer c.rt.log.Info("serial coordinator stopped", "epoch", lease.Epoch())
 	defer c.aloneWG.Wait() // lone decisions end with ctx (their calls are bounded by PolicyTimeout)
 	c.aloneFenced.Store(false)
+	c.leading.Store(true)
+	defer func() {
+		c.leading.Store(false)
+		c.mu.Lock()
+		c.offered = nil
+		c.mu.Unlock()
+	}()
 	for ctx.Err() == nil {
 		worked, err := c.Pass(ctx, lease)
 		if errors.Is(err, storage.ErrFenced) {
@@ -326,13 +382,14 @@ func policyOutcome(err error) string {
 }
 
 // decideBatch takes a batch of groups from snapshot to apply: their
-// snapshots in one pipeline (storage.Store.SnapshotBatch), each group's
-// policy decision, then the decisions' fenced applies in one pipeline
+// snapshots (those a report handed back, and the others read in one
+// pipeline: storage.Store.SnapshotBatch), each group's policy decision,
+// then the decisions' fenced applies in one pipeline
 // (storage.Store.ApplyBatch). Outcomes are per group. It reports whether it
 // changed something; it returns only storage.ErrFenced or ctx errors.
 func (c *Coordinator) decideBatch(ctx context.Context, lease *leader.Lease, groups []string) (bool, error) {
 	log := c.rt.log
-	snaps := c.rt.st.SnapshotBatch(ctx, groups)
+	snaps := c.snapshots(ctx, groups)
 	type pending struct {
 		policy, version string
 	}
@@ -435,6 +492,32 @@ func (c *Coordinator) decideBatch(ctx context.Context, lease *leader.Lease, grou
 		return false, fenced
 	}
 	return worked, nil
+}
+
+// snapshots returns the batch's snapshots in order: the offered ones, and
+// the others read in one pipelined round trip.
+func (c *Coordinator) snapshots(ctx context.Context, groups []string) []storage.SnapshotResult {
+	offered := c.takeOffered(groups)
+	if len(offered) == 0 {
+		return c.rt.st.SnapshotBatch(ctx, groups)
+	}
+	out := make([]storage.SnapshotResult, len(groups))
+	var read []string
+	for _, g := range groups {
+		if _, ok := offered[g]; !ok {
+			read = append(read, g)
+		}
+	}
+	got := c.rt.st.SnapshotBatch(ctx, read)
+	for i, j := 0, 0; i < len(groups); i++ {
+		if sn, ok := offered[groups[i]]; ok {
+			out[i].Snapshot = sn
+			continue
+		}
+		out[i] = got[j]
+		j++
+	}
+	return out
 }
 
 // decideOne asks the group's policy for a decision on sn. ok is false when

@@ -254,7 +254,10 @@ func (r *Engine) workEvents(bus *leader.Bus) {
 			select {
 			case <-done:
 				return
-			case <-events:
+			case ev := <-events:
+				if _, sn := storage.ParseWorkEvent(ev.Payload); sn != nil {
+					r.coord.offer(*sn)
+				}
 				wakeUp(r.coord.wake)
 				if r.slots.waiting.Load() {
 					wakeUp(r.slots.wake)

@@ -136,6 +136,26 @@ type Result struct {
 	// Redis is what each run cost Redis, from the first submit to the last
 	// final run (nil if it could not be read).
 	Redis *RedisCost `json:"redis,omitempty"`
+	// Engine is the in-process hosts' counters, summed ("decisions.applied",
+	// "decisions.settled", "decisions.stale", "allocations.allocated", ...;
+	// the warm-up run included).
+	Engine map[string]int64 `json:"engine,omitempty"`
+}
+
+// counters sums the in-process hosts' runtime counters.
+func (e *env) counters() map[string]int64 {
+	out := map[string]int64{}
+	for _, h := range e.hosts {
+		if rs := h.Status().Runtime; rs != nil {
+			for k, v := range rs.Counters {
+				out[k] += v
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // Latency is a distribution's percentiles, in ms.
@@ -154,6 +174,7 @@ type env struct {
 	log    *slog.Logger
 	st     *storage.Store // the harness's own reads
 	meter  *redisMeter    // counts what the hosts, workers and clients send
+	hosts  []*host.Host
 	runCtx context.Context
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
@@ -269,6 +290,7 @@ func Run(ctx context.Context, url string, o Options, errw io.Writer, log *slog.L
 	}
 	res := summarize(o, recs, submitTook)
 	res.Redis = cost
+	res.Engine = e.counters()
 	if readSlow != nil {
 		res.addSlowLog(readSlow(context.WithoutCancel(ctx)))
 	}
@@ -345,6 +367,7 @@ func (e *env) startHosts(ctx context.Context) error {
 		if err != nil {
 			return badinput.Wrap(err)
 		}
+		e.hosts = append(e.hosts, h)
 		e.closer = append(e.closer, func() {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
