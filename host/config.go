@@ -53,7 +53,9 @@ type EngineConfig struct {
 	// anyway. They are woken by the namespace's work-events (a submit, a
 	// finished run, a stop request, group settings, a worker's new slots),
 	// by policy activations and by each other, so this is a safety net
-	// (a pass that did work is followed at once by the next). Default 30s.
+	// (a pass that did work is followed at once by the next, and the
+	// coordinator looks again a few times within ~2.5 s after work).
+	// Default 1m.
 	PollInterval time.Duration
 	// SlotInterval is how often the slot manager looks again while the
 	// oldest LAUNCHED run waits for slots and nothing woke it. Default 1s.

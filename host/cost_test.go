@@ -36,7 +36,7 @@ const (
 	maxCommandsPerRunQueued = 6.2
 	// An idle led namespace: the lease refresh (LeaseTTL/3: 1.5/s at the
 	// default 2 s) and the tick (every 5·LeaseTTL); the safety-net polls
-	// (PollInterval, 30 s) add about 0.3/s on average, outside a few
+	// (PollInterval, 1 min) add about 0.15/s on average, outside a few
 	// seconds' window.
 	maxIdleHostPerSec = 2.0
 	// An idle worker: its heartbeat, one script every HeartbeatTTL/3 (1/s

@@ -128,6 +128,7 @@ func (c *Coordinator) Run(ctx context.Context, lease *leader.Lease) error {
 		c.offered = nil
 		c.mu.Unlock()
 	}()
+	quiet := tailPolls // empty passes since the last pass that did work
 	for ctx.Err() == nil {
 		worked, err := c.Pass(ctx, lease)
 		if errors.Is(err, storage.ErrFenced) {
@@ -137,12 +138,30 @@ func (c *Coordinator) Run(ctx context.Context, lease *leader.Lease) error {
 		if err != nil && ctx.Err() == nil {
 			c.rt.log.Warn("coordinator pass failed", "err", err)
 		}
-		if !worked {
-			waitWake(ctx, c.wake, c.idleWait(time.Now()))
+		if worked {
+			quiet = 0
+			continue
 		}
+		wait := c.idleWait(time.Now())
+		if quiet < tailPolls {
+			// Right after work, look again a few times, sooner than the
+			// safety net: a wake-up lost in a burst (a full listener
+			// buffer drops events) costs milliseconds, not a PollInterval.
+			wait = min(wait, tailPoll<<quiet)
+		}
+		quiet++
+		waitWake(ctx, c.wake, wait)
 	}
 	return nil
 }
+
+// After a pass that did work the coordinator looks again at tailPoll,
+// 2·tailPoll, ... (tailPolls times, ~2.5 s in all) before it waits a
+// PollInterval.
+const (
+	tailPoll  = 10 * time.Millisecond
+	tailPolls = 8
+)
 
 // Pass runs one coordinator pass and reports whether it did work (an apply
 // or a settle that changed something). It returns storage.ErrFenced when an

@@ -21,8 +21,9 @@ const (
 	DefaultCoordinators = 8
 	// DefaultPollInterval is how long the coordinator, the slot manager,
 	// the drainer and the restore task wait for a wake-up (work-events,
-	// each other) before they look anyway: a safety net, so it is long.
-	DefaultPollInterval = 30 * time.Second
+	// each other) before they look anyway: a safety net, so it is long
+	// (after work the coordinator looks again sooner a few times).
+	DefaultPollInterval = time.Minute
 	// DefaultSlotInterval is how often the slot manager looks again while
 	// the oldest LAUNCHED run waits for slots and nothing woke it.
 	DefaultSlotInterval = time.Second
