@@ -126,6 +126,18 @@ type SubmitOptions struct {
 	// IdempotencyKey: a second Submit with the same key (within 24 h, while
 	// the run exists) returns the first one's run instead of a new one.
 	IdempotencyKey string
+	// NotBefore (zero = none): not launched before it, by Redis time; a
+	// time in the past is now, at most a year ahead (storage.MaxNotBefore).
+	NotBefore time.Time
+	// Timeout (0 = the group's run timeout, if any): each attempt is
+	// stopped after it and FAILED "timed out after D".
+	Timeout time.Duration
+	// MaxAttempts (0 = the group's, else 1) bounds its attempts, 1..100: a
+	// FAILED (or timed-out) attempt is retried after RetryBackoff (0 = the
+	// group's, else 1s) doubling per attempt up to RetryCap (0 = the
+	// group's, else 10m), half of it random. STOPPED runs are not retried.
+	MaxAttempts            int
+	RetryBackoff, RetryCap time.Duration
 }
 
 // Submit adds a WAITING run to group (created with policy wait and
@@ -140,7 +152,9 @@ func (c *Client) Submit(ctx context.Context, group string, o SubmitOptions) (Run
 // (its idempotency key was used).
 func (c *Client) SubmitReplay(ctx context.Context, group string, o SubmitOptions) (Run, bool, error) {
 	r, replayed, err := c.st.SubmitReplay(ctx, storage.SubmitRequest{Group: group, ID: o.ID, Slots: o.Slots,
-		Priority: o.Priority, Payload: o.Payload, Duration: o.Duration, IdempotencyKey: o.IdempotencyKey})
+		Priority: o.Priority, Payload: o.Payload, Duration: o.Duration, IdempotencyKey: o.IdempotencyKey,
+		NotBefore: o.NotBefore, Timeout: o.Timeout,
+		Retry: storage.Retry{MaxAttempts: o.MaxAttempts, Base: o.RetryBackoff, Cap: o.RetryCap}})
 	if err != nil {
 		return Run{}, false, err
 	}
@@ -318,13 +332,101 @@ type GroupSettings struct {
 	// Retention: nil keeps it; 0 = forever; RetentionDefault = the
 	// namespace default (ParseRetention reads the CLI's and the API's form).
 	Retention *time.Duration `json:"-"`
+	// RunTimeout: nil keeps it; 0 = none; else the timeout of runs
+	// submitted without one.
+	RunTimeout *time.Duration `json:"-"`
+	// Retry: nil keeps it; a zero Retry = none; else the retry policy of
+	// runs submitted without one.
+	Retry *Retry `json:"-"`
+}
+
+// Retry is a retry policy: up to MaxAttempts attempts (1..100), attempt
+// n+1 due min(Cap, Backoff·2^(n-1)) after attempt n failed (0 = 1s, 10m).
+type Retry struct {
+	MaxAttempts  int
+	Backoff, Cap time.Duration
 }
 
 // SetGroup creates or changes a group and returns it.
 func (c *Client) SetGroup(ctx context.Context, name string, s GroupSettings) (Group, error) {
-	g, err := c.st.SetGroupSettings(ctx, name, storage.GroupSettings{Policy: s.Policy, MaxActive: s.MaxActive, Window: s.Window, Retention: s.Retention})
+	var retry *storage.Retry
+	if s.Retry != nil {
+		retry = &storage.Retry{MaxAttempts: s.Retry.MaxAttempts, Base: s.Retry.Backoff, Cap: s.Retry.Cap}
+	}
+	g, err := c.st.SetGroupSettings(ctx, name, storage.GroupSettings{Policy: s.Policy, MaxActive: s.MaxActive, Window: s.Window,
+		Retention: s.Retention, RunTimeout: s.RunTimeout, Retry: retry})
 	if err != nil {
 		return Group{}, err
 	}
 	return groupOf(g), nil
+}
+
+// ScheduleSpec is what SetSchedule sets: a cron schedule of group. Cron is
+// a 5-field expression ("*/5 * * * *") or a descriptor (@hourly,
+// @every 30s, at least 1s apart), read in TZ (an IANA zone; "" = UTC).
+// The runs it submits get Payload, Priority, Slots, Timeout and Retry
+// (zero: the group's defaults). Paused makes it without ticking.
+type ScheduleSpec struct {
+	Group, Cron, TZ string
+	Payload         string
+	Priority, Slots int
+	Timeout         time.Duration
+	Retry           Retry
+	Paused          bool
+}
+
+// SetSchedule creates or replaces schedule name (its counters kept); its
+// next tick is the first after now. Exactly one run is submitted per tick
+// across leader failover; of the ticks missed while no leader ran, only
+// the latest is submitted (the others count in Missed).
+func (c *Client) SetSchedule(ctx context.Context, name string, s ScheduleSpec) (Schedule, error) {
+	sc, err := c.st.SetSchedule(ctx, storage.Schedule{Name: name, Group: s.Group, Cron: s.Cron, TZ: s.TZ, Payload: s.Payload,
+		Priority: s.Priority, Slots: s.Slots, Timeout: s.Timeout, Paused: s.Paused,
+		Retry: storage.Retry{MaxAttempts: s.Retry.MaxAttempts, Base: s.Retry.Backoff, Cap: s.Retry.Cap}})
+	if err != nil {
+		return Schedule{}, err
+	}
+	return scheduleOf(sc), nil
+}
+
+// Schedule reads a schedule (ErrNotFound if absent).
+func (c *Client) Schedule(ctx context.Context, name string) (Schedule, error) {
+	sc, err := c.st.GetSchedule(ctx, name)
+	if err != nil {
+		return Schedule{}, err
+	}
+	return scheduleOf(sc), nil
+}
+
+// Schedules lists the namespace's schedules by name.
+func (c *Client) Schedules(ctx context.Context) ([]Schedule, error) {
+	scs, err := c.st.ListSchedules(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Schedule, 0, len(scs))
+	for _, sc := range scs {
+		out = append(out, scheduleOf(sc))
+	}
+	return out, nil
+}
+
+// PauseSchedule stops a schedule's ticks; ResumeSchedule goes on from the
+// next tick after now (the ticks in between are not submitted).
+func (c *Client) PauseSchedule(ctx context.Context, name string) error {
+	return c.st.PauseSchedule(ctx, name)
+}
+
+// ResumeSchedule resumes a paused schedule.
+func (c *Client) ResumeSchedule(ctx context.Context, name string) (Schedule, error) {
+	sc, err := c.st.ResumeSchedule(ctx, name)
+	if err != nil {
+		return Schedule{}, err
+	}
+	return scheduleOf(sc), nil
+}
+
+// DeleteSchedule deletes a schedule; the runs it submitted stay.
+func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
+	return c.st.DeleteSchedule(ctx, name)
 }

@@ -25,6 +25,17 @@ func runOf(r storage.Run) Run {
 		out.Decision = &Decision{ID: d.ID, Epoch: d.Epoch, At: d.At.UTC(), Action: string(d.Action), Reason: d.Reason,
 			Policy: d.Policy, PolicyVersion: d.PolicyVersion, PolicySHA256: d.PolicySHA256, PolicyRegistry: d.PolicyRegistry}
 	}
+	out.NotBefore, out.TimeoutMS, out.Schedule = timePtr(r.NotBefore), r.Timeout.Milliseconds(), r.Schedule
+	out.Attempt, out.MaxAttempts = max(r.Attempt, 1), max(r.MaxAttempts, 1)
+	out.RetryBackoffMS, out.RetryCapMS = r.RetryBase.Milliseconds(), r.RetryCap.Milliseconds()
+	if r.State == storage.StateRunning && r.Timeout > 0 && !r.StartedAt.IsZero() {
+		out.Deadline = timePtr(r.StartedAt.Add(r.Timeout))
+	}
+	out.Attempts = make([]Attempt, 0, len(r.Attempts))
+	for _, a := range r.Attempts {
+		out.Attempts = append(out.Attempts, Attempt{N: a.N, Worker: a.Worker, StartedAt: timePtr(a.StartedAt),
+			FinishedAt: timePtr(a.FinishedAt), Outcome: string(a.Outcome), Reason: a.Reason})
+	}
 	// A final run holds no slots (its record keeps the last assignment for
 	// the report's replay guard); show what it holds, not what it held.
 	if !r.State.Final() {
@@ -60,7 +71,17 @@ func groupOf(g storage.Group) Group {
 		w = storage.DefaultWindow
 	}
 	return Group{Name: g.Name, Policy: g.Policy, MaxActive: g.MaxActive, Window: w, Retention: retentionString(g.Retention),
-		Version: g.Version, Waiting: g.Waiting, Active: g.Active}
+		Version: g.Version, Waiting: g.Waiting, Active: g.Active, Delayed: g.Delayed,
+		RunTimeoutMS: g.RunTimeout.Milliseconds(), MaxAttempts: g.Retry.MaxAttempts,
+		RetryBackoffMS: g.Retry.Base.Milliseconds(), RetryCapMS: g.Retry.Cap.Milliseconds()}
+}
+
+func scheduleOf(s storage.Schedule) Schedule {
+	return Schedule{Name: s.Name, Group: s.Group, Cron: s.Cron, TZ: s.TZ, Payload: s.Payload, Priority: s.Priority,
+		Slots: max(s.Slots, 1), TimeoutMS: s.Timeout.Milliseconds(), MaxAttempts: s.Retry.MaxAttempts,
+		RetryBackoffMS: s.Retry.Base.Milliseconds(), RetryCapMS: s.Retry.Cap.Milliseconds(), Paused: s.Paused,
+		Next: timePtr(s.Next), LastTick: timePtr(s.LastTick), LastRun: s.LastRun, Submitted: s.Submitted, Missed: s.Missed,
+		CreatedAt: timePtr(s.CreatedAt), UpdatedAt: timePtr(s.UpdatedAt)}
 }
 
 func groupDecisionOf(d storage.GroupDecisionRecord) GroupDecision {

@@ -45,6 +45,35 @@ type Run struct {
 	Decision *Decision `json:"decision"`
 	// Assignments are its task slots while it holds them, by task.
 	Assignments []Assignment `json:"assignments"`
+	// NotBefore: it is not launched before (null: no delay). A WAITING
+	// run whose not_before is ahead is not due yet: a delay, or (attempt
+	// > 1) its retry's backoff.
+	NotBefore *time.Time `json:"not_before"`
+	// TimeoutMS is each attempt's timeout (0: none); Deadline is when the
+	// running attempt times out (null unless RUNNING with a timeout).
+	TimeoutMS int64      `json:"timeout_ms"`
+	Deadline  *time.Time `json:"deadline"`
+	// Attempt is its current attempt, of MaxAttempts (1 of 1: no retries).
+	Attempt     int `json:"attempt"`
+	MaxAttempts int `json:"max_attempts"`
+	// RetryBackoffMS and RetryCapMS: attempt n+1 is due
+	// min(cap, backoff·2^(n-1)) after attempt n failed, half of it random.
+	RetryBackoffMS int64 `json:"retry_backoff_ms"`
+	RetryCapMS     int64 `json:"retry_cap_ms"`
+	// Attempts are its finished attempts, oldest first (the last 20).
+	Attempts []Attempt `json:"attempts"`
+	// Schedule is the schedule that submitted it ("": a client).
+	Schedule string `json:"schedule"`
+}
+
+// Attempt is one finished attempt of a run.
+type Attempt struct {
+	N          int        `json:"n"`
+	Worker     string     `json:"worker"`
+	StartedAt  *time.Time `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+	Outcome    string     `json:"outcome"` // SUCCEEDED, FAILED or STOPPED
+	Reason     string     `json:"reason"`
 }
 
 // Final reports whether the run has ended.
@@ -86,6 +115,14 @@ type Group struct {
 	Version   int64  `json:"version"`
 	Waiting   int    `json:"waiting"`
 	Active    int    `json:"active"`
+	// Delayed counts its WAITING runs not due yet (not in Waiting).
+	Delayed int `json:"delayed"`
+	// RunTimeoutMS, MaxAttempts, RetryBackoffMS and RetryCapMS are the
+	// defaults of runs submitted without their own (0: none).
+	RunTimeoutMS   int64 `json:"run_timeout_ms"`
+	MaxAttempts    int   `json:"max_attempts"`
+	RetryBackoffMS int64 `json:"retry_backoff_ms"`
+	RetryCapMS     int64 `json:"retry_cap_ms"`
 	// LatestDecision is its last applied decision (null if none).
 	LatestDecision *GroupDecision `json:"latest_decision"`
 	// Detail (Client.Group only; omitted from lists):
@@ -98,6 +135,34 @@ type Group struct {
 	QueueTruncated bool  `json:"queue_truncated,omitempty"`
 	// Decisions are its latest applied decisions, newest first.
 	Decisions []GroupDecision `json:"decisions,omitempty"`
+}
+
+// Schedule is a cron schedule: one run submitted to Group per tick.
+type Schedule struct {
+	Name  string `json:"name"`
+	Group string `json:"group"`
+	Cron  string `json:"cron"`
+	TZ    string `json:"tz"` // "" = UTC
+	// The runs it submits (0: the group's defaults).
+	Payload        string `json:"payload"`
+	Priority       int    `json:"priority"`
+	Slots          int    `json:"slots"`
+	TimeoutMS      int64  `json:"timeout_ms"`
+	MaxAttempts    int    `json:"max_attempts"`
+	RetryBackoffMS int64  `json:"retry_backoff_ms"`
+	RetryCapMS     int64  `json:"retry_cap_ms"`
+	Paused         bool   `json:"paused"`
+	// Next is its next tick (null when paused); LastTick and LastRun the
+	// last one submitted.
+	Next     *time.Time `json:"next"`
+	LastTick *time.Time `json:"last_tick"`
+	LastRun  string     `json:"last_run"`
+	// Submitted counts its ticks submitted; Missed the ticks skipped
+	// while no leader ran (the latest missed tick is submitted once).
+	Submitted int64      `json:"submitted"`
+	Missed    int64      `json:"missed"`
+	CreatedAt *time.Time `json:"created_at"`
+	UpdatedAt *time.Time `json:"updated_at"`
 }
 
 // GroupDecision is one applied decision of a group, in counts.

@@ -51,6 +51,8 @@ func TestRecords_goldens(t *testing.T) {
 	check("leader", l, err)
 	p, err := c.List(ctx, client.ListOptions{Group: recordtest.Group, Limit: 1})
 	check("page", p, err)
+	sc, err := c.Schedule(ctx, recordtest.Schedule)
+	check("schedule", sc, err)
 }
 
 // TestClient_List_lastPage: passing on the last page's Next gives an empty

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/client"
@@ -355,6 +356,14 @@ func (in *Inspector) explain(ctx context.Context, st *storage.Store, c *client.C
 	if err != nil {
 		return ex, false, err
 	}
+	if !ok && r.NotBefore != nil && r.Reason != "" && r.Attempt > 1 {
+		ex.Why = fmt.Sprintf("attempt %d of %d, retry due at %s (%s); %s", r.Attempt, r.MaxAttempts, fmtTime(*r.NotBefore), untilText(*r.NotBefore), r.Reason)
+		return ex, false, nil
+	}
+	if !ok && r.NotBefore != nil {
+		ex.Why = fmt.Sprintf("not due until %s (%s): it joins the group's queue then", fmtTime(*r.NotBefore), untilText(*r.NotBefore))
+		return ex, false, nil
+	}
 	if !ok { // it left the queue meanwhile
 		return ex, true, nil
 	}
@@ -412,6 +421,17 @@ func (in *Inspector) explain(ctx context.Context, st *storage.Store, c *client.C
 		ex.Why = fmt.Sprintf("waits: the policy does not launch it now (%d waiting runs ahead, %d active of max_active %d)", ahead, active, maxActive)
 	}
 	return ex, false, nil
+}
+
+func fmtTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+
+// untilText is "in 4m0s" for a time ahead, "due now" for one passed (the
+// leader moves it at once).
+func untilText(t time.Time) string {
+	if d := time.Until(t); d > 0 {
+		return "in " + d.Round(time.Second).String()
+	}
+	return "due now"
 }
 
 // CheckGroupPolicy reports whether name can decide a group in st's

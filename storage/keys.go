@@ -54,6 +54,27 @@ func (k Keys) Waiting(g string) string { return k.p + "group:" + g + ":waiting" 
 // entry, every script that removes from it deletes the entry.
 func (k Keys) WaitInfo(g string) string { return k.p + "group:" + g + ":winfo" }
 
+// Delayed is the zset of group g's WAITING runs that are not due yet (a
+// not_before ahead, or a retry's backoff), by when they are due (ms). They
+// are in no snapshot; the leader moves the due ones into Waiting
+// (due.lua), and Timers holds the group's earliest.
+func (k Keys) Delayed(g string) string { return k.p + "group:" + g + ":delayed" }
+
+// Timers is the zset of groups -> when (ms) the leader must look at the
+// group again: its earliest Delayed run. One entry per group, whatever its
+// depth; it lives in Redis, so a new leader fires what a deposed one did not.
+func (k Keys) Timers() string { return k.p + "timers" }
+
+// Schedules is the zset of cron schedule names -> their next tick (ms);
+// a paused schedule is not in it.
+func (k Keys) Schedules() string { return k.p + "schedules" }
+
+// ScheduleNames is the set of every schedule's name, paused or not.
+func (k Keys) ScheduleNames() string { return k.p + "schedule-names" }
+
+// Schedule is the hash of schedule name: its spec and its last tick.
+func (k Keys) Schedule(name string) string { return k.p + "schedule:" + name }
+
 // Retire is the zset of groups with finished runs -> when (ms) the oldest
 // may be due for removal (0: look now): the retention task's index, so it
 // visits only the groups that have something due (expire.lua rescores).
@@ -112,7 +133,8 @@ func (k Keys) Free() string { return k.p + "free" }
 func (k Keys) SlotEvents() string { return k.p + "slot-events" }
 
 // WorkEvents is the pub/sub channel on which submit and report announce
-// that a group has work (payload: the group), so the leader's coordinator
+// that a group has work (payload: the group; TimerEvent when only the
+// timers changed: a delayed run or a retry), so the leader's coordinator
 // wakes at once instead of at its next poll. Advisory: the dirty set is
 // the truth, and the coordinator still polls it.
 func (k Keys) WorkEvents() string { return k.p + "work-events" }

@@ -64,6 +64,13 @@ type Group struct {
 	// DiscardBelow: WAITING runs with a smaller seq are discarded by a
 	// decision's discard_below and being drained (read by Snapshot only).
 	DiscardBelow int64
+	// Delayed is the number of WAITING runs not due yet (a not_before
+	// ahead or a retry's backoff): they are not in Waiting.
+	Delayed int
+	// RunTimeout and Retry are the defaults of the runs submitted to the
+	// group that do not set their own (0: none).
+	RunTimeout time.Duration
+	Retry      Retry
 }
 
 // Bounds of a group's settings and of what one decision reads.
@@ -95,6 +102,106 @@ type SubmitRequest struct {
 	// submit with the same key within IdempotencyTTL returns the first
 	// one's run (while it exists) instead of submitting another.
 	IdempotencyKey string
+	// NotBefore (zero = none): the run is not launched before it (Redis
+	// time); it waits outside its group's queue until then. A time at or
+	// before now is now; at most MaxNotBefore ahead.
+	NotBefore time.Time
+	// Timeout (0 = the group's run timeout, if any; else none): the worker
+	// stops an attempt after it (FAILED "timed out after D"); 1ms..MaxTimeout.
+	Timeout time.Duration
+	// Retry (zero = the group's): how often and how soon a FAILED attempt
+	// is tried again.
+	Retry Retry
+}
+
+// Retry is a run's retry policy: up to MaxAttempts attempts; attempt n+1
+// is due min(Cap, Base·2^(n-1)) after attempt n failed, half of that
+// fixed and half random (equal jitter). A STOPPED or DISCARDED run is
+// never retried.
+type Retry struct {
+	MaxAttempts int           // 1..MaxAttempts (1: no retry); 0 = the group's, else 1
+	Base, Cap   time.Duration // 0 = the group's, else DefaultRetryBase, DefaultRetryCap
+}
+
+// Bounds and defaults of runs in time.
+const (
+	MaxNotBefore     = 366 * 24 * time.Hour
+	MaxTimeout       = 30 * 24 * time.Hour
+	MaxAttempts      = 100
+	DefaultRetryBase = time.Second
+	DefaultRetryCap  = 10 * time.Minute
+	MaxRetryCap      = 7 * 24 * time.Hour
+	// AttemptsKept is how many attempts a run records (the latest).
+	AttemptsKept = 20
+)
+
+// TimedOutReason is the reason of an attempt stopped at its timeout d.
+func TimedOutReason(d time.Duration) string { return "timed out after " + d.String() }
+
+// validate checks r (op names the caller); a zero Retry is valid.
+func (r Retry) validate(op, what string) error {
+	switch {
+	case r.MaxAttempts < 0 || r.MaxAttempts > MaxAttempts:
+		return invalid(op, "%s: max attempts %d outside 1..%d", what, r.MaxAttempts, MaxAttempts)
+	case r.Base < 0 || (r.Base > 0 && r.Base < time.Millisecond) || r.Base > MaxRetryCap:
+		return invalid(op, "%s: retry backoff %v outside 1ms..%v", what, r.Base, MaxRetryCap)
+	case r.Cap < 0 || (r.Cap > 0 && r.Cap < time.Millisecond) || r.Cap > MaxRetryCap:
+		return invalid(op, "%s: retry backoff cap %v outside 1ms..%v", what, r.Cap, MaxRetryCap)
+	case r.Cap > 0 && r.Base > r.Cap:
+		return invalid(op, "%s: retry backoff %v is above its cap %v", what, r.Base, r.Cap)
+	}
+	return nil
+}
+
+// backoff is the run hash's "base_ms,cap_ms" ("" = the group's or the
+// default; a cap alone keeps the default base, below the cap).
+func (r Retry) backoff() string {
+	if r.Base == 0 && r.Cap == 0 {
+		return ""
+	}
+	b, c := r.Base, r.Cap
+	if b == 0 {
+		b = min(DefaultRetryBase, c)
+	}
+	if c == 0 {
+		c = max(DefaultRetryCap, b)
+	}
+	return fmt.Sprintf("%d,%d", b.Milliseconds(), c.Milliseconds())
+}
+
+func validTimeout(op, what string, d time.Duration) error {
+	if d < 0 || (d > 0 && d < time.Millisecond) || d > MaxTimeout {
+		return invalid(op, "%s: timeout %v outside 1ms..%v", what, d, MaxTimeout)
+	}
+	return nil
+}
+
+// Attempt is one attempt of a run with retries (Run.Attempts).
+type Attempt struct {
+	N                     int
+	Worker                string
+	StartedAt, FinishedAt time.Time
+	Outcome               State // SUCCEEDED, FAILED or STOPPED
+	Reason                string
+}
+
+// parseAttempts parses a run's attempts field (attempt_log in _lib.lua).
+func parseAttempts(v string) []Attempt {
+	if v == "" {
+		return nil
+	}
+	var out []Attempt
+	for _, e := range strings.Split(v, "\x1e") {
+		p := strings.SplitN(e, "\x1f", 6)
+		if len(p) < 6 {
+			continue
+		}
+		n, _ := strconv.Atoi(p[0])
+		st, _ := strconv.ParseInt(p[2], 10, 64)
+		fin, _ := strconv.ParseInt(p[3], 10, 64)
+		out = append(out, Attempt{N: n, Worker: p[1], StartedAt: msTime(st), FinishedAt: msTime(fin), Outcome: State(p[4]), Reason: p[5]})
+	}
+	return out
 }
 
 // Idempotency bounds.
@@ -132,6 +239,18 @@ type Run struct {
 	SubmittedAt, LaunchedAt, StartedAt, FinishedAt time.Time
 	Reason                                         string
 	Assignments                                    []Assignment // set at allocation, by task
+	// NotBefore: not launched before it (zero: none); a WAITING run with
+	// NotBefore ahead is not due yet (a delay, or a retry's backoff).
+	NotBefore time.Time
+	Timeout   time.Duration // per attempt; 0 = none
+	// Attempt is the current attempt (1 before any retry), of MaxAttempts.
+	Attempt, MaxAttempts int
+	RetryBase, RetryCap  time.Duration // with MaxAttempts > 1
+	// Attempts are its finished attempts, oldest first (the last
+	// AttemptsKept), recorded when MaxAttempts > 1.
+	Attempts []Attempt
+	// Schedule is the schedule that submitted it ("" = a client).
+	Schedule string
 }
 
 // runFields is the order of run fields returned by scripts and HMGET.
@@ -140,7 +259,8 @@ type Run struct {
 var runFields = []string{"id", "group", "seq", "state", "slots", "priority", "payload", "duration_ms",
 	"policy", "policy_version", "submitted_at", "launched_at", "started_at", "finished_at", "reason", "assign",
 	"decision", "decision_epoch", "decided_at", "decision_action", "decision_reason", "policy_sha256", "policy_registry",
-	"decision_policy", "decision_policy_version", "dec"}
+	"decision_policy", "decision_policy_version", "dec",
+	"not_before", "timeout_ms", "attempt", "max_attempts", "backoff", "attempts", "schedule"}
 
 // RunDecision is the record of the decision that launched, discarded or
 // stopped a run.
@@ -180,7 +300,7 @@ func parseRun(vals []any) (Run, bool) {
 		return Run{}, false
 	}
 	atoi := func(i int) int { n, _ := strconv.Atoi(str(vals[i])); return n }
-	return Run{
+	r := Run{
 		ID: str(vals[0]), Group: str(vals[1]), Seq: toInt64(vals[2]), State: State(str(vals[3])),
 		Slots: atoi(4), Priority: atoi(5), Payload: str(vals[6]),
 		Duration: time.Duration(toInt64(vals[7])) * time.Millisecond,
@@ -189,7 +309,29 @@ func parseRun(vals []any) (Run, bool) {
 		StartedAt: msTime(toInt64(vals[12])), FinishedAt: msTime(toInt64(vals[13])),
 		Reason: str(vals[14]), Assignments: parseAssign(str(vals[15])),
 		Decision: parseRunDecision(vals),
-	}, true
+	}
+	parseRunTime(&r, vals[26:])
+	return r, true
+}
+
+// parseRunTime fills r's time fields from not_before, timeout_ms,
+// attempt, max_attempts, backoff, attempts.
+func parseRunTime(r *Run, vals []any) {
+	if len(vals) < 6 {
+		return
+	}
+	r.NotBefore = msTime(toInt64(vals[0]))
+	r.Timeout = time.Duration(toInt64(vals[1])) * time.Millisecond
+	r.Attempt, r.MaxAttempts = max(int(toInt64(vals[2])), 1), max(int(toInt64(vals[3])), 1)
+	if b, c, ok := strings.Cut(str(vals[4]), ","); ok {
+		bn, _ := strconv.ParseInt(b, 10, 64)
+		cn, _ := strconv.ParseInt(c, 10, 64)
+		r.RetryBase, r.RetryCap = time.Duration(bn)*time.Millisecond, time.Duration(cn)*time.Millisecond
+	}
+	r.Attempts = parseAttempts(str(vals[5]))
+	if len(vals) > 6 {
+		r.Schedule = str(vals[6])
+	}
 }
 
 func parseRunDecision(vals []any) *RunDecision {
@@ -277,6 +419,12 @@ type GroupSettings struct {
 	// forever, RetentionDefault = the namespace default, else > 0 (whole
 	// milliseconds).
 	Retention *time.Duration
+	// RunTimeout (nil = keep; 0 = none) is the timeout of the runs
+	// submitted without one.
+	RunTimeout *time.Duration
+	// Retry (nil = keep; a zero Retry = none) is the retry policy of the
+	// runs submitted without one.
+	Retry *Retry
 }
 
 // RetentionDefault, as GroupSettings.Retention, returns a group to the
@@ -314,15 +462,49 @@ func (s *Store) SetGroupSettings(ctx context.Context, name string, gs GroupSetti
 			ret = strconv.FormatInt(r.Milliseconds(), 10)
 		}
 	}
+	timeout, maxa, backoff := "", "", ""
+	if d := gs.RunTimeout; d != nil {
+		if err := validTimeout(op, "group "+name, *d); err != nil {
+			return Group{}, err
+		}
+		timeout = strconv.FormatInt(d.Milliseconds(), 10)
+	}
+	if r := gs.Retry; r != nil {
+		if err := r.validate(op, "group "+name); err != nil {
+			return Group{}, err
+		}
+		maxa, backoff = strconv.Itoa(r.MaxAttempts), r.backoff()
+		if backoff == "" {
+			backoff = "-"
+		}
+	}
 	k := s.k
-	v, err := s.run(ctx, op, "set_group", []string{k.Groups(), k.Group(name), k.Dirty(), k.Waiting(name), k.Active(name), k.GroupGen(), k.Retire()},
-		name, gs.Policy, gs.MaxActive, gs.Window, ret, k.WorkEvents())
+	v, err := s.run(ctx, op, "set_group", []string{k.Groups(), k.Group(name), k.Dirty(), k.Waiting(name), k.Active(name), k.GroupGen(), k.Retire(),
+		k.Delayed(name)}, name, gs.Policy, gs.MaxActive, gs.Window, ret, k.WorkEvents(), timeout, maxa, backoff)
 	if err != nil {
 		return Group{}, err
 	}
 	a := v.([]any)
-	return Group{Name: name, Policy: str(a[0]), MaxActive: int(toInt64(a[1])), Version: toInt64(a[2]),
-		Waiting: int(toInt64(a[3])), Active: int(toInt64(a[4])), Window: int(toInt64(a[5])), Retention: retention(a[6])}, nil
+	for len(a) < 11 {
+		a = append(a, nil)
+	}
+	g := Group{Name: name, Policy: str(a[0]), MaxActive: int(toInt64(a[1])), Version: toInt64(a[2]),
+		Waiting: int(toInt64(a[3])), Active: int(toInt64(a[4])), Window: int(toInt64(a[5])), Retention: retention(a[6]),
+		Delayed: int(toInt64(a[10]))}
+	g.RunTimeout, g.Retry = groupRunDefaults(a[7], a[8], a[9])
+	return g, nil
+}
+
+// groupRunDefaults parses a group's run_timeout_ms, max_attempts and
+// backoff fields.
+func groupRunDefaults(timeout, maxa, backoff any) (time.Duration, Retry) {
+	r := Retry{MaxAttempts: int(toInt64(maxa))}
+	if b, c, ok := strings.Cut(str(backoff), ","); ok {
+		bn, _ := strconv.ParseInt(b, 10, 64)
+		cn, _ := strconv.ParseInt(c, 10, 64)
+		r.Base, r.Cap = time.Duration(bn)*time.Millisecond, time.Duration(cn)*time.Millisecond
+	}
+	return time.Duration(toInt64(timeout)) * time.Millisecond, r
 }
 
 // deleteChunk bounds the waiting runs one delete_group call discards (one
@@ -346,11 +528,15 @@ func (s *Store) DeleteGroup(ctx context.Context, name string, force bool, reason
 		f = "1"
 	}
 	for {
-		keys := []string{k.Groups(), k.Group(name), k.Waiting(name), k.Active(name), k.Dirty(), k.WaitInfo(name), k.Finished(name), k.Retire()}
+		keys := []string{k.Groups(), k.Group(name), k.Waiting(name), k.Active(name), k.Dirty(), k.WaitInfo(name), k.Finished(name), k.Retire(),
+			k.Delayed(name), k.Timers()}
 		args := []any{name, f, reason, k.RunEvents()}
 		var ids []string
 		if force {
-			if ids, err = s.c.ZRange(ctx, k.Waiting(name), 0, deleteChunk-1).Result(); err != nil {
+			if ids, err = s.c.ZRange(ctx, k.Waiting(name), 0, deleteChunk-1).Result(); err == nil && len(ids) == 0 {
+				ids, err = s.c.ZRange(ctx, k.Delayed(name), 0, deleteChunk-1).Result()
+			}
+			if err != nil {
 				return discarded, fmt.Errorf("storage: %s %s: %w", op, name, err)
 			}
 		}
@@ -404,14 +590,15 @@ func (s *Store) getGroups(ctx context.Context, names []string) ([]Group, error) 
 		return nil, nil
 	}
 	type cmds struct {
-		h    *redis.SliceCmd
-		w, a *redis.IntCmd
+		h       *redis.SliceCmd
+		w, a, d *redis.IntCmd
 	}
 	cs := make([]cmds, len(names))
 	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, n := range names {
-			cs[i] = cmds{p.HMGet(ctx, s.k.Group(n), "policy", "max_active", "version", "window", "retention_ms"),
-				p.ZCard(ctx, s.k.Waiting(n)), p.ZCard(ctx, s.k.Active(n))}
+			cs[i] = cmds{p.HMGet(ctx, s.k.Group(n), "policy", "max_active", "version", "window", "retention_ms",
+				"run_timeout_ms", "max_attempts", "backoff"),
+				p.ZCard(ctx, s.k.Waiting(n)), p.ZCard(ctx, s.k.Active(n)), p.ZCard(ctx, s.k.Delayed(n))}
 		}
 		return nil
 	})
@@ -424,8 +611,11 @@ func (s *Store) getGroups(ctx context.Context, names []string) ([]Group, error) 
 		if v[0] == nil {
 			continue
 		}
-		out = append(out, Group{Name: n, Policy: str(v[0]), MaxActive: int(toInt64(v[1])), Version: toInt64(v[2]),
-			Window: int(toInt64(v[3])), Retention: retention(v[4]), Waiting: int(cs[i].w.Val()), Active: int(cs[i].a.Val())})
+		g := Group{Name: n, Policy: str(v[0]), MaxActive: int(toInt64(v[1])), Version: toInt64(v[2]),
+			Window: int(toInt64(v[3])), Retention: retention(v[4]), Waiting: int(cs[i].w.Val()), Active: int(cs[i].a.Val()),
+			Delayed: int(cs[i].d.Val())}
+		g.RunTimeout, g.Retry = groupRunDefaults(v[5], v[6], v[7])
+		out = append(out, g)
 	}
 	return out, nil
 }
@@ -539,10 +729,34 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 	if len(r.IdempotencyKey) > MaxIdempotencyKey {
 		return r, scriptCall{}, invalid(op, "idempotency key is %d bytes, at most %d", len(r.IdempotencyKey), MaxIdempotencyKey)
 	}
+	var nb int64
+	if !r.NotBefore.IsZero() {
+		if time.Until(r.NotBefore) > MaxNotBefore {
+			return r, scriptCall{}, invalid(op, "run %s: not_before %s is more than %v ahead", r.ID, r.NotBefore.UTC().Format(time.RFC3339), MaxNotBefore)
+		}
+		nb = max(r.NotBefore.UnixMilli(), 0)
+	}
+	if r.Timeout != 0 {
+		if err := validTimeout(op, "run "+r.ID, r.Timeout); err != nil {
+			return r, scriptCall{}, err
+		}
+	}
+	if err := r.Retry.validate(op, "run "+r.ID); err != nil {
+		return r, scriptCall{}, err
+	}
+	timeout, maxa := "", ""
+	if r.Timeout > 0 {
+		timeout = strconv.FormatInt(r.Timeout.Milliseconds(), 10)
+	}
+	if r.Retry.MaxAttempts > 0 {
+		maxa = strconv.Itoa(r.Retry.MaxAttempts)
+	}
 	k := s.k
 	c := scriptCall{
-		keys: []string{k.Seq(), k.Groups(), k.Group(r.Group), k.Waiting(r.Group), k.Dirty(), k.Run(r.ID), k.Runs(), k.GroupGen(), k.WaitInfo(r.Group)},
-		args: []any{r.Group, r.ID, r.Slots, r.Priority, r.Payload, r.Duration.Milliseconds(), newID("op-"), k.WorkEvents(), k.RunEvents()},
+		keys: []string{k.Seq(), k.Groups(), k.Group(r.Group), k.Waiting(r.Group), k.Dirty(), k.Run(r.ID), k.Runs(), k.GroupGen(), k.WaitInfo(r.Group),
+			k.Delayed(r.Group), k.Timers()},
+		args: []any{r.Group, r.ID, r.Slots, r.Priority, r.Payload, r.Duration.Milliseconds(), newID("op-"), k.WorkEvents(), k.RunEvents(),
+			nb, timeout, maxa, r.Retry.backoff(), Retry{Base: DefaultRetryBase, Cap: DefaultRetryCap}.backoff()},
 	}
 	if r.IdempotencyKey != "" {
 		c.keys = append(c.keys, k.Idempotency(digest.SHA256([]byte(r.IdempotencyKey))))
@@ -559,21 +773,27 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 // compares a chosen id itself), so a reused idempotency key is recognised
 // as the same request or refused (ErrConflict) as another one.
 func (r SubmitRequest) fingerprint() string {
-	return digest.Short(digest.SHA256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%d\x00%s",
-		r.Group, r.Slots, r.Priority, r.Duration.Milliseconds(), r.Payload)))
+	return digest.Short(digest.SHA256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%d\x00%s\x00%d\x00%d\x00%d\x00%s",
+		r.Group, r.Slots, r.Priority, r.Duration.Milliseconds(), r.Payload,
+		r.NotBefore.UnixMilli(), r.Timeout.Milliseconds(), r.Retry.MaxAttempts, r.Retry.backoff())))
 }
 
 func submittedRun(r SubmitRequest, v any) Run {
 	a, _ := v.([]any)
-	for len(a) < 4 {
+	for len(a) < 7 {
 		a = append(a, nil)
 	}
 	if id, ok := a[3].(string); ok && id != "" {
 		r.ID = id
 	}
-	return Run{ID: r.ID, Group: r.Group, Seq: toInt64(a[0]), State: StateWaiting, Slots: r.Slots,
+	run := Run{ID: r.ID, Group: r.Group, Seq: toInt64(a[0]), State: StateWaiting, Slots: r.Slots,
 		Priority: r.Priority, Payload: r.Payload, Duration: r.Duration.Truncate(time.Millisecond),
-		SubmittedAt: msTime(toInt64(a[1]))}
+		SubmittedAt: msTime(toInt64(a[1])), Timeout: time.Duration(toInt64(a[5])) * time.Millisecond,
+		Attempt: 1, MaxAttempts: max(int(toInt64(a[6])), 1)}
+	if toInt64(a[4]) == 0 && toInt64(a[2]) == 0 {
+		run.NotBefore = time.UnixMilli(r.NotBefore.UnixMilli())
+	}
+	return run
 }
 
 // SubmitResult is one run of a SubmitBatch.
@@ -1238,19 +1458,9 @@ func (s *Store) ExpireBatch(ctx context.Context, f Fence, groups []string, def t
 			args: append(f.args(), k.RunPrefix(), def.Milliseconds(), ExpireChunk, g)})
 		pos = append(pos, i)
 	}
-	vals, errs := s.runPipe(ctx, "expire", "expire", calls)
-	for j, i := range pos {
-		if errs[j] != nil {
-			out[i].Err = errs[j]
-			continue
-		}
-		a, _ := vals[j].([]any)
-		if len(a) < 2 {
-			out[i].Err = fmt.Errorf("storage: expire: unexpected reply %v", vals[j])
-			continue
-		}
+	s.pipeReplies(ctx, "expire", "expire", calls, pos, 2, func(i int, err error) { out[i].Err = err }, func(i int, a []any) {
 		out[i] = ExpireResult{Removed: int(toInt64(a[0])), More: toInt64(a[1]) == 1}
-	}
+	})
 	return out
 }
 
@@ -1351,7 +1561,7 @@ func (s *Store) RequestStop(ctx context.Context, id, reason string) (Run, error)
 	}
 	k := s.k
 	if _, err := s.run(ctx, op, "request_stop",
-		[]string{k.Run(id), k.Group(g), k.Waiting(g), k.Active(g), k.Launched(), k.Dirty(), k.Finished(g), k.WaitInfo(g), k.Retire()},
+		[]string{k.Run(id), k.Group(g), k.Waiting(g), k.Active(g), k.Launched(), k.Dirty(), k.Finished(g), k.WaitInfo(g), k.Retire(), k.Delayed(g)},
 		id, g, reason, k.RunEvents(), k.SlotEvents(), k.WorkEvents()); err != nil {
 		return Run{}, err
 	}

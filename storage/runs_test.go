@@ -522,7 +522,7 @@ func TestStore_bulkDeletesAreChunked(t *testing.T) {
 		for _, c := range rec.Commands() {
 			if c.Name == "script delete_group" {
 				calls++
-				if c.Keys > 8+100 {
+				if c.Keys > 10+100 {
 					t.Fatalf("a delete_group call with %d keys: more than 100 runs in one script", c.Keys)
 				}
 			}

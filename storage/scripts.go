@@ -21,6 +21,8 @@ var scriptFS embed.FS
 // to each as well, after the helpers (KEYS[1]=fence, KEYS[2]=lock, ARGV[1]=epoch, ARGV[2]=holder).
 var fenced = map[string]bool{
 	"apply":          true,
+	"due":            true,
+	"fire_schedule":  true,
 	"drain":          true,
 	"expire":         true,
 	"allocate_batch": true,

@@ -348,7 +348,7 @@ func (s *Store) reportCall(identity, g, runID, token string, outcome State, reas
 	k := s.k
 	return scriptCall{
 		keys: []string{k.Run(runID), k.Slots(), k.Free(), k.Group(g), k.Active(g), k.Retire(), k.Restore(), k.Dirty(), k.Finished(g),
-			k.Waiting(g), k.WaitInfo(g)},
+			k.Waiting(g), k.WaitInfo(g), k.Delayed(g), k.Timers()},
 		args: []any{identity, runID, token, string(outcome), reason, g, k.WorkEvents(), k.RunEvents(), DefaultWindow},
 	}
 }
@@ -694,6 +694,8 @@ func (s *Store) RestoreApply(ctx context.Context, f Fence, runID string, reuseTa
 // FailRun makes an active run FAILED (reason recorded), releases the slots
 // it still holds and removes it from active/launched/restore. Fenced. An
 // already FAILED run is a no-op; WAITING or other final states ErrBadState.
+// A RUNNING run with attempts left goes back to WAITING for its retry
+// instead (as a FAILED report).
 func (s *Store) FailRun(ctx context.Context, f Fence, runID, reason string) error {
 	const op = "fail run"
 	g, err := s.runGroup(ctx, op, runID)
@@ -703,6 +705,7 @@ func (s *Store) FailRun(ctx context.Context, f Fence, runID, reason string) erro
 	k := s.k
 	args := append(f.args(), runID, reason, g, k.RunEvents(), k.WorkEvents())
 	_, err = s.run(ctx, op, "fail_run",
-		[]string{k.Fence(), k.Lock(), k.Run(runID), k.Group(g), k.Active(g), k.Launched(), k.Restore(), k.Slots(), k.Free(), k.Dirty(), k.Finished(g), k.Retire()}, args...)
+		[]string{k.Fence(), k.Lock(), k.Run(runID), k.Group(g), k.Active(g), k.Launched(), k.Restore(), k.Slots(), k.Free(), k.Dirty(), k.Finished(g), k.Retire(),
+			k.Delayed(g), k.Timers()}, args...)
 	return err
 }

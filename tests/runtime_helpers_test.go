@@ -134,6 +134,8 @@ type Execution struct {
 	Worker string // the journal's name (the test's worker name)
 	Run    string
 	Token  string
+	// Attempt is the run's attempt the execution is (1 without retries).
+	Attempt int
 }
 
 // ReadJournals reads worker journals (name -> path) and returns every
@@ -152,11 +154,12 @@ func ReadJournals(t testing.TB, journals map[string]string) []Execution {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
 			fs := strings.Fields(sc.Text())
-			if len(fs) != 2 {
+			if len(fs) != 3 {
 				f.Close()
 				t.Fatalf("journal %s: bad line %q", name, sc.Text())
 			}
-			out = append(out, Execution{Worker: name, Run: fs[0], Token: fs[1]})
+			att, _ := strconv.Atoi(fs[2])
+			out = append(out, Execution{Worker: name, Run: fs[0], Token: fs[1], Attempt: att})
 		}
 		f.Close()
 	}

@@ -89,6 +89,7 @@ Examples:
 			&cli.BoolFlag{Name: "script-times", Usage: "report each script's Redis time per run (sets the server's slowlog-log-slower-than to 0 and reads its SLOWLOG while the runs go, which slows the engine a little; restored afterwards)"},
 			&cli.BoolFlag{Name: "slowlog", Usage: "report the slowest Redis commands of the run (sets the server's slowlog-log-slower-than to 1ms and resets its SLOWLOG; restored afterwards)"},
 			&cli.StringFlag{Name: "log-level", Value: "warn", Usage: "log `LEVEL` of the in-process hosts and workers"},
+			&cli.DurationFlag{Name: "delay", Usage: "submit every run with the same not_before, the first whole second `D` after the start: how long until all are launched once due, and what the namespace sends while they wait", DefaultText: "none"},
 		},
 		Action: benchAction,
 	}
@@ -131,6 +132,7 @@ func benchAction(c *cli.Context) error {
 		LeaseTTL:     c.Duration("lease-ttl"),
 		Keep:         c.Bool("keep"),
 		CPUProfile:   c.String("cpuprofile"),
+		Delay:        c.Duration("delay"),
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {

@@ -194,6 +194,8 @@ func flagValues(ctx context.Context, flag string, typed map[string]string) []str
 		return client.States
 	case "lang":
 		return []string{"go", "rust", "c"}
+	case "tz":
+		return []string{"UTC", "Europe/London", "Europe/Paris", "America/New_York", "America/Los_Angeles", "Asia/Tokyo"}
 	case "group":
 		return names(ctx, typed, "groups")
 	case "policy": // of a group: serial ones
@@ -215,6 +217,8 @@ func argValues(ctx context.Context, path string, typed map[string]string) []stri
 		return names(ctx, typed, "runs")
 	case "policy push", "policy activate", "policy rollback", "policy delete", "policy list", "policy test":
 		return names(ctx, typed, "policies")
+	case "schedule set", "schedule show", "schedule pause", "schedule resume", "schedule delete":
+		return names(ctx, typed, "schedules")
 	case "completion":
 		return []string{"bash", "zsh", "fish"}
 	}
@@ -271,6 +275,11 @@ func names(ctx context.Context, typed map[string]string, what string) []string {
 		p, _ := c.List(ctx, client.ListOptions{Limit: client.MaxListLimit})
 		for _, r := range p.Runs {
 			out = append(out, r.ID)
+		}
+	case "schedules":
+		scs, _ := c.Schedules(ctx)
+		for _, sc := range scs {
+			out = append(out, sc.Name)
 		}
 	case "policies":
 		ps, _ := c.Policies(ctx)

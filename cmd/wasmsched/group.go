@@ -72,6 +72,16 @@ func policyProblem(err error) string {
 // groupDetailTable prints what group show adds to the group's row: its
 // active runs, the head of its queue and its latest decisions.
 func groupDetailTable(w io.Writer, g client.Group) {
+	if g.RunTimeoutMS > 0 || g.MaxAttempts > 1 {
+		fmt.Fprintln(w, "\nRUN DEFAULTS")
+		if g.RunTimeoutMS > 0 {
+			fmt.Fprintf(w, "timeout\t%v\n", time.Duration(g.RunTimeoutMS)*time.Millisecond)
+		}
+		if g.MaxAttempts > 1 {
+			fmt.Fprintf(w, "attempts\t%d (backoff %v, cap %v)\n", g.MaxAttempts, orDefault(g.RetryBackoffMS, storage.DefaultRetryBase),
+				orDefault(g.RetryCapMS, storage.DefaultRetryCap))
+		}
+	}
 	if len(g.ActiveRuns) > 0 {
 		fmt.Fprintln(w, "\nACTIVE\tSTATE\tSEQ\tSTARTED\tSLOTS")
 		for _, r := range g.ActiveRuns {
@@ -102,9 +112,9 @@ func groupDetailTable(w io.Writer, g client.Group) {
 }
 
 func groupsTable(w io.Writer, gs []client.Group) {
-	fmt.Fprintln(w, "NAME\tPOLICY\tMAX_ACTIVE\tWINDOW\tRETENTION\tWAITING\tACTIVE\tVERSION")
+	fmt.Fprintln(w, "NAME\tPOLICY\tMAX_ACTIVE\tWINDOW\tRETENTION\tWAITING\tDELAYED\tACTIVE\tVERSION")
 	for _, g := range gs {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\n", g.Name, g.Policy, g.MaxActive, g.Window, g.Retention, g.Waiting, g.Active, g.Version)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\n", g.Name, g.Policy, g.MaxActive, g.Window, g.Retention, g.Waiting, g.Delayed, g.Active, g.Version)
 	}
 }
 
@@ -224,17 +234,23 @@ priority discard the rest with one discard_below). Default 16.
 FAILED, STOPPED, DISCARDED) D after they finished, with every index entry;
 0 keeps them forever, "default" returns to the leader's serve --retention.
 
+--run-timeout D, --max-attempts N, --retry-backoff D, --retry-cap D are the
+defaults of the runs submitted afterwards without their own (see submit
+--help): each attempt stopped after D, up to N attempts with backoff.
+--run-timeout 0 removes the timeout; --max-attempts 1 the retries.
+
 Examples:
    wasmsched group set nightly
    wasmsched group set nightly --policy priority
-   wasmsched group set etl --policy discard --max-active 1 -o json`,
-		Flags: []cli.Flag{
+   wasmsched group set etl --policy discard --max-active 1 -o json
+   wasmsched group set etl --run-timeout 20m --max-attempts 3 --retry-backoff 30s`,
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "policy", Aliases: []string{"p"}, Usage: "serial policy `NAME` (wait, discard, priority, or a pushed one)"},
 			&cli.IntFlag{Name: "max-active", Aliases: []string{"m"}, Usage: fmt.Sprintf("at most `N` (1 to %d) active runs (a new group: 1)", storage.MaxMaxActive), DefaultText: "kept"},
 			&cli.StringFlag{Name: "retention", Usage: "keep the group's finished runs for `D` (36h, 7d), 0 = forever, default = the leader's serve --retention (7d unless set)", DefaultText: "kept"},
 			&cli.IntFlag{Name: "window", Usage: fmt.Sprintf("a decision sees the oldest and the newest `N` (1 to %d) waiting runs of a deeper group (a new group: %d)", storage.MaxWindow, storage.DefaultWindow), DefaultText: "kept"},
 			&cli.BoolFlag{Name: "allow-unpushed", Usage: "accept a --policy name that is not pushed yet (its runs wait until it is)"},
-		},
+		}, runTimeFlags("run-")...),
 		Action: groupSet,
 	}
 }
@@ -322,6 +338,17 @@ func groupSet(c *cli.Context) error {
 		}
 		retention = &d
 	}
+	timeout, r, err := runTimeOf(c, "run-")
+	if err != nil {
+		return err
+	}
+	var retry *client.Retry
+	if c.IsSet("max-attempts") || c.IsSet("retry-backoff") || c.IsSet("retry-cap") {
+		retry = &client.Retry{MaxAttempts: r.MaxAttempts, Backoff: r.Base, Cap: r.Cap}
+		if r.MaxAttempts == 1 {
+			retry = &client.Retry{} // no retries
+		}
+	}
 	policy := c.String("policy")
 	if c.IsSet("policy") {
 		if err := storage.ValidateName("policy", policy); err != nil {
@@ -342,9 +369,18 @@ func groupSet(c *cli.Context) error {
 			return err
 		}
 	}
-	g, err := clientOf(st).SetGroup(c.Context, name, client.GroupSettings{Policy: policy, MaxActive: maxActive, Window: window, Retention: retention})
+	g, err := clientOf(st).SetGroup(c.Context, name, client.GroupSettings{Policy: policy, MaxActive: maxActive, Window: window,
+		Retention: retention, RunTimeout: timeout, Retry: retry})
 	if err != nil {
 		return storeUsage(err)
 	}
 	return render(c, g, func(w io.Writer) { groupsTable(w, []client.Group{g}) })
+}
+
+// orDefault is ms as a duration, or def when 0.
+func orDefault(ms int64, def time.Duration) time.Duration {
+	if ms == 0 {
+		return def
+	}
+	return time.Duration(ms) * time.Millisecond
 }

@@ -158,8 +158,8 @@ func pageFlags(c *cli.Context) string {
 var runColumns = []struct {
 	name  string
 	width int
-}{{"ID", 20}, {"GROUP", 14}, {"SEQ", 7}, {"STATE", 9}, {"SLOTS", 5}, {"PRIO", 4}, {"POLICY", 8},
-	{"SUBMITTED", 23}, {"STARTED", 23}, {"FINISHED", 23}, {"REASON", 0}}
+}{{"ID", 20}, {"GROUP", 14}, {"SEQ", 7}, {"STATE", 9}, {"SLOTS", 5}, {"PRIO", 4}, {"ATTEMPT", 7}, {"POLICY", 8},
+	{"SUBMITTED", 23}, {"DUE", 23}, {"STARTED", 23}, {"FINISHED", 23}, {"REASON", 0}}
 
 func runsTable(w io.Writer, rs []client.Run) {
 	names := make([]string, len(runColumns))
@@ -175,8 +175,16 @@ func runsTable(w io.Writer, rs []client.Run) {
 // runCells is one row of runsTable; state is the state to show (runs
 // --watch shows the state an event announced).
 func runCells(r client.Run, state string) []string {
-	return []string{r.ID, r.Group, strconv.FormatInt(r.Seq, 10), state, strconv.Itoa(r.Slots), strconv.Itoa(r.Priority),
-		dash(r.Policy), tableTimeP(r.SubmittedAt), tableTimeP(r.StartedAt), tableTimeP(r.FinishedAt), dash(r.Reason)}
+	attempt := strconv.Itoa(max(r.Attempt, 1))
+	if r.MaxAttempts > 1 {
+		attempt += "/" + strconv.Itoa(r.MaxAttempts)
+	}
+	due := "-" // a WAITING run not due yet: when it is (a delay, or its retry)
+	if r.NotBefore != nil && r.State == string(storage.StateWaiting) && r.NotBefore.After(time.Now()) {
+		due = tableTimeP(r.NotBefore)
+	}
+	return []string{r.ID, r.Group, strconv.FormatInt(r.Seq, 10), state, strconv.Itoa(r.Slots), strconv.Itoa(r.Priority), attempt,
+		dash(r.Policy), tableTimeP(r.SubmittedAt), due, tableTimeP(r.StartedAt), tableTimeP(r.FinishedAt), dash(r.Reason)}
 }
 
 // tableTime is a time in tables: UTC, to the millisecond, "-" when zero.
@@ -326,6 +334,7 @@ func runShowTable(w io.Writer, r client.Run) {
 		fmt.Fprintf(w, "RAN FOR\t%v\n", r.FinishedAt.Sub(*r.StartedAt))
 	}
 	fmt.Fprintf(w, "REASON\t%s\n", dash(r.Reason))
+	runTimeTable(w, r)
 	if d := r.Decision; d != nil {
 		src := "built-in"
 		if d.PolicyRegistry > 0 {
@@ -339,6 +348,38 @@ func runShowTable(w io.Writer, r client.Run) {
 		fmt.Fprintln(w, "\nTASK\tWORKER\tSLOT\tTOKEN")
 		for _, a := range r.Assignments {
 			fmt.Fprintf(w, "%d\t%s\t%d\t%s\n", a.Task, a.Worker, a.Slot, a.Token)
+		}
+	}
+}
+
+// runTimeTable prints a run's time settings and attempts (only what is set).
+func runTimeTable(w io.Writer, r client.Run) {
+	if r.NotBefore != nil {
+		note := ""
+		if r.State == string(storage.StateWaiting) {
+			if d := time.Until(*r.NotBefore); d > 0 {
+				note = fmt.Sprintf(" (due in %v)", d.Round(time.Second))
+			}
+		}
+		fmt.Fprintf(w, "NOT BEFORE\t%s%s\n", tableTimeP(r.NotBefore), note)
+	}
+	if r.TimeoutMS > 0 {
+		fmt.Fprintf(w, "TIMEOUT\t%v\n", time.Duration(r.TimeoutMS)*time.Millisecond)
+	}
+	if r.Deadline != nil {
+		fmt.Fprintf(w, "DEADLINE\t%s\n", tableTimeP(r.Deadline))
+	}
+	if r.Schedule != "" {
+		fmt.Fprintf(w, "SCHEDULE\t%s\n", r.Schedule)
+	}
+	if r.MaxAttempts > 1 {
+		fmt.Fprintf(w, "ATTEMPT\t%d of %d (backoff %v, cap %v)\n", r.Attempt, r.MaxAttempts,
+			time.Duration(r.RetryBackoffMS)*time.Millisecond, time.Duration(r.RetryCapMS)*time.Millisecond)
+	}
+	if len(r.Attempts) > 0 {
+		fmt.Fprintln(w, "\nATTEMPT\tOUTCOME\tWORKER\tSTARTED\tFINISHED\tREASON")
+		for _, a := range r.Attempts {
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%s\n", a.N, a.Outcome, dash(a.Worker), tableTimeP(a.StartedAt), tableTimeP(a.FinishedAt), dash(a.Reason))
 		}
 	}
 }

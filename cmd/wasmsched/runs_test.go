@@ -691,6 +691,7 @@ func TestCLIRecords_goldens(t *testing.T) {
 	recordtest.Check(t, "slots", []byte(e.ok(nil, "slots")))
 	recordtest.Check(t, "leader", []byte(e.ok(nil, "leader")))
 	recordtest.Check(t, "explanation", []byte(e.ok(nil, "run", "explain", recordtest.Waiting)))
+	recordtest.Check(t, "schedule", []byte(e.ok(nil, "schedule", "show", recordtest.Schedule)))
 	var ps []json.RawMessage
 	e.ok(&ps, "policy", "list", recordtest.Policy)
 	if len(ps) != 1 {

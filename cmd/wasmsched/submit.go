@@ -41,19 +41,39 @@ as WASMSCHED_PAYLOAD; a simulating worker fails the run if it is "fail".
 run exists) prints the first run, with its current state, instead of
 submitting another (for retries of scripts and CI jobs).
 
+Runs in time:
+  --at TIME / --in D   not launched before TIME (RFC 3339, e.g.
+                       2026-12-24T18:00:00+01:00) or D from now, by Redis
+                       time; it waits outside the group's queue until then
+                       and queues behind the runs waiting at that moment.
+                       A time in the past is now; at most a year ahead.
+  --timeout D          each attempt is stopped after D (SIGTERM, SIGKILL
+                       after the worker's --stop-grace) and FAILED "timed
+                       out after D" (default: the group's --run-timeout).
+  --max-attempts N     a FAILED or timed-out attempt is retried, up to N
+                       attempts in all (1..100; default: the group's, else
+                       1), under the same run id; attempt n+1 is due
+                       min(--retry-cap, --retry-backoff·2^(n-1)) after
+                       attempt n failed, half of it random. A STOPPED or
+                       DISCARDED run is never retried.
+
 Examples:
    wasmsched submit nightly
    wasmsched submit nightly --slots 2 --priority 5 --payload '{"day":"2024-06-01"}'
    wasmsched submit etl --id etl-2024-06-01 --duration 30s -o json
-   wasmsched submit deploy --idempotency-key "$CI_PIPELINE_ID"`,
-		Flags: []cli.Flag{
+   wasmsched submit deploy --idempotency-key "$CI_PIPELINE_ID"
+   wasmsched submit report --in 10m
+   wasmsched submit etl --at 2026-12-24T06:00:00Z --timeout 20m --max-attempts 3 --retry-backoff 30s`,
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "id", Usage: "run `ID` (default: generated from the namespace seq)"},
 			&cli.IntFlag{Name: "slots", Aliases: []string{"k"}, Value: 1, Usage: "task slots the run needs, `K` >= 1"},
 			&cli.IntFlag{Name: "priority", Usage: "priority `P`, a 32-bit integer handed to the group's policy (no built-in reads it; see the help)"},
 			&cli.StringFlag{Name: "payload", Usage: "opaque payload `S` for the worker"},
 			&cli.DurationFlag{Name: "duration", Value: time.Second, Usage: "simulated run time `D` (simulating workers)"},
 			&cli.StringFlag{Name: "idempotency-key", Usage: "submit once per `K`: a repeat prints the run the first one made"},
-		},
+			&cli.StringFlag{Name: "at", Usage: "not launched before `TIME` (RFC 3339)"},
+			&cli.DurationFlag{Name: "in", Usage: "not launched before `D` from now", DefaultText: "now"},
+		}, runTimeFlags("")...),
 		Action: func(c *cli.Context) error {
 			if err := exactArgs(c, 1, "G"); err != nil {
 				return err
@@ -70,6 +90,18 @@ Examples:
 			}
 			if err := checkSubmit(req); err != nil {
 				return err
+			}
+			nb, err := notBeforeFlags(c)
+			if err != nil {
+				return err
+			}
+			timeout, retry, err := runTimeOf(c, "")
+			if err != nil {
+				return err
+			}
+			req.NotBefore, req.Retry = nb, retry
+			if timeout != nil {
+				req.Timeout = *timeout
 			}
 			st, closeFn, err := openStore(c)
 			if err != nil {
@@ -118,7 +150,9 @@ func checkSubmit(req storage.SubmitRequest) error {
 
 func submitRun(ctx context.Context, st *storage.Store, req storage.SubmitRequest) (client.Run, error) {
 	r, _, err := clientOf(st).SubmitReplay(ctx, req.Group, client.SubmitOptions{ID: req.ID, Slots: req.Slots, Priority: req.Priority,
-		Payload: req.Payload, Duration: req.Duration, IdempotencyKey: req.IdempotencyKey})
+		Payload: req.Payload, Duration: req.Duration, IdempotencyKey: req.IdempotencyKey,
+		NotBefore: req.NotBefore, Timeout: req.Timeout, MaxAttempts: req.Retry.MaxAttempts,
+		RetryBackoff: req.Retry.Base, RetryCap: req.Retry.Cap})
 	switch {
 	case errors.Is(err, client.ErrExists):
 		return r, usageErrorf("run %s already exists", req.ID)
@@ -126,4 +160,76 @@ func submitRun(ctx context.Context, st *storage.Store, req storage.SubmitRequest
 		return r, err // a key reused for another request: exit 1, naming the run
 	}
 	return r, storeUsage(err)
+}
+
+// runTimeFlags are the per-run time settings of submit, schedule set
+// (prefix "") and group set (prefix "run-" for the timeout: the group's
+// default for its runs).
+func runTimeFlags(prefix string) []cli.Flag {
+	def := func(none string) string {
+		if prefix != "" {
+			return "kept"
+		}
+		return "the group's, else " + none
+	}
+	return []cli.Flag{
+		&cli.DurationFlag{Name: prefix + "timeout", Usage: "stop each attempt after `D` (FAILED \"timed out\")", DefaultText: def("none")},
+		&cli.IntFlag{Name: "max-attempts", Usage: "retry a FAILED attempt, `N` attempts in all (1..100)", DefaultText: def("1")},
+		&cli.DurationFlag{Name: "retry-backoff", Usage: "first retry `D` after a failure, doubling", DefaultText: def("1s")},
+		&cli.DurationFlag{Name: "retry-cap", Usage: "longest backoff `D` between attempts", DefaultText: def("10m")},
+	}
+}
+
+// runTimeOf reads runTimeFlags: the timeout (nil: not given) and the
+// retry policy (zero: not given), checked (exit 2 naming the flag).
+func runTimeOf(c *cli.Context, prefix string) (*time.Duration, storage.Retry, error) {
+	var timeout *time.Duration
+	if c.IsSet(prefix + "timeout") {
+		d := c.Duration(prefix + "timeout")
+		if d == 0 && prefix != "" { // group set --run-timeout 0: none
+			return &d, storage.Retry{}, nil
+		}
+		if d < time.Millisecond || d > storage.MaxTimeout {
+			return nil, storage.Retry{}, usageErrorf("--%stimeout must be in 1ms..%v, got %v", prefix, storage.MaxTimeout, d)
+		}
+		timeout = &d
+	}
+	r := storage.Retry{MaxAttempts: c.Int("max-attempts"), Base: c.Duration("retry-backoff"), Cap: c.Duration("retry-cap")}
+	switch {
+	case c.IsSet("max-attempts") && (r.MaxAttempts < 1 || r.MaxAttempts > storage.MaxAttempts):
+		return nil, r, usageErrorf("--max-attempts must be in 1..%d, got %d", storage.MaxAttempts, r.MaxAttempts)
+	case c.IsSet("retry-backoff") && (r.Base < time.Millisecond || r.Base > storage.MaxRetryCap):
+		return nil, r, usageErrorf("--retry-backoff must be in 1ms..%v, got %v", storage.MaxRetryCap, r.Base)
+	case c.IsSet("retry-cap") && (r.Cap < time.Millisecond || r.Cap > storage.MaxRetryCap):
+		return nil, r, usageErrorf("--retry-cap must be in 1ms..%v, got %v", storage.MaxRetryCap, r.Cap)
+	case r.Cap > 0 && r.Base > r.Cap:
+		return nil, r, usageErrorf("--retry-backoff %v is above --retry-cap %v", r.Base, r.Cap)
+	case (r.Base > 0 || r.Cap > 0) && r.MaxAttempts == 0:
+		return nil, r, usageErrorf("--retry-backoff and --retry-cap need --max-attempts N (N > 1)")
+	}
+	return timeout, r, nil
+}
+
+// notBeforeFlags reads --at and --in (zero time: neither).
+func notBeforeFlags(c *cli.Context) (time.Time, error) {
+	switch {
+	case c.IsSet("at") && c.IsSet("in"):
+		return time.Time{}, usageErrorf("--at and --in are exclusive")
+	case c.IsSet("in"):
+		d := c.Duration("in")
+		if d <= 0 || d > storage.MaxNotBefore {
+			return time.Time{}, usageErrorf("--in must be in (0, %v], got %v", storage.MaxNotBefore, d)
+		}
+		return time.Now().Add(d), nil
+	case c.IsSet("at"):
+		t, err := time.Parse(time.RFC3339, c.String("at"))
+		if err != nil {
+			return time.Time{}, usageErrorf("--at %q: want an RFC 3339 time, e.g. 2026-12-24T18:00:00Z or 2026-12-24T18:00:00+01:00", c.String("at"))
+		}
+		if time.Until(t) > storage.MaxNotBefore {
+			return time.Time{}, usageErrorf("--at %s is more than %v ahead", c.String("at"), storage.MaxNotBefore)
+		}
+		return t, nil
+	}
+	return time.Time{}, nil
 }

@@ -55,9 +55,12 @@ Exactly one mode:
                      WASMSCHED_PAYLOAD and WASMSCHED_NAMESPACE set; its
                      stdout/stderr are logged line by line; exit 0 is
                      SUCCEEDED, else FAILED with the exit status. A stop sends
-                     SIGTERM to the group, SIGKILL after --stop-grace.
+                     SIGTERM to the group, SIGKILL after --stop-grace. A run
+                     with a timeout (submit --timeout) is stopped the same way
+                     when it has run that long: FAILED "timed out after D".
+                     The program also gets WASMSCHED_ATTEMPT (1, 2, ...).
 
-Logs go to stderr. --journal appends "RUN_ID TOKEN" per execution start
+Logs go to stderr. --journal appends "RUN_ID TOKEN ATTEMPT" per execution start
 (fsynced), for audits.
 
 Examples:
@@ -72,7 +75,7 @@ Examples:
 			&cli.StringFlag{Name: "exec", Usage: "execute `PROGRAM` per run"},
 			&cli.DurationFlag{Name: "heartbeat-ttl", Value: worker.DefaultHeartbeatTTL, Usage: "heartbeat TTL `D`; heartbeats every D/3"},
 			&cli.DurationFlag{Name: "stop-grace", Value: worker.DefaultStopGrace, Usage: "time `D` between SIGTERM and SIGKILL of a stopped program"},
-			&cli.StringFlag{Name: "journal", Usage: "append \"RUN_ID TOKEN\" per execution start to `FILE`"},
+			&cli.StringFlag{Name: "journal", Usage: "append \"RUN_ID TOKEN ATTEMPT\" per execution start to `FILE`"},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus /metrics on `ADDR` (e.g. :9102)"},
 		},
 		Action: func(c *cli.Context) error {

@@ -231,6 +231,19 @@ func TestAPI_runs(t *testing.T) {
 	e.fails(400, "invalid", "state", "GET", ns+"/runs?state=NOPE", "")
 	e.fails(413, "too_large", "", "POST", ns+"/groups/g/runs", `{"payload": "`+strings.Repeat("x", api.MaxBodyBytes)+`"}`)
 	e.fails(400, "invalid", "payload is 100000 bytes, at most 65536", "POST", ns+"/groups/g/runs", `{"payload": "`+strings.Repeat("x", 100000)+`"}`)
+	// runs in time: each bad field named
+	e.fails(400, "invalid", "timeout_ms -1 is negative", "POST", ns+"/groups/g/runs", `{"timeout_ms": -1}`)
+	e.fails(400, "invalid", "timeout_ms 0", "POST", ns+"/groups/g/runs", `{"timeout_ms": 0}`)
+	e.fails(400, "invalid", "max_attempts 0", "POST", ns+"/groups/g/runs", `{"max_attempts": 0}`)
+	e.fails(400, "invalid", "max_attempts 101", "POST", ns+"/groups/g/runs", `{"max_attempts": 101}`)
+	e.fails(400, "invalid", "retry_backoff_ms -5 is negative", "POST", ns+"/groups/g/runs", `{"max_attempts": 3, "retry_backoff_ms": -5}`)
+	e.fails(400, "invalid", "not_before", "POST", ns+"/groups/g/runs", `{"not_before": "2099-01-01T00:00:00Z"}`)
+	e.fails(400, "invalid", "not_before", "POST", ns+"/groups/g/runs", `{"not_before": "tomorrow"}`)
+	e.fails(400, "invalid", "run_timeout_ms -1 is negative", "PUT", ns+"/groups/g", `{"run_timeout_ms": -1}`)
+	e.fails(400, "invalid", "cron", "PUT", ns+"/schedules/s", `{"group": "g", "cron": "61 * * * *"}`)
+	e.fails(400, "invalid", "tz", "PUT", ns+"/schedules/s", `{"group": "g", "cron": "@hourly", "tz": "Mars/Base"}`)
+	e.fails(404, "not_found", "schedule", "GET", ns+"/schedules/nosuch", "")
+	e.fails(404, "not_found", "schedule", "POST", ns+"/schedules/nosuch/pause", "")
 	// a write a browser sends from another site is refused, also on an open API
 	e.fails(403, "forbidden", "cross-origin POST from http://evil.example refused", "POST", ns+"/groups/g/runs", `{}`, "Origin", "http://evil.example")
 	if got := e.do("POST", ns+"/groups/g/runs", `{"id": "same-origin"}`, nil, "Origin", e.srv.URL); got != 201 {
@@ -623,6 +636,7 @@ func TestAPI_records(t *testing.T) {
 	recordtest.Check(t, "leader", get("/leader"))
 	recordtest.Check(t, "explanation", get("/runs/"+recordtest.Waiting+"/explain"))
 	recordtest.Check(t, "page", get("/runs?group="+recordtest.Group+"&limit=1"))
+	recordtest.Check(t, "schedule", get("/schedules/"+recordtest.Schedule))
 	var gl struct {
 		Groups json.RawMessage `json:"groups"`
 	}

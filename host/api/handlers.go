@@ -87,6 +87,46 @@ type groupPutJSON struct {
 	Window    int    `json:"window"`
 	// Retention: "default", "forever" or a duration ("36h", "7d"); "" keeps it.
 	Retention string `json:"retention"`
+	// The defaults of runs submitted without their own (absent: keep;
+	// run_timeout_ms 0: none; max_attempts 1: no retries).
+	RunTimeoutMS   *int64 `json:"run_timeout_ms"`
+	MaxAttempts    *int   `json:"max_attempts"`
+	RetryBackoffMS *int64 `json:"retry_backoff_ms"`
+	RetryCapMS     *int64 `json:"retry_cap_ms"`
+}
+
+// msField is a *_ms field of a request: absent 0, negative a 400 naming it.
+func msField(name string, v *int64) (time.Duration, error) {
+	if v == nil {
+		return 0, nil
+	}
+	if *v < 0 {
+		return 0, errorf(http.StatusBadRequest, "invalid", "%s %d is negative", name, *v)
+	}
+	return time.Duration(*v) * time.Millisecond, nil
+}
+
+// retryOf reads a request's max_attempts, retry_backoff_ms and
+// retry_cap_ms (nil: none given).
+func retryOf(maxAttempts *int, backoffMS, capMS *int64) (*client.Retry, error) {
+	if maxAttempts == nil && backoffMS == nil && capMS == nil {
+		return nil, nil
+	}
+	r := &client.Retry{}
+	if maxAttempts != nil {
+		if *maxAttempts < 1 || *maxAttempts > storage.MaxAttempts {
+			return nil, errorf(http.StatusBadRequest, "invalid", "max_attempts %d: want 1..%d", *maxAttempts, storage.MaxAttempts)
+		}
+		r.MaxAttempts = *maxAttempts
+	}
+	var err error
+	if r.Backoff, err = msField("retry_backoff_ms", backoffMS); err != nil {
+		return nil, err
+	}
+	if r.Cap, err = msField("retry_cap_ms", capMS); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 func (s *Server) putGroup(w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
@@ -95,6 +135,21 @@ func (s *Server) putGroup(w http.ResponseWriter, r *http.Request, c *call) (int,
 		return 0, nil, err
 	}
 	gs := client.GroupSettings{Policy: body.Policy, MaxActive: body.MaxActive, Window: body.Window}
+	if body.RunTimeoutMS != nil {
+		d, err := msField("run_timeout_ms", body.RunTimeoutMS)
+		if err != nil {
+			return 0, nil, err
+		}
+		gs.RunTimeout = &d
+	}
+	retry, err := retryOf(body.MaxAttempts, body.RetryBackoffMS, body.RetryCapMS)
+	if err != nil {
+		return 0, nil, err
+	}
+	if retry != nil && retry.MaxAttempts == 1 {
+		retry = &client.Retry{} // no retries
+	}
+	gs.Retry = retry
 	if body.Retention != "" {
 		d, err := client.ParseRetention(body.Retention, true)
 		if err != nil {
@@ -120,11 +175,39 @@ func (s *Server) putGroup(w http.ResponseWriter, r *http.Request, c *call) (int,
 // --- runs ---
 
 type submitJSON struct {
-	ID         string `json:"id"`
-	Slots      int    `json:"slots"`
-	Priority   int    `json:"priority"`
-	Payload    string `json:"payload"`
-	DurationMS int64  `json:"duration_ms"`
+	ID         string  `json:"id"`
+	Slots      int     `json:"slots"`
+	Priority   int     `json:"priority"`
+	Payload    string  `json:"payload"`
+	DurationMS int64   `json:"duration_ms"`
+	NotBefore  *string `json:"not_before"` // RFC 3339
+	runTimeJSON
+}
+
+// runTimeJSON are a run's time settings in a submit or a schedule (absent:
+// the group's defaults).
+type runTimeJSON struct {
+	TimeoutMS      *int64 `json:"timeout_ms"`
+	MaxAttempts    *int   `json:"max_attempts"`
+	RetryBackoffMS *int64 `json:"retry_backoff_ms"`
+	RetryCapMS     *int64 `json:"retry_cap_ms"`
+}
+
+// settings checks them (a 400 naming the field): the timeout (0: none
+// given) and the retry policy (zero: none given).
+func (b runTimeJSON) settings() (time.Duration, client.Retry, error) {
+	if b.TimeoutMS != nil && *b.TimeoutMS == 0 {
+		return 0, client.Retry{}, errorf(http.StatusBadRequest, "invalid", "timeout_ms 0: want > 0 (leave it out for none)")
+	}
+	timeout, err := msField("timeout_ms", b.TimeoutMS)
+	if err != nil {
+		return 0, client.Retry{}, err
+	}
+	retry, err := retryOf(b.MaxAttempts, b.RetryBackoffMS, b.RetryCapMS)
+	if err != nil || retry == nil {
+		return timeout, client.Retry{}, err
+	}
+	return timeout, *retry, nil
 }
 
 // idempotencyHeader carries a submit's idempotency key.
@@ -138,9 +221,22 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, c *call) (int, a
 	if body.DurationMS < 0 {
 		return 0, nil, errorf(http.StatusBadRequest, "invalid", "duration_ms %d is negative", body.DurationMS)
 	}
-	run, replayed, err := c.c.SubmitReplay(r.Context(), r.PathValue("g"), client.SubmitOptions{ID: body.ID, Slots: body.Slots,
+	o := client.SubmitOptions{ID: body.ID, Slots: body.Slots,
 		Priority: body.Priority, Payload: body.Payload, Duration: time.Duration(body.DurationMS) * time.Millisecond,
-		IdempotencyKey: r.Header.Get(idempotencyHeader)})
+		IdempotencyKey: r.Header.Get(idempotencyHeader)}
+	if body.NotBefore != nil {
+		t, err := time.Parse(time.RFC3339Nano, *body.NotBefore)
+		if err != nil {
+			return 0, nil, errorf(http.StatusBadRequest, "invalid", "not_before %q: want an RFC 3339 time (2026-12-24T06:00:00Z)", *body.NotBefore)
+		}
+		o.NotBefore = t
+	}
+	timeout, retry, err := body.settings()
+	if err != nil {
+		return 0, nil, err
+	}
+	o.Timeout, o.MaxAttempts, o.RetryBackoff, o.RetryCap = timeout, retry.MaxAttempts, retry.Backoff, retry.Cap
+	run, replayed, err := c.c.SubmitReplay(r.Context(), r.PathValue("g"), o)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -338,4 +434,65 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 func (s *Server) logout(w http.ResponseWriter, _ *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
 	writeJSON(w, http.StatusOK, map[string]any{})
+}
+
+// --- schedules ---
+
+type scheduleJSON struct {
+	Group    string `json:"group"`
+	Cron     string `json:"cron"`
+	TZ       string `json:"tz"`
+	Payload  string `json:"payload"`
+	Priority int    `json:"priority"`
+	Slots    int    `json:"slots"`
+	Paused   bool   `json:"paused"`
+	runTimeJSON
+}
+
+func (s *Server) listSchedules(_ http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+	scs, err := c.c.Schedules(r.Context())
+	return http.StatusOK, map[string]any{"schedules": scs}, err
+}
+
+func (s *Server) getSchedule(_ http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+	sc, err := c.c.Schedule(r.Context(), r.PathValue("name"))
+	return http.StatusOK, sc, err
+}
+
+func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+	var body scheduleJSON
+	if err := decodeBody(w, r, &body); err != nil {
+		return 0, nil, err
+	}
+	spec := client.ScheduleSpec{Group: body.Group, Cron: body.Cron, TZ: body.TZ, Payload: body.Payload, Priority: body.Priority,
+		Slots: body.Slots, Paused: body.Paused}
+	var err error
+	if spec.Timeout, spec.Retry, err = body.settings(); err != nil {
+		return 0, nil, err
+	}
+	sc, err := c.c.SetSchedule(r.Context(), r.PathValue("name"), spec)
+	return http.StatusOK, sc, err
+}
+
+// scheduleAction is POST .../schedules/{name}/pause|resume and DELETE.
+func (s *Server) scheduleAction(action string) func(http.ResponseWriter, *http.Request, *call) (int, any, error) {
+	return func(_ http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+		name := r.PathValue("name")
+		var err error
+		switch action {
+		case "pause":
+			err = c.c.PauseSchedule(r.Context(), name)
+		case "resume":
+			_, err = c.c.ResumeSchedule(r.Context(), name)
+		default:
+			if err = c.c.DeleteSchedule(r.Context(), name); err == nil {
+				return http.StatusOK, map[string]any{"name": name, "deleted": true}, nil
+			}
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		sc, err := c.c.Schedule(r.Context(), name)
+		return http.StatusOK, sc, err
+	}
 }

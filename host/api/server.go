@@ -258,6 +258,12 @@ func (s *Server) routeTable() []struct {
 		{"POST " + p + "/policies/{name}/activate", s.activate},
 		{"POST " + p + "/policies/{name}/rollback", s.rollback},
 		{"GET " + p + "/events", s.events},
+		{"GET " + p + "/schedules", s.listSchedules},
+		{"GET " + p + "/schedules/{name}", s.getSchedule},
+		{"PUT " + p + "/schedules/{name}", s.putSchedule},
+		{"DELETE " + p + "/schedules/{name}", s.scheduleAction("delete")},
+		{"POST " + p + "/schedules/{name}/pause", s.scheduleAction("pause")},
+		{"POST " + p + "/schedules/{name}/resume", s.scheduleAction("resume")},
 	}
 }
 

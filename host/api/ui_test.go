@@ -148,6 +148,25 @@ func TestUI_browser(t *testing.T) {
 	run("run page", chromedp.Navigate(e.srv.URL+"/ui/#/runs/target"), chromedp.WaitVisible(chromedp.CSS("#run-decision")))
 	shot("run")
 
+	// runs in time: a delayed run with retries; a schedule, paused from the UI
+	if got := e.do("POST", ns+"/groups/later/runs", `{"id": "later-1", "not_before": "`+time.Now().Add(time.Hour).UTC().Format(time.RFC3339)+`", "max_attempts": 3, "timeout_ms": 60000}`, nil); got != 201 {
+		t.Fatalf("delayed submit: %d", got)
+	}
+	run("delayed run page", chromedp.Navigate(e.srv.URL+"/ui/#/runs/later-1"), chromedp.WaitVisible(chromedp.CSS("#run-not-before")))
+	if nb, att := text("#run-not-before"), text("#run-attempt"); !strings.Contains(nb, "due in") || att != "1 of 3" {
+		t.Fatalf("delayed run shows not_before %q, attempt %q", nb, att)
+	}
+	if got := e.do("PUT", ns+"/schedules/hourly", `{"group": "nightly", "cron": "@hourly"}`, nil); got != 200 {
+		t.Fatalf("put schedule: %d", got)
+	}
+	run("schedules page", chromedp.Navigate(e.srv.URL+"/ui/#/schedules"), chromedp.WaitVisible(chromedp.CSS(`tr[data-schedule="hourly"]`)))
+	shot("schedules")
+	run("pause", chromedp.Click(chromedp.CSS(`button[data-sched-action="pause"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`button[data-sched-action="resume"]`)))
+	if sc, err := e.st.GetSchedule(bg, "hourly"); err != nil || !sc.Paused {
+		t.Fatalf("after the UI's pause: %+v %v", sc, err)
+	}
+
 	// as admin, roll back a policy
 	run("policies", chromedp.Navigate(e.srv.URL+"/ui/#/policies"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-policy-active="priority"]`)))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,11 +43,16 @@ const (
 //     SUCCEEDS; a payload of exactly "fail" (SimulateFailPayload) makes it
 //     FAILED after that Duration.
 //   - exec (Exec != ""): the program Exec (with ExecArgs) runs in its own
-//     process group with WASMSCHED_RUN_ID, WASMSCHED_GROUP, WASMSCHED_PAYLOAD
-//     and WASMSCHED_NAMESPACE added to the environment; its stdout and stderr
+//     process group with WASMSCHED_RUN_ID, WASMSCHED_GROUP, WASMSCHED_PAYLOAD,
+//     WASMSCHED_NAMESPACE and WASMSCHED_ATTEMPT added to the environment; its stdout and stderr
 //     go to Logger line by line; exit 0 is SUCCEEDED, anything else FAILED
 //     with the exit status as reason. A stop sends SIGTERM to the process
 //     group and SIGKILL after StopGrace.
+//
+// A run with a Timeout is stopped the same way when the timeout has passed
+// since its execution started here, and reported FAILED "timed out after
+// D" (storage.TimedOutReason); with attempts left the leader's report script
+// queues its retry.
 //
 // When heartbeats fail for longer than HeartbeatTTL (Redis unreachable) the
 // worker kills its executions (it may be reaped and its runs reassigned)
@@ -75,9 +81,9 @@ type Agent struct {
 	ExecArgs []string
 	// StopGrace is the time between SIGTERM and SIGKILL (default 5s).
 	StopGrace time.Duration
-	// Journal, when set, is a file that gets one line "RUN_ID TOKEN" per
-	// execution start, appended with O_APPEND and fsynced before the
-	// execution starts.
+	// Journal, when set, is a file that gets one line "RUN_ID TOKEN
+	// ATTEMPT" per execution start, appended with O_APPEND and fsynced
+	// before the execution starts.
 	Journal string
 	// Logger (default slog.Default()).
 	Logger *slog.Logger
@@ -501,7 +507,7 @@ func (w *Agent) startLocked(ctx context.Context, s storage.SlotState) {
 		run = r
 	}
 	if w.journal != nil {
-		_, err := fmt.Fprintf(w.journal, "%s %s\n", s.Run, s.Token)
+		_, err := fmt.Fprintf(w.journal, "%s %s %d\n", s.Run, s.Token, max(run.Attempt, 1))
 		if err == nil {
 			err = w.journal.Sync()
 		}
@@ -509,8 +515,13 @@ func (w *Agent) startLocked(ctx context.Context, s storage.SlotState) {
 			w.Logger.Error("journal write failed", "run", s.Run, "err", err)
 		}
 	}
-	e := &execution{run: s.Run, token: s.Token, group: run.Group, stop: make(chan killReason, 1)}
+	e := &execution{run: s.Run, token: s.Token, group: run.Group, stop: make(chan killReason, 1), timeout: run.Timeout}
 	w.running[s.Token] = e
+	if run.Timeout > 0 {
+		// The attempt's deadline, from its start here: stopped as an
+		// operator stop would be, reported FAILED "timed out after D".
+		e.deadline = time.AfterFunc(run.Timeout, func() { e.kill(killTimeout) })
+	}
 	log := w.Logger.With("run", s.Run, "token", s.Token, "group", run.Group)
 	log.Info("run started", "mode", w.mode())
 	w.wg.Add(1)
@@ -521,6 +532,9 @@ func (w *Agent) startLocked(ctx context.Context, s storage.SlotState) {
 			f = w.simulate(e, run)
 		} else {
 			f = w.execute(e, run, log)
+		}
+		if e.deadline != nil {
+			e.deadline.Stop()
 		}
 		f.group = run.Group
 		w.done <- f
@@ -674,6 +688,7 @@ const (
 	killDrop                           // assignment gone: do not report
 	killShutdown                       // worker shutting down: report FAILED
 	killLost                           // heartbeat lease may be lost: report FAILED
+	killTimeout                        // the run's timeout passed: report FAILED "timed out"
 )
 
 func (k killReason) result(e *execution) *finished {
@@ -684,6 +699,8 @@ func (k killReason) result(e *execution) *finished {
 		return &finished{run: e.run, token: e.token, outcome: storage.StateFailed, reason: "worker shutting down"}
 	case killLost:
 		return &finished{run: e.run, token: e.token, outcome: storage.StateFailed, reason: "worker lost contact with Redis for longer than its heartbeat TTL"}
+	case killTimeout:
+		return &finished{run: e.run, token: e.token, outcome: storage.StateFailed, reason: storage.TimedOutReason(e.timeout)}
 	default:
 		return &finished{run: e.run, token: e.token, outcome: storage.StateFailed, reason: "assignment lost", drop: true}
 	}
@@ -694,6 +711,8 @@ type execution struct {
 	run, token string
 	group      string
 	stopReason string // set (under Worker.mu) before kill(killStop)
+	timeout    time.Duration
+	deadline   *time.Timer // kills it at its timeout (nil: none)
 	once       sync.Once
 	stop       chan killReason // gets the first kill reason
 }
@@ -712,6 +731,7 @@ func (w *Agent) execute(e *execution, run storage.Run, log *slog.Logger) *finish
 		"WASMSCHED_GROUP="+run.Group,
 		"WASMSCHED_PAYLOAD="+run.Payload,
 		"WASMSCHED_NAMESPACE="+w.Store.Namespace(),
+		"WASMSCHED_ATTEMPT="+strconv.Itoa(max(run.Attempt, 1)),
 	)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout := &lineLogger{log: log, stream: "stdout"}

@@ -185,7 +185,7 @@ func TestWorkerSimulateOnceAndFail(t *testing.T) {
 	// Let a few more heartbeats pass: nothing runs twice.
 	time.Sleep(400 * time.Millisecond)
 	lines := readJournal(t, journal)
-	want := map[string]bool{"ok1 " + tok: true, "bad1 " + badTok: true}
+	want := map[string]bool{"ok1 " + tok + " 1": true, "bad1 " + badTok + " 1": true}
 	if len(lines) != 2 || !want[lines[0]] || !want[lines[1]] || lines[0] == lines[1] {
 		t.Errorf("journal %q, want one line each of %v", lines, want)
 	}

@@ -25,8 +25,9 @@ var update = flag.Bool("update-records", false, "rewrite internal/recordtest/tes
 const (
 	Namespace = "records"
 	Group     = "g"
-	Running   = "r1" // LAUNCHED by decision Claim, then RUNNING on Worker's two slots
-	Waiting   = "r2" // behind Running
+	Running   = "r1"      // LAUNCHED by decision Claim, then RUNNING on Worker's two slots
+	Waiting   = "r2"      // behind Running
+	Schedule  = "nightly" // a cron schedule of Group (0 2 * * * in Europe/Paris)
 	Worker    = "w1:7070#1#aa"
 	Holder    = "leader:1#1#bb"
 	Claim     = "c1"
@@ -67,6 +68,9 @@ func Fixture(tb testing.TB, ctx context.Context, st *storage.Store, wasm []byte)
 		Actions:      []storage.Action{{Kind: storage.ActionLaunch, Run: Running, Reason: "oldest"}}})
 	must(err) // the apply places Running on the worker's free slot
 	_, err = st.PushPolicy(ctx, storage.PushRequest{Name: Policy, Kind: "serial", Who: PolicyBy, Note: "first", Blob: wasm, Activate: true})
+	must(err)
+	_, err = st.SetSchedule(ctx, storage.Schedule{Name: Schedule, Group: Group, Cron: "0 2 * * *", TZ: "Europe/Paris", Payload: "nightly",
+		Timeout: 20 * time.Minute, Retry: storage.Retry{MaxAttempts: 3, Base: 30 * time.Second}})
 	must(err)
 	return f
 }

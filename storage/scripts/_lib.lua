@@ -26,6 +26,24 @@
 --   list of "STATE#group#id" (storage.ParseRunEvents), space-separated;
 --   nothing when chan is '' or ev is empty. Advisory: watchers (runs
 --   --watch, client.Watch) re-read the run.
+-- new_run(K, A): write a new WAITING run, with K and A laid out as
+--   submit.lua's KEYS[1..11] and ARGV[1..14] (its checks done by the
+--   caller): the group made if new (its run defaults read), the run hash,
+--   runs; a due run into waiting + index, version+1, dirty, PUBLISH of the
+--   group; a run with not_before ahead parked (PUBLISH storage.TimerEvent);
+--   its WAITING run event. Returns seq, now, due (1|0), timeout_ms,
+--   max_attempts.
+-- park(kdelayed, ktimers, group, id, due): a WAITING run waits in the
+--   group's delayed zset until due (ms); the group's timer is lowered to
+--   due (ZADD LT adds it when absent).
+-- retry_at(att, maxa, backoff, fin): when attempt att + 1 of a run whose
+--   attempt att failed at fin (ms) is due, nil when att >= maxa. backoff
+--   is "base_ms,cap_ms": min(cap, base·2^(att-1)), half of it fixed and
+--   half spread by the clock's microseconds (equal jitter).
+-- attempt_log(hist, n, worker, started, fin, outcome, reason): the run's
+--   attempts field with attempt n appended (entries 0x1e-separated, fields
+--   n, worker, started_ms, finished_ms, outcome, reason 0x1f-separated;
+--   the last 20 kept; storage.parseAttempts).
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -171,3 +189,69 @@ local function window_of(kgroup, kwaiting, defwin)
   return g, total, oldest, ids
 end
 
+local function park(kdelayed, ktimers, group, id, due)
+  local d = string.format('%d', due)
+  redis.call('ZADD', kdelayed, d, id)
+  redis.call('ZADD', ktimers, 'LT', d, group)
+end
+local function retry_at(att, maxa, backoff, fin)
+  if att >= maxa then return nil end
+  local base, cap = string.match(backoff or '', '^(%d+),(%d+)$')
+  base, cap = tonumber(base) or 1000, tonumber(cap) or 600000
+  local d = base * 2 ^ math.min(att - 1, 40)
+  if d > cap then d = cap end
+  local half = math.floor(d / 2)
+  local us = tonumber(redis.call('TIME')[2])
+  return fin + half + (us * 7919) % (d - half + 1)
+end
+local function attempt_log(hist, n, worker, started, fin, outcome, reason)
+  local e = table.concat({n, worker, started or '', fin, outcome, (string.gsub(reason or '', '[\30\31]', ' '))}, '\31')
+  local parts = {}
+  if hist and hist ~= '' then
+    for p in string.gmatch(hist, '[^\30]+') do parts[#parts + 1] = p end
+  end
+  parts[#parts + 1] = e
+  while #parts > 20 do table.remove(parts, 1) end
+  return table.concat(parts, '\30')
+end
+local function new_run(K, A)
+  local slots = tonumber(A[3]) or 1
+  local gd = redis.call('HMGET', K[3], 'name', 'run_timeout_ms', 'max_attempts', 'backoff')
+  if not gd[1] then
+    redis.call('SADD', K[2], A[1])
+    redis.call('HSET', K[3], 'name', A[1], 'policy', 'wait', 'max_active', 1, 'version', 0,
+      'gen', redis.call('INCR', K[8]))
+  end
+  local now = now_ms()
+  local seq = redis.call('INCR', K[1])
+  local f = {'id', A[2], 'group', A[1], 'seq', seq, 'state', 'WAITING',
+    'slots', slots, 'priority', A[4], 'payload', A[5], 'duration_ms', A[6],
+    'submitted_at', now, 'op', A[7]}
+  local timeout = A[11] ~= '' and A[11] or gd[2]
+  if timeout and timeout ~= '0' then f[#f + 1] = 'timeout_ms'; f[#f + 1] = timeout end
+  local maxa = tonumber(A[12] ~= '' and A[12] or gd[3]) or 1
+  if maxa > 1 then
+    f[#f + 1] = 'max_attempts'; f[#f + 1] = maxa
+    f[#f + 1] = 'backoff'; f[#f + 1] = A[13] ~= '' and A[13] or gd[4] or A[14]
+  end
+  local nb = tonumber(A[10]) or 0
+  local due = 1
+  if nb > now then
+    due = 0
+    f[#f + 1] = 'not_before'; f[#f + 1] = string.format('%d', nb)
+  end
+  redis.call('HSET', K[6], unpack(f))
+  redis.call('ZADD', K[7], seq, A[2])
+  if due == 1 then
+    redis.call('ZADD', K[4], seq, A[2])
+    redis.call('HSET', K[9], A[2], seq .. ',' .. A[4] .. ',' .. slots .. ',' .. now)
+    redis.call('HINCRBY', K[3], 'version', 1)
+    redis.call('SADD', K[5], A[1])
+    redis.call('PUBLISH', A[8], A[1])
+  else
+    park(K[10], K[11], A[1], A[2], nb)
+    redis.call('PUBLISH', A[8], '#timer') -- storage.TimerEvent
+  end
+  publish_runs(A[9], {'WAITING#' .. A[1] .. '#' .. A[2]})
+  return seq, now, due, tonumber(timeout) or 0, maxa
+end

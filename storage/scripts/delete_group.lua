@@ -3,11 +3,12 @@
 -- KEYS[1] groups set, KEYS[2] group hash, KEYS[3] waiting zset,
 -- KEYS[4] active zset, KEYS[5] dirty set, KEYS[6] the group's waiting-run
 -- index (Keys.WaitInfo), KEYS[7] the group's finished zset (retention
--- index), KEYS[8] retire zset, KEYS[9..] run hashes of the waiting runs to
--- discard (the caller read them: the oldest chunk)
+-- index), KEYS[8] retire zset, KEYS[9] the group's delayed zset, KEYS[10]
+-- timers zset, KEYS[11..] run hashes of the waiting runs to discard (the
+-- caller read them: the oldest chunk of waiting, then of delayed)
 -- ARGV[1] group name, ARGV[2] force ("1": discard waiting runs),
 -- ARGV[3] reason, ARGV[4] run-events channel (publish_runs: DISCARDED per
--- run), ARGV[5..] the run ids of KEYS[9..]
+-- run), ARGV[5..] the run ids of KEYS[11..]
 -- returns: {deleted (1|0), waiting runs left, runs discarded by this call}. With force, discards the
 -- given runs that are still waiting in this group and deletes the group
 -- only when none is left: the caller repeats until deleted.
@@ -15,7 +16,8 @@
 -- waiting runs without force)
 -- writes: discarded runs (state DISCARDED, finished_at, reason; into the
 -- finished zset and retire); when empty: DEL group hash, waiting and
--- active zsets and the index, SREM groups and dirty. Finished runs keep
+-- active and delayed zsets and the index, SREM groups and dirty, ZREM
+-- timers. Waiting runs include the delayed ones (not due yet). Finished runs keep
 -- their records (retention removes them: the group stays in retire).
 -- bound: O(given runs) per call (the caller passes at most 100: deleteChunk)
 -- replay: a retried call discards the next chunk or finds the group gone.
@@ -27,7 +29,7 @@ if active > 0 then
   return redis.error_reply('WS_BAD_STATE group ' .. ARGV[1] .. ' has ' .. active ..
     ' active run(s) (LAUNCHED, RUNNING or STOPPING): stop them first (wasmsched run stop ID)')
 end
-local waiting = redis.call('ZCARD', KEYS[3])
+local waiting = redis.call('ZCARD', KEYS[3]) + redis.call('ZCARD', KEYS[9])
 local discarded = 0
 if waiting > 0 then
   if ARGV[2] ~= '1' then
@@ -36,11 +38,12 @@ if waiting > 0 then
   end
   local now = now_ms()
   local ev = {}
-  for j = 9, #KEYS do
-    local id = ARGV[j - 4]
-    if redis.call('ZSCORE', KEYS[3], id) then
+  for j = 11, #KEYS do
+    local id = ARGV[j - 6]
+    if redis.call('ZSCORE', KEYS[3], id) or redis.call('ZSCORE', KEYS[9], id) then
       redis.call('HSET', KEYS[j], 'state', 'DISCARDED', 'finished_at', now, 'reason', ARGV[3])
       redis.call('ZREM', KEYS[3], id)
+      redis.call('ZREM', KEYS[9], id)
       redis.call('HDEL', KEYS[6], id)
       redis.call('ZADD', KEYS[7], now, id)
       redis.call('ZADD', KEYS[8], 'NX', now, ARGV[1])
@@ -52,7 +55,8 @@ if waiting > 0 then
   publish_runs(ARGV[4], ev)
   if waiting > 0 then return {0, waiting, discarded} end
 end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[6])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[9])
+redis.call('ZREM', KEYS[10], ARGV[1])
 redis.call('SREM', KEYS[1], ARGV[1])
 redis.call('SREM', KEYS[5], ARGV[1])
 return {1, 0, discarded}

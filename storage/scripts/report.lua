@@ -2,7 +2,8 @@
 -- KEYS[1] run hash, KEYS[2] slots hash, KEYS[3] free zset, KEYS[4] group hash,
 -- KEYS[5] active zset, KEYS[6] retire zset, KEYS[7] restore set, KEYS[8] dirty set,
 -- KEYS[9] the group's finished zset (retention index), KEYS[10] the group's
--- waiting zset, KEYS[11] the group's waiting-run index (Keys.WaitInfo)
+-- waiting zset, KEYS[11] the group's waiting-run index (Keys.WaitInfo),
+-- KEYS[12] the group's delayed zset, KEYS[13] timers zset
 -- ARGV[1] worker identity, ARGV[2] run id, ARGV[3] token, ARGV[4] outcome
 -- (SUCCEEDED|FAILED|STOPPED), ARGV[5] reason, ARGV[6] group, ARGV[7] work
 -- channel (PUBLISH of the group: the coordinator wakes; advisory), ARGV[8]
@@ -15,6 +16,13 @@
 -- "<US>id<RS>index entry" per window run (storage.ParseWorkEvent); the
 -- leader decides from it without a snapshot script (the apply's version
 -- check makes it safe). Otherwise it is the group's name.
+-- Retries: a FAILED outcome of a run with attempts left (attempt <
+-- max_attempts) is not final: the run goes back to WAITING under its id,
+-- attempt+1, not_before = now + backoff (retry_at), parked in the delayed
+-- zset (park; one more PUBLISH of storage.TimerEvent), its slots released
+-- as for a final report; reason says which attempt failed. A run with
+-- max_attempts > 1 records every attempt in its attempts field
+-- (attempt_log). A STOPPED run is never retried.
 -- returns: 1 (0 = replay of an accepted report, nothing written)
 -- errors (nothing written): WS_NOT_FOUND, WS_INVALID, WS_NOT_OWNER (not the
 -- task-0 worker + token), WS_BAD_STATE (run not RUNNING/STOPPING)
@@ -31,7 +39,8 @@ local o = ARGV[4]
 if o ~= 'SUCCEEDED' and o ~= 'FAILED' and o ~= 'STOPPED' then
   return redis.error_reply('WS_INVALID outcome ' .. o .. ' (want SUCCEEDED, FAILED or STOPPED)')
 end
-local r = redis.call('HMGET', KEYS[1], 'state', 'group', 'assign', 'report_token')
+local r = redis.call('HMGET', KEYS[1], 'state', 'group', 'assign', 'report_token', 'attempt', 'max_attempts',
+  'backoff', 'started_at', 'attempts')
 if not r[1] or r[2] ~= ARGV[6] then
   return redis.error_reply('WS_NOT_FOUND run ' .. ARGV[2] .. ' does not exist')
 end
@@ -53,9 +62,25 @@ if r[1] == 'STOPPING' and o ~= 'STOPPED' then
   o = 'STOPPED'
 end
 local fin = now_ms()
-redis.call('HSET', KEYS[1], 'state', o, 'finished_at', fin, 'reason', reason, 'report_token', ARGV[3])
-redis.call('ZADD', KEYS[9], fin, ARGV[2])
-redis.call('ZADD', KEYS[6], 'NX', fin, ARGV[6])
+local att, maxa = tonumber(r[5]) or 1, tonumber(r[6]) or 1
+local retry = o == 'FAILED' and retry_at(att, maxa, r[7], fin)
+local hist = {}
+if maxa > 1 then
+  hist = {'attempts', attempt_log(r[9], att, ARGV[1], r[8], fin, o, reason)}
+end
+if retry then
+  redis.call('HSET', KEYS[1], 'state', 'WAITING', 'attempt', att + 1, 'not_before', string.format('%d', retry),
+    'reason', 'attempt ' .. att .. ' of ' .. maxa .. ' failed' .. (reason ~= '' and (': ' .. reason) or ''),
+    'report_token', ARGV[3], unpack(hist))
+  redis.call('HDEL', KEYS[1], 'assign', 'launched_at', 'started_at')
+  park(KEYS[12], KEYS[13], ARGV[6], ARGV[2], retry)
+  redis.call('PUBLISH', ARGV[7], '#timer')
+  o = 'WAITING'
+else
+  redis.call('HSET', KEYS[1], 'state', o, 'finished_at', fin, 'reason', reason, 'report_token', ARGV[3], unpack(hist))
+  redis.call('ZADD', KEYS[9], fin, ARGV[2])
+  redis.call('ZADD', KEYS[6], 'NX', fin, ARGV[6])
+end
 release_slots(KEYS[2], KEYS[3], ARGV[2], as)
 redis.call('ZREM', KEYS[5], ARGV[2])
 redis.call('SREM', KEYS[7], ARGV[2])

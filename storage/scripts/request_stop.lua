@@ -2,7 +2,9 @@
 -- KEYS[1] run hash, KEYS[2] group hash, KEYS[3] waiting zset, KEYS[4] active zset,
 -- KEYS[5] launched zset, KEYS[6] dirty set, KEYS[7] the group's finished
 -- zset (retention index), KEYS[8] the group's waiting-run index
--- (Keys.WaitInfo), KEYS[9] retire zset
+-- (Keys.WaitInfo), KEYS[9] retire zset, KEYS[10] the group's delayed zset
+-- (a WAITING run not due yet leaves it; the group's timer stays: due.lua
+-- drops it when it fires)
 -- ARGV[1] run id, ARGV[2] group, ARGV[3] reason, ARGV[4] run-events channel
 -- (publish_runs: the new state), ARGV[5] slot-events channel (a RUNNING
 -- run's task-0 slot, so its worker stops it at once), ARGV[6] work channel
@@ -26,6 +28,7 @@ if st == 'WAITING' then
   redis.call('HSET', KEYS[1], 'state', new, 'finished_at', now, 'reason', ARGV[3])
   redis.call('ZREM', KEYS[3], ARGV[1])
   redis.call('HDEL', KEYS[8], ARGV[1])
+  if KEYS[10] then redis.call('ZREM', KEYS[10], ARGV[1]) end
   redis.call('ZADD', KEYS[7], now, ARGV[1])
   redis.call('ZADD', KEYS[9], 'NX', now, ARGV[2])
 elseif st == 'LAUNCHED' then

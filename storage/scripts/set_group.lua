@@ -7,16 +7,22 @@
 -- ARGV[4] window (>= 1; 0 = keep; unset for a new group = DefaultWindow),
 -- ARGV[5] retention ms ("" = keep; "-1" = the namespace default; "0" = forever),
 -- ARGV[6] work channel (optional: PUBLISH of the group, the coordinator
--- wakes; advisory)
+-- wakes; advisory), ARGV[7] the runs' default timeout ms ('' = keep, '0' =
+-- none), ARGV[8] their default max attempts ('' = keep, '0' = none), ARGV[9]
+-- their default backoff "base_ms,cap_ms" ('' = keep, '-' = none); the
+-- defaults apply to runs submitted afterwards (submit.lua), KEYS[8] the
+-- group's delayed zset
 -- returns: {policy, max_active, version, waiting count, active count, window
--- (0 = default), retention ms (-1 = the namespace default)}
+-- (0 = default), retention ms (-1 = the namespace default), run timeout ms,
+-- max attempts, backoff, delayed count}
 -- errors: WS_INVALID (max_active or window < 0)
 -- writes: group policy/max_active/window (only what was given changes),
 -- version+1, dirty; a retention given puts the group in retire at 0 (the
 -- retention task looks at its finished runs again). replay: bumps the
 -- version again (harmless).
 -- bound: O(1)
-local cur = redis.call('HMGET', KEYS[2], 'policy', 'max_active', 'window', 'retention_ms', 'name')
+local cur = redis.call('HMGET', KEYS[2], 'policy', 'max_active', 'window', 'retention_ms', 'name',
+  'run_timeout_ms', 'max_attempts', 'backoff')
 local policy = ARGV[2]
 if policy == '' then policy = cur[1] or 'wait' end
 local m = tonumber(ARGV[3])
@@ -54,7 +60,17 @@ end
 if setret then
   redis.call('ZADD', KEYS[7], 0, ARGV[1])
 end
+local function setdef(field, v, none, at)
+  if not v or v == '' then return cur[at] end
+  if v == none then redis.call('HDEL', KEYS[2], field) return nil end
+  redis.call('HSET', KEYS[2], field, v)
+  return v
+end
+local rt = setdef('run_timeout_ms', ARGV[7], '0', 6)
+local ma = setdef('max_attempts', ARGV[8], '0', 7)
+local bo = setdef('backoff', ARGV[9], '-', 8)
 local v = redis.call('HINCRBY', KEYS[2], 'version', 1)
 redis.call('SADD', KEYS[3], ARGV[1])
 if ARGV[6] and ARGV[6] ~= '' then redis.call('PUBLISH', ARGV[6], ARGV[1]) end
-return {policy, m, v, redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5]), w, ret}
+return {policy, m, v, redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5]), w, ret,
+  tonumber(rt) or 0, tonumber(ma) or 0, bo or '', KEYS[8] and redis.call('ZCARD', KEYS[8]) or 0}

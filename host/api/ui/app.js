@@ -9,6 +9,7 @@ const $ = (sel, el = document) => el.querySelector(sel);
 const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 const when = (t) => (t ? new Date(t).toLocaleTimeString() : "-");
 const badge = (s) => `<span class="state ${esc(s)}" data-state="${esc(s)}">${esc(s)}</span>`;
+const ms = (n) => (n >= 60000 ? `${Math.round(n / 6000) / 10}m` : n >= 1000 ? `${Math.round(n / 100) / 10}s` : `${Math.round(n)}ms`);
 const runLink = (id) => `<a href="#/runs/${encodeURIComponent(id)}" data-run-link="${esc(id)}">${esc(id)}</a>`;
 const groupLink = (g) => `<a href="#/groups/${encodeURIComponent(g)}">${esc(g)}</a>`;
 const nsPath = (p) => `/api/v1/namespaces/${encodeURIComponent(state.ns)}${p}`;
@@ -87,7 +88,8 @@ const views = {
       <td><a href="#/runs/${encodeURIComponent(r.id)}/explain" data-explain="${esc(r.id)}">explain</a></td></tr>`;
     main.innerHTML = `<h1>Group ${esc(g.name)}</h1>
       <dl class="kv"><dt>policy</dt><dd id="group-policy">${esc(g.policy)}${g.latest_decision ? ` <span class=mono>${esc(g.latest_decision.policy_version)}</span>` : ""}</dd><dt>max_active</dt><dd>${g.max_active}</dd>
-        <dt>window</dt><dd>${g.window}</dd><dt>active / waiting</dt><dd>${g.active} / ${g.waiting}</dd>
+        <dt>window</dt><dd>${g.window}</dd><dt>active / waiting</dt><dd>${g.active} / ${g.waiting}${g.delayed ? ` (+${g.delayed} not due yet)` : ""}</dd>
+        ${g.run_timeout_ms || g.max_attempts > 1 ? `<dt>run defaults</dt><dd id="group-run-defaults">${g.run_timeout_ms ? "timeout " + ms(g.run_timeout_ms) : ""}${g.max_attempts > 1 ? ` ${g.max_attempts} attempts` : ""}</dd>` : ""}
         <dt>retention</dt><dd>${g.retention === "default" ? "namespace default" : esc(g.retention)}</dd></dl>
       <h2>Active runs</h2>
       <table><thead><tr><th>run</th><th class=num>seq</th><th>state</th><th class=num>prio</th><th>slots</th><th></th></tr></thead>
@@ -145,7 +147,13 @@ const views = {
         <dt>slots</dt><dd>${r.slots}</dd><dt>priority</dt><dd>${r.priority}</dd><dt>launched by</dt><dd>${esc(r.policy || "-")} ${esc(r.policy_version)}</dd>
         <dt>submitted</dt><dd>${esc(r.submitted_at || "-")}</dd><dt>started</dt><dd>${esc(r.started_at || "-")}</dd><dt>finished</dt><dd>${esc(r.finished_at || "-")}</dd>
         <dt>reason</dt><dd>${esc(r.reason || "-")}</dd>
+        ${r.not_before ? `<dt>not before</dt><dd id="run-not-before">${esc(r.not_before)}${r.state === "WAITING" && new Date(r.not_before) > Date.now() ? ` (${r.attempt > 1 ? "retry due" : "due"} in ${ms(new Date(r.not_before) - Date.now())})` : ""}</dd>` : ""}
+        ${r.timeout_ms ? `<dt>timeout</dt><dd>${ms(r.timeout_ms)}${r.deadline ? ", deadline " + esc(r.deadline) : ""}</dd>` : ""}
+        ${r.max_attempts > 1 ? `<dt>attempt</dt><dd id="run-attempt">${r.attempt} of ${r.max_attempts}</dd>` : ""}
+        ${r.schedule ? `<dt>schedule</dt><dd><a href="#/schedules">${esc(r.schedule)}</a></dd>` : ""}
         <dt>slots held</dt><dd>${(r.assignments || []).map((a) => `<span class=mono>${esc(a.worker)}#${a.slot}</span>`).join(" ") || "-"}</dd></dl>
+      ${r.attempts.length ? `<h2>Attempts</h2><table id="run-attempts"><thead><tr><th class=num>attempt</th><th>outcome</th><th>worker</th><th>started</th><th>finished</th><th>reason</th></tr></thead><tbody>
+        ${r.attempts.map((a) => `<tr><td class=num>${a.n}</td><td>${badge(a.outcome)}</td><td class=mono>${esc(a.worker)}</td><td>${when(a.started_at)}</td><td>${when(a.finished_at)}</td><td>${esc(a.reason)}</td></tr>`).join("")}</tbody></table>` : ""}
       <h2>Decision trail</h2>
       ${d ? `<dl class="kv" id="run-decision"><dt>decision</dt><dd class=mono>${esc(d.id)} (epoch ${d.epoch})</dd><dt>at</dt><dd>${esc(d.at)}</dd>
         <dt>action</dt><dd>${esc(d.action)}</dd><dt>by</dt><dd>${esc(d.policy)} ${esc(d.policy_version)} (${d.policy_registry ? "registry v" + d.policy_registry : "built-in"}, sha256 <span class=mono>${esc(d.policy_sha256.slice(0, 16))}</span>)</dd>
@@ -165,6 +173,25 @@ const views = {
         <dt>policy</dt><dd>${esc(x.policy)}</dd><dt>the policy now</dt><dd>${x.now ? esc(x.now) + " " + esc(x.now_reason || "") : "no action for it"}</dd>
         <dt>in the policy's window</dt><dd>${x.in_window ? "yes" : "no"}</dd></dl>` : ""}
       <p><a href="#/groups/${encodeURIComponent(x.run.group)}">group ${esc(x.run.group)}</a></p>`;
+  },
+
+  async schedules(main) {
+    const { schedules } = await api(nsPath("/schedules"));
+    const admin = state.scope === "admin";
+    main.innerHTML = `<h1>Schedules</h1>
+      <table><thead><tr><th>name</th><th>group</th><th>cron</th><th>zone</th><th>next</th><th>last run</th><th class=num>submitted</th><th class=num>missed</th><th></th></tr></thead>
+        <tbody id="schedules-body">${schedules.map((c) => `<tr data-schedule="${esc(c.name)}"><td>${esc(c.name)}</td><td>${groupLink(c.group)}</td><td class=mono>${esc(c.cron)}</td>
+          <td>${esc(c.tz || "UTC")}</td><td>${c.paused ? "paused" : esc(c.next || "-")}</td><td>${c.last_run ? runLink(c.last_run) : "-"}</td>
+          <td class=num>${c.submitted}</td><td class=num>${c.missed}</td>
+          <td>${admin ? `<button class="secondary" data-sched-action="${c.paused ? "resume" : "pause"}" data-name="${esc(c.name)}">${c.paused ? "Resume" : "Pause"}</button>` : ""}</td></tr>`).join("")
+          || `<tr><td colspan=9 class=muted>no schedules (wasmsched schedule set NAME --group G --cron EXPR)</td></tr>`}</tbody></table>
+      <p class=muted>Of the ticks missed while no leader ran, the latest is submitted once; the others count as missed.</p>`;
+    main.querySelectorAll("button[data-sched-action]").forEach((b) => b.addEventListener("click", async () => {
+      try {
+        await api(nsPath(`/schedules/${encodeURIComponent(b.dataset.name)}/${b.dataset.schedAction}`), { method: "POST", body: "{}" });
+      } catch (err) { alert(err.message); }
+      render();
+    }));
   },
 
   async policies(main) {
@@ -199,7 +226,7 @@ function runsRow(r) {
     <td>${esc(r.policy || "-")}</td><td>${when(r.submitted_at)}</td><td>${esc(r.reason || "")}</td></tr>`;
 }
 
-// route parses the hash: #/, #/groups, #/groups/G, #/runs?..., #/runs/ID, #/runs/ID/explain, #/policies.
+// route parses the hash: #/, #/groups, #/groups/G, #/runs?..., #/runs/ID, #/runs/ID/explain, #/policies, #/schedules.
 function route() {
   const [path, query = ""] = location.hash.replace(/^#/, "").split("?");
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
@@ -209,6 +236,7 @@ function route() {
   if (parts[0] === "runs" && parts[1]) return { name: "run", nav: "runs", arg: parts[1], query };
   if (parts[0] === "runs") return { name: "runs", nav: "runs", query };
   if (parts[0] === "policies") return { name: "policies", nav: "policies", query };
+  if (parts[0] === "schedules") return { name: "schedules", nav: "schedules", query };
   return { name: "overview", nav: "overview", query };
 }
 
@@ -249,6 +277,7 @@ function onRun(run) {
   if (v && v.name === "run" && v.arg !== run.id) return;
   if (v && v.name === "group" && v.arg !== run.group) return;
   if (v && v.name === "policies") return;
+  if (v && v.name === "schedules" && !run.schedule) return;
   clearTimeout(state.timer);
   state.timer = setTimeout(render, 250);
 }

@@ -154,6 +154,7 @@ type Engine struct {
 
 	stopWork   func() // ends workEvents; nil without a Bus
 	retWake    chan struct{}
+	timerWake  chan struct{}
 	stats      atomic.Pointer[statsView]
 	statsMu    sync.Mutex                   // one refresh at a time
 	statsLease atomic.Pointer[leader.Lease] // the term the gauges belong to; nil when not leading
@@ -230,6 +231,7 @@ func newEngine(ctx context.Context, st *storage.Store, reg prometheus.Registerer
 	r.drain = &Drainer{rt: r, wake: make(chan struct{}, 1)}
 	r.restore.wake = make(chan struct{}, 1)
 	r.retWake = make(chan struct{}, 1)
+	r.timerWake = make(chan struct{}, 1)
 	if err := reg.Register(statsCollector{r}); err != nil {
 		return nil, fmt.Errorf("host: register runtime metrics: %w", err)
 	}
@@ -241,7 +243,8 @@ func newEngine(ctx context.Context, st *storage.Store, reg prometheus.Registerer
 // settings, a worker's new slots: storage.Keys.WorkEvents) until Close, so
 // a serial group hands off without waiting for a poll; the slot manager
 // too while the oldest LAUNCHED run waits for slots (a finished run freed
-// some), and the retention task (a run finished). Messages while this
+// some), and the retention task (a run finished); a storage.TimerEvent
+// wakes only the timer task. Messages while this
 // host does not lead only end a wait that is not happening.
 func (r *Engine) workEvents(bus *leader.Bus) {
 	if bus == nil {
@@ -256,6 +259,10 @@ func (r *Engine) workEvents(bus *leader.Bus) {
 			case <-done:
 				return
 			case ev := <-events:
+				if ev.Payload == storage.TimerEvent {
+					wakeUp(r.timerWake)
+					continue
+				}
 				if _, sn := storage.ParseWorkEvent(ev.Payload); sn != nil {
 					r.coord.offer(*sn)
 				}
@@ -277,6 +284,7 @@ func (r *Engine) Tasks() []leader.Task {
 		{Name: "restore", Run: r.restore.Run},
 		{Name: "drain", Run: r.drain.Run},
 		{Name: "retention", Run: r.retention},
+		{Name: "timer", Run: r.timer},
 	}
 	if r.cfg.StatsInterval > 0 {
 		ts = append(ts, leader.Task{Name: "stats", Run: r.runStats})

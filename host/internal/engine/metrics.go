@@ -35,6 +35,8 @@ type metrics struct {
 	loaded      *prometheus.GaugeVec     // policy, version
 	drained     prometheus.Counter
 	expired     prometheus.Counter
+	due         prometheus.Counter
+	fired       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, ns string) (*metrics, error) {
@@ -90,6 +92,16 @@ func newMetrics(reg prometheus.Registerer, ns string) (*metrics, error) {
 			Help:        "Finished runs removed by the retention task (older than their group's retention).",
 			ConstLabels: prometheus.Labels{"namespace": ns},
 		}),
+		due: prometheus.NewCounter(prometheus.CounterOpts{
+			Name:        "wasmsched_due_runs_total",
+			Help:        "Delayed runs (a not_before, a retry's backoff) the timer task moved into their group's queue when due.",
+			ConstLabels: prometheus.Labels{"namespace": ns},
+		}),
+		fired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name:        "wasmsched_schedule_ticks_total",
+			Help:        "Schedule ticks the timer task handled, by outcome: submitted, missed (skipped by the missed-tick rule), exists (the tick's run was there).",
+			ConstLabels: prometheus.Labels{"namespace": ns},
+		}, []string{"outcome"}),
 		drained: prometheus.NewCounter(prometheus.CounterOpts{
 			Name:        "wasmsched_drained_runs_total",
 			Help:        "WAITING runs discarded by the drain task because a decision's discard_below covered them.",
@@ -97,7 +109,7 @@ func newMetrics(reg prometheus.Registerer, ns string) (*metrics, error) {
 		}),
 	}
 	for _, c := range []prometheus.Collector{m.decisions, m.latency, m.stale, m.fenced, m.allocations,
-		m.restores, m.passes, m.lastPass, m.loaded, m.drained, m.expired} { // slots, runs: statsCollector
+		m.restores, m.passes, m.lastPass, m.loaded, m.drained, m.expired, m.due, m.fired} { // slots, runs: statsCollector
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("host: register runtime metrics: %w", err)
 		}

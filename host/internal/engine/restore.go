@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -255,6 +256,11 @@ func (r *Restorer) restoreOnce(ctx context.Context, lease *leader.Lease, id stri
 		// LAUNCHED runs get their slots from the slot manager; final runs are done.
 		return RestoreSkipped, nil
 	}
+	if run.State == storage.StateRunning && run.Timeout > 0 && !run.StartedAt.IsZero() && time.Since(run.StartedAt) > run.Timeout {
+		// Its worker is gone and its timeout has passed: the leader
+		// enforces it (a retry if attempts are left).
+		return r.failRun(ctx, lease, log, id, "timeout", "", storage.TimedOutReason(run.Timeout)+" (enforced by the leader: its worker is gone)")
+	}
 	k := max(run.Slots, 1)
 	ar, _ := toABIRun(run) // RUNNING or STOPPING: checked above
 	req := &abi.ReuseRequest{Group: run.Group, Now: time.Now().UnixMilli(), Run: ar}
@@ -293,7 +299,7 @@ func (r *Restorer) restoreOnce(ctx context.Context, lease *leader.Lease, id stri
 	if dec.Fail {
 		return r.failRun(ctx, lease, log, id, name, ver, dec.Reason)
 	}
-	return r.applyVerdicts(ctx, lease, log, id, k, req, dec)
+	return r.applyVerdicts(ctx, lease, log, id, k, run.MaxAttempts, req, dec)
 }
 
 // failRun fails a restored run its slot-reuse policy failed.
@@ -318,7 +324,7 @@ func (r *Restorer) failRun(ctx context.Context, lease *leader.Lease, log *slog.L
 
 // applyVerdicts reuses the task slots the policy kept and reallocates the
 // others (and the tasks without a recorded slot), all or nothing.
-func (r *Restorer) applyVerdicts(ctx context.Context, lease *leader.Lease, log *slog.Logger, id string, k int,
+func (r *Restorer) applyVerdicts(ctx context.Context, lease *leader.Lease, log *slog.Logger, id string, k, maxAttempts int,
 	req *abi.ReuseRequest, dec abi.ReuseDecision) (string, error) {
 	var reuse, realloc []int
 	covered := make([]bool, k)
@@ -334,6 +340,12 @@ func (r *Restorer) applyVerdicts(ctx context.Context, lease *leader.Lease, log *
 		if !covered[t] {
 			realloc = append(realloc, t)
 		}
+	}
+	if maxAttempts > 1 && slices.Contains(realloc, 0) {
+		// A run with retries whose task 0 (the execution) is lost: that
+		// attempt failed; the next one goes through its backoff (or the
+		// run fails when none is left), so no attempt executes twice.
+		return r.failRun(ctx, lease, log, id, "retry", "", "worker lost: its task-0 slot was not verified after a failover")
 	}
 	as, err := r.rt.st.RestoreApply(ctx, lease.Fence(), id, reuse, realloc)
 	switch {

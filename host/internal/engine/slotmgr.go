@@ -41,8 +41,10 @@ type SlotManager struct {
 }
 
 // allocChunk is the most runs one AllocateBatch script places (bounds the
-// time Redis spends in one script).
-const allocChunk = 128
+// time Redis spends in one script: 128 took up to 5.8 ms on the 100,000
+// delayed-runs bench, 64 keeps it near 3;
+// BENCHMARKS.md "Runs in time").
+const allocChunk = 64
 
 // LastPass is when the last pass ended (zero before the first).
 func (s *SlotManager) LastPass() time.Time { return unixNano(s.lastPass.Load()) }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,10 @@ type Options struct {
 	CPUProfile   string
 	SlowLog      bool
 	ScriptTimes  bool // each script's Redis time (SLOWLOG at threshold 0, read while the runs go)
+	// Delay (0 = none): every run is submitted with the same not_before,
+	// the first whole second at least Delay after the first submit, so
+	// all become due in the same second.
+	Delay time.Duration
 }
 
 // Check validates o and fills its defaults; errors are bad input.
@@ -75,6 +80,8 @@ func (o *Options) Check() error {
 		return badinput.Errorf("bench: --heartbeat-ttl must be >= 30ms, got %v", o.HeartbeatTTL)
 	case o.SlowLog && o.ScriptTimes:
 		return badinput.Errorf("bench: --slowlog and --script-times both set the server's SLOWLOG: give one")
+	case o.Delay < 0 || o.Delay > storage.MaxNotBefore:
+		return badinput.Errorf("bench: --delay must be 0 to %v, got %v", storage.MaxNotBefore, o.Delay)
 	case o.LeaseTTL < host.MinLeaseTTL:
 		return badinput.Errorf("bench: --lease-ttl must be >= %v, got %v", host.MinLeaseTTL, o.LeaseTTL)
 	}
@@ -136,6 +143,15 @@ type Result struct {
 	// Redis is what each run cost Redis, from the first submit to the last
 	// final run (nil if it could not be read).
 	Redis *RedisCost `json:"redis,omitempty"`
+	// With --delay: the not_before of every run; how long after it the
+	// last run was RUNNING (and p50/p99/max of not_before -> RUNNING); the
+	// commands the hosts, workers and clients sent per second while the
+	// runs waited (from the end of the submits to 1 s before they were due).
+	DueAt             *time.Time       `json:"due_at,omitempty"`
+	DueToAllRunningMS float64          `json:"due_to_all_running_ms,omitempty"`
+	DueToRunning      *Latency         `json:"due_to_running_ms,omitempty"`
+	WaitCommandsPerS  *float64         `json:"wait_commands_per_sec,omitempty"`
+	WaitCommands      map[string]int64 `json:"wait_commands,omitempty"`
 	// Engine is the in-process hosts' counters, summed ("decisions.applied",
 	// "decisions.settled", "decisions.stale", "allocations.allocated", ...;
 	// the warm-up run included).
@@ -168,6 +184,7 @@ type Latency struct {
 
 // env is one harness run: its connections and what runs in the background.
 type env struct {
+	due    time.Time // the delayed runs' not_before (zero: none)
 	o      Options
 	url    string
 	errw   io.Writer
@@ -274,11 +291,19 @@ func Run(ctx context.Context, url string, o Options, errw io.Writer, log *slog.L
 	if err := e.meter.start(ctx, o.ScriptTimes); err != nil {
 		return nil, err
 	}
+	if o.Delay > 0 {
+		e.due = time.Now().Add(o.Delay).Truncate(time.Second).Add(time.Second)
+	}
 	ids, submitTook, err := e.submitAll(ctx, cancel)
 	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(errw, "bench: submitted %d runs in %v; waiting for them to finish\n", o.Runs, submitTook.Round(time.Millisecond))
+	var waitRate *float64
+	var waitCounts map[string]int64
+	if !e.due.IsZero() {
+		waitRate, waitCounts = e.measureWait(ctx)
+	}
 	waitErr := waitFinal(ctx, e.st, watch, ids, errw)
 	cost, costErr := e.meter.stop(ctx, o.Runs)
 	if costErr != nil {
@@ -289,6 +314,10 @@ func Run(ctx context.Context, url string, o Options, errw io.Writer, log *slog.L
 		return nil, fmt.Errorf("bench: reading the runs: %w", err)
 	}
 	res := summarize(o, recs, submitTook)
+	if !e.due.IsZero() {
+		res.addDue(e.due, recs)
+		res.WaitCommandsPerS, res.WaitCommands = waitRate, waitCounts
+	}
 	res.Redis = cost
 	res.Engine = e.counters()
 	if readSlow != nil {
@@ -439,7 +468,8 @@ func (e *env) submitAll(ctx context.Context, cancel context.CancelFunc) ([]strin
 				}
 				batch = batch[:0]
 				for i := lo; i < min(lo+o.SubmitBatch, o.Runs); i++ {
-					batch = append(batch, storage.SubmitRequest{Group: groupName(i % o.Groups), ID: fmt.Sprintf("r%07d", i), Duration: o.Duration})
+					batch = append(batch, storage.SubmitRequest{Group: groupName(i % o.Groups), ID: fmt.Sprintf("r%07d", i), Duration: o.Duration,
+						NotBefore: e.due})
 				}
 				for j, r := range st.SubmitBatch(ctx, batch) {
 					if r.Err != nil {
@@ -458,9 +488,59 @@ func (e *env) submitAll(ctx context.Context, cancel context.CancelFunc) ([]strin
 	return ids, time.Since(t0), nil
 }
 
+// measureWait counts what the hosts, workers and clients send while the
+// delayed runs wait: from now (the submits are done) to a second before
+// they are due. It returns nil when that window is under a second.
+func (e *env) measureWait(ctx context.Context) (*float64, map[string]int64) {
+	end := e.due.Add(-time.Second)
+	if time.Until(end) < time.Second {
+		return nil, nil
+	}
+	time.Sleep(200 * time.Millisecond) // the timer's look at the new timers
+	before, t0 := e.meter.counter.Counts(), time.Now()
+	select {
+	case <-ctx.Done():
+		return nil, nil
+	case <-time.After(time.Until(end)):
+	}
+	after := e.meter.counter.Counts()
+	var n int64
+	for k, v := range after {
+		after[k] = v - before[k]
+		n += after[k]
+		if after[k] == 0 {
+			delete(after, k)
+		}
+	}
+	rate := float64(n) / time.Since(t0).Seconds()
+	fmt.Fprintf(e.errw, "bench: %.1f commands/s while %d runs waited for %s\n", rate, e.o.Runs, e.due.UTC().Format(time.RFC3339))
+	return &rate, after
+}
+
+// addDue records when the delayed runs ran after their not_before.
+func (r *Result) addDue(due time.Time, recs []rec) {
+	d := due.UTC()
+	r.DueAt = &d
+	var lat []float64
+	var last int64
+	for _, x := range recs {
+		if x.started > 0 {
+			lat = append(lat, float64(x.started-due.UnixMilli()))
+			last = max(last, x.started)
+		}
+	}
+	if last > 0 {
+		r.DueToAllRunningMS = float64(last - due.UnixMilli())
+	}
+	p := percentiles(lat)
+	r.DueToRunning = &p
+}
+
 // addSlowLog records the slowest commands of the run (at most 8).
 func (r *Result) addSlowLog(slow []storage.SlowCommand, err error) {
 	r.SlowLog = err == nil
+	// the harness's own SLOWLOG RESET is not the engine's
+	slow = slices.DeleteFunc(slow, func(c storage.SlowCommand) bool { return strings.HasPrefix(strings.ToLower(c.Args), "slowlog") })
 	slices.SortFunc(slow, func(a, b storage.SlowCommand) int { return int(b.Took - a.Took) })
 	for i, c := range slow {
 		if i == 0 {

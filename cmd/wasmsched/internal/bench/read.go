@@ -210,6 +210,13 @@ func Table(w io.Writer, r *Result) {
 			fmt.Fprintf(w, "script %s\t%.1f µs per run\t(%.2f calls, %.1f µs each)\n", sc.Name, sc.USPerRun, sc.CallsPerRun, sc.USPerCall)
 		}
 	}
+	if r.DueAt != nil {
+		fmt.Fprintf(w, "delayed runs\tdue at %s; the last RUNNING %.0f ms after\t(not_before -> RUNNING p50 %.0f p99 %.0f max %.0f ms)\n",
+			r.DueAt.Format(time.RFC3339), r.DueToAllRunningMS, r.DueToRunning.P50, r.DueToRunning.P99, r.DueToRunning.Max)
+		if r.WaitCommandsPerS != nil {
+			fmt.Fprintf(w, "while they waited\t%.1f commands/s\t%v\n", *r.WaitCommandsPerS, r.WaitCommands)
+		}
+	}
 	if r.SlowLog && len(r.SlowCommands) == 0 {
 		fmt.Fprintf(w, "slowest Redis command\tnone over 1 ms\n")
 	}
