@@ -26,6 +26,7 @@ func runOf(r storage.Run) Run {
 			Policy: d.Policy, PolicyVersion: d.PolicyVersion, PolicySHA256: d.PolicySHA256, PolicyRegistry: d.PolicyRegistry}
 	}
 	out.NotBefore, out.TimeoutMS, out.Schedule = timePtr(r.NotBefore), r.Timeout.Milliseconds(), r.Schedule
+	out.Result, out.Output, out.ExitCode = r.Result, r.Output, r.ExitCode
 	out.Attempt, out.MaxAttempts = max(r.Attempt, 1), max(r.MaxAttempts, 1)
 	out.RetryBackoffMS, out.RetryCapMS = r.RetryBase.Milliseconds(), r.RetryCap.Milliseconds()
 	if r.State == storage.StateRunning && r.Timeout > 0 && !r.StartedAt.IsZero() {

@@ -64,6 +64,12 @@ type Run struct {
 	Attempts []Attempt `json:"attempts"`
 	// Schedule is the schedule that submitted it ("": a client).
 	Schedule string `json:"schedule"`
+	// What its last finished attempt produced: a handler's result (at
+	// most 64 KiB), the last 4 KiB of a program's stdout and stderr, its
+	// exit code (null: none).
+	Result   string `json:"result"`
+	Output   string `json:"output"`
+	ExitCode *int   `json:"exit_code"`
 }
 
 // Attempt is one finished attempt of a run.

@@ -104,7 +104,7 @@ func startCost(t *testing.T, srv *redistest.Server, ns string, cfg Config, slots
 	hd, wd := make(chan error, 1), make(chan error, 1)
 	e.done = []chan error{hd, wd}
 	go func() { hd <- h.Run(ctx) }()
-	w := &worker.Agent{Store: wst, Advertise: "127.0.0.1:9", Slots: slots, Logger: log}
+	w := simWorker(t, worker.Config{Client: wst.Redis(), Namespace: wst.Namespace(), Advertise: "127.0.0.1:9", Slots: slots, Logger: log})
 	go func() { wd <- w.Run(ctx) }()
 	waitFor(t, 10*time.Second, "leadership and the worker's slots", func() bool {
 		sv, err := st.Slots(context.Background())

@@ -45,8 +45,8 @@ func TestRuntimeEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	hostDone := make(chan error, 1)
 	go func() { hostDone <- h.Run(ctx) }()
-	w := &worker.Agent{Store: st, Advertise: "127.0.0.1:2", Slots: 3, HeartbeatTTL: 300 * time.Millisecond,
-		Logger: log.With("component", "worker")}
+	w := simWorker(t, worker.Config{Client: st.Redis(), Namespace: st.Namespace(), Advertise: "127.0.0.1:2", Slots: 3,
+		HeartbeatTTL: 300 * time.Millisecond, Logger: log.With("component", "worker")})
 	workerDone := make(chan error, 1)
 	go func() { workerDone <- w.Run(ctx) }()
 	defer func() {
@@ -153,8 +153,8 @@ func TestRuntime_handoffIsEventDriven(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = h.Run(ctx) }()
-	w := &worker.Agent{Store: st, Advertise: "127.0.0.1:2", Slots: 2, HeartbeatTTL: 300 * time.Millisecond,
-		Logger: log.With("component", "worker")}
+	w := simWorker(t, worker.Config{Client: st.Redis(), Namespace: st.Namespace(), Advertise: "127.0.0.1:2", Slots: 2,
+		HeartbeatTTL: 300 * time.Millisecond, Logger: log.With("component", "worker")})
 	go func() { _ = w.Run(ctx) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for !h.Leading() && time.Now().Before(deadline) {
@@ -209,4 +209,15 @@ func sharedWasm(t *testing.T) *policies.Runtime {
 		t.Fatal(wasmErr)
 	}
 	return wasmRT
+}
+
+// simWorker is a simulating worker of c (the test fails if it cannot be made).
+func simWorker(t testing.TB, c worker.Config) *worker.Worker {
+	t.Helper()
+	w, err := worker.New(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.HandleDefault(worker.Simulate())
+	return w
 }

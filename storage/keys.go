@@ -124,6 +124,11 @@ func (k Keys) Worker(id string) string { return k.p + "worker:" + id }
 // Slots is the hash "worker#index" -> "run#token#task" or "" (free).
 func (k Keys) Slots() string { return k.p + "slots" }
 
+// Draining is the set of worker identities that take no new runs (a
+// graceful shutdown): their slots leave Free and are not offered again
+// when freed (release_slots derives this key from Free's prefix).
+func (k Keys) Draining() string { return k.p + "draining" }
+
 // Free is the zset of free "worker#index".
 func (k Keys) Free() string { return k.p + "free" }
 

@@ -251,6 +251,10 @@ type Run struct {
 	Attempts []Attempt
 	// Schedule is the schedule that submitted it ("" = a client).
 	Schedule string
+	// What its last finished attempt produced: a handler's result, the
+	// tail of a program's output, its exit code (nil: none).
+	Result, Output string
+	ExitCode       *int
 }
 
 // runFields is the order of run fields returned by scripts and HMGET.
@@ -260,7 +264,8 @@ var runFields = []string{"id", "group", "seq", "state", "slots", "priority", "pa
 	"policy", "policy_version", "submitted_at", "launched_at", "started_at", "finished_at", "reason", "assign",
 	"decision", "decision_epoch", "decided_at", "decision_action", "decision_reason", "policy_sha256", "policy_registry",
 	"decision_policy", "decision_policy_version", "dec",
-	"not_before", "timeout_ms", "attempt", "max_attempts", "backoff", "attempts", "schedule"}
+	"not_before", "timeout_ms", "attempt", "max_attempts", "backoff", "attempts", "schedule",
+	"result", "output", "exit_code"}
 
 // RunDecision is the record of the decision that launched, discarded or
 // stopped a run.
@@ -329,8 +334,12 @@ func parseRunTime(r *Run, vals []any) {
 		r.RetryBase, r.RetryCap = time.Duration(bn)*time.Millisecond, time.Duration(cn)*time.Millisecond
 	}
 	r.Attempts = parseAttempts(str(vals[5]))
-	if len(vals) > 6 {
-		r.Schedule = str(vals[6])
+	if len(vals) > 9 {
+		r.Schedule, r.Result, r.Output = str(vals[6]), str(vals[7]), str(vals[8])
+		if vals[9] != nil {
+			n := int(toInt64(vals[9]))
+			r.ExitCode = &n
+		}
 	}
 }
 

@@ -58,6 +58,30 @@ func (s *Store) RegisterWorker(ctx context.Context, identity string, slots int, 
 	return err
 }
 
+// DrainWorker makes worker identity take no new runs (a graceful
+// shutdown): its free slots leave the free zset and its slots freed later
+// are not offered again. It returns how many of its slots are still
+// assigned. ErrUnknownWorker if it is not registered.
+func (s *Store) DrainWorker(ctx context.Context, identity string) (busy int, err error) {
+	if err := ValidateWorker(identity); err != nil {
+		return 0, err
+	}
+	k := s.k
+	v, err := s.run(ctx, "drain worker", "drain_worker", []string{k.Draining(), k.Worker(identity), k.Slots(), k.Free()}, identity)
+	return int(toInt64(v)), err
+}
+
+// DeregisterWorker removes worker identity and its slots, once none is
+// assigned (ErrBadState otherwise); a worker not registered is a no-op.
+func (s *Store) DeregisterWorker(ctx context.Context, identity string) error {
+	if err := ValidateWorker(identity); err != nil {
+		return err
+	}
+	k := s.k
+	_, err := s.run(ctx, "deregister worker", "deregister_worker", []string{k.Draining(), k.Worker(identity), k.Slots(), k.Free(), k.Workers()}, identity)
+	return err
+}
+
 // SlotState is one slot of a worker. Run "" = free.
 type SlotState struct {
 	Index    int
@@ -295,7 +319,18 @@ type ReportReq struct {
 	Group, Run, Token string
 	Outcome           State
 	Reason            string
+	// What the attempt produced, stored on the run (each optional): a
+	// handler's result (at most MaxResult bytes), the tail of a program's
+	// output (at most MaxOutput), its exit code.
+	Result, Output string
+	ExitCode       *int
 }
+
+// Bounds of what a report stores on a run.
+const (
+	MaxResult = 64 << 10
+	MaxOutput = 4 << 10
+)
 
 func reportCheck(identity string, r ReportReq) error {
 	const op = "report"
@@ -316,6 +351,12 @@ func reportCheck(identity string, r ReportReq) error {
 	if r.Token == "" {
 		return invalid(op, "run %s: empty token", r.Run)
 	}
+	if len(r.Result) > MaxResult {
+		return invalid(op, "run %s: result is %d bytes, at most %d", r.Run, len(r.Result), MaxResult)
+	}
+	if len(r.Output) > MaxOutput {
+		return invalid(op, "run %s: output is %d bytes, at most %d (keep its tail)", r.Run, len(r.Output), MaxOutput)
+	}
 	return nil
 }
 
@@ -334,7 +375,7 @@ func (s *Store) ReportBatch(ctx context.Context, identity string, reps []ReportR
 			errs[i] = err
 			continue
 		}
-		calls = append(calls, s.reportCall(identity, r.Group, r.Run, r.Token, r.Outcome, r.Reason))
+		calls = append(calls, s.reportCall(identity, r))
 		pos = append(pos, i)
 	}
 	_, perrs := s.runPipe(ctx, "report", "report", calls)
@@ -344,17 +385,23 @@ func (s *Store) ReportBatch(ctx context.Context, identity string, reps []ReportR
 	return errs
 }
 
-func (s *Store) reportCall(identity, g, runID, token string, outcome State, reason string) scriptCall {
+func (s *Store) reportCall(identity string, r ReportReq) scriptCall {
 	k := s.k
+	g := r.Group
+	code := ""
+	if r.ExitCode != nil {
+		code = strconv.Itoa(*r.ExitCode)
+	}
 	return scriptCall{
-		keys: []string{k.Run(runID), k.Slots(), k.Free(), k.Group(g), k.Active(g), k.Retire(), k.Restore(), k.Dirty(), k.Finished(g),
+		keys: []string{k.Run(r.Run), k.Slots(), k.Free(), k.Group(g), k.Active(g), k.Retire(), k.Restore(), k.Dirty(), k.Finished(g),
 			k.Waiting(g), k.WaitInfo(g), k.Delayed(g), k.Timers()},
-		args: []any{identity, runID, token, string(outcome), reason, g, k.WorkEvents(), k.RunEvents(), DefaultWindow},
+		args: []any{identity, r.Run, r.Token, string(r.Outcome), r.Reason, g, k.WorkEvents(), k.RunEvents(), DefaultWindow,
+			r.Result, r.Output, code},
 	}
 }
 
 func (s *Store) report(ctx context.Context, identity, g, runID, token string, outcome State, reason string) error {
-	c := s.reportCall(identity, g, runID, token, outcome, reason)
+	c := s.reportCall(identity, ReportReq{Group: g, Run: runID, Token: token, Outcome: outcome, Reason: reason})
 	_, err := s.run(ctx, "report", "report", c.keys, c.args...)
 	return err
 }

@@ -386,7 +386,7 @@ func TestStore_Due_chunks(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		f := e.lead(t, "L#1#a")
 		n := storage.DueChunk + 44
-		at := time.Now().Add(300 * time.Millisecond)
+		at := time.Now().Add(2 * time.Second) // every run still delayed once submitted, also under -race
 		var reqs []storage.SubmitRequest
 		for i := range n {
 			// the later ids are due first: not_before decides, not the seq

@@ -126,8 +126,14 @@ func StartProc(t testing.TB, name string, args ...string) *Proc {
 // startBinary is StartProc of another binary.
 func startBinary(t testing.TB, bin, name string, args ...string) *Proc {
 	t.Helper()
+	return startBinaryEnv(t, bin, name, nil, args...)
+}
+
+// startBinaryEnv is startBinary with env added to the clean environment.
+func startBinaryEnv(t testing.TB, bin, name string, env []string, args ...string) *Proc {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = cleanEnv()
+	cmd.Env = append(cleanEnv(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -165,17 +165,13 @@ func runDev(ctx context.Context, o devOptions, ns string, out io.Writer, log *sl
 		return asUsage(err)
 	}
 	defer closeHost(ctx, h, log)
-	w := &worker.Agent{
-		Store:        st,
-		Advertise:    "dev-worker",
-		Slots:        o.Slots,
-		HeartbeatTTL: o.HeartbeatTTL,
-		Logger:       log.With("component", "worker", "namespace", ns),
-		Registerer:   reg,
-	}
-	if err := w.Validate(); err != nil {
+	w, err := worker.New(ctx, worker.Config{Client: st.Redis(), Namespace: st.Namespace(), Advertise: "dev-worker",
+		Slots: o.Slots, HeartbeatTTL: o.HeartbeatTTL, DrainTimeout: time.Second,
+		Logger: log.With("component", "worker", "namespace", ns), Registerer: reg})
+	if err != nil {
 		return asUsage(err)
 	}
+	w.HandleDefault(worker.Simulate())
 
 	apiSrv, err := openAPI(ctx, "dev", o.APIAddr, o.APITokens, st, nil, log.With("component", "api"))
 	if err != nil {

@@ -352,6 +352,16 @@ func runShowTable(w io.Writer, r client.Run) {
 	}
 }
 
+// oneLine is s on one line, cut at n bytes ("... (N bytes)" when cut; -o
+// json has all of it).
+func oneLine(s string, n int) string {
+	t := strings.ReplaceAll(strings.ReplaceAll(s, "\r", " "), "\n", " ")
+	if len(t) > n {
+		return fmt.Sprintf("%s... (%d bytes; -o json has all)", t[:n], len(s))
+	}
+	return t
+}
+
 // runTimeTable prints a run's time settings and attempts (only what is set).
 func runTimeTable(w io.Writer, r client.Run) {
 	if r.NotBefore != nil {
@@ -371,6 +381,18 @@ func runTimeTable(w io.Writer, r client.Run) {
 	}
 	if r.Schedule != "" {
 		fmt.Fprintf(w, "SCHEDULE\t%s\n", r.Schedule)
+	}
+	if r.ExitCode != nil {
+		fmt.Fprintf(w, "EXIT CODE\t%d\n", *r.ExitCode)
+	}
+	if r.Result != "" {
+		fmt.Fprintf(w, "RESULT\t%s\n", oneLine(r.Result, 200))
+	}
+	if r.Output != "" {
+		fmt.Fprintln(w, "\nOUTPUT (last 4 KiB)")
+		for _, l := range strings.Split(strings.TrimRight(r.Output, "\n"), "\n") {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
 	}
 	if r.MaxAttempts > 1 {
 		fmt.Fprintf(w, "ATTEMPT\t%d of %d (backoff %v, cap %v)\n", r.Attempt, r.MaxAttempts,

@@ -7,7 +7,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,6 +35,8 @@ type workerOptions struct {
 	StopGrace    time.Duration
 	Journal      string
 	Metrics      string
+	DrainTimeout time.Duration
+	EnvDeny      []string
 }
 
 func workerCommand() *cli.Command {
@@ -44,16 +49,26 @@ func workerCommand() *cli.Command {
 TTL/3, and executes every run whose task 0 is assigned to one of its slots,
 exactly once per assignment token. Stop requests kill the run and report
 STOPPED. If the worker misses its heartbeats and is reaped, it drops its work
-(those runs were reassigned) and registers again. SIGINT/SIGTERM: kill
-running work, report it FAILED ("worker shutting down"), exit.
+(those runs were reassigned) and registers again.
+
+SIGINT/SIGTERM drains: the worker takes no new runs, waits up to
+--drain-timeout for the runs in flight, then interrupts the rest (FAILED
+"interrupted by worker shutdown", retried if they have attempts left),
+deregisters and exits. A second SIGINT/SIGTERM interrupts them at once.
 
 Exactly one mode:
    --simulate        a run takes its submitted --duration, then SUCCEEDED;
                      a payload of exactly "fail" makes it FAILED.
-   --exec PROGRAM    runs PROGRAM (arguments after "--") in its own process
-                     group with WASMSCHED_RUN_ID, WASMSCHED_GROUP,
-                     WASMSCHED_PAYLOAD and WASMSCHED_NAMESPACE set; its
-                     stdout/stderr are logged line by line; exit 0 is
+   --exec PROGRAM    runs PROGRAM (arguments after "--"; checked at start:
+                     a missing or non-executable one exits 2) in its own
+                     process group with WASMSCHED_RUN_ID, WASMSCHED_GROUP,
+                     WASMSCHED_PAYLOAD and WASMSCHED_NAMESPACE set, and the
+                     worker's environment without the variables matching
+                     --exec-env-deny (default WASMSCHED_REDIS,
+                     WASMSCHED_API_TOKENS, REDISCLI_AUTH: the Redis
+                     password stays with the worker); its stdout/stderr are
+                     logged line by line and their last 4 KiB and its exit
+                     code kept on the run (run show); exit 0 is
                      SUCCEEDED, else FAILED with the exit status. A stop sends
                      SIGTERM to the group, SIGKILL after --stop-grace. A run
                      with a timeout (submit --timeout) is stopped the same way
@@ -77,6 +92,8 @@ Examples:
 			&cli.DurationFlag{Name: "stop-grace", Value: worker.DefaultStopGrace, Usage: "time `D` between SIGTERM and SIGKILL of a stopped program"},
 			&cli.StringFlag{Name: "journal", Usage: "append \"RUN_ID TOKEN ATTEMPT\" per execution start to `FILE`"},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus /metrics on `ADDR` (e.g. :9102)"},
+			&cli.DurationFlag{Name: "drain-timeout", Value: worker.DefaultDrainTimeout, Usage: "on SIGTERM wait up to `D` for the runs in flight"},
+			&cli.StringFlag{Name: "exec-env-deny", Value: strings.Join(worker.DefaultExecEnvDeny, ","), Usage: "environment variables (comma-separated `PATTERNS`, e.g. 'AWS_*') the program does not get; \"\" = none"},
 		},
 		Action: func(c *cli.Context) error {
 			o := workerOptions{
@@ -89,35 +106,48 @@ Examples:
 				StopGrace:    c.Duration("stop-grace"),
 				Journal:      c.String("journal"),
 				Metrics:      c.String("metrics-listen"),
+				DrainTimeout: c.Duration("drain-timeout"),
+				EnvDeny:      splitList(c.String("exec-env-deny")),
 			}
 			if err := o.check(); err != nil {
 				return err
+			}
+			log := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil)).With("namespace", globalString(c, flagNamespace))
+			var h worker.Handler = worker.Simulate()
+			if o.Exec != "" {
+				var err error
+				if h, err = worker.Exec(worker.ExecConfig{Program: o.Exec, Args: o.ExecArgs, StopGrace: o.StopGrace,
+					EnvDeny: o.EnvDeny, Logger: log}); err != nil {
+					return asUsage(err) // nothing registered
+				}
 			}
 			st, closeFn, err := openStore(c)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			log := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil)).With("namespace", st.Namespace())
 			reg := prometheus.NewRegistry()
-			w := &worker.Agent{
-				Store:        st,
-				Advertise:    o.Advertise,
-				Slots:        o.Slots,
-				HeartbeatTTL: o.HeartbeatTTL,
-				Exec:         o.Exec,
-				ExecArgs:     o.ExecArgs,
-				StopGrace:    o.StopGrace,
-				Journal:      o.Journal,
-				Logger:       log,
-				Registerer:   reg,
-			}
-			if err := w.Validate(); err != nil {
+			w, err := worker.New(c.Context, worker.Config{Client: st.Redis(), Namespace: st.Namespace(), Advertise: o.Advertise,
+				Slots: o.Slots, HeartbeatTTL: o.HeartbeatTTL, StopGrace: o.StopGrace, DrainTimeout: o.DrainTimeout,
+				Journal: o.Journal, Logger: log, Registerer: reg})
+			if err != nil {
 				return asUsage(err)
 			}
+			w.HandleDefault(h)
 			return runWorker(c.Context, w, o.Metrics, reg, log)
 		},
 	}
+}
+
+// splitList splits a comma-separated flag value ("" = none).
+func splitList(s string) []string {
+	out := []string{}
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // check validates the flags (usage errors name the flag).
@@ -140,14 +170,18 @@ func (o workerOptions) check() error {
 	if o.StopGrace <= 0 {
 		return usageErrorf("worker: --stop-grace must be positive, got %v", o.StopGrace)
 	}
+	if o.DrainTimeout < 0 {
+		return usageErrorf("worker: --drain-timeout must not be negative, got %v", o.DrainTimeout)
+	}
 	if len(o.ExecArgs) > 0 && o.Exec == "" {
 		return usageErrorf("worker: unexpected arguments %q (program arguments need --exec PROGRAM)", o.ExecArgs)
 	}
 	return nil
 }
 
-// runWorker serves metrics (if asked) and runs w until ctx ends.
-func runWorker(ctx context.Context, w *worker.Agent, metricsAddr string, reg *prometheus.Registry, log *slog.Logger) error {
+// runWorker serves metrics (if asked) and runs w until ctx ends (the first
+// SIGINT/SIGTERM: it drains); a second signal stops the drain at once.
+func runWorker(ctx context.Context, w *worker.Worker, metricsAddr string, reg *prometheus.Registry, log *slog.Logger) error {
 	if metricsAddr != "" {
 		ln, err := net.Listen("tcp", metricsAddr)
 		if err != nil {
@@ -164,5 +198,15 @@ func runWorker(ctx context.Context, w *worker.Agent, metricsAddr string, reg *pr
 		defer srv.Close()
 		log.Info("serving metrics", "addr", ln.Addr().String())
 	}
+	go func() {
+		<-ctx.Done() // the first signal (main's NotifyContext): the drain starts
+		again := make(chan os.Signal, 1)
+		signal.Notify(again, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(again)
+		if _, ok := <-again; ok {
+			log.Warn("second signal: stopping the drain now")
+			w.StopNow()
+		}
+	}()
 	return w.Run(ctx)
 }

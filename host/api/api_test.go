@@ -86,7 +86,12 @@ func startEngine(t *testing.T, ctx context.Context, st *storage.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &worker.Agent{Store: st, Advertise: "api-worker", Slots: 4, HeartbeatTTL: 600 * time.Millisecond}
+	w, err := worker.New(ctx, worker.Config{Client: st.Redis(), Namespace: st.Namespace(), Advertise: "api-worker", Slots: 4,
+		HeartbeatTTL: 600 * time.Millisecond, DrainTimeout: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.HandleDefault(worker.Simulate())
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(2)

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,35 +22,22 @@ const (
 	DefaultStopGrace    = 5 * time.Second
 	// MinHeartbeatTTL is the shortest HeartbeatTTL Validate accepts.
 	MinHeartbeatTTL = 30 * time.Millisecond
-	// SimulateFailPayload is the payload that makes a simulated run FAILED.
-	SimulateFailPayload = "fail"
+	// DefaultDrainTimeout is how long a graceful shutdown waits for the
+	// runs in flight before it interrupts them.
+	DefaultDrainTimeout = 30 * time.Second
 )
 
-// Agent is the worker agent: it registers Slots fixed slots under a fresh
-// identity, heartbeats every HeartbeatTTL/3 (one script of two commands;
-// every third beat, once a TTL, also reads its slots and reconciles),
-// learns its new assignments and stop requests from the namespace's
-// slot-events (then reads those slots: PollAssigned) and executes every
-// run whose task 0 sits on one of its slots, exactly once per assignment
-// token. It obeys stop requests (run
-// state STOPPING: kill, then report STOPPED) and reports SUCCEEDED, FAILED or
-// STOPPED through the token-guarded storage.Report.
-//
-// Two execution modes:
-//   - simulate (Exec == ""): the run takes its submitted Duration and then
-//     SUCCEEDS; a payload of exactly "fail" (SimulateFailPayload) makes it
-//     FAILED after that Duration.
-//   - exec (Exec != ""): the program Exec (with ExecArgs) runs in its own
-//     process group with WASMSCHED_RUN_ID, WASMSCHED_GROUP, WASMSCHED_PAYLOAD,
-//     WASMSCHED_NAMESPACE and WASMSCHED_ATTEMPT added to the environment; its stdout and stderr
-//     go to Logger line by line; exit 0 is SUCCEEDED, anything else FAILED
-//     with the exit status as reason. A stop sends SIGTERM to the process
-//     group and SIGKILL after StopGrace.
-//
-// A run with a Timeout is stopped the same way when the timeout has passed
-// since its execution started here, and reported FAILED "timed out after
-// D" (storage.TimedOutReason); with attempts left the leader's report script
-// queues its retry.
+// agent is the worker behind Worker: it registers Slots fixed slots under
+// a fresh identity, heartbeats every HeartbeatTTL/3 (one script of two
+// commands; every third beat, once a TTL, also reads its slots and
+// reconciles), learns its new assignments and stop requests from the
+// namespace's slot-events (then reads those slots: PollAssigned) and
+// executes every run whose task 0 sits on one of its slots, exactly once
+// per assignment token, with the handler of the run's group (runHandler).
+// It obeys stop requests (run state STOPPING: the handler's context ends,
+// then it reports STOPPED) and timeouts (FAILED "timed out after D",
+// storage.TimedOutReason), and reports SUCCEEDED, FAILED or STOPPED with
+// what the attempt produced through the token-guarded storage.ReportBatch.
 //
 // When heartbeats fail for longer than HeartbeatTTL (Redis unreachable) the
 // worker kills its executions (it may be reaped and its runs reassigned)
@@ -60,12 +45,15 @@ const (
 // When the heartbeat answers storage.ErrUnknownWorker (the worker missed its
 // heartbeats and was reaped; its runs were reassigned) the worker kills all
 // its executions without reporting and registers again under a new
-// identity. When ctx is cancelled it kills its executions, reports them
-// FAILED ("worker shutting down") best effort and returns.
+// identity. When ctx is cancelled it drains: its slots take no new runs
+// (storage.DrainWorker), the runs in flight go on for up to DrainTimeout
+// (or until stop), then the rest are interrupted and reported FAILED
+// (InterruptedReason; retried with attempts left), and it deregisters.
 //
-// The zero value of every field except Store and Advertise is a default.
-// Run may be called once.
-type Agent struct {
+// Without handlers, Exec selects the exec handler and else Simulate (the
+// package's tests). The zero value of every field except Store and
+// Advertise is a default. Run may be called once.
+type agent struct {
 	// Store is the namespace store (required).
 	Store *storage.Store
 	// Advertise is the address in the identity stamp (required).
@@ -89,6 +77,14 @@ type Agent struct {
 	Logger *slog.Logger
 	// Registerer, when set, gets the worker metrics.
 	Registerer prometheus.Registerer
+	// handlers by group, and the default (nil: Exec's program, or
+	// simulate); Worker.Handle sets them before Run.
+	handlers map[string]Handler
+	def      Handler
+	// DrainTimeout bounds a graceful shutdown's wait for in-flight runs.
+	DrainTimeout time.Duration
+	stopNow      chan struct{} // closed: end a drain at once
+	stopOnce     sync.Once
 
 	mu       sync.Mutex
 	identity string
@@ -98,6 +94,7 @@ type Agent struct {
 	done     chan *finished
 	runsDone *prometheus.CounterVec
 	journal  *os.File
+	draining atomic.Bool         // a graceful shutdown started: no re-registration
 	lastBeat time.Time           // send time of the last successful heartbeat (main loop only)
 	events   []storage.SlotEvent // announced assignments not yet polled (under mu)
 	wg       sync.WaitGroup
@@ -110,10 +107,13 @@ type finished struct {
 	outcome    storage.State
 	reason     string
 	drop       bool // killed because the assignment is gone: do not report
+	// what the attempt produced (storage.ReportReq)
+	result, output string
+	exitCode       *int
 }
 
 // Validate checks the configuration and fills in defaults.
-func (w *Agent) Validate() error {
+func (w *agent) Validate() error {
 	switch {
 	case w.Store == nil:
 		return errors.New("worker: Store is required")
@@ -134,7 +134,7 @@ func (w *Agent) Validate() error {
 }
 
 // withDefaults fills the zero fields with their defaults (Run does, once).
-func (w *Agent) withDefaults() {
+func (w *agent) withDefaults() {
 	if w.Slots == 0 {
 		w.Slots = 1
 	}
@@ -147,18 +147,39 @@ func (w *Agent) withDefaults() {
 	if w.Logger == nil {
 		w.Logger = slog.Default()
 	}
+	if w.DrainTimeout == 0 {
+		w.DrainTimeout = DefaultDrainTimeout
+	}
+	if w.stopNow == nil {
+		w.stopNow = make(chan struct{})
+	}
+	if w.def == nil {
+		if w.Exec != "" {
+			w.def = &execHandler{prog: w.Exec, args: w.ExecArgs, grace: w.StopGrace, log: w.Logger, env: execEnv(DefaultExecEnvDeny)}
+		} else {
+			w.def = Simulate()
+		}
+	}
+}
+
+// handlerFor is the handler of group g's runs.
+func (w *agent) handlerFor(g string) Handler {
+	if h := w.handlers[g]; h != nil {
+		return h
+	}
+	return w.def
 }
 
 // Identity returns the current identity stamp ("" before registration). It
 // changes when the worker re-registers after being reaped.
-func (w *Agent) Identity() string {
+func (w *agent) Identity() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.identity
 }
 
 // Running returns the run ids being executed right now.
-func (w *Agent) Running() []string {
+func (w *agent) Running() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make([]string, 0, len(w.running))
@@ -171,7 +192,7 @@ func (w *Agent) Running() []string {
 // Run registers the worker and serves until ctx is cancelled. It returns nil
 // after a clean shutdown, or the error that prevented the first
 // registration.
-func (w *Agent) Run(ctx context.Context) error {
+func (w *agent) Run(ctx context.Context) error {
 	if err := w.Validate(); err != nil {
 		return err
 	}
@@ -204,15 +225,38 @@ func (w *Agent) Run(ctx context.Context) error {
 	if err := w.register(ctx); err != nil {
 		return err
 	}
-	defer w.shutdown()
+	// After ctx ends the worker drains: Redis calls go on (heartbeats,
+	// reports) on a context that is not cancelled, bounded by the drain.
+	parentDone := ctx.Done()
+	ctx = context.WithoutCancel(ctx)
+	subCtx, stopSub := context.WithCancel(ctx)
+	defer func() {
+		stopSub() // the subscriber first: shutdown waits for it
+		w.shutdown()
+	}()
 
 	tick := time.NewTicker(w.HeartbeatTTL / 3)
 	defer tick.Stop()
-	kick := w.subscribe(ctx)
+	kick := w.subscribe(subCtx)
 	w.heartbeat(ctx, true)
+	var drainEnd <-chan time.Time
 	for beats := 1; ; {
+		if w.draining.Load() && w.idle() {
+			w.Logger.Info("drained: no run in flight")
+			return nil
+		}
 		select {
-		case <-ctx.Done():
+		case <-parentDone:
+			parentDone = nil
+			drainEnd = time.After(w.DrainTimeout)
+			w.drain(ctx)
+		case <-drainEnd:
+			w.Logger.Warn("drain timeout: interrupting the runs in flight", "timeout", w.DrainTimeout, "running", len(w.Running()))
+			return nil
+		case <-w.stopNow:
+			if w.draining.Load() {
+				w.Logger.Warn("stopping now: interrupting the runs in flight", "running", len(w.Running()))
+			}
 			return nil
 		case f := <-w.done:
 			// Take every execution that has finished by now and report
@@ -239,6 +283,33 @@ func (w *Agent) Run(ctx context.Context) error {
 	}
 }
 
+// drain starts a graceful shutdown: the worker's slots take no new runs
+// (storage.DrainWorker); the runs in flight go on until they end, the
+// drain times out or StopNow.
+func (w *agent) drain(ctx context.Context) {
+	w.draining.Store(true)
+	id := w.Identity()
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	busy, err := w.Store.DrainWorker(dctx, id)
+	if err != nil {
+		w.Logger.Warn("draining: could not take the slots out of the free pool; new runs may still arrive", "identity", id, "err", err)
+	}
+	w.Logger.Info("draining: taking no new runs", "identity", id, "in_flight", busy, "timeout", w.DrainTimeout)
+}
+
+// idle reports whether no execution runs and no report waits.
+func (w *agent) idle() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.running) == 0 && len(w.pending) == 0
+}
+
+// stop ends a drain at once (the runs in flight are interrupted).
+func (w *agent) stopSignal() {
+	w.stopOnce.Do(func() { close(w.stopNow) })
+}
+
 // fullBeat: every fullBeat-th heartbeat reads the worker's slots and
 // reconciles (once per HeartbeatTTL at the default period of TTL/3); the
 // others only move the expiry. New assignments and stop requests come on
@@ -253,7 +324,7 @@ const fullBeat = 3
 // token when there are some, so the worker starts the run at once instead
 // of at its next heartbeat. Best effort: without the subscription (or when
 // a message is lost) the heartbeat still picks the work up.
-func (w *Agent) subscribe(ctx context.Context) <-chan struct{} {
+func (w *agent) subscribe(ctx context.Context) <-chan struct{} {
 	kick := make(chan struct{}, 1)
 	ps := w.Store.Subscribe(ctx, w.Store.Keys().SlotEvents())
 	w.wg.Add(1)
@@ -293,7 +364,7 @@ func (w *Agent) subscribe(ctx context.Context) <-chan struct{} {
 
 // notStarted reports whether token is not yet executed or settled: the
 // slots read fetches the whole run record only for such task-0 slots.
-func (w *Agent) notStarted(token string) bool {
+func (w *agent) notStarted(token string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return !w.started[token]
@@ -305,7 +376,7 @@ func (w *Agent) notStarted(token string) bool {
 // started, a STOPPING one stopped (settleLocked). It never drops anything
 // (the full heartbeat's reconcile does) and does not extend the heartbeat
 // (the ticker does).
-func (w *Agent) poll(ctx context.Context) {
+func (w *agent) poll(ctx context.Context) {
 	w.mu.Lock()
 	evs := w.events
 	w.events = nil
@@ -339,7 +410,7 @@ func (w *Agent) poll(ctx context.Context) {
 
 // register takes a fresh identity and registers it, retrying transient
 // errors until ctx ends.
-func (w *Agent) register(ctx context.Context) error {
+func (w *agent) register(ctx context.Context) error {
 	id := storage.NewIdentity(w.Advertise)
 	for {
 		err := w.Store.RegisterWorker(ctx, id, w.Slots, w.HeartbeatTTL)
@@ -366,7 +437,7 @@ func (w *Agent) register(ctx context.Context) error {
 
 // heartbeat refreshes the worker's liveness; a full one also reconciles
 // executions with the assignments it returns.
-func (w *Agent) heartbeat(ctx context.Context, full bool) {
+func (w *agent) heartbeat(ctx context.Context, full bool) {
 	id := w.Identity()
 	sent := time.Now()
 	var states []storage.SlotState
@@ -379,6 +450,9 @@ func (w *Agent) heartbeat(ctx context.Context, full bool) {
 	if errors.Is(err, storage.ErrUnknownWorker) {
 		w.Logger.Warn("worker was reaped; dropping its work and registering again", "identity", id)
 		w.dropAll("worker was reaped")
+		if w.draining.Load() {
+			return // shutting down: nothing to register for
+		}
 		if err := w.register(ctx); err != nil && ctx.Err() == nil {
 			w.Logger.Error("worker re-register failed", "err", err)
 		}
@@ -408,7 +482,7 @@ func (w *Agent) heartbeat(ctx context.Context, full bool) {
 }
 
 // reconcile starts, stops and drops executions to match the assignments.
-func (w *Agent) reconcile(ctx context.Context, states []storage.SlotState) {
+func (w *agent) reconcile(ctx context.Context, states []storage.SlotState) {
 	assigned := map[string]storage.SlotState{} // task-0 assignments by token
 	for _, s := range states {
 		if s.Run == "" || s.Token == "" || s.Task != 0 {
@@ -447,7 +521,7 @@ func (w *Agent) reconcile(ctx context.Context, states []storage.SlotState) {
 // run's state: start a RUNNING run not started yet, stop a STOPPING one
 // (or settle it STOPPED unexecuted), drop one finished elsewhere. w.mu is
 // held.
-func (w *Agent) settleLocked(ctx context.Context, tok string, s storage.SlotState) {
+func (w *agent) settleLocked(ctx context.Context, tok string, s storage.SlotState) {
 	switch s.RunState {
 	case storage.StateStopping:
 		if e := w.running[tok]; e != nil {
@@ -483,7 +557,7 @@ func (w *Agent) settleLocked(ctx context.Context, tok string, s storage.SlotStat
 
 // stopReason is the reason recorded with a stop request (kept in the
 // STOPPED report), or a generic one.
-func (w *Agent) stopReason(ctx context.Context, runID string) string {
+func (w *agent) stopReason(ctx context.Context, runID string) string {
 	if r, err := w.Store.GetRun(ctx, runID); err == nil && r.Reason != "" {
 		return r.Reason
 	}
@@ -493,7 +567,7 @@ func (w *Agent) stopReason(ctx context.Context, runID string) string {
 // startLocked starts executing the run of assignment s. w.mu is held.
 // The run record comes with s (SlotState.Detail, read with the slots);
 // only without it is it read here.
-func (w *Agent) startLocked(ctx context.Context, s storage.SlotState) {
+func (w *agent) startLocked(ctx context.Context, s storage.SlotState) {
 	var run storage.Run
 	if s.Detail != nil && s.Detail.ID == s.Run {
 		run = *s.Detail
@@ -515,7 +589,7 @@ func (w *Agent) startLocked(ctx context.Context, s storage.SlotState) {
 			w.Logger.Error("journal write failed", "run", s.Run, "err", err)
 		}
 	}
-	e := &execution{run: s.Run, token: s.Token, group: run.Group, stop: make(chan killReason, 1), timeout: run.Timeout}
+	e := newExecution(s.Run, s.Token, run.Group, run.Timeout)
 	w.running[s.Token] = e
 	if run.Timeout > 0 {
 		// The attempt's deadline, from its start here: stopped as an
@@ -527,44 +601,79 @@ func (w *Agent) startLocked(ctx context.Context, s storage.SlotState) {
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		var f *finished
-		if w.Exec == "" {
-			f = w.simulate(e, run)
-		} else {
-			f = w.execute(e, run, log)
-		}
+		f := w.runHandler(e, run, log)
 		if e.deadline != nil {
 			e.deadline.Stop()
 		}
+		e.cancel()
 		f.group = run.Group
 		w.done <- f
 	}()
 }
 
-func (w *Agent) mode() string {
-	if w.Exec == "" {
+func (w *agent) mode() string {
+	switch w.def.(type) {
+	case *execHandler:
+		return "exec"
+	case simulateHandler:
 		return "simulate"
 	}
-	return "exec"
+	return "handler"
 }
 
-// simulate sleeps the run's Duration.
-func (w *Agent) simulate(e *execution, run storage.Run) *finished {
-	t := time.NewTimer(run.Duration)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		if run.Payload == SimulateFailPayload {
-			return &finished{run: e.run, token: e.token, outcome: storage.StateFailed, reason: "simulated failure (payload \"fail\")"}
-		}
-		return &finished{run: e.run, token: e.token, outcome: storage.StateSucceeded}
-	case why := <-e.stop:
-		return why.result(e)
+// runHandler runs the run's handler with the execution's context and
+// turns what it returned into the outcome to report: a kill's reason wins
+// (stop, timeout, shutdown, lost), then an error or a panic (FAILED), then
+// a result within MaxResult (SUCCEEDED). A handler that does not return
+// within StopGrace + 2 s of its context ending is abandoned.
+func (w *agent) runHandler(e *execution, run storage.Run, log *slog.Logger) *finished {
+	r := runOf(run, w.Store.Namespace())
+	h := w.handlerFor(run.Group)
+	type ret struct {
+		res string
+		err error
 	}
+	done := make(chan ret, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				log.Error("handler panicked", "panic", p)
+				done <- ret{err: fmt.Errorf("panic: %v", p)}
+			}
+		}()
+		res, err := h.Handle(e.ctx, r)
+		done <- ret{res, err}
+	}()
+	var out ret
+	select {
+	case out = <-done:
+	case <-e.ctx.Done():
+		t := time.NewTimer(w.StopGrace + 2*time.Second)
+		select {
+		case out = <-done:
+			t.Stop()
+		case <-t.C:
+			log.Warn("handler did not return after its context ended; abandoning it", "grace", w.StopGrace)
+		}
+	}
+	var f *finished
+	switch why := e.reason(); {
+	case why != 0:
+		f = why.result(e)
+	case out.err != nil:
+		f = &finished{run: e.run, token: e.token, outcome: storage.StateFailed, reason: out.err.Error()}
+	case len(out.res) > storage.MaxResult:
+		f = &finished{run: e.run, token: e.token, outcome: storage.StateFailed,
+			reason: fmt.Sprintf("result is %d bytes, at most %d", len(out.res), storage.MaxResult)}
+	default:
+		f = &finished{run: e.run, token: e.token, outcome: storage.StateSucceeded, result: out.res}
+	}
+	f.output, f.exitCode = r.outcome()
+	return f
 }
 
 // finish handles a finished execution: report it unless dropped.
-func (w *Agent) finish(ctx context.Context, f *finished) {
+func (w *agent) finish(ctx context.Context, f *finished) {
 	if w.record(f) {
 		w.retryReports(ctx)
 	}
@@ -572,7 +681,7 @@ func (w *Agent) finish(ctx context.Context, f *finished) {
 
 // record books a finished execution (pending report unless dropped) and
 // reports whether it has something to report.
-func (w *Agent) record(f *finished) bool {
+func (w *agent) record(f *finished) bool {
 	w.mu.Lock()
 	delete(w.running, f.token)
 	outcome := string(f.outcome)
@@ -589,7 +698,7 @@ func (w *Agent) record(f *finished) bool {
 
 // retryReports sends every pending report; transient failures stay
 // pending for the next heartbeat.
-func (w *Agent) retryReports(ctx context.Context) {
+func (w *agent) retryReports(ctx context.Context) {
 	w.mu.Lock()
 	todo := make([]finished, 0, len(w.pending))
 	for _, p := range w.pending {
@@ -606,7 +715,8 @@ func (w *Agent) retryReports(ctx context.Context) {
 	)
 	for i, p := range todo {
 		if p.group != "" {
-			batch = append(batch, storage.ReportReq{Group: p.group, Run: p.run, Token: p.token, Outcome: p.outcome, Reason: p.reason})
+			batch = append(batch, storage.ReportReq{Group: p.group, Run: p.run, Token: p.token, Outcome: p.outcome, Reason: p.reason,
+				Result: p.result, Output: p.output, ExitCode: p.exitCode})
 			pos = append(pos, i)
 		} else {
 			errs[i] = w.Store.Report(ctx, id, p.run, p.token, p.outcome, p.reason)
@@ -646,7 +756,7 @@ func (w *Agent) retryReports(ctx context.Context) {
 
 // dropAll kills every execution without reporting and forgets pending
 // reports (the worker lost its slots).
-func (w *Agent) dropAll(why string) {
+func (w *agent) dropAll(why string) {
 	w.mu.Lock()
 	for _, e := range w.running {
 		e.kill(killDrop)
@@ -662,22 +772,32 @@ func (w *Agent) dropAll(why string) {
 	w.Logger.Info("dropped all work", "why", why)
 }
 
-// shutdown kills every execution and reports them FAILED, best effort.
-func (w *Agent) shutdown() {
+// shutdown interrupts every execution still in flight and reports them
+// FAILED (InterruptedReason: retried if attempts are left), best effort,
+// then deregisters the worker once none of its slots is assigned.
+func (w *agent) shutdown() {
 	w.mu.Lock()
 	for _, e := range w.running {
 		e.kill(killShutdown)
 	}
 	running := len(w.running)
 	w.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), w.StopGrace+5*time.Second)
 	defer cancel()
 	for ; running > 0; running-- {
-		w.finish(ctx, <-w.done)
+		select {
+		case f := <-w.done:
+			w.finish(ctx, f)
+		case <-ctx.Done():
+		}
 	}
 	w.wg.Wait()
 	w.retryReports(ctx)
-	w.Logger.Info("worker stopped", "identity", w.Identity())
+	id := w.Identity()
+	if err := w.Store.DeregisterWorker(ctx, id); err != nil {
+		w.Logger.Warn("worker not deregistered; the leader reaps it after its heartbeat TTL", "identity", id, "err", err)
+	}
+	w.Logger.Info("worker stopped", "identity", id)
 }
 
 // killReason says why an execution is being killed.
@@ -686,7 +806,7 @@ type killReason int
 const (
 	killStop     killReason = iota + 1 // stop request: report STOPPED
 	killDrop                           // assignment gone: do not report
-	killShutdown                       // worker shutting down: report FAILED
+	killShutdown                       // worker shutting down (a drain's end): report FAILED
 	killLost                           // heartbeat lease may be lost: report FAILED
 	killTimeout                        // the run's timeout passed: report FAILED "timed out"
 )
@@ -696,7 +816,7 @@ func (k killReason) result(e *execution) *finished {
 	case killStop:
 		return &finished{run: e.run, token: e.token, outcome: storage.StateStopped, reason: e.stopReason}
 	case killShutdown:
-		return &finished{run: e.run, token: e.token, outcome: storage.StateFailed, reason: "worker shutting down"}
+		return &finished{run: e.run, token: e.token, outcome: storage.StateFailed, reason: InterruptedReason}
 	case killLost:
 		return &finished{run: e.run, token: e.token, outcome: storage.StateFailed, reason: "worker lost contact with Redis for longer than its heartbeat TTL"}
 	case killTimeout:
@@ -713,75 +833,26 @@ type execution struct {
 	stopReason string // set (under Worker.mu) before kill(killStop)
 	timeout    time.Duration
 	deadline   *time.Timer // kills it at its timeout (nil: none)
+	ctx        context.Context
+	cancel     context.CancelFunc
 	once       sync.Once
-	stop       chan killReason // gets the first kill reason
+	why        atomic.Int32 // the first kill reason (0: none)
 }
 
-// kill asks the execution to end; only the first reason counts.
+func newExecution(run, token, group string, timeout time.Duration) *execution {
+	e := &execution{run: run, token: token, group: group, timeout: timeout}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	return e
+}
+
+// kill asks the execution to end (its handler's context is cancelled);
+// only the first reason counts.
 func (e *execution) kill(why killReason) {
-	e.once.Do(func() { e.stop <- why })
+	e.once.Do(func() {
+		e.why.Store(int32(why))
+		e.cancel()
+	})
 }
 
-// execute runs the worker's program for run in its own process group and
-// waits for it or for a kill.
-func (w *Agent) execute(e *execution, run storage.Run, log *slog.Logger) *finished {
-	cmd := exec.Command(w.Exec, w.ExecArgs...)
-	cmd.Env = append(os.Environ(),
-		"WASMSCHED_RUN_ID="+run.ID,
-		"WASMSCHED_GROUP="+run.Group,
-		"WASMSCHED_PAYLOAD="+run.Payload,
-		"WASMSCHED_NAMESPACE="+w.Store.Namespace(),
-		"WASMSCHED_ATTEMPT="+strconv.Itoa(max(run.Attempt, 1)),
-	)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout := &lineLogger{log: log, stream: "stdout"}
-	stderr := &lineLogger{log: log, stream: "stderr"}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	// Bound the wait for output pipes held open by grandchildren that
-	// escaped the process group.
-	cmd.WaitDelay = w.StopGrace
-	if err := cmd.Start(); err != nil {
-		return &finished{run: e.run, token: e.token, outcome: storage.StateFailed, reason: fmt.Sprintf("start %s: %v", w.Exec, err)}
-	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-
-	var why killReason
-	var err error
-	select {
-	case err = <-waited:
-	case why = <-e.stop:
-		pgid := cmd.Process.Pid
-		log.Info("killing run process group", "pgid", pgid, "signal", "SIGTERM")
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		t := time.NewTimer(w.StopGrace)
-		select {
-		case err = <-waited:
-			t.Stop()
-		case <-t.C:
-			log.Warn("process group outlived the grace period", "pgid", pgid, "signal", "SIGKILL", "grace", w.StopGrace)
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			err = <-waited
-		}
-		// Leftovers of the group (the leader exited on SIGTERM but a
-		// child ignored it) are killed too.
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	}
-	stdout.flush()
-	stderr.flush()
-	if why != 0 {
-		return why.result(e)
-	}
-	if err == nil {
-		return &finished{run: e.run, token: e.token, outcome: storage.StateSucceeded}
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return &finished{run: e.run, token: e.token, outcome: storage.StateFailed, reason: ee.Error()}
-	}
-	if errors.Is(err, exec.ErrWaitDelay) {
-		// The program exited 0 but left its output open: treat as done.
-		return &finished{run: e.run, token: e.token, outcome: storage.StateSucceeded}
-	}
-	return &finished{run: e.run, token: e.token, outcome: storage.StateFailed, reason: err.Error()}
-}
+// reason is the first kill reason (0: not killed).
+func (e *execution) reason() killReason { return killReason(e.why.Load()) }

@@ -71,7 +71,7 @@ func newWEnv(t *testing.T) *wenv {
 }
 
 // start runs a worker until the test ends; cancel stops it early.
-func (e *wenv) start(w *Agent) (cancel func()) {
+func (e *wenv) start(w *agent) (cancel func()) {
 	e.t.Helper()
 	w.Store = e.st
 	if w.Advertise == "" {
@@ -79,6 +79,9 @@ func (e *wenv) start(w *Agent) (cancel func()) {
 	}
 	if w.HeartbeatTTL == 0 {
 		w.HeartbeatTTL = 300 * time.Millisecond
+	}
+	if w.DrainTimeout == 0 {
+		w.DrainTimeout = 200 * time.Millisecond
 	}
 	w.Logger = slog.New(slog.NewTextHandler(e.logs, nil))
 	ctx, cancelFn := context.WithCancel(context.Background())
@@ -172,7 +175,7 @@ func TestWorkerSimulateOnceAndFail(t *testing.T) {
 	e := newWEnv(t)
 	journal := filepath.Join(e.dir, "journal")
 	reg := prometheus.NewRegistry()
-	w := &Agent{Slots: 2, Journal: journal, Registerer: reg}
+	w := &agent{Slots: 2, Journal: journal, Registerer: reg}
 	e.start(w)
 
 	ok, tok := e.launch(storage.SubmitRequest{ID: "ok1", Duration: 150 * time.Millisecond})
@@ -217,7 +220,7 @@ func TestWorkerExecEnvOutputAndFailure(t *testing.T) {
 echo "to stderr" >&2
 if [ "$WASMSCHED_PAYLOAD" = "boom" ]; then exit 3; fi
 `)
-	e.start(&Agent{Slots: 1, Exec: prog})
+	e.start(&agent{Slots: 1, Exec: prog})
 
 	r, _ := e.launch(storage.SubmitRequest{ID: "x1", Group: "etl", Payload: "hello"})
 	e.waitState(r.ID, storage.StateSucceeded)
@@ -249,7 +252,7 @@ echo $! > `+pidFile+`
 echo started
 wait
 `)
-	e.start(&Agent{Slots: 1, Exec: prog, StopGrace: 300 * time.Millisecond})
+	e.start(&agent{Slots: 1, Exec: prog, StopGrace: 300 * time.Millisecond})
 	r, _ := e.launch(storage.SubmitRequest{ID: "long1"})
 	e.waitFor("child pid", func() bool { b, err := os.ReadFile(pidFile); return err == nil && len(bytes.TrimSpace(b)) > 0 })
 	b, _ := os.ReadFile(pidFile)
@@ -287,7 +290,7 @@ func processGone(pid int) bool {
 func TestWorkerReapedReRegistersAndDropsWork(t *testing.T) {
 	e := newWEnv(t)
 	journal := filepath.Join(e.dir, "journal")
-	w := &Agent{Slots: 1, Journal: journal, HeartbeatTTL: 300 * time.Millisecond}
+	w := &agent{Slots: 1, Journal: journal, HeartbeatTTL: 300 * time.Millisecond}
 	e.start(w)
 	r, _ := e.launch(storage.SubmitRequest{ID: "slow", Duration: time.Hour})
 	e.waitFor("run executing", func() bool { return len(w.Running()) == 1 })
@@ -326,7 +329,7 @@ func TestWorkerReapedReRegistersAndDropsWork(t *testing.T) {
 
 func TestWorkerStaleTokenReportRefused(t *testing.T) {
 	e := newWEnv(t)
-	w := &Agent{Slots: 1}
+	w := &agent{Slots: 1}
 	e.start(w)
 	r, tok := e.launch(storage.SubmitRequest{ID: "r1", Duration: time.Hour})
 	e.waitFor("run executing", func() bool { return len(w.Running()) == 1 })
@@ -346,28 +349,73 @@ func TestWorkerStaleTokenReportRefused(t *testing.T) {
 
 func TestWorkerShutdownReportsFailed(t *testing.T) {
 	e := newWEnv(t)
-	w := &Agent{Slots: 1}
+	w := &agent{Slots: 1}
 	stop := e.start(w)
 	r, _ := e.launch(storage.SubmitRequest{ID: "r1", Duration: time.Hour})
 	e.waitFor("run executing", func() bool { return len(w.Running()) == 1 })
 	stop()
 	got := e.waitState(r.ID, storage.StateFailed)
-	if got.Reason != "worker shutting down" {
+	if got.Reason != InterruptedReason {
 		t.Errorf("reason %q", got.Reason)
+	}
+}
+
+// TestWorkerDrain: a cancelled worker takes no new runs (its slots leave
+// the free pool), lets the run in flight finish within the drain timeout
+// (SUCCEEDED, not interrupted), then deregisters.
+func TestWorkerDrain(t *testing.T) {
+	e := newWEnv(t)
+	w := &agent{Slots: 2, DrainTimeout: 10 * time.Second}
+	stop := e.start(w)
+	r, _ := e.launch(storage.SubmitRequest{ID: "r1", Duration: 700 * time.Millisecond})
+	e.waitFor("run executing", func() bool { return len(w.Running()) == 1 })
+	id := w.Identity()
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	e.waitFor("the worker's free slot out of the pool", func() bool {
+		n, _ := e.rdb.ZCard(context.Background(), e.st.Keys().Free()).Result()
+		return n == 0
+	})
+	// the leader cannot place a new run on a draining worker
+	late, _ := e.st.Submit(context.Background(), storage.SubmitRequest{Group: "g", ID: "late"})
+	sn, err := e.st.Snapshot(context.Background(), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := e.st.ApplyBatch(context.Background(), e.fence, []storage.GroupDecision{{Group: "g", Decision: storage.Decision{
+		Version: sn.Group.Version, ClaimID: "late", Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: late.ID}}}}})
+	if res[0].Err != nil || res[0].Queued != 1 {
+		t.Fatalf("a launch while the only worker drains: %+v, want it queued (no free slot)", res[0])
+	}
+	<-stopped
+	if got := e.waitState(r.ID, storage.StateSucceeded); got.State != storage.StateSucceeded {
+		t.Fatalf("the run in flight: %s", got.State)
+	}
+	v, err := e.st.Slots(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, wk := range v.Workers {
+		if wk.Identity == id {
+			t.Fatalf("the drained worker is still registered: %+v", wk)
+		}
+	}
+	if n := e.rdb.SCard(context.Background(), e.st.Keys().Draining()).Val(); n != 0 {
+		t.Fatalf("%d draining marks left", n)
 	}
 }
 
 func TestWorkerValidate(t *testing.T) {
 	st, _ := storage.New(redistest.Start(t).Client(t), "v")
 	for _, tc := range []struct {
-		w    *Agent
+		w    *agent
 		want string
 	}{
-		{&Agent{Advertise: "a:1"}, "Store is required"},
-		{&Agent{Store: st}, "Advertise address is required"},
-		{&Agent{Store: st, Advertise: "a#1"}, "must not contain"},
-		{&Agent{Store: st, Advertise: "a:1", Slots: -1}, "slots must be >= 1"},
-		{&Agent{Store: st, Advertise: "a:1", HeartbeatTTL: time.Millisecond}, "below the minimum"},
+		{&agent{Advertise: "a:1"}, "Store is required"},
+		{&agent{Store: st}, "Advertise address is required"},
+		{&agent{Store: st, Advertise: "a#1"}, "must not contain"},
+		{&agent{Store: st, Advertise: "a:1", Slots: -1}, "slots must be >= 1"},
+		{&agent{Store: st, Advertise: "a:1", HeartbeatTTL: time.Millisecond}, "below the minimum"},
 	} {
 		err := tc.w.Validate()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -375,7 +423,7 @@ func TestWorkerValidate(t *testing.T) {
 		}
 	}
 	// zero means default: Validate accepts it and changes nothing; Run fills it
-	w := &Agent{Store: st, Advertise: "a:1"}
+	w := &agent{Store: st, Advertise: "a:1"}
 	if err := w.Validate(); err != nil || w.Slots != 0 || w.HeartbeatTTL != 0 || w.StopGrace != 0 || w.Logger != nil {
 		t.Errorf("Validate: %v, and it changed the agent: slots %d ttl %v grace %v", err, w.Slots, w.HeartbeatTTL, w.StopGrace)
 	}

@@ -1,7 +1,11 @@
-// Package worker is the worker agent (`wasmsched worker`): it registers a
-// fixed number of slots under a fresh identity, heartbeats, executes each
-// run whose task 0 is assigned to one of its slots exactly once per
-// assignment token (simulated, or a program in its own process group), obeys
-// stop requests and reports every outcome under its token. It imports
+// Package worker executes runs: an application's own worker (New, Handle,
+// Run) and `wasmsched worker` (the Exec and Simulate handlers) are the
+// same code. A Worker registers a fixed number of slots under a fresh
+// identity, heartbeats, executes each run whose task 0 is assigned to one
+// of its slots exactly once per assignment token with the handler of the
+// run's group, ends a handler's context on a stop, a timeout or a drain,
+// and reports every outcome (and the result) under its token. When Run's
+// context ends it drains: no new runs, the runs in flight finish within
+// DrainTimeout, the rest are interrupted, then it deregisters. It imports
 // storage only: a worker needs no policy runtime and no leadership.
 package worker

@@ -6,10 +6,12 @@ import (
 	"sync"
 )
 
-// lineLogger is an io.Writer that logs each complete line.
+// lineLogger is an io.Writer that logs each complete line (and keeps
+// what it is written in tail, when set).
 type lineLogger struct {
 	log    *slog.Logger
 	stream string
+	tail   *tailBuf
 	mu     sync.Mutex
 	buf    []byte
 }
@@ -17,6 +19,9 @@ type lineLogger struct {
 const maxLogLine = 64 << 10
 
 func (l *lineLogger) Write(p []byte) (int, error) {
+	if l.tail != nil {
+		l.tail.add(p)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.buf = append(l.buf, p...)

@@ -17,7 +17,9 @@
 -- claim_slot(kslots, kfree, ktokens, s, run, task, now): assign free slot s
 --   ({w, i, f}) to task of run with a fresh token; returns {w, i, tok, task}.
 -- release_slots(kslots, kfree, run, as): free every slot of assignments as
---   that still holds run#token#task (a slot reassigned since is left alone).
+--   that still holds run#token#task (a slot reassigned since is left alone);
+--   a draining worker's slot is freed but not offered again (not put back
+--   in free: Keys.Draining, derived from kfree's prefix).
 -- window_of(kgroup, kwaiting, defwin): a group's decision fields {policy,
 --   max_active, version, window, discard_below, gen} (g[1] nil: no group),
 --   its waiting total and the ids of its snapshot window, oldest part first
@@ -147,11 +149,14 @@ local function claim_slot(kslots, kfree, ktokens, s, run, task, now)
   return {w = s.w, i = s.i, tok = tok, task = task}
 end
 local function release_slots(kslots, kfree, run, as)
+  local kdrain = string.sub(kfree, 1, #kfree - 4) .. 'draining'
   for _, a in ipairs(as) do
     local f = a.w .. '#' .. a.i
     if redis.call('HGET', kslots, f) == run .. '#' .. a.tok .. '#' .. a.task then
       redis.call('HSET', kslots, f, '')
-      redis.call('ZADD', kfree, 0, f)
+      if redis.call('SISMEMBER', kdrain, a.w) == 0 then
+        redis.call('ZADD', kfree, 0, f)
+      end
     end
   end
 end

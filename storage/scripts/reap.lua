@@ -9,7 +9,8 @@
 -- so is one whose heartbeat TTL (worker hash field ttl) is longer than the
 -- time since the last refusal: its heartbeats were refused too.
 -- writes: deletes the worker's slots (free or not), worker hash, workers
--- entry; runs that held a slot go into restore.
+-- entry, its draining mark (Keys.Draining, from the workers key's prefix);
+-- runs that held a slot go into restore.
 -- errors: WS_FENCED, WS_INVALID (arity). replay: idempotent (reaped workers are gone).
 -- bound: O(c · s): c candidates (the caller passes a bounded list), s slots each
 if #KEYS - 6 ~= #ARGV - 3 then
@@ -39,6 +40,7 @@ for j = 4, #ARGV do
     end
     redis.call('DEL', wk)
     redis.call('ZREM', KEYS[3], w)
+    redis.call('SREM', string.sub(KEYS[3], 1, #KEYS[3] - 7) .. 'draining', w)
     reaped[#reaped + 1] = w
   end
 end

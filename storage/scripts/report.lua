@@ -8,7 +8,9 @@
 -- (SUCCEEDED|FAILED|STOPPED), ARGV[5] reason, ARGV[6] group, ARGV[7] work
 -- channel (PUBLISH of the group: the coordinator wakes; advisory), ARGV[8]
 -- run-events channel (publish_runs: the run's final state), ARGV[9] the
--- default window (storage.DefaultWindow)
+-- default window (storage.DefaultWindow), ARGV[10] the run's result (''
+-- = none), ARGV[11] the tail of its output, ARGV[12] its exit code (''
+-- = none): each written only when given (the attempt's, also on a retry)
 -- The work-events message carries the group's next snapshot when the group
 -- has no active run left and a small window (at most 64 runs, all
 -- indexed): "group<US>policy<US>max_active<US>version<US>window<US>
@@ -62,6 +64,12 @@ if r[1] == 'STOPPING' and o ~= 'STOPPED' then
   o = 'STOPPED'
 end
 local fin = now_ms()
+local extra = {}
+for j, f in ipairs({'result', 'output', 'exit_code'}) do
+  local v = ARGV[9 + j]
+  if v and v ~= '' then extra[#extra + 1] = f; extra[#extra + 1] = v end
+end
+if #extra > 0 then redis.call('HSET', KEYS[1], unpack(extra)) end
 local att, maxa = tonumber(r[5]) or 1, tonumber(r[6]) or 1
 local retry = o == 'FAILED' and retry_at(att, maxa, r[7], fin)
 local hist = {}

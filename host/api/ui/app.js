@@ -151,7 +151,11 @@ const views = {
         ${r.timeout_ms ? `<dt>timeout</dt><dd>${ms(r.timeout_ms)}${r.deadline ? ", deadline " + esc(r.deadline) : ""}</dd>` : ""}
         ${r.max_attempts > 1 ? `<dt>attempt</dt><dd id="run-attempt">${r.attempt} of ${r.max_attempts}</dd>` : ""}
         ${r.schedule ? `<dt>schedule</dt><dd><a href="#/schedules">${esc(r.schedule)}</a></dd>` : ""}
+        ${r.exit_code !== null ? `<dt>exit code</dt><dd id="run-exit-code">${r.exit_code}</dd>` : ""}
+        ${r.started_at && r.finished_at ? `<dt>ran for</dt><dd>${ms(new Date(r.finished_at) - new Date(r.started_at))}</dd>` : ""}
+        ${r.result ? `<dt>result</dt><dd id="run-result" class=mono>${esc(r.result.length > 2000 ? r.result.slice(0, 2000) + "…" : r.result)}</dd>` : ""}
         <dt>slots held</dt><dd>${(r.assignments || []).map((a) => `<span class=mono>${esc(a.worker)}#${a.slot}</span>`).join(" ") || "-"}</dd></dl>
+      ${r.output ? `<h2>Output (last 4 KiB)</h2><pre id="run-output">${esc(r.output)}</pre>` : ""}
       ${r.attempts.length ? `<h2>Attempts</h2><table id="run-attempts"><thead><tr><th class=num>attempt</th><th>outcome</th><th>worker</th><th>started</th><th>finished</th><th>reason</th></tr></thead><tbody>
         ${r.attempts.map((a) => `<tr><td class=num>${a.n}</td><td>${badge(a.outcome)}</td><td class=mono>${esc(a.worker)}</td><td>${when(a.started_at)}</td><td>${when(a.finished_at)}</td><td>${esc(a.reason)}</td></tr>`).join("")}</tbody></table>` : ""}
       <h2>Decision trail</h2>

@@ -423,11 +423,12 @@ func (e *env) startWorkers(ctx context.Context) error {
 		return err
 	}
 	for i := range e.o.Workers {
-		w := &worker.Agent{Store: st, Advertise: fmt.Sprintf("bench-worker-%d", i), Slots: e.o.Slots,
-			HeartbeatTTL: e.o.HeartbeatTTL, Logger: e.log.With("component", "worker", "worker", i)}
-		if err := w.Validate(); err != nil {
+		w, err := worker.New(ctx, worker.Config{Client: st.Redis(), Namespace: st.Namespace(), Advertise: fmt.Sprintf("bench-worker-%d", i),
+			Slots: e.o.Slots, HeartbeatTTL: e.o.HeartbeatTTL, DrainTimeout: time.Nanosecond, Logger: e.log.With("component", "worker", "worker", i)})
+		if err != nil {
 			return badinput.Wrap(err)
 		}
+		w.HandleDefault(worker.Simulate())
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
