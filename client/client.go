@@ -430,3 +430,28 @@ func (c *Client) ResumeSchedule(ctx context.Context, name string) (Schedule, err
 func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
 	return c.st.DeleteSchedule(ctx, name)
 }
+
+// PauseGroup pauses a group: its policy is not asked and nothing launches
+// until ResumeGroup; submits are accepted and its active runs go on. who
+// is recorded (paused_by). ErrNotFound for an unknown group.
+func (c *Client) PauseGroup(ctx context.Context, name, who string) error {
+	return c.st.PauseGroup(ctx, name, who)
+}
+
+// ResumeGroup resumes a paused group (it is decided again at once).
+func (c *Client) ResumeGroup(ctx context.Context, name string) error {
+	return c.st.ResumeGroup(ctx, name)
+}
+
+// DiscardWaiting discards every waiting run of a group (the not-yet-due
+// ones too), in bounded chunks, each with reason; it returns how many.
+func (c *Client) DiscardWaiting(ctx context.Context, group, reason string) (int, error) {
+	return c.st.DiscardWaiting(ctx, group, reason)
+}
+
+// StopActive asks every active run of a group to stop, with reason; it
+// returns how many it asked (RUNNING ones end STOPPED once their worker
+// stopped them).
+func (c *Client) StopActive(ctx context.Context, group, reason string) (int, error) {
+	return c.st.StopActive(ctx, group, reason)
+}

@@ -74,7 +74,8 @@ func groupOf(g storage.Group) Group {
 	return Group{Name: g.Name, Policy: g.Policy, MaxActive: g.MaxActive, Window: w, Retention: retentionString(g.Retention),
 		Version: g.Version, Waiting: g.Waiting, Active: g.Active, Delayed: g.Delayed,
 		RunTimeoutMS: g.RunTimeout.Milliseconds(), MaxAttempts: g.Retry.MaxAttempts,
-		RetryBackoffMS: g.Retry.Base.Milliseconds(), RetryCapMS: g.Retry.Cap.Milliseconds()}
+		RetryBackoffMS: g.Retry.Base.Milliseconds(), RetryCapMS: g.Retry.Cap.Milliseconds(),
+		Paused: g.Paused, PausedAt: timePtr(g.PausedAt), PausedBy: g.PausedBy}
 }
 
 func scheduleOf(s storage.Schedule) Schedule {

@@ -129,6 +129,11 @@ type Group struct {
 	MaxAttempts    int   `json:"max_attempts"`
 	RetryBackoffMS int64 `json:"retry_backoff_ms"`
 	RetryCapMS     int64 `json:"retry_cap_ms"`
+	// Paused: the leader decides nothing for it (no launch) until resumed;
+	// PausedAt and PausedBy say when and who (null, "" when not paused).
+	Paused   bool       `json:"paused"`
+	PausedAt *time.Time `json:"paused_at"`
+	PausedBy string     `json:"paused_by"`
 	// LatestDecision is its last applied decision (null if none).
 	LatestDecision *GroupDecision `json:"latest_decision"`
 	// Detail (Client.Group only; omitted from lists):

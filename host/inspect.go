@@ -373,6 +373,15 @@ func (in *Inspector) explain(ctx context.Context, st *storage.Store, c *client.C
 		return ex, false, err
 	}
 	ex.MaxActive = sn.Group.MaxActive
+	if sn.Group.Paused {
+		g, err := st.GetGroup(ctx, r.Group)
+		if err != nil {
+			return ex, false, err
+		}
+		ex.Why = fmt.Sprintf("waits: its group %s is paused (since %s by %s): nothing launches until group resume %s",
+			r.Group, fmtTime(g.PausedAt), g.PausedBy, r.Group)
+		return ex, false, nil
+	}
 	ids := make([]string, 0, len(sn.Active))
 	for _, a := range sn.Active {
 		ids = append(ids, a.ID)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -71,6 +72,11 @@ type Group struct {
 	// group that do not set their own (0: none).
 	RunTimeout time.Duration
 	Retry      Retry
+	// Paused: the leader asks no policy and launches nothing (PauseGroup);
+	// PausedAt and PausedBy say when and who.
+	Paused   bool
+	PausedAt time.Time
+	PausedBy string
 }
 
 // Bounds of a group's settings and of what one decision reads.
@@ -504,6 +510,31 @@ func (s *Store) SetGroupSettings(ctx context.Context, name string, gs GroupSetti
 	return g, nil
 }
 
+// PauseGroup pauses group name: the leader asks its policy nothing and
+// launches nothing until ResumeGroup (a decision made before is stale);
+// submits are accepted and its active runs go on. who is recorded.
+// ErrNotFound for an unknown group.
+func (s *Store) PauseGroup(ctx context.Context, name, who string) error {
+	return s.groupControl(ctx, "pause", name, who)
+}
+
+// ResumeGroup resumes a paused group: it is decided again at once.
+func (s *Store) ResumeGroup(ctx context.Context, name string) error {
+	return s.groupControl(ctx, "resume", name, "")
+}
+
+func (s *Store) groupControl(ctx context.Context, op, name, who string) error {
+	if err := ValidateName("group", name); err != nil {
+		return err
+	}
+	if len(who) > MaxStopReason {
+		return invalid(op+" group", "who is %d bytes, at most %d", len(who), MaxStopReason)
+	}
+	k := s.k
+	_, err := s.run(ctx, op+" group", "group_control", []string{k.Group(name), k.Dirty()}, op, name, who, k.WorkEvents())
+	return err
+}
+
 // groupRunDefaults parses a group's run_timeout_ms, max_attempts and
 // backoff fields.
 func groupRunDefaults(timeout, maxa, backoff any) (time.Duration, Retry) {
@@ -527,21 +558,36 @@ const deleteChunk = 100
 // ErrNotFound for an unknown group. A submit to the name afterwards creates
 // a new group with the defaults.
 func (s *Store) DeleteGroup(ctx context.Context, name string, force bool, reason string) (discarded int, err error) {
-	const op = "delete group"
-	if err := ValidateName("group", name); err != nil {
-		return 0, err
-	}
-	k := s.k
 	f := "0"
 	if force {
 		f = "1"
 	}
+	return s.discardLoop(ctx, "delete group", name, f, reason)
+}
+
+// DiscardWaiting discards every WAITING run of group name (the delayed
+// ones too), oldest first, deleteChunk per script, each with reason, and
+// reports how many; active runs go on. ErrNotFound for an unknown group.
+func (s *Store) DiscardWaiting(ctx context.Context, name, reason string) (int, error) {
+	return s.discardLoop(ctx, "discard waiting", name, "2", reason)
+}
+
+// discardLoop calls delete_group until it is done: mode "0" delete, "1"
+// discard then delete, "2" discard only.
+func (s *Store) discardLoop(ctx context.Context, op, name, mode, reason string) (discarded int, err error) {
+	if err := ValidateName("group", name); err != nil {
+		return 0, err
+	}
+	if len(reason) > MaxStopReason {
+		return 0, invalid(op, "reason is %d bytes, at most %d", len(reason), MaxStopReason)
+	}
+	k := s.k
 	for {
 		keys := []string{k.Groups(), k.Group(name), k.Waiting(name), k.Active(name), k.Dirty(), k.WaitInfo(name), k.Finished(name), k.Retire(),
 			k.Delayed(name), k.Timers()}
-		args := []any{name, f, reason, k.RunEvents()}
+		args := []any{name, mode, reason, k.RunEvents()}
 		var ids []string
-		if force {
+		if mode != "0" {
 			if ids, err = s.c.ZRange(ctx, k.Waiting(name), 0, deleteChunk-1).Result(); err == nil && len(ids) == 0 {
 				ids, err = s.c.ZRange(ctx, k.Delayed(name), 0, deleteChunk-1).Result()
 			}
@@ -560,13 +606,52 @@ func (s *Store) DeleteGroup(ctx context.Context, name string, force bool, reason
 		a := v.([]any)
 		left := int(toInt64(a[1]))
 		discarded += int(toInt64(a[2]))
-		if toInt64(a[0]) == 1 {
+		if toInt64(a[0]) == 1 || (mode == "2" && len(ids) == 0) {
 			return discarded, nil
 		}
 		if len(ids) == 0 && left > 0 {
 			return discarded, fmt.Errorf("storage: %s %s: %d waiting runs not discarded", op, name, left)
 		}
 	}
+}
+
+// StopActive asks every active run of group name to stop (RequestStop,
+// pipelined deleteChunk at a time) with reason and reports how many it
+// asked; a run that ended meanwhile is skipped.
+func (s *Store) StopActive(ctx context.Context, name, reason string) (int, error) {
+	const op = "stop active"
+	if err := ValidateName("group", name); err != nil {
+		return 0, err
+	}
+	if len(reason) > MaxStopReason {
+		return 0, invalid(op, "reason is %d bytes, at most %d", len(reason), MaxStopReason)
+	}
+	k := s.k
+	ids, err := s.c.ZRange(ctx, k.Active(name), 0, -1).Result()
+	if err != nil {
+		return 0, fmt.Errorf("storage: %s %s: %w", op, name, err)
+	}
+	n := 0
+	for lo := 0; lo < len(ids); lo += deleteChunk {
+		var calls []scriptCall
+		for _, id := range ids[lo:min(lo+deleteChunk, len(ids))] {
+			calls = append(calls, scriptCall{
+				keys: []string{k.Run(id), k.Group(name), k.Waiting(name), k.Active(name), k.Launched(), k.Dirty(), k.Finished(name),
+					k.WaitInfo(name), k.Retire(), k.Delayed(name)},
+				args: []any{id, name, reason, k.RunEvents(), k.SlotEvents(), k.WorkEvents()}})
+		}
+		_, errs := s.runPipe(ctx, op, "request_stop", calls)
+		for _, e := range errs {
+			switch {
+			case e == nil:
+				n++
+			case errors.Is(e, ErrBadState), errors.Is(e, ErrNotFound): // ended meanwhile
+			default:
+				return n, e
+			}
+		}
+	}
+	return n, nil
 }
 
 // GetGroup reads a group (ErrNotFound if absent).
@@ -606,7 +691,7 @@ func (s *Store) getGroups(ctx context.Context, names []string) ([]Group, error) 
 	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, n := range names {
 			cs[i] = cmds{p.HMGet(ctx, s.k.Group(n), "policy", "max_active", "version", "window", "retention_ms",
-				"run_timeout_ms", "max_attempts", "backoff"),
+				"run_timeout_ms", "max_attempts", "backoff", "paused", "paused_at", "paused_by"),
 				p.ZCard(ctx, s.k.Waiting(n)), p.ZCard(ctx, s.k.Active(n)), p.ZCard(ctx, s.k.Delayed(n))}
 		}
 		return nil
@@ -624,6 +709,7 @@ func (s *Store) getGroups(ctx context.Context, names []string) ([]Group, error) 
 			Window: int(toInt64(v[3])), Retention: retention(v[4]), Waiting: int(cs[i].w.Val()), Active: int(cs[i].a.Val()),
 			Delayed: int(cs[i].d.Val())}
 		g.RunTimeout, g.Retry = groupRunDefaults(v[5], v[6], v[7])
+		g.Paused, g.PausedAt, g.PausedBy = str(v[8]) == "1", msTime(toInt64(v[9])), str(v[10])
 		out = append(out, g)
 	}
 	return out, nil
@@ -1068,7 +1154,7 @@ func parseSnapshot(group string, v any, parse func([]any) (Run, bool), indexed b
 		return Snapshot{Group: Group{Name: group}}
 	}
 	g, _ := a[0].([]any)
-	for len(g) < 6 {
+	for len(g) < 7 {
 		g = append(g, nil)
 	}
 	runs := func(x any) []Run {
@@ -1103,7 +1189,8 @@ func parseSnapshot(group string, v any, parse func([]any) (Run, bool), indexed b
 		sn.Waiting = runs(a[3])
 	}
 	sn.Group = Group{Name: group, Policy: str(g[0]), MaxActive: int(toInt64(g[1])), Version: toInt64(g[2]),
-		Window: int(toInt64(g[3])), DiscardBelow: toInt64(g[4]), Gen: toInt64(g[5]), Waiting: sn.WaitingTotal, Active: len(sn.Active)}
+		Window: int(toInt64(g[3])), DiscardBelow: toInt64(g[4]), Gen: toInt64(g[5]), Waiting: sn.WaitingTotal, Active: len(sn.Active),
+		Paused: str(g[6]) == "1"}
 	return sn
 }
 

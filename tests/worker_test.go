@@ -256,3 +256,26 @@ func TestExecWorker_hygiene(t *testing.T) {
 		t.Errorf("run show lacks the exit code or output:\n%s", out)
 	}
 }
+
+// TestGoWorker_secondSignal: a second SIGTERM ends a drain at once: the
+// run in flight is interrupted (FAILED "interrupted by worker shutdown")
+// long before the drain timeout, and the worker exits 0.
+func TestGoWorker_secondSignal(t *testing.T) {
+	t.Parallel()
+	r := redistest.Start(t)
+	const ns = "gosecond"
+	st := Store(t, r, ns)
+	RuntimeHost(t, "host", r, ns, "127.0.0.1:7805")
+	w, _ := GoWorker(t, "w", r, ns, "127.0.0.1:7817", "--drain-timeout", "10m")
+	Submit(t, r, ns, "sleep", "z1", "--payload", "1h")
+	WaitRunState(t, st, "z1", 15*time.Second, storage.StateRunning)
+	w.Signal(syscall.SIGTERM)
+	w.WaitLog(t, 5*time.Second, "draining: taking no new runs")
+	w.Signal(syscall.SIGTERM)
+	if code := w.Wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("worker exited %d", code)
+	}
+	if run := WaitRunState(t, st, "z1", 10*time.Second, storage.StateFailed); run.Reason != "interrupted by worker shutdown" {
+		t.Errorf("z1: reason %q", run.Reason)
+	}
+}

@@ -30,13 +30,13 @@ Examples:
    wasmsched group set nightly --policy wait --max-active 2
    wasmsched group list
    wasmsched group show nightly -o json`,
-		Subcommands: []*cli.Command{
+		Subcommands: append([]*cli.Command{
 			groupDeleteCommand(),
 			groupSnapshotCommand(),
 			groupSetCommand(),
 			groupListCommand(),
 			groupShowCommand(),
-		},
+		}, groupControlCommands()...),
 	}
 }
 
@@ -72,6 +72,9 @@ func policyProblem(err error) string {
 // groupDetailTable prints what group show adds to the group's row: its
 // active runs, the head of its queue and its latest decisions.
 func groupDetailTable(w io.Writer, g client.Group) {
+	if g.Paused {
+		fmt.Fprintf(w, "\nPAUSED\tsince %s by %s (group resume %s)\n", tableTimeP(g.PausedAt), dash(g.PausedBy), g.Name)
+	}
 	if g.RunTimeoutMS > 0 || g.MaxAttempts > 1 {
 		fmt.Fprintln(w, "\nRUN DEFAULTS")
 		if g.RunTimeoutMS > 0 {
@@ -114,7 +117,11 @@ func groupDetailTable(w io.Writer, g client.Group) {
 func groupsTable(w io.Writer, gs []client.Group) {
 	fmt.Fprintln(w, "NAME\tPOLICY\tMAX_ACTIVE\tWINDOW\tRETENTION\tWAITING\tDELAYED\tACTIVE\tVERSION")
 	for _, g := range gs {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\n", g.Name, g.Policy, g.MaxActive, g.Window, g.Retention, g.Waiting, g.Delayed, g.Active, g.Version)
+		policy := g.Policy
+		if g.Paused {
+			policy += " (paused)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\n", g.Name, policy, g.MaxActive, g.Window, g.Retention, g.Waiting, g.Delayed, g.Active, g.Version)
 	}
 }
 

@@ -496,3 +496,49 @@ func (s *Server) scheduleAction(action string) func(http.ResponseWriter, *http.R
 		return http.StatusOK, sc, err
 	}
 }
+
+// --- group control ---
+
+type controlJSON struct {
+	Who    string `json:"who"`
+	Reason string `json:"reason"`
+}
+
+// groupAction is POST .../groups/{g}/pause|resume|discard|stop: it answers
+// with the group, and for discard and stop how many runs it moved.
+func (s *Server) groupAction(action string) handler {
+	return func(w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+		var body controlJSON
+		if err := decodeBody(w, r, &body); err != nil {
+			return 0, nil, err
+		}
+		g := r.PathValue("g")
+		n, err := 0, error(nil)
+		switch action {
+		case "pause":
+			who := body.Who
+			if who == "" {
+				who = c.who.who
+			}
+			err = c.c.PauseGroup(r.Context(), g, who)
+		case "resume":
+			err = c.c.ResumeGroup(r.Context(), g)
+		case "discard":
+			n, err = c.c.DiscardWaiting(r.Context(), g, orString(body.Reason, "discarded by operator"))
+		case "stop":
+			n, err = c.c.StopActive(r.Context(), g, orString(body.Reason, "stopped by operator"))
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		gr, err := c.c.Group(r.Context(), g)
+		return http.StatusOK, map[string]any{"group": gr, "runs": n}, err
+	}
+}
+
+func orString(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -21,7 +21,7 @@
 --   a draining worker's slot is freed but not offered again (not put back
 --   in free: Keys.Draining, derived from kfree's prefix).
 -- window_of(kgroup, kwaiting, defwin): a group's decision fields {policy,
---   max_active, version, window, discard_below, gen} (g[1] nil: no group),
+--   max_active, version, window, discard_below, gen, paused} (g[1] nil: no group),
 --   its waiting total and the ids of its snapshot window, oldest part first
 --   (n_oldest of them; snapshot.lua's window rule); reads only.
 -- publish_runs(chan, ev): one PUBLISH on chan of the run events in ev, a
@@ -173,7 +173,7 @@ local function publish_runs(chan, ev)
   end
 end
 local function window_of(kgroup, kwaiting, defwin)
-  local g = redis.call('HMGET', kgroup, 'policy', 'max_active', 'version', 'window', 'discard_below', 'gen')
+  local g = redis.call('HMGET', kgroup, 'policy', 'max_active', 'version', 'window', 'discard_below', 'gen', 'paused')
   if not g[1] then return g, 0, 0, {} end
   local k = tonumber(g[4]) or 0
   if k <= 0 then k = defwin end
@@ -221,7 +221,7 @@ local function attempt_log(hist, n, worker, started, fin, outcome, reason)
 end
 local function new_run(K, A)
   local slots = tonumber(A[3]) or 1
-  local gd = redis.call('HMGET', K[3], 'name', 'run_timeout_ms', 'max_attempts', 'backoff')
+  local gd = redis.call('HMGET', K[3], 'name', 'run_timeout_ms', 'max_attempts', 'backoff', 'paused')
   if not gd[1] then
     redis.call('SADD', K[2], A[1])
     redis.call('HSET', K[3], 'name', A[1], 'policy', 'wait', 'max_active', 1, 'version', 0,
@@ -251,8 +251,10 @@ local function new_run(K, A)
     redis.call('ZADD', K[4], seq, A[2])
     redis.call('HSET', K[9], A[2], seq .. ',' .. A[4] .. ',' .. slots .. ',' .. now)
     redis.call('HINCRBY', K[3], 'version', 1)
-    redis.call('SADD', K[5], A[1])
-    redis.call('PUBLISH', A[8], A[1])
+    if gd[5] ~= '1' then -- a paused group is not decided: nothing to wake
+      redis.call('SADD', K[5], A[1])
+      redis.call('PUBLISH', A[8], A[1])
+    end
   else
     park(K[10], K[11], A[1], A[2], nb)
     redis.call('PUBLISH', A[8], '#timer') -- storage.TimerEvent

@@ -6,7 +6,8 @@
 -- index), KEYS[8] retire zset, KEYS[9] the group's delayed zset, KEYS[10]
 -- timers zset, KEYS[11..] run hashes of the waiting runs to discard (the
 -- caller read them: the oldest chunk of waiting, then of delayed)
--- ARGV[1] group name, ARGV[2] force ("1": discard waiting runs),
+-- ARGV[1] group name, ARGV[2] force ("1": discard waiting runs; "2": only
+-- discard them, never delete: storage.DiscardWaiting, active runs allowed),
 -- ARGV[3] reason, ARGV[4] run-events channel (publish_runs: DISCARDED per
 -- run), ARGV[5..] the run ids of KEYS[11..]
 -- returns: {deleted (1|0), waiting runs left, runs discarded by this call}. With force, discards the
@@ -25,14 +26,15 @@ if redis.call('EXISTS', KEYS[2]) == 0 then
   return redis.error_reply('WS_NOT_FOUND group ' .. ARGV[1] .. ' does not exist')
 end
 local active = redis.call('ZCARD', KEYS[4])
-if active > 0 then
+local only = ARGV[2] == '2'
+if active > 0 and not only then
   return redis.error_reply('WS_BAD_STATE group ' .. ARGV[1] .. ' has ' .. active ..
     ' active run(s) (LAUNCHED, RUNNING or STOPPING): stop them first (wasmsched run stop ID)')
 end
 local waiting = redis.call('ZCARD', KEYS[3]) + redis.call('ZCARD', KEYS[9])
 local discarded = 0
 if waiting > 0 then
-  if ARGV[2] ~= '1' then
+  if ARGV[2] ~= '1' and not only then
     return redis.error_reply('WS_BAD_STATE group ' .. ARGV[1] .. ' has ' .. waiting ..
       ' waiting run(s): --force discards them')
   end
@@ -53,8 +55,12 @@ if waiting > 0 then
     end
   end
   publish_runs(ARGV[4], ev)
-  if waiting > 0 then return {0, waiting, discarded} end
+  if discarded > 0 then
+    redis.call('HINCRBY', KEYS[2], 'version', 1) -- a decision on the old queue is stale
+  end
+  if waiting > 0 or only then return {0, waiting, discarded} end
 end
+if only then return {0, 0, 0} end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[9])
 redis.call('ZREM', KEYS[10], ARGV[1])
 redis.call('SREM', KEYS[1], ARGV[1])

@@ -97,7 +97,7 @@ redis.call('SADD', KEYS[8], ARGV[6])
 local msg = ARGV[6]
 if ARGV[9] and redis.call('ZCARD', KEYS[5]) == 0 then
   local g, total, oldest, ids = window_of(KEYS[4], KEYS[10], tonumber(ARGV[9]))
-  if g[1] and #ids <= 64 then
+  if g[1] and g[7] ~= '1' and #ids <= 64 then
     local info = #ids > 0 and redis.call('HMGET', KEYS[11], unpack(ids)) or {}
     local parts = {ARGV[6], g[1], g[2] or '', g[3] or '', g[4] or '', g[5] or '', g[6] or '', fin, total, oldest}
     for i, id in ipairs(ids) do

@@ -7,7 +7,8 @@
 -- waiting runs from the index (what a decision reads), else each run's
 -- fields, ARGV[4..] run fields to return of each active run (and of each
 -- waiting one without the index)
--- returns: {{policy, max_active, version, window, discard_below, gen}, now_ms,
+-- returns: {{policy, max_active, version, window, discard_below, gen,
+-- paused ('1': the group is paused: the leader decides nothing)}, now_ms,
 -- {active runs}, waiting, waiting_total, n_oldest}; each active run = HMGET
 -- of the fields; waiting = with the index {{ids}, {index entries}} (a run
 -- the index lacks, submitted before it existed, gets its entry built from

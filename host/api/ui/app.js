@@ -90,7 +90,12 @@ const views = {
       <dl class="kv"><dt>policy</dt><dd id="group-policy">${esc(g.policy)}${g.latest_decision ? ` <span class=mono>${esc(g.latest_decision.policy_version)}</span>` : ""}</dd><dt>max_active</dt><dd>${g.max_active}</dd>
         <dt>window</dt><dd>${g.window}</dd><dt>active / waiting</dt><dd>${g.active} / ${g.waiting}${g.delayed ? ` (+${g.delayed} not due yet)` : ""}</dd>
         ${g.run_timeout_ms || g.max_attempts > 1 ? `<dt>run defaults</dt><dd id="group-run-defaults">${g.run_timeout_ms ? "timeout " + ms(g.run_timeout_ms) : ""}${g.max_attempts > 1 ? ` ${g.max_attempts} attempts` : ""}</dd>` : ""}
-        <dt>retention</dt><dd>${g.retention === "default" ? "namespace default" : esc(g.retention)}</dd></dl>
+        <dt>retention</dt><dd>${g.retention === "default" ? "namespace default" : esc(g.retention)}</dd>
+        <dt>state</dt><dd id="group-paused">${g.paused ? `paused since ${esc(g.paused_at)} by ${esc(g.paused_by)}` : "deciding"}</dd></dl>
+      ${state.scope === "admin" ? `<p class="inline" id="group-controls">
+        <button class="secondary" data-group-action="${g.paused ? "resume" : "pause"}">${g.paused ? "Resume" : "Pause"}</button>
+        <button class="secondary" data-group-action="discard" data-confirm="Discard every waiting run of ${esc(g.name)}?">Discard waiting</button>
+        <button class="secondary" data-group-action="stop" data-confirm="Stop every active run of ${esc(g.name)}?">Stop active</button></p>` : ""}
       <h2>Active runs</h2>
       <table><thead><tr><th>run</th><th class=num>seq</th><th>state</th><th class=num>prio</th><th>slots</th><th></th></tr></thead>
         <tbody id="group-active">${g.active_runs.map(runRow).join("") || `<tr><td colspan=6 class=muted>none</td></tr>`}</tbody></table>
@@ -106,6 +111,13 @@ const views = {
       <form class="inline" id="dryrun-form"><select id="dryrun-policy">${policies.map((p) => `<option>${esc(p.name)}</option>`).join("")}</select>
         <button type="submit">Dry-run</button><span class="muted">read-only: nothing is written</span></form>
       <div id="dryrun-result"></div>`;
+    main.querySelectorAll("button[data-group-action]").forEach((b) => b.addEventListener("click", async () => {
+      if (b.dataset.confirm && !confirm(b.dataset.confirm)) return;
+      try {
+        await api(nsPath(`/groups/${encodeURIComponent(name)}/${b.dataset.groupAction}`), { method: "POST", body: JSON.stringify({ reason: "from the web UI" }) });
+      } catch (err) { alert(err.message); }
+      render();
+    }));
     $("#dryrun-form").addEventListener("submit", async (e) => {
       e.preventDefault();
       const out = $("#dryrun-result");

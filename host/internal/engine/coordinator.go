@@ -546,6 +546,12 @@ func (c *Coordinator) snapshots(ctx context.Context, groups []string) []storage.
 func (c *Coordinator) decideOne(ctx context.Context, lease *leader.Lease, sn storage.Snapshot, dec *abi.SerialDecision) (d storage.Decision, version string, ok bool, err error) {
 	log := c.rt.log
 	group, policy := sn.Group.Name, sn.Group.Policy
+	if sn.Group.Paused {
+		// A paused group is not decided: settle it (the empty decision
+		// takes it out of dirty at this version; a resume marks it again).
+		c.rt.count("decisions.paused")
+		return storage.Decision{Version: sn.Group.Version, ClaimID: claimID(lease.Epoch(), sn.Group)}, "", true, nil
+	}
 	ref, err := c.rt.set.Acquire(ctx, policy)
 	if err != nil {
 		if ctx.Err() != nil {

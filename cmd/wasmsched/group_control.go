@@ -1,0 +1,174 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/wasmsched/wasmsched/client"
+)
+
+// The operator's group controls: pause, resume, drain, and the bulk
+// discard and stop of a group's runs.
+
+func groupControlCommands() []*cli.Command {
+	who := &cli.StringFlag{Name: "who", Usage: "recorded as who paused it", DefaultText: "$USER"}
+	reason := func(def string) cli.Flag {
+		return &cli.StringFlag{Name: "reason", Value: def, Usage: "recorded with each run"}
+	}
+	return []*cli.Command{
+		{
+			Name: "pause", Usage: "pause a group: its policy is not asked, nothing launches", ArgsUsage: "G",
+			Description: `Pauses group G: the leader asks its policy nothing and launches nothing until
+"group resume G" (a decision made before the pause is stale and not applied).
+Submits are accepted and queue; its active runs go on. Who and when are
+recorded (group show, the API, the UI); run explain says the group is paused.
+
+Examples:
+   wasmsched group pause nightly --who "ops: db migration"`,
+			Flags: []cli.Flag{who},
+			Action: func(c *cli.Context) error {
+				return withGroup(c, func(cl *client.Client, g string) error {
+					if err := cl.PauseGroup(c.Context, g, whoOf(c)); err != nil {
+						return err
+					}
+					fmt.Fprintf(c.App.Writer, "group %s: paused\n", g)
+					return nil
+				})
+			},
+		},
+		{
+			Name: "resume", Usage: "resume a paused group", ArgsUsage: "G",
+			Action: func(c *cli.Context) error {
+				return withGroup(c, func(cl *client.Client, g string) error {
+					if err := cl.ResumeGroup(c.Context, g); err != nil {
+						return err
+					}
+					fmt.Fprintf(c.App.Writer, "group %s: resumed\n", g)
+					return nil
+				})
+			},
+		},
+		{
+			Name: "discard", Usage: "discard every waiting run of a group (bulk, in bounded chunks)", ArgsUsage: "G",
+			Description: `Discards every WAITING run of group G (the ones not due yet too), oldest
+first, 100 per script, each recorded with --reason; its active runs go on.
+Prints how many.`,
+			Flags: []cli.Flag{reason("discarded by operator")},
+			Action: func(c *cli.Context) error {
+				return withGroup(c, func(cl *client.Client, g string) error {
+					n, err := cl.DiscardWaiting(c.Context, g, c.String("reason"))
+					if err == nil {
+						fmt.Fprintf(c.App.Writer, "group %s: %d waiting run(s) discarded\n", g, n)
+					}
+					return err
+				})
+			},
+		},
+		{
+			Name: "stop", Usage: "stop every active run of a group", ArgsUsage: "G",
+			Description: `Asks every active run of group G to stop (LAUNCHED ones end STOPPED at once,
+RUNNING ones once their worker stopped them), recorded with --reason. A
+group that is not paused launches its next runs: pause it first, or use
+"group drain". Prints how many.`,
+			Flags: []cli.Flag{reason("stopped by operator")},
+			Action: func(c *cli.Context) error {
+				return withGroup(c, func(cl *client.Client, g string) error {
+					n, err := cl.StopActive(c.Context, g, c.String("reason"))
+					if err == nil {
+						fmt.Fprintf(c.App.Writer, "group %s: %d active run(s) asked to stop\n", g, n)
+					}
+					return err
+				})
+			},
+		},
+		{
+			Name: "drain", Usage: "pause a group, empty it, wait for its active runs: then it can be deleted", ArgsUsage: "G",
+			Description: `Pauses group G, then (with --discard) discards its waiting runs and (with
+--stop) stops its active ones, and waits up to --wait for the active runs
+to end. Exit 0 when none is left (group delete G then succeeds), 1 when
+some are still active after --wait.
+
+Examples:
+   wasmsched group drain nightly --discard --stop && wasmsched group delete nightly`,
+			Flags: []cli.Flag{who,
+				&cli.BoolFlag{Name: "discard", Usage: "discard the waiting runs"},
+				&cli.BoolFlag{Name: "stop", Usage: "stop the active runs"},
+				&cli.DurationFlag{Name: "wait", Value: time.Minute, Usage: "wait up to `D` for the active runs to end"},
+				reason("group drained"),
+			},
+			Action: groupDrain,
+		},
+	}
+}
+
+// whoOf is --who, else $USER, else "cli".
+func whoOf(c *cli.Context) string {
+	if w := c.String("who"); w != "" {
+		return w
+	}
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	return "cli"
+}
+
+// withGroup runs fn on the group named by the argument (exit 2 when it
+// does not exist).
+func withGroup(c *cli.Context, fn func(cl *client.Client, g string) error) error {
+	name, st, closeFn, err := groupArg(c)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	return storeUsage(fn(clientOf(st), name))
+}
+
+func groupDrain(c *cli.Context) error {
+	if c.Duration("wait") < 0 {
+		return usageErrorf("--wait must not be negative, got %v", c.Duration("wait"))
+	}
+	return withGroup(c, func(cl *client.Client, g string) error {
+		if err := cl.PauseGroup(c.Context, g, whoOf(c)); err != nil {
+			return err
+		}
+		out := c.App.Writer
+		fmt.Fprintf(out, "group %s: paused\n", g)
+		if c.Bool("discard") {
+			n, err := cl.DiscardWaiting(c.Context, g, c.String("reason"))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "group %s: %d waiting run(s) discarded\n", g, n)
+		}
+		if c.Bool("stop") {
+			n, err := cl.StopActive(c.Context, g, c.String("reason"))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "group %s: %d active run(s) asked to stop\n", g, n)
+		}
+		deadline := time.Now().Add(c.Duration("wait"))
+		for {
+			gr, err := cl.Group(c.Context, g)
+			if err != nil {
+				return err
+			}
+			if gr.Active == 0 {
+				fmt.Fprintf(out, "group %s: drained (%d waiting, 0 active)\n", g, gr.Waiting+gr.Delayed)
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("group %s: %d run(s) still active after %v", g, gr.Active, c.Duration("wait"))
+			}
+			select {
+			case <-c.Context.Done():
+				return c.Context.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	})
+}
+
