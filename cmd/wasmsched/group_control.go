@@ -171,4 +171,3 @@ func groupDrain(c *cli.Context) error {
 		}
 	})
 }
-
