@@ -106,6 +106,7 @@ func TestUI_browser(t *testing.T) {
 	if !strings.Contains(who, "admin") {
 		t.Fatalf("signed in as %q", who)
 	}
+	run("a sign-out button", chromedp.WaitVisible(chromedp.CSS("#logout")))
 	shot("overview")
 
 	// the runs page, marked so a reload would be seen
@@ -137,6 +138,16 @@ func TestUI_browser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#group-queue tr[data-run="latest-2"]`)))
 	run("dry-run", chromedp.SetValue(chromedp.CSS("#dryrun-policy"), "wait"), chromedp.Click(chromedp.CSS(`#dryrun-form button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#dryrun-result table`)))
+	if opts := text("#dryrun-policy"); strings.Contains(opts, "reuse") {
+		t.Fatalf("the dry-run menu offers a slot-reuse policy: %q", opts)
+	}
+	run("pause", chromedp.Click(chromedp.CSS(`button[data-group-action="pause"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`button[data-group-action="resume"]`)))
+	if g, err := e.st.GetGroup(bg, "latest"); err != nil || !g.Paused || !strings.Contains(text("#group-paused"), "paused since") {
+		t.Fatalf("after the UI's pause: %+v %v", g.Paused, err)
+	}
+	run("resume", chromedp.Click(chromedp.CSS(`button[data-group-action="resume"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`button[data-group-action="pause"]`)))
 	shot("group")
 	run("explain", chromedp.Click(chromedp.CSS(`a[data-explain="latest-2"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#explain-why")))

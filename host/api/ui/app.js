@@ -7,7 +7,7 @@ const state = { ns: localStorage.getItem("wasmsched.ns") || "", scope: "read", e
 
 const $ = (sel, el = document) => el.querySelector(sel);
 const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
-const when = (t) => (t ? new Date(t).toLocaleTimeString() : "-");
+const when = (t) => (t ? new Date(t).toLocaleString() : "-"); // date and time: lists span days
 const badge = (s) => `<span class="state ${esc(s)}" data-state="${esc(s)}">${esc(s)}</span>`;
 const ms = (n) => (n >= 60000 ? `${Math.round(n / 6000) / 10}m` : n >= 1000 ? `${Math.round(n / 100) / 10}s` : `${Math.round(n)}ms`);
 const runLink = (id) => `<a href="#/runs/${encodeURIComponent(id)}" data-run-link="${esc(id)}">${esc(id)}</a>`;
@@ -108,7 +108,7 @@ const views = {
           <td class=num>${d.launched}</td><td class=num>${d.discarded}</td><td class=num>${d.stopped}</td></tr>`).join("") || `<tr><td colspan=6 class=muted>none yet</td></tr>`}</tbody></table>
       ${g.active_runs.some((r) => r.decision) ? `<h2>Why the active runs were launched</h2><ul>${g.active_runs.filter((r) => r.decision).map((r) => `<li>${runLink(r.id)}: ${esc(r.decision.action)}: ${esc(r.decision.reason || "-")}</li>`).join("")}</ul>` : ""}
       <h2>Dry-run another policy on this group</h2>
-      <form class="inline" id="dryrun-form"><select id="dryrun-policy">${policies.map((p) => `<option>${esc(p.name)}</option>`).join("")}</select>
+      <form class="inline" id="dryrun-form"><select id="dryrun-policy">${policies.filter((p) => p.kind === "serial").map((p) => `<option>${esc(p.name)}</option>`).join("")}</select>
         <button type="submit">Dry-run</button><span class="muted">read-only: nothing is written</span></form>
       <div id="dryrun-result"></div>`;
     main.querySelectorAll("button[data-group-action]").forEach((b) => b.addEventListener("click", async () => {
@@ -166,7 +166,7 @@ const views = {
         ${r.exit_code !== null ? `<dt>exit code</dt><dd id="run-exit-code">${r.exit_code}</dd>` : ""}
         ${r.started_at && r.finished_at ? `<dt>ran for</dt><dd>${ms(new Date(r.finished_at) - new Date(r.started_at))}</dd>` : ""}
         ${r.result ? `<dt>result</dt><dd id="run-result" class=mono>${esc(r.result.length > 2000 ? r.result.slice(0, 2000) + "…" : r.result)}</dd>` : ""}
-        <dt>slots held</dt><dd>${(r.assignments || []).map((a) => `<span class=mono>${esc(a.worker)}#${a.slot}</span>`).join(" ") || "-"}</dd></dl>
+        ${(r.assignments || []).length ? `<dt>slots held</dt><dd>${r.assignments.map((a) => `<span class=mono>${esc(a.worker)}#${a.slot}</span>`).join(" ")}</dd>` : ""}</dl>
       ${r.output ? `<h2>Output (last 4 KiB)</h2><pre id="run-output">${esc(r.output)}</pre>` : ""}
       ${r.attempts.length ? `<h2>Attempts</h2><table id="run-attempts"><thead><tr><th class=num>attempt</th><th>outcome</th><th>worker</th><th>started</th><th>finished</th><th>reason</th></tr></thead><tbody>
         ${r.attempts.map((a) => `<tr><td class=num>${a.n}</td><td>${badge(a.outcome)}</td><td class=mono>${esc(a.worker)}</td><td>${when(a.started_at)}</td><td>${when(a.finished_at)}</td><td>${esc(a.reason)}</td></tr>`).join("")}</tbody></table>` : ""}
@@ -177,7 +177,14 @@ const views = {
       <p><a href="#/runs/${encodeURIComponent(r.id)}/explain">Explain this run</a>
         ${["WAITING", "LAUNCHED", "RUNNING"].includes(r.state) && state.scope === "admin" ? ` · <button class="secondary" id="run-stop">Stop</button>` : ""}</p>`;
     const stop = $("#run-stop");
-    if (stop) stop.addEventListener("click", async () => { await api(nsPath(`/runs/${encodeURIComponent(id)}/stop`), { method: "POST", body: "{}" }); render(); });
+    if (stop) stop.addEventListener("click", async () => {
+      const reason = prompt(`Stop run ${id}? Reason (recorded with the run):`, "stopped from the web UI");
+      if (reason === null) return; // cancelled
+      try {
+        await api(nsPath(`/runs/${encodeURIComponent(id)}/stop`), { method: "POST", body: JSON.stringify({ reason }) });
+      } catch (err) { alert(err.message); }
+      render();
+    });
   },
 
   async explain(main, id) {
@@ -214,13 +221,13 @@ const views = {
     const { policies } = await api(nsPath("/policies"));
     const admin = state.scope === "admin";
     main.innerHTML = `<h1>Policies</h1>${policies.map((p) => `
-      <h2 data-policy="${esc(p.name)}">${esc(p.name)} <span class=muted>${esc(p.kind || "")}</span>: active <span class="policy-active" data-policy-active="${esc(p.name)}">${p.active ? "v" + p.active : "the built-in"}</span></h2>
+      <h2 data-policy="${esc(p.name)}">${esc(p.name)} <span class=muted>(${esc(p.kind || "?")})</span> · active version: <span class="policy-active" data-policy-active="${esc(p.name)}">${p.active ? "v" + p.active : p.builtin ? "the built-in" : "none"}</span></h2>
       ${p.versions.length ? `<table><thead><tr><th class=num>version</th><th>sha256</th><th>pushed</th><th>by</th><th>note</th></tr></thead><tbody>
         ${p.versions.map((v) => `<tr><td class=num>v${v.version}${v.version === p.active ? " (active)" : ""}</td><td class=mono>${esc(v.sha256.slice(0, 16))}</td>
           <td>${when(v.pushed_at)}</td><td>${esc(v.who)}</td><td>${esc(v.note)}</td></tr>`).join("")}</tbody></table>` : `<p class=muted>${p.builtin ? "built-in only; no version pushed" : ""}</p>`}
       ${admin && p.versions.length ? `<form class="inline" data-activate="${esc(p.name)}"><select>${p.versions.filter((v) => !v.deleted).map((v) => v.version)
           .map((v) => `<option value="${v}">v${v}</option>`).join("")}</select><button type="submit">Activate</button>
-        <button type="button" class="secondary" data-rollback="${esc(p.name)}">Roll back</button></form>` : ""}
+        ${p.versions.filter((v) => !v.deleted).length > 1 || (p.builtin && p.active) ? `<button type="button" class="secondary" data-rollback="${esc(p.name)}">Roll back</button>` : ""}</form>` : ""}
       ${p.history.length ? `<details><summary>history (${p.history.length})</summary><ul>${p.history.map((h) => `<li>${when(h.at)} ${esc(h.action)} v${h.version} by ${esc(h.who)} ${esc(h.note)}</li>`).join("")}</ul></details>` : ""}
     `).join("")}${admin ? "" : `<p class=muted>Activate and roll back need an admin token.</p>`}`;
     main.querySelectorAll("form[data-activate]").forEach((f) => f.addEventListener("submit", async (e) => {
@@ -313,6 +320,12 @@ async function start() {
   try { who = await api("/api/v1/whoami"); } catch { return; }
   state.scope = who.scope;
   $("#who").textContent = who.auth ? `${who.scope} token` : "open (no tokens)";
+  if (who.auth) {
+    const out = document.createElement("button");
+    out.className = "secondary"; out.id = "logout"; out.textContent = "Sign out";
+    out.onclick = async () => { await fetch("/ui/logout", { method: "POST", credentials: "same-origin" }); location.reload(); };
+    $("#who").after(out);
+  }
   const { namespaces } = await api("/api/v1/namespaces");
   if (!namespaces.includes(state.ns)) state.ns = namespaces.includes("default") ? "default" : namespaces[0];
   const sel = $("#ns");
