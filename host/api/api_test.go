@@ -263,6 +263,36 @@ func TestAPI_runs(t *testing.T) {
 	}
 }
 
+// TestAPI_groupControl: pause, resume, discard and stop answer with the
+// group (and how many runs moved); an unknown group is 404.
+func TestAPI_groupControl(t *testing.T) {
+	e := newEnv(t, opts{})
+	e.do("POST", ns+"/groups/gc/runs", `{"id": "gc1"}`, nil)
+	var out struct {
+		Group struct {
+			Paused   bool   `json:"paused"`
+			PausedBy string `json:"paused_by"`
+			Waiting  int    `json:"waiting"`
+		} `json:"group"`
+		Runs int `json:"runs"`
+	}
+	if got := e.do("POST", ns+"/groups/gc/pause", `{"reason": "from the web UI"}`, &out); got != 200 || !out.Group.Paused || out.Group.PausedBy == "" {
+		t.Fatalf("pause: %d %+v", got, out)
+	}
+	if got := e.do("POST", ns+"/groups/gc/resume", `{}`, &out); got != 200 || out.Group.Paused {
+		t.Fatalf("resume: %d %+v", got, out)
+	}
+	e.do("POST", ns+"/groups/gc/pause", ``, nil)
+	if got := e.do("POST", ns+"/groups/gc/discard", `{"reason": "clean"}`, &out); got != 200 || out.Runs != 1 || out.Group.Waiting != 0 {
+		t.Fatalf("discard: %d %+v", got, out)
+	}
+	if got := e.do("POST", ns+"/groups/gc/stop", `{}`, &out); got != 200 || out.Runs != 0 {
+		t.Fatalf("stop: %d %+v", got, out)
+	}
+	e.fails(404, "not_found", "nosuch", "POST", ns+"/groups/nosuch/pause", `{}`)
+	e.fails(400, "invalid", "unknown field", "POST", ns+"/groups/gc/pause", `{"by": "x"}`)
+}
+
 func TestAPI_groups(t *testing.T) {
 	e := newEnv(t, opts{})
 	var g struct {

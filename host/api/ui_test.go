@@ -63,7 +63,9 @@ func TestUI_browser(t *testing.T) {
 	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
 	defer cancelT()
 	dump := func() string {
-		html, _ := chromedp.Run(context.WithoutCancel(ctx), chromedp.OuterHTML(chromedp.CSS("main")))
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second) // the test's ctx may be over
+		defer cancel()
+		html, _ := chromedp.Run(dctx, chromedp.OuterHTML(chromedp.CSS("main")))
 		return html
 	}
 	run := func(what string, acts ...chromedp.Action[chromedp.Void]) {
@@ -138,6 +140,7 @@ func TestUI_browser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#group-queue tr[data-run="latest-2"]`)))
 	run("dry-run", chromedp.SetValue(chromedp.CSS("#dryrun-policy"), "wait"), chromedp.Click(chromedp.CSS(`#dryrun-form button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#dryrun-result table`)))
+	run("timeline", chromedp.WaitReady(chromedp.CSS(`#group-timeline svg rect`))) // SVG: ready, not "visible" to chromedp
 	if opts := text("#dryrun-policy"); strings.Contains(opts, "reuse") {
 		t.Fatalf("the dry-run menu offers a slot-reuse policy: %q", opts)
 	}

@@ -82,7 +82,8 @@ const views = {
   },
 
   async group(main, name) {
-    const [g, { policies }] = await Promise.all([api(nsPath(`/groups/${encodeURIComponent(name)}`)), api(nsPath("/policies"))]);
+    const [g, { policies }, recent] = await Promise.all([api(nsPath(`/groups/${encodeURIComponent(name)}`)), api(nsPath("/policies")),
+      api(nsPath(`/runs?group=${encodeURIComponent(name)}&limit=40`))]);
     const runRow = (r) => `<tr data-run="${esc(r.id)}"><td>${runLink(r.id)}</td><td class=num>${r.seq}</td><td>${badge(r.state)}</td>
       <td class=num>${r.priority}</td><td>${(r.assignments || []).map((a) => `<span class=mono>${esc(a.worker)}#${a.slot}</span>`).join(" ") || "-"}</td>
       <td><a href="#/runs/${encodeURIComponent(r.id)}/explain" data-explain="${esc(r.id)}">explain</a></td></tr>`;
@@ -102,6 +103,8 @@ const views = {
       <h2>Queue (${g.queue_total} waiting${g.queue_truncated ? ", showing the oldest and newest" : ""})</h2>
       <table><thead><tr><th>run</th><th class=num>seq</th><th>state</th><th class=num>prio</th><th>slots</th><th></th></tr></thead>
         <tbody id="group-queue">${g.queue.map(runRow).join("") || `<tr><td colspan=6 class=muted>empty</td></tr>`}</tbody></table>
+      <h2>Timeline (the last ${recent.runs.length} runs)</h2>
+      <div id="group-timeline">${timeline(recent.runs)}</div>
       <h2>Latest decisions</h2>
       <table><thead><tr><th>at</th><th>decision</th><th>policy</th><th class=num>launched</th><th class=num>discarded</th><th class=num>stopped</th></tr></thead><tbody>
         ${g.decisions.map((d) => `<tr><td>${when(d.at)}</td><td class=mono>${esc(d.id)}</td><td>${esc(d.policy)} ${esc(d.policy_version)}</td>
@@ -243,6 +246,33 @@ const views = {
     }));
   },
 };
+
+// timeline draws runs as bars over time (plain SVG): the waiting span
+// grey, the running span colored by outcome, a discard as a cross, so a
+// serial handoff, a discard and a priority stop show at a glance.
+function timeline(runs) {
+  if (!runs.length) return `<p class=muted>no runs yet</p>`;
+  const t = (x) => (x ? new Date(x).getTime() : null);
+  const now = Date.now();
+  const rs = [...runs].sort((a, b) => t(a.submitted_at) - t(b.submitted_at));
+  const t0 = Math.min(...rs.map((r) => t(r.submitted_at)));
+  const t1 = Math.max(...rs.map((r) => t(r.finished_at) || now), t0 + 1);
+  const W = 900, L = 150, rowH = 14, H = rs.length * rowH + 24;
+  const x = (v) => L + ((v - t0) / (t1 - t0)) * (W - L - 10);
+  const color = { SUCCEEDED: "#2e8b57", FAILED: "#c0392b", STOPPED: "#e67e22", STOPPING: "#e67e22", RUNNING: "#2f6fde", LAUNCHED: "#7aa7f0" };
+  const bars = rs.map((r, i) => {
+    const y = i * rowH + 4, sub = t(r.submitted_at), st = t(r.started_at), fin = t(r.finished_at);
+    const waitEnd = st || fin || now;
+    let out = `<text x="0" y="${y + 10}" font-size="10" class="mono">${esc(r.id.slice(0, 22))}</text>`;
+    out += `<rect x="${x(sub)}" y="${y + 2}" width="${Math.max(x(waitEnd) - x(sub), 1)}" height="${rowH - 6}" fill="#ccc"><title>${esc(r.id)} waiting</title></rect>`;
+    if (st) out += `<rect x="${x(st)}" y="${y}" width="${Math.max(x(fin || now) - x(st), 2)}" height="${rowH - 2}" fill="${color[r.state] || "#888"}"><title>${esc(r.id)} ${esc(r.state)} ${esc(r.reason || "")}</title></rect>`;
+    if (r.state === "DISCARDED") out += `<text x="${x(fin || now) - 3}" y="${y + 10}" font-size="11" fill="#c0392b"><title>${esc(r.id)} discarded: ${esc(r.reason || "")}</title>×</text>`;
+    return out;
+  }).join("");
+  const axis = `<text x="${L}" y="${H - 4}" font-size="10">${esc(new Date(t0).toLocaleString())}</text><text x="${W - 10}" y="${H - 4}" font-size="10" text-anchor="end">${esc(new Date(t1).toLocaleString())}</text>`;
+  return `<svg viewBox="0 0 ${W} ${H}" width="100%" role="img" aria-label="run timeline">${bars}${axis}</svg>
+    <p class=muted>grey: waiting · blue: running · green: succeeded · red: failed · orange: stopped · ×: discarded</p>`;
+}
 
 function runsRow(r) {
   return `<tr data-run="${esc(r.id)}"><td>${runLink(r.id)}</td><td>${groupLink(r.group)}</td><td class=num>${r.seq}</td><td>${badge(r.state)}</td>
