@@ -334,11 +334,8 @@ func parseRunTime(r *Run, vals []any) {
 	r.NotBefore = msTime(toInt64(vals[0]))
 	r.Timeout = time.Duration(toInt64(vals[1])) * time.Millisecond
 	r.Attempt, r.MaxAttempts = max(int(toInt64(vals[2])), 1), max(int(toInt64(vals[3])), 1)
-	if b, c, ok := strings.Cut(str(vals[4]), ","); ok {
-		bn, _ := strconv.ParseInt(b, 10, 64)
-		cn, _ := strconv.ParseInt(c, 10, 64)
-		r.RetryBase, r.RetryCap = time.Duration(bn)*time.Millisecond, time.Duration(cn)*time.Millisecond
-	}
+	_, retry := groupRunDefaults(nil, nil, vals[4])
+	r.RetryBase, r.RetryCap = retry.Base, retry.Cap
 	r.Attempts = parseAttempts(str(vals[5]))
 	if len(vals) > 9 {
 		r.Schedule, r.Result, r.Output = str(vals[6]), str(vals[7]), str(vals[8])

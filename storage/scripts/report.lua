@@ -64,17 +64,17 @@ if r[1] == 'STOPPING' and o ~= 'STOPPED' then
   o = 'STOPPED'
 end
 local fin = now_ms()
-local extra = {}
-for j, f in ipairs({'result', 'output', 'exit_code'}) do
-  local v = ARGV[9 + j]
-  if v and v ~= '' then extra[#extra + 1] = f; extra[#extra + 1] = v end
-end
-if #extra > 0 then redis.call('HSET', KEYS[1], unpack(extra)) end
 local att, maxa = tonumber(r[5]) or 1, tonumber(r[6]) or 1
 local retry = o == 'FAILED' and retry_at(att, maxa, r[7], fin)
+-- the fields written with the new state (in its one HSET): the attempt's
+-- record (runs with retries) and what it produced
 local hist = {}
 if maxa > 1 then
   hist = {'attempts', attempt_log(r[9], att, ARGV[1], r[8], fin, o, reason)}
+end
+for j, f in ipairs({'result', 'output', 'exit_code'}) do
+  local v = ARGV[9 + j]
+  if v and v ~= '' then hist[#hist + 1] = f; hist[#hist + 1] = v end
 end
 if retry then
   redis.call('HSET', KEYS[1], 'state', 'WAITING', 'attempt', att + 1, 'not_before', string.format('%d', retry),

@@ -302,7 +302,9 @@ func (r *Restorer) restoreOnce(ctx context.Context, lease *leader.Lease, id stri
 	return r.applyVerdicts(ctx, lease, log, id, k, run.MaxAttempts, req, dec)
 }
 
-// failRun fails a restored run its slot-reuse policy failed.
+// failRun fails a restored run: its slot-reuse policy said so (name is the
+// policy), its timeout passed ("timeout") or a run with retries lost its
+// task 0 ("retry": fail_run queues the next attempt).
 func (r *Restorer) failRun(ctx context.Context, lease *leader.Lease, log *slog.Logger, id, name, ver, reason string) (string, error) {
 	if reason == "" {
 		reason = "failed by slot-reuse policy " + name
@@ -310,7 +312,7 @@ func (r *Restorer) failRun(ctx context.Context, lease *leader.Lease, log *slog.L
 	err := r.rt.st.FailRun(ctx, lease.Fence(), id, reason)
 	switch {
 	case err == nil:
-		log.Warn("restore: slot-reuse policy failed the run", "policy", name, "version", ver, "reason", reason)
+		log.Warn("restore: run failed", "by", name, "version", ver, "reason", reason)
 		return RestoreFailed, nil
 	case errors.Is(err, storage.ErrFenced):
 		return RestoreError, err
