@@ -48,6 +48,9 @@ const (
 	MaxScheduleName = 96
 	// MinScheduleInterval is the shortest @every a schedule may have.
 	MinScheduleInterval = time.Second
+	// MaxCronLen and MaxTZLen bound a schedule's expression and zone.
+	MaxCronLen = 256
+	MaxTZLen   = 64
 )
 
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
@@ -59,6 +62,9 @@ func ParseCron(expr, tz string) (cron.Schedule, error) {
 	const op = "schedule"
 	if strings.TrimSpace(expr) == "" {
 		return nil, invalid(op, "cron expression is empty")
+	}
+	if len(expr) > MaxCronLen || len(tz) > MaxTZLen {
+		return nil, invalid(op, "cron expression (%d bytes) or tz (%d bytes) too long: at most %d and %d", len(expr), len(tz), MaxCronLen, MaxTZLen)
 	}
 	if strings.HasPrefix(expr, "CRON_TZ=") || strings.HasPrefix(expr, "TZ=") {
 		return nil, invalid(op, "cron %q: set the zone with tz, not in the expression", expr)

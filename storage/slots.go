@@ -386,6 +386,11 @@ func (s *Store) ReportBatch(ctx context.Context, identity string, reps []ReportR
 }
 
 func (s *Store) reportCall(identity string, r ReportReq) scriptCall {
+	if len(r.Reason) > MaxStopReason {
+		// a handler's error can be anything: the run (and each of its
+		// recorded attempts) keeps its first MaxStopReason bytes
+		r.Reason = r.Reason[:MaxStopReason] + "..."
+	}
 	k := s.k
 	g := r.Group
 	code := ""

@@ -333,6 +333,8 @@ func TestStore_Schedules(t *testing.T) {
 			{Name: "b", Group: "g", Cron: "@every 1.5s"},
 			{Name: "b", Group: "g", Cron: "@hourly", TZ: "Mars/Base"},
 			{Name: "b", Group: "g", Cron: "CRON_TZ=UTC @hourly"},
+			{Name: "b", Group: "g", Cron: "@hourly" + strings.Repeat(" ", storage.MaxCronLen)},
+			{Name: "b", Group: "g", Cron: "@hourly", TZ: strings.Repeat("x", storage.MaxTZLen+1)},
 			{Name: "b", Group: "", Cron: "@hourly"},
 			{Name: strings.Repeat("n", storage.MaxScheduleName+1), Group: "g", Cron: "@hourly"},
 			{Name: "b", Group: "g", Cron: "@hourly", Retry: storage.Retry{MaxAttempts: 101}},
@@ -420,6 +422,23 @@ func TestStore_Due_chunks(t *testing.T) {
 		}
 		if r := ok(e.s.GetRun(ctx, "r0000"))(t); r.State != storage.StateDiscarded {
 			t.Fatalf("stopped delayed run = %s", r.State)
+		}
+	})
+}
+
+// TestStore_Report_longReason: a reason of a megabyte (a handler's error
+// can be anything) is kept to its first MaxStopReason bytes, on the run
+// and in its attempts.
+func TestStore_Report_longReason(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		mustNil(t, e.s.RegisterWorker(ctx, "wA", 1, time.Minute))
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "r", Retry: storage.Retry{MaxAttempts: 2}}))(t)
+		tok := runOn(t, e, f, "g", "r")
+		mustNil(t, e.s.Report(ctx, "wA", "r", tok, storage.StateFailed, strings.Repeat("x", 1<<20)))
+		r := ok(e.s.GetRun(ctx, "r"))(t)
+		if len(r.Reason) > storage.MaxStopReason+64 || len(r.Attempts) != 1 || len(r.Attempts[0].Reason) > storage.MaxStopReason+8 {
+			t.Fatalf("reason %d bytes, attempt reason %d bytes: want them cut to %d", len(r.Reason), len(r.Attempts[0].Reason), storage.MaxStopReason)
 		}
 	})
 }
