@@ -13,9 +13,13 @@ import (
 // discard_below action): a version 1 plugin sees the same records and never
 // sends the new action. Version 3 adds the indexed form of a serial
 // decision (DecisionRunIndex: actions name runs by their snapshot index,
-// not by id), which only a version 3 plugin may send. ABI.md "Versions".
+// not by id), which only a version 3 plugin may send. Version 4 lets a
+// policy see time and keys (a run's labels, not_before and attempts; the
+// group's parameters and its recent launches: a snapshot of its own tag)
+// and ask to be decided again at a time (SerialDecision.Wake). ABI.md
+// "Versions".
 const (
-	Version = 3
+	Version = 4
 	// MinVersion is the oldest ABI version the host still loads.
 	MinVersion = 1
 )
@@ -101,6 +105,57 @@ type Run struct {
 	Slots       uint32
 	SubmittedAt int64 // unix ms, 0 = unset
 	StartedAt   int64 // unix ms, 0 = unset
+
+	// ABI v4 (zero for a plugin of an older version):
+
+	// Labels are the run's labels, sorted by key (at most MaxLabels).
+	Labels []Label
+	// NotBefore is when the run became due (unix ms; 0 = at once): a
+	// delayed run, or a retry after its backoff. A policy never sees a run
+	// before it is due.
+	NotBefore int64
+	// Attempt is the run's current attempt (1 before any retry; 0 from a
+	// host that does not say), of MaxAttempts.
+	Attempt, MaxAttempts uint32
+}
+
+// Label returns the value of the run's label key ("" if it has none).
+func (r *Run) Label(key string) string { return LabelValue(r.Labels, key) }
+
+// Label is one key=value pair: a run's label, or a group's policy
+// parameter. Keys are 1 to MaxKeyLen bytes of [a-z0-9_.-]; values at most
+// MaxValueLen bytes with no control character.
+type Label struct {
+	Key, Value string
+}
+
+// Bounds of labels and parameters (the host refuses more at submit and
+// at group set; a snapshot never carries more).
+const (
+	MaxLabels   = 16  // labels per run
+	MaxParams   = 32  // parameters per group
+	MaxKeyLen   = 64  // bytes of a label key or parameter name
+	MaxValueLen = 256 // bytes of a value
+	// MaxLaunches is the most recent launches a v4 snapshot carries
+	// (SerialSnapshot.Launches).
+	MaxLaunches = 64
+)
+
+// LabelValue returns the value of key in labels ("" if absent).
+func LabelValue(labels []Label, key string) string {
+	for i := range labels {
+		if labels[i].Key == key {
+			return labels[i].Value
+		}
+	}
+	return ""
+}
+
+// Launch is one recent launch of a group (ABI v4): when, and the labels of
+// the run launched.
+type Launch struct {
+	At     int64 // unix ms
+	Labels []Label
 }
 
 // SerialSnapshot is the input of a serial decision. Active and Waiting are
@@ -124,7 +179,19 @@ type SerialSnapshot struct {
 	// WaitingOldest is how many leading runs of Waiting are the group's
 	// oldest (ABI v2); it matters only when the window is truncated.
 	WaitingOldest uint32
+
+	// Params are the group's policy parameters, sorted by name (ABI v4;
+	// `group set --param`): one built module serves every group however
+	// it is tuned.
+	Params []Label
+	// Launches are the group's most recent launches, oldest first (ABI
+	// v4; at most MaxLaunches, whichever policy decided them): a policy
+	// throttles or rate-limits with them, keeping no state of its own.
+	Launches []Launch
 }
+
+// Param returns the value of the group's parameter name ("" if unset).
+func (s *SerialSnapshot) Param(name string) string { return LabelValue(s.Params, name) }
 
 // Truncated reports whether the group has WAITING runs that are not in
 // Waiting: they are newer than Waiting[WaitingOldest-1] and older than
@@ -149,6 +216,9 @@ const (
 	// ActionDiscardBelow is the wire kind of SerialDecision.Below (ABI v2):
 	// it never appears in SerialDecision.Actions.
 	ActionDiscardBelow ActionKind = 4
+	// ActionWake is the wire kind of SerialDecision.Wake (ABI v4): it
+	// never appears in SerialDecision.Actions.
+	ActionWake ActionKind = 5
 )
 
 func (a ActionKind) String() string {
@@ -161,6 +231,8 @@ func (a ActionKind) String() string {
 		return "stop"
 	case ActionDiscardBelow:
 		return "discard_below"
+	case ActionWake:
+		return "wake"
 	}
 	return fmt.Sprintf("ActionKind(%d)", uint8(a))
 }
@@ -194,13 +266,38 @@ type SerialDecision struct {
 	// seq is below it, in the window or not (ABI v2; see DiscardBelow).
 	Below       uint64
 	BelowReason string
+
+	// Wake, when nonzero, asks the host to decide the group again at this
+	// time (unix ms) even if nothing else changes (ABI v4; see WakeAt).
+	Wake int64
 }
 
 // Reset empties d, keeping its capacity.
 func (d *SerialDecision) Reset() {
 	d.Actions = d.Actions[:0]
 	d.Below, d.BelowReason = 0, ""
+	d.Wake = 0
 }
+
+// WakeAt asks to be decided again at unix ms t (ABI v4): the earliest of
+// several calls counts. The host keeps one durable wake per group (the
+// earliest asked; it fires on a new leader after a failover), no earlier
+// than MinWakeInterval after the decision and no later than MaxWakeAhead:
+// a wake in the past fires as soon as that allows, a far one is moved in
+// (the policy asks again then). A wake does not make a decision non-empty
+// for the dirty contract: the group settles, and is asked again at the
+// wake or at the next change, whichever comes first.
+func (d *SerialDecision) WakeAt(t int64) {
+	if t != 0 && (d.Wake == 0 || t < d.Wake) {
+		d.Wake = t
+	}
+}
+
+// Bounds of a wake (SerialDecision.WakeAt), in ms from the decision.
+const (
+	MinWakeInterval = 100
+	MaxWakeAhead    = 24 * 3600 * 1000
+)
 
 // DiscardBelow discards, with one reason, every WAITING run with a seq
 // below seq that d's actions leave WAITING, including those beyond the
@@ -213,7 +310,7 @@ func (d *SerialDecision) DiscardBelow(seq uint64, reason string) {
 	d.Below, d.BelowReason = seq, reason
 }
 
-// Empty reports whether d does nothing.
+// Empty reports whether d does nothing to a run (a wake alone is empty).
 func (d *SerialDecision) Empty() bool { return len(d.Actions) == 0 && d.Below == 0 }
 
 // Launch, Discard and Stop append an action.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -138,6 +139,10 @@ type SubmitOptions struct {
 	// group's, else 10m), half of it random. STOPPED runs are not retried.
 	MaxAttempts            int
 	RetryBackoff, RetryCap time.Duration
+	// Labels (at most 16; keys of 1 to 64 bytes of a-z, 0-9, '_', '.',
+	// '-', values of at most 256 bytes without control characters) are
+	// the run's keys: its group's policy sees them, List filters by them.
+	Labels map[string]string
 }
 
 // Submit adds a WAITING run to group (created with policy wait and
@@ -153,7 +158,7 @@ func (c *Client) Submit(ctx context.Context, group string, o SubmitOptions) (Run
 func (c *Client) SubmitReplay(ctx context.Context, group string, o SubmitOptions) (Run, bool, error) {
 	r, replayed, err := c.st.SubmitReplay(ctx, storage.SubmitRequest{Group: group, ID: o.ID, Slots: o.Slots,
 		Priority: o.Priority, Payload: o.Payload, Duration: o.Duration, IdempotencyKey: o.IdempotencyKey,
-		NotBefore: o.NotBefore, Timeout: o.Timeout,
+		NotBefore: o.NotBefore, Timeout: o.Timeout, Labels: storage.LabelsFromMap(o.Labels),
 		Retry: storage.Retry{MaxAttempts: o.MaxAttempts, Base: o.RetryBackoff, Cap: o.RetryCap}})
 	if err != nil {
 		return Run{}, false, err
@@ -193,6 +198,9 @@ type ListOptions struct {
 	// as `runs --after`); not with Cursor.
 	After int64
 	Limit int // 0 = DefaultListLimit; at most MaxListLimit
+	// Labels: only runs carrying every one of these labels (the cursor
+	// carries them too).
+	Labels map[string]string
 }
 
 // Page is one page of runs. Next continues below the page's last run; it
@@ -210,6 +218,13 @@ type Page struct {
 // below the last seq of the previous one, and new runs get higher seqs.
 func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 	f := storage.RunFilter{Group: o.Group, State: storage.State(o.State), Limit: o.Limit, Below: o.After}
+	if len(o.Labels) > 0 {
+		ls, err := storage.NormalizeLabels("labels", storage.LabelsFromMap(o.Labels), abi.MaxLabels)
+		if err != nil {
+			return Page{}, fmt.Errorf("list: %v: %w", err, ErrInvalid)
+		}
+		f.Labels = ls
+	}
 	if o.After < 0 {
 		return Page{}, fmt.Errorf("list: after %d: want a seq >= 1: %w", o.After, ErrInvalid)
 	}
@@ -225,7 +240,10 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 			return Page{}, fmt.Errorf("list: the cursor continues a listing of group %q state %q, not group %q state %q: %w",
 				cf.Group, cf.State, o.Group, o.State, ErrInvalid)
 		}
-		f.Group, f.State, f.Below = cf.Group, cf.State, cf.Below
+		if len(o.Labels) > 0 && !slices.Equal(f.Labels, cf.Labels) {
+			return Page{}, fmt.Errorf("list: the cursor continues a listing with other labels: %w", ErrInvalid)
+		}
+		f.Group, f.State, f.Below, f.Labels = cf.Group, cf.State, cf.Below, cf.Labels
 	}
 	switch {
 	case f.Limit == 0:
@@ -338,6 +356,12 @@ type GroupSettings struct {
 	// Retry: nil keeps it; a zero Retry = none; else the retry policy of
 	// runs submitted without one.
 	Retry *Retry `json:"-"`
+	// Params set the settings of the group's policy (at most 32, bounded
+	// as labels are): each one given is set, one with an empty value
+	// removed; with ReplaceParams they become exactly Params. Its policy
+	// sees them (ABI v4); a new policy keeps them.
+	Params        map[string]string `json:"-"`
+	ReplaceParams bool              `json:"-"`
 }
 
 // Retry is a retry policy: up to MaxAttempts attempts (1..100), attempt
@@ -353,8 +377,12 @@ func (c *Client) SetGroup(ctx context.Context, name string, s GroupSettings) (Gr
 	if s.Retry != nil {
 		retry = &storage.Retry{MaxAttempts: s.Retry.MaxAttempts, Base: s.Retry.Backoff, Cap: s.Retry.Cap}
 	}
-	g, err := c.st.SetGroupSettings(ctx, name, storage.GroupSettings{Policy: s.Policy, MaxActive: s.MaxActive, Window: s.Window,
-		Retention: s.Retention, RunTimeout: s.RunTimeout, Retry: retry})
+	gs := storage.GroupSettings{Policy: s.Policy, MaxActive: s.MaxActive, Window: s.Window,
+		Retention: s.Retention, RunTimeout: s.RunTimeout, Retry: retry, ReplaceParams: s.ReplaceParams}
+	if s.Params != nil || s.ReplaceParams {
+		gs.Params = storage.LabelsFromMap(s.Params)
+	}
+	g, err := c.st.SetGroupSettings(ctx, name, gs)
 	if err != nil {
 		return Group{}, err
 	}

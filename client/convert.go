@@ -3,6 +3,7 @@ package client
 import (
 	"time"
 
+	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -28,6 +29,7 @@ func runOf(r storage.Run) Run {
 	out.NotBefore, out.TimeoutMS, out.Schedule = timePtr(r.NotBefore), r.Timeout.Milliseconds(), r.Schedule
 	out.Result, out.Output, out.ExitCode = r.Result, r.Output, r.ExitCode
 	out.Attempt, out.MaxAttempts = max(r.Attempt, 1), max(r.MaxAttempts, 1)
+	out.Labels = labelsOf(r.Labels)
 	out.RetryBackoffMS, out.RetryCapMS = r.RetryBase.Milliseconds(), r.RetryCap.Milliseconds()
 	if r.State == storage.StateRunning && r.Timeout > 0 && !r.StartedAt.IsZero() {
 		out.Deadline = timePtr(r.StartedAt.Add(r.Timeout))
@@ -75,7 +77,18 @@ func groupOf(g storage.Group) Group {
 		Version: g.Version, Waiting: g.Waiting, Active: g.Active, Delayed: g.Delayed,
 		RunTimeoutMS: g.RunTimeout.Milliseconds(), MaxAttempts: g.Retry.MaxAttempts,
 		RetryBackoffMS: g.Retry.Base.Milliseconds(), RetryCapMS: g.Retry.Cap.Milliseconds(),
-		Paused: g.Paused, PausedAt: timePtr(g.PausedAt), PausedBy: g.PausedBy}
+		Paused: g.Paused, PausedAt: timePtr(g.PausedAt), PausedBy: g.PausedBy,
+		Params: labelsOf(g.Params), WakeAt: timePtr(g.WakeAt)}
+}
+
+// labelsOf is labels (or parameters) as records show them: an object,
+// {} when none.
+func labelsOf(ls []abi.Label) map[string]string {
+	m := make(map[string]string, len(ls))
+	for _, l := range ls {
+		m[l.Key] = l.Value
+	}
+	return m
 }
 
 func scheduleOf(s storage.Schedule) Schedule {

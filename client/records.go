@@ -70,6 +70,9 @@ type Run struct {
 	Result   string `json:"result"`
 	Output   string `json:"output"`
 	ExitCode *int   `json:"exit_code"`
+	// Labels are its keys (at most 16; {} when none): set at submit, seen
+	// by its group's policy, a filter of the listing.
+	Labels map[string]string `json:"labels"`
 }
 
 // Attempt is one finished attempt of a run.
@@ -134,6 +137,11 @@ type Group struct {
 	Paused   bool       `json:"paused"`
 	PausedAt *time.Time `json:"paused_at"`
 	PausedBy string     `json:"paused_by"`
+	// Params are the settings of its policy (at most 32; {} when none):
+	// `group set --param`. WakeAt is when its policy asked to be decided
+	// again (null: no wake pending).
+	Params map[string]string `json:"params"`
+	WakeAt *time.Time        `json:"wake_at"`
 	// LatestDecision is its last applied decision (null if none).
 	LatestDecision *GroupDecision `json:"latest_decision"`
 	// Detail (Client.Group only; omitted from lists):
@@ -301,6 +309,9 @@ type Explanation struct {
 	// read-only: launch, discard, discard_below or "" (nothing).
 	Now       string `json:"now,omitempty"`
 	NowReason string `json:"now_reason,omitempty"`
+	// WakeAt: the policy does nothing to it now and asked to decide the
+	// group again then (ABI v4).
+	WakeAt *time.Time `json:"wake_at,omitempty"`
 }
 
 // PolicyDecision is what a policy decided for a snapshot and its verdict
@@ -316,17 +327,24 @@ type PolicyDecision struct {
 
 // Action is one action of a decision.
 type Action struct {
-	Action string `json:"action"` // launch, discard, stop or discard_below
-	Run    string `json:"run"`
-	Seq    uint64 `json:"seq,omitempty"` // of a discard_below: every waiting run below it
-	Reason string `json:"reason"`
+	Action string     `json:"action"` // launch, discard, stop, discard_below or wake
+	Run    string     `json:"run"`
+	Seq    uint64     `json:"seq,omitempty"` // of a discard_below: every waiting run below it
+	At     *time.Time `json:"at,omitempty"`  // of a wake: when the policy asks to be decided again
+	Reason string     `json:"reason"`
 }
 
 // Key is what decision diffs and expectations compare actions by: the
-// run, or for a discard_below the seq it covers.
+// run, for a discard_below the seq it covers, for a wake its time.
 func (a Action) Key() string {
-	if a.Action == "discard_below" {
+	switch a.Action {
+	case "discard_below":
 		return fmt.Sprintf("(waiting runs below seq %d)", a.Seq)
+	case "wake":
+		if a.At != nil {
+			return "(wake at " + a.At.UTC().Format(time.RFC3339Nano) + ")"
+		}
+		return "(wake)"
 	}
 	return a.Run
 }

@@ -183,6 +183,10 @@ func Actions(d abi.SerialDecision) []client.Action {
 	if d.Below != 0 {
 		out = append(out, client.Action{Action: abi.ActionDiscardBelow.String(), Seq: d.Below, Reason: d.BelowReason})
 	}
+	if d.Wake != 0 {
+		at := time.UnixMilli(d.Wake).UTC()
+		out = append(out, client.Action{Action: abi.ActionWake.String(), At: &at})
+	}
 	return out
 }
 
@@ -402,8 +406,11 @@ func (in *Inspector) explain(ctx context.Context, st *storage.Store, c *client.C
 	if err != nil {
 		return ex, false, err
 	}
+	var wake *time.Time
 	for _, a := range d.Actions {
 		switch {
+		case a.Action == abi.ActionWake.String():
+			wake = a.At
 		case a.Run == id:
 			ex.Now, ex.NowReason = a.Action, a.Reason
 		case a.Action == abi.ActionDiscardBelow.String() && uint64(r.Seq) < a.Seq:
@@ -422,6 +429,10 @@ func (in *Inspector) explain(ctx context.Context, st *storage.Store, c *client.C
 			reason = "-"
 		}
 		ex.Why = "the policy discards it on the next decision: " + reason
+	case wake != nil:
+		ex.WakeAt = wake
+		ex.Why = fmt.Sprintf("waits: the policy asked to be woken at %s (%s): it decides the group again then, or at the next change",
+			fmtTime(*wake), untilText(*wake))
 	case !ex.InWindow:
 		ex.Why = fmt.Sprintf("waits: %d runs wait ahead of it, beyond the group's window (the policy sees the oldest and newest %d)", ahead, len(snap.Waiting)/2)
 	case active >= maxActive:

@@ -29,7 +29,7 @@ func TestLoadErrors(tt *testing.T) {
 		{"empty", nil, ErrNotWasm, []string{"0 bytes"}},
 		{"component", []byte("\x00asm\x0d\x00\x01\x00"), ErrNotWasm, []string{"binary format version"}},
 		{"truncated", []byte("\x00asm\x01\x00\x00\x00\x01\xff"), ErrNotWasm, []string{"malformed module"}},
-		{"badversion", readFile(tt, "testdata/badversion.wasm"), ErrABIVersion, []string{"version 4", "supports 1 to 3"}},
+		{"badversion", readFile(tt, "testdata/badversion.wasm"), ErrABIVersion, []string{"version 5", "supports 1 to 4"}},
 		{"badkind", readFile(tt, "testdata/badkind.wasm"), ErrKind, []string{"kind 7"}},
 		{"missing", readFile(tt, "testdata/missing.wasm"), ErrMissingExport, []string{"wasmsched_input", "wasmsched_decide"}},
 		{"badsig", readFile(tt, "testdata/badsig.wasm"), ErrMissingExport, []string{"wasmsched_decide has signature (i32)->(i32), want (i32)->(i64)"}},
@@ -411,5 +411,66 @@ func TestRing_Reset(tt *testing.T) {
 	r.Reset()
 	if got := r.String(); got != "" {
 		tt.Fatalf("second Reset = %q", got)
+	}
+}
+
+// TestPolicy_DecideSerial_wake: a version 4 decision may carry one wake
+// (any time: the host's apply holds it to its bounds; 0 and times before
+// the epoch are in the past, so the earliest); a second wake is
+// undecodable, and a wake from a version 3 plugin is refused.
+func TestPolicy_DecideSerial_wake(tt *testing.T) {
+	rt := newRT(tt, Config{})
+	v4 := load(tt, rt, "echo-v4", readFile(tt, "testdata/echo-v4.wasm"))
+	v3 := load(tt, rt, "echo-v3", readFile(tt, "testdata/echo-v3.wasm"))
+	if v4.ABIVersion() != 4 {
+		tt.Fatalf("ABIVersion %d, want 4", v4.ABIVersion())
+	}
+	snap := func(rec []byte) *abi.SerialSnapshot {
+		s := t.Snapshot(string(rec), 1, nil, []abi.Run{t.Waiting("w1", 1)})
+		s.Waiting[0].Labels = []abi.Label{{Key: "ref", Value: "main"}}
+		s.Params = []abi.Label{{Key: "period", Value: "2s"}}
+		return s
+	}
+	wake := func(at uint64, n int) []byte {
+		var d abi.SerialDecision
+		d.Launch("w1", "go")
+		d.Wake = 5
+		rec := abicodec.AppendSerialDecision(nil, &d)
+		// the wake is action 1: rewrite its time, repeat it n times
+		at0 := abicodec.SerialDecisionHeaderSize + abicodec.ActionSize // action 1
+		binary.LittleEndian.PutUint64(rec[at0+4:], at)
+		for range n - 1 {
+			extra := append([]byte(nil), rec[at0:at0+abicodec.ActionSize]...)
+			rec = append(rec[:at0+abicodec.ActionSize], append(extra, rec[at0+abicodec.ActionSize:]...)...)
+			binary.LittleEndian.PutUint32(rec[4:], binary.LittleEndian.Uint32(rec[4:])+1)
+		}
+		return rec
+	}
+	for _, c := range []struct {
+		name string
+		p    *Policy
+		rec  []byte
+		want int64  // the decision's wake
+		err  string // or the error it must contain
+	}{
+		{"at", v4, wake(1_800_000_000_000, 1), 1_800_000_000_000, ""},
+		{"zero-is-past", v4, wake(0, 1), 1, ""},
+		{"2^63-is-past", v4, wake(1<<63, 1), 1, ""},
+		{"max", v4, wake(1<<63-1, 1), 1<<63 - 1, ""},
+		{"twice", v4, wake(7, 2), 0, "a second wake"},
+		{"from-v3", v3, wake(7, 1), 0, "a wake: needs ABI version 4 (the policy exports version 3)"},
+	} {
+		tt.Run(c.name, func(tt *testing.T) {
+			d, err := c.p.DecideSerial(context.Background(), snap(c.rec))
+			if c.err == "" {
+				if err != nil || d.Wake != c.want || len(d.Actions) != 1 {
+					tt.Fatalf("got %+v, %v; want wake %d", d, err, c.want)
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidDecision) || !strings.Contains(err.Error(), c.err) {
+				tt.Fatalf("err = %v, want ErrInvalidDecision with %q", err, c.err)
+			}
+		})
 	}
 }

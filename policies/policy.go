@@ -593,14 +593,24 @@ func (p *Policy) DecideSerialInto(ctx context.Context, s *abi.SerialSnapshot, d 
 	inst.out.Reset()
 	var out []byte
 	usable, err := inst.call(ctx, p.rt.cfg.CallTimeout, func(cctx context.Context) error {
-		// encoded straight into the guest's input buffer;
-		// abicodec.SerialSnapshotSize(s), from the ids' length indexSerial summed
-		n := abicodec.SerialSnapshotHeaderSize + (len(s.Active)+len(s.Waiting))*abicodec.RunSize + len(s.Group) + len(s.Policy) + v.idBytes
+		// encoded straight into the guest's input buffer, in the form of
+		// its ABI version; abicodec.SerialSnapshotSize(s) from the ids'
+		// length indexSerial summed
+		var n int
+		if p.abi >= 4 {
+			n = abicodec.SerialSnapshot4Size(s)
+		} else {
+			n = abicodec.SerialSnapshotHeaderSize + (len(s.Active)+len(s.Waiting))*abicodec.RunSize + len(s.Group) + len(s.Policy) + v.idBytes
+		}
 		in, err := inst.inputBuf(cctx, n)
 		if err != nil {
 			return err
 		}
-		abicodec.PutSerialSnapshot(in, s)
+		if p.abi >= 4 {
+			abicodec.PutSerialSnapshot4(in, s)
+		} else {
+			abicodec.PutSerialSnapshot(in, s)
+		}
 		out, err = inst.decideIn(cctx, n)
 		return err
 	})
@@ -641,9 +651,9 @@ func (p *Policy) DecideSerialInto(ctx context.Context, s *abi.SerialSnapshot, d 
 // (length, membership) before anything is copied.
 func (inst *instance) decideGeneral(out []byte, s *abi.SerialSnapshot, version uint32, d *abi.SerialDecision) (problems, error) {
 	v := &inst.v
-	if n, runs := serialActions(out), len(s.Active)+len(s.Waiting); n > uint64(runs)+1 {
+	if n, runs := serialActions(out), len(s.Active)+len(s.Waiting); n > uint64(runs)+2 {
 		var probs problems
-		probs.add("%d actions for a snapshot of %d runs (at most one action per run, and one discard_below)", n, runs)
+		probs.add("%d actions for a snapshot of %d runs (at most one action per run, one discard_below and one wake)", n, runs)
 		return problems{}, probs.err(false)
 	}
 	var view abi.SerialDecision
@@ -690,6 +700,7 @@ func (inst *instance) copyOut(s *abi.SerialSnapshot, view *abi.SerialDecision, v
 			da.Reason = strings.Clone(a.Reason[:min(len(a.Reason), MaxReasonLen)])
 		}
 	}
+	d.Wake = view.Wake
 	if d.Below = view.Below; d.Below != 0 {
 		if valid {
 			d.BelowReason = inst.intern(view.BelowReason)

@@ -231,6 +231,9 @@ func (v *validator) checkSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) pr
 	if v.indexed && v.abi != 0 && v.abi < 3 {
 		probs.add("the decision names its runs by index: needs ABI version 3 (the policy exports version %d)", v.abi)
 	}
+	if d.Wake != 0 && v.abi != 0 && v.abi < 4 {
+		probs.add("a wake: needs ABI version 4 (the policy exports version %d)", v.abi)
+	}
 	if below := d.Below; below != 0 {
 		switch {
 		case v.abi == 1:

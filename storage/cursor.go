@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/wasmsched/wasmsched/abi"
 )
 
 // cursorVersion prefixes every cursor, so its form can change later.
 const cursorVersion = "c1."
 
 // Cursor returns the opaque cursor of the next page of a listing made with
-// f: it carries the filter (group, state) and the seq the page starts
+// f: it carries the filter (group, state, labels) and the seq the page starts
 // below, so the next page cannot be asked with other filters by mistake.
 // "" when p has no next page.
 func (p RunPage) Cursor(f RunFilter) string {
@@ -19,6 +21,9 @@ func (p RunPage) Cursor(f RunFilter) string {
 		return ""
 	}
 	raw := f.Group + "\x00" + string(f.State) + "\x00" + strconv.FormatInt(p.Next, 10)
+	if len(f.Labels) > 0 {
+		raw += "\x00" + encodeLabels(f.Labels)
+	}
 	return cursorVersion + base64.RawURLEncoding.EncodeToString([]byte(raw))
 }
 
@@ -38,7 +43,7 @@ func ParseCursor(c string) (RunFilter, error) {
 		return bad("not base64url")
 	}
 	parts := strings.Split(string(b), "\x00")
-	if len(parts) != 3 {
+	if len(parts) != 3 && len(parts) != 4 {
 		return bad("wrong shape")
 	}
 	below, err := strconv.ParseInt(parts[2], 10, 64)
@@ -46,6 +51,13 @@ func ParseCursor(c string) (RunFilter, error) {
 		return bad("bad position")
 	}
 	f := RunFilter{Group: parts[0], State: State(parts[1]), Below: below}
+	if len(parts) == 4 {
+		ls, err := NormalizeLabels("labels", decodeLabels(parts[3]), abi.MaxLabels)
+		if err != nil || len(ls) == 0 {
+			return bad("bad labels")
+		}
+		f.Labels = ls
+	}
 	if f.Group != "" {
 		if err := ValidateName("group", f.Group); err != nil {
 			return bad("bad group")

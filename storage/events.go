@@ -164,7 +164,12 @@ func ParseWorkEvent(payload string) (group string, sn *Snapshot) {
 	}
 	out := &Snapshot{Now: msTime(num(p[6])), WaitingTotal: int(num(p[7])), WaitingOldest: int(num(p[8])),
 		Active: []Run{}, Waiting: make([]Run, 0, len(p)-9)}
-	for _, e := range p[9:] {
+	entries := p[9:]
+	if len(entries) > 0 && strings.HasPrefix(entries[0], "P") && !strings.Contains(entries[0], "\x1e") {
+		g.Params = decodeLabels(entries[0][1:]) // the group's policy parameters
+		entries = entries[1:]
+	}
+	for _, e := range entries {
 		id, info, ok := strings.Cut(e, "\x1e")
 		r, good := parseWaitInfo(id, info)
 		if !ok || !good {

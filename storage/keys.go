@@ -91,6 +91,11 @@ func (k Keys) Dirty() string { return k.p + "dirty" }
 // removes it with the run).
 func (k Keys) Finished(g string) string { return k.p + "group:" + g + ":finished" }
 
+// Launches is the list of group g's latest launches, newest first, each
+// "launched_ms,labels" (apply.lua LPUSHes one per launch and trims it to
+// abi.MaxLaunches; a v4 snapshot carries them, snapshot.lua).
+func (k Keys) Launches(g string) string { return k.p + "group:" + g + ":launches" }
+
 // Decisions is the list of group g's latest decisions, newest first
 // (apply.lua LPUSHes and trims it to DecisionsKept).
 func (k Keys) Decisions(g string) string { return k.p + "group:" + g + ":decisions" }

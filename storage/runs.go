@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/internal/digest"
 )
 
@@ -77,6 +79,12 @@ type Group struct {
 	Paused   bool
 	PausedAt time.Time
 	PausedBy string
+	// Params are the settings of the group's policy, sorted by name (at
+	// most abi.MaxParams; GroupSettings.Params): its policy sees them.
+	Params []abi.Label
+	// WakeAt is when the group's policy asked to be decided again (zero:
+	// no pending wake).
+	WakeAt time.Time
 }
 
 // Bounds of a group's settings and of what one decision reads.
@@ -118,6 +126,10 @@ type SubmitRequest struct {
 	// Retry (zero = the group's): how often and how soon a FAILED attempt
 	// is tried again.
 	Retry Retry
+	// Labels (at most abi.MaxLabels, see ValidLabel; any order, each key
+	// once) are the run's keys: policies see them (ABI v4), RunFilter.Label
+	// selects by one.
+	Labels []abi.Label
 }
 
 // Retry is a run's retry policy: up to MaxAttempts attempts; attempt n+1
@@ -261,6 +273,8 @@ type Run struct {
 	// tail of a program's output, its exit code (nil: none).
 	Result, Output string
 	ExitCode       *int
+	// Labels are the run's labels, sorted by key (SubmitRequest.Labels).
+	Labels []abi.Label
 }
 
 // runFields is the order of run fields returned by scripts and HMGET.
@@ -271,7 +285,7 @@ var runFields = []string{"id", "group", "seq", "state", "slots", "priority", "pa
 	"decision", "decision_epoch", "decided_at", "decision_action", "decision_reason", "policy_sha256", "policy_registry",
 	"decision_policy", "decision_policy_version", "dec",
 	"not_before", "timeout_ms", "attempt", "max_attempts", "backoff", "attempts", "schedule",
-	"result", "output", "exit_code"}
+	"result", "output", "exit_code", "labels"}
 
 // RunDecision is the record of the decision that launched, discarded or
 // stopped a run.
@@ -343,6 +357,9 @@ func parseRunTime(r *Run, vals []any) {
 			n := int(toInt64(vals[9]))
 			r.ExitCode = &n
 		}
+	}
+	if len(vals) > 10 {
+		r.Labels = decodeLabels(str(vals[10]))
 	}
 }
 
@@ -437,6 +454,13 @@ type GroupSettings struct {
 	// Retry (nil = keep; a zero Retry = none) is the retry policy of the
 	// runs submitted without one.
 	Retry *Retry
+	// Params change the settings of the group's policy (ABI v4; valid as
+	// labels are, see ValidLabel): with ReplaceParams they become exactly
+	// Params, else each one given is set and one with an empty value
+	// removed. Nil (and not ReplaceParams) keeps them. At most
+	// abi.MaxParams after the change. A new policy keeps them.
+	Params        []abi.Label
+	ReplaceParams bool
 }
 
 // RetentionDefault, as GroupSettings.Retention, returns a group to the
@@ -490,19 +514,43 @@ func (s *Store) SetGroupSettings(ctx context.Context, name string, gs GroupSetti
 			backoff = "-"
 		}
 	}
+	mode := ""
+	switch {
+	case gs.ReplaceParams:
+		mode = "replace"
+	case gs.Params != nil:
+		mode = "merge"
+	}
+	args := []any{name, gs.Policy, gs.MaxActive, gs.Window, ret, s.k.WorkEvents(), timeout, maxa, backoff, mode, abi.MaxParams}
+	if mode != "" {
+		if len(gs.Params) > abi.MaxParams {
+			return Group{}, invalid(op, "group %s: %d policy parameters, at most %d", name, len(gs.Params), abi.MaxParams)
+		}
+		seen := map[string]bool{}
+		for _, p := range gs.Params {
+			if err := ValidLabel(p.Key, p.Value); err != nil {
+				return Group{}, invalid(op, "group %s: parameter %s", name, strings.TrimPrefix(err.Error(), "label "))
+			}
+			if seen[p.Key] {
+				return Group{}, invalid(op, "group %s: parameter %s given twice", name, p.Key)
+			}
+			seen[p.Key] = true
+			args = append(args, p.Key, p.Value)
+		}
+	}
 	k := s.k
 	v, err := s.run(ctx, op, "set_group", []string{k.Groups(), k.Group(name), k.Dirty(), k.Waiting(name), k.Active(name), k.GroupGen(), k.Retire(),
-		k.Delayed(name)}, name, gs.Policy, gs.MaxActive, gs.Window, ret, k.WorkEvents(), timeout, maxa, backoff)
+		k.Delayed(name)}, args...)
 	if err != nil {
 		return Group{}, err
 	}
 	a := v.([]any)
-	for len(a) < 11 {
+	for len(a) < 12 {
 		a = append(a, nil)
 	}
 	g := Group{Name: name, Policy: str(a[0]), MaxActive: int(toInt64(a[1])), Version: toInt64(a[2]),
 		Waiting: int(toInt64(a[3])), Active: int(toInt64(a[4])), Window: int(toInt64(a[5])), Retention: retention(a[6]),
-		Delayed: int(toInt64(a[10]))}
+		Delayed: int(toInt64(a[10])), Params: decodeLabels(str(a[11]))}
 	g.RunTimeout, g.Retry = groupRunDefaults(a[7], a[8], a[9])
 	return g, nil
 }
@@ -581,7 +629,7 @@ func (s *Store) discardLoop(ctx context.Context, op, name, mode, reason string) 
 	k := s.k
 	for {
 		keys := []string{k.Groups(), k.Group(name), k.Waiting(name), k.Active(name), k.Dirty(), k.WaitInfo(name), k.Finished(name), k.Retire(),
-			k.Delayed(name), k.Timers()}
+			k.Delayed(name), k.Timers(), k.Launches(name)}
 		args := []any{name, mode, reason, k.RunEvents()}
 		var ids []string
 		if mode != "0" {
@@ -688,7 +736,7 @@ func (s *Store) getGroups(ctx context.Context, names []string) ([]Group, error) 
 	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, n := range names {
 			cs[i] = cmds{p.HMGet(ctx, s.k.Group(n), "policy", "max_active", "version", "window", "retention_ms",
-				"run_timeout_ms", "max_attempts", "backoff", "paused", "paused_at", "paused_by"),
+				"run_timeout_ms", "max_attempts", "backoff", "paused", "paused_at", "paused_by", "params", "wake_at"),
 				p.ZCard(ctx, s.k.Waiting(n)), p.ZCard(ctx, s.k.Active(n)), p.ZCard(ctx, s.k.Delayed(n))}
 		}
 		return nil
@@ -707,6 +755,7 @@ func (s *Store) getGroups(ctx context.Context, names []string) ([]Group, error) 
 			Delayed: int(cs[i].d.Val())}
 		g.RunTimeout, g.Retry = groupRunDefaults(v[5], v[6], v[7])
 		g.Paused, g.PausedAt, g.PausedBy = str(v[8]) == "1", msTime(toInt64(v[9])), str(v[10])
+		g.Params, g.WakeAt = decodeLabels(str(v[11])), msTime(toInt64(v[12]))
 		out = append(out, g)
 	}
 	return out, nil
@@ -836,6 +885,11 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 	if err := r.Retry.validate(op, "run "+r.ID); err != nil {
 		return r, scriptCall{}, err
 	}
+	labels, err := NormalizeLabels("labels", r.Labels, abi.MaxLabels)
+	if err != nil {
+		return r, scriptCall{}, invalid(op, "run %s: %v", r.ID, err)
+	}
+	r.Labels = labels
 	timeout, maxa := "", ""
 	if r.Timeout > 0 {
 		timeout = strconv.FormatInt(r.Timeout.Milliseconds(), 10)
@@ -848,7 +902,7 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 		keys: []string{k.Seq(), k.Groups(), k.Group(r.Group), k.Waiting(r.Group), k.Dirty(), k.Run(r.ID), k.Runs(), k.GroupGen(), k.WaitInfo(r.Group),
 			k.Delayed(r.Group), k.Timers()},
 		args: []any{r.Group, r.ID, r.Slots, r.Priority, r.Payload, r.Duration.Milliseconds(), newID("op-"), k.WorkEvents(), k.RunEvents(),
-			nb, timeout, maxa, r.Retry.backoff(), Retry{Base: DefaultRetryBase, Cap: DefaultRetryCap}.backoff()},
+			nb, timeout, maxa, r.Retry.backoff(), Retry{Base: DefaultRetryBase, Cap: DefaultRetryCap}.backoff(), encodeLabels(labels)},
 	}
 	if r.IdempotencyKey != "" {
 		c.keys = append(c.keys, k.Idempotency(digest.SHA256([]byte(r.IdempotencyKey))))
@@ -865,9 +919,9 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 // compares a chosen id itself), so a reused idempotency key is recognised
 // as the same request or refused (ErrConflict) as another one.
 func (r SubmitRequest) fingerprint() string {
-	return digest.Short(digest.SHA256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%d\x00%s\x00%d\x00%d\x00%d\x00%s",
+	return digest.Short(digest.SHA256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%d\x00%s\x00%d\x00%d\x00%d\x00%s\x00%s",
 		r.Group, r.Slots, r.Priority, r.Duration.Milliseconds(), r.Payload,
-		r.NotBefore.UnixMilli(), r.Timeout.Milliseconds(), r.Retry.MaxAttempts, r.Retry.backoff())))
+		r.NotBefore.UnixMilli(), r.Timeout.Milliseconds(), r.Retry.MaxAttempts, r.Retry.backoff(), encodeLabels(r.Labels))))
 }
 
 func submittedRun(r SubmitRequest, v any) Run {
@@ -881,7 +935,7 @@ func submittedRun(r SubmitRequest, v any) Run {
 	run := Run{ID: r.ID, Group: r.Group, Seq: toInt64(a[0]), State: StateWaiting, Slots: r.Slots,
 		Priority: r.Priority, Payload: r.Payload, Duration: r.Duration.Truncate(time.Millisecond),
 		SubmittedAt: msTime(toInt64(a[1])), Timeout: time.Duration(toInt64(a[5])) * time.Millisecond,
-		Attempt: 1, MaxAttempts: max(int(toInt64(a[6])), 1)}
+		Attempt: 1, MaxAttempts: max(int(toInt64(a[6])), 1), Labels: r.Labels}
 	if toInt64(a[4]) == 0 && toInt64(a[2]) == 0 {
 		run.NotBefore = time.UnixMilli(r.NotBefore.UnixMilli())
 	}
@@ -963,6 +1017,21 @@ type RunFilter struct {
 	State State
 	Limit int   // <= 0: 1000
 	Below int64 // > 0: only runs with a smaller seq (the next page after a run of seq Below)
+	// Labels: only runs carrying every one of them (key and value).
+	Labels []abi.Label
+}
+
+// match reports whether r passes f's group, state and labels.
+func (f RunFilter) match(r *Run) bool {
+	if (f.Group != "" && r.Group != f.Group) || (f.State != "" && r.State != f.State) {
+		return false
+	}
+	for _, l := range f.Labels {
+		if !slices.Contains(r.Labels, l) {
+			return false
+		}
+	}
+	return true
 }
 
 // ListRuns lists runs, newest first (by seq), filtered.
@@ -1016,7 +1085,7 @@ func (s *Store) ListRunsPage(ctx context.Context, f RunFilter) (RunPage, error) 
 		}
 		last = int64(zs[len(zs)-1].Score)
 		for _, r := range runs {
-			if (f.Group == "" || r.Group == f.Group) && (f.State == "" || r.State == f.State) {
+			if f.match(&r) {
 				out.Runs = append(out.Runs, r)
 				if len(out.Runs) == f.Limit {
 					last = r.Seq
@@ -1073,6 +1142,9 @@ type Snapshot struct {
 	// twice the window, else the oldest WaitingOldest then the newest.
 	WaitingTotal  int
 	WaitingOldest int
+	// Launches are the group's latest launches, oldest first (at most
+	// abi.MaxLaunches; Keys.Launches).
+	Launches []abi.Launch
 }
 
 // Truncated reports whether the group has WAITING runs beyond the window.
@@ -1094,8 +1166,10 @@ func (s *Store) Snapshot(ctx context.Context, group string) (Snapshot, error) {
 }
 
 // DecisionFields are the run fields SnapshotBatch reads: the ones a policy
-// sees (abi.Run: id, seq, state, priority, slots, submitted_at, started_at).
-var DecisionFields = []string{"id", "seq", "state", "priority", "slots", "submitted_at", "started_at"}
+// sees (abi.Run: id, seq, state, priority, slots, submitted_at, started_at,
+// attempt, max_attempts, not_before, labels).
+var DecisionFields = []string{"id", "seq", "state", "priority", "slots", "submitted_at", "started_at",
+	"attempt", "max_attempts", "not_before", "labels"}
 
 var decisionFieldArgs = func() []any {
 	a := make([]any, len(DecisionFields))
@@ -1113,36 +1187,59 @@ func parseDecisionRun(vals []any) (Run, bool) {
 	}
 	atoi := func(i int) int { n, _ := strconv.Atoi(str(vals[i])); return n }
 	return Run{ID: str(vals[0]), Seq: toInt64(vals[1]), State: State(str(vals[2])), Priority: atoi(3), Slots: atoi(4),
-		SubmittedAt: msTime(toInt64(vals[5])), StartedAt: msTime(toInt64(vals[6]))}, true
+		SubmittedAt: msTime(toInt64(vals[5])), StartedAt: msTime(toInt64(vals[6])),
+		Attempt: max(atoi(7), 1), MaxAttempts: max(atoi(8), 1), NotBefore: msTime(toInt64(vals[9])),
+		Labels: decodeLabels(str(vals[10]))}, true
 }
 
 // snapshotCall: indexed reads the waiting runs from the group's WaitInfo
 // (DecisionFields only), else each run's fields.
 func (s *Store) snapshotCall(group string, indexed bool, fields []any) scriptCall {
 	k := s.k
-	args := make([]any, 0, 3+len(fields))
+	args := make([]any, 0, 4+len(fields))
 	mode := "0"
 	if indexed {
 		mode = "1"
 	}
-	args = append(args, k.RunPrefix(), DefaultWindow, mode)
+	args = append(args, k.RunPrefix(), DefaultWindow, mode, abi.MaxLaunches)
 	args = append(args, fields...)
-	return scriptCall{keys: []string{k.Group(group), k.Waiting(group), k.Active(group), k.WaitInfo(group)}, args: args}
+	return scriptCall{keys: []string{k.Group(group), k.Waiting(group), k.Active(group), k.WaitInfo(group), k.Launches(group)}, args: args}
 }
 
 // parseWaitInfo builds a WAITING run from its WaitInfo entry
-// "seq,priority,slots,submitted_ms"; ok false if malformed.
+// "seq,priority,slots,submitted_ms[,attempt,max_attempts,not_before_ms,labels]"
+// (winfo in _lib.lua); ok false if malformed.
 func parseWaitInfo(id, v string) (Run, bool) {
-	var f [4]int64
-	for i := range f {
+	var f [7]int64
+	n := 4 // fields; 7 when the entry goes on (then v ends as the labels)
+	for i := 0; i < n; i++ {
 		x, rest, _ := strings.Cut(v, ",")
-		n, err := strconv.ParseInt(x, 10, 64)
+		x2, err := strconv.ParseInt(x, 10, 64)
 		if err != nil {
 			return Run{}, false
 		}
-		f[i], v = n, rest
+		f[i], v = x2, rest
+		if i == 3 && v != "" {
+			n = 7
+		}
 	}
-	return Run{ID: id, Seq: f[0], State: StateWaiting, Priority: int(f[1]), Slots: int(f[2]), SubmittedAt: msTime(f[3])}, true
+	r := Run{ID: id, Seq: f[0], State: StateWaiting, Priority: int(f[1]), Slots: int(f[2]), SubmittedAt: msTime(f[3]),
+		Attempt: 1, MaxAttempts: 1}
+	if n == 7 {
+		r.Attempt, r.MaxAttempts, r.NotBefore = max(int(f[4]), 1), max(int(f[5]), 1), msTime(f[6])
+		r.Labels = decodeLabels(v)
+	}
+	return r, true
+}
+
+// parseLaunch reads a launches list entry "launched_ms,labels".
+func parseLaunch(v string) (abi.Launch, bool) {
+	ms, labels, _ := strings.Cut(v, ",")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return abi.Launch{}, false
+	}
+	return abi.Launch{At: n, Labels: decodeLabels(labels)}, true
 }
 
 func parseSnapshot(group string, v any, parse func([]any) (Run, bool), indexed bool) Snapshot {
@@ -1151,7 +1248,7 @@ func parseSnapshot(group string, v any, parse func([]any) (Run, bool), indexed b
 		return Snapshot{Group: Group{Name: group}}
 	}
 	g, _ := a[0].([]any)
-	for len(g) < 7 {
+	for len(g) < 9 {
 		g = append(g, nil)
 	}
 	runs := func(x any) []Run {
@@ -1187,7 +1284,15 @@ func parseSnapshot(group string, v any, parse func([]any) (Run, bool), indexed b
 	}
 	sn.Group = Group{Name: group, Policy: str(g[0]), MaxActive: int(toInt64(g[1])), Version: toInt64(g[2]),
 		Window: int(toInt64(g[3])), DiscardBelow: toInt64(g[4]), Gen: toInt64(g[5]), Waiting: sn.WaitingTotal, Active: len(sn.Active),
-		Paused: str(g[6]) == "1"}
+		Paused: str(g[6]) == "1", Params: decodeLabels(str(g[7])), WakeAt: msTime(toInt64(g[8]))}
+	if len(a) > 6 {
+		ls, _ := a[6].([]any)
+		for i := len(ls) - 1; i >= 0; i-- { // stored newest first
+			if l, ok := parseLaunch(str(ls[i])); ok {
+				sn.Launches = append(sn.Launches, l)
+			}
+		}
+	}
 	return sn
 }
 
@@ -1263,6 +1368,17 @@ type Decision struct {
 	// snapshot's window was truncated, so the group is decided again on
 	// its next window.
 	Again bool
+	// WakeAt (unix ms; 0 = none) asks to decide the group again then (ABI
+	// v4): the apply holds it to abi.MinWakeInterval..abi.MaxWakeAhead from
+	// Redis time and keeps the group's earliest pending wake; the leader's
+	// timer fires it (DueBatch), durable across leaders. An empty decision
+	// with a wake still settles the group.
+	WakeAt int64
+	// History records the decision's launches in the group's launch
+	// history (Keys.Launches), which its snapshots then carry: set for a
+	// policy that reads them (ABI v4, not a built-in). A decision without
+	// it drops the history.
+	History bool
 	// NoPlace leaves every launch LAUNCHED for the slot manager (the
 	// leader sets it while a LAUNCHED run waits for slots, so none
 	// overtakes it); by default a launch takes its slots at once when they
@@ -1304,10 +1420,15 @@ func (s *Store) applyCall(f Fence, group string, d Decision) (scriptCall, error)
 	if d.Below < 0 {
 		return scriptCall{}, invalid(op, "discard_below %d is negative", d.Below)
 	}
-	keys := make([]string, 0, 16+len(d.Actions))
+	keys := make([]string, 0, 18+len(d.Actions))
 	keys = append(keys, k.Fence(), k.Lock(), k.Group(group), k.Waiting(group), k.Active(group), k.Dirty(), k.Launched(),
-		k.Drain(), k.Finished(group), k.Decisions(group), k.WaitInfo(group), k.Workers(), k.Slots(), k.Free(), k.Tokens(), k.Retire())
-	args := make([]any, 0, 16+3*len(d.Actions))
+		k.Drain(), k.Finished(group), k.Decisions(group), k.WaitInfo(group), k.Workers(), k.Slots(), k.Free(), k.Tokens(), k.Retire(),
+		k.Launches(group), k.Timers())
+	args := make([]any, 0, 21+3*len(d.Actions))
+	hist := 0
+	if d.History {
+		hist = abi.MaxLaunches
+	}
 	args = append(args, f.args()...)
 	again := 0
 	if d.Again {
@@ -1318,7 +1439,8 @@ func (s *Store) applyCall(f Fence, group string, d Decision) (scriptCall, error)
 		place = "0"
 	}
 	args = append(args, group, d.Version, d.ClaimID, d.Policy, d.PolicyVersion, d.Below, d.BelowReason, again,
-		d.PolicySHA256, d.PolicyRegistry, DecisionsKept, k.RunEvents(), k.SlotEvents(), place)
+		d.PolicySHA256, d.PolicyRegistry, DecisionsKept, k.RunEvents(), k.SlotEvents(), place,
+		max(d.WakeAt, 0), k.WorkEvents(), abi.MinWakeInterval, abi.MaxWakeAhead, hist)
 	for _, a := range d.Actions {
 		if err := ValidateName("run", a.Run); err != nil {
 			return scriptCall{}, fmt.Errorf("storage: %s: %w", op, err)

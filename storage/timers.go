@@ -73,7 +73,8 @@ func strs(v any) []string {
 // DueResult is one group's outcome of a DueBatch.
 type DueResult struct {
 	Moved int       // runs moved into the group's queue
-	Next  time.Time // when its next delayed run is due (zero: none left)
+	Next  time.Time // when its next delayed run or wake is due (zero: none left)
+	Woken bool      // the policy's wake fired: the group is dirty
 	Err   error
 }
 
@@ -101,6 +102,7 @@ func (s *Store) DueBatch(ctx context.Context, f Fence, groups []string) []DueRes
 		if n := toInt64(a[1]); n >= 0 {
 			out[i].Next = msTime(n)
 		}
+		out[i].Woken = len(a) > 2 && toInt64(a[2]) == 1
 	})
 	return out
 }

@@ -1,5 +1,5 @@
 /*
- * wasmsched.h: the wasmsched plugin SDK for C (ABI version 3), header-only
+ * wasmsched.h: the wasmsched plugin SDK for C (ABI version 4), header-only
  * and freestanding (no libc, no allocator, no imports).
  *
  * A plugin defines ONE of
@@ -35,11 +35,14 @@
 #error "a plugin is WASMSCHED_SERIAL or WASMSCHED_REUSE, not both"
 #endif
 
-#define WS_ABI_VERSION 3
+#define WS_ABI_VERSION 4
 #define WS_MAX_REASON 256
 
 enum { WS_WAITING = 1, WS_LAUNCHED = 2, WS_RUNNING = 3, WS_STOPPING = 4 };
-enum { WS_LAUNCH = 1, WS_DISCARD = 2, WS_STOP = 3, WS_DISCARD_BELOW = 4 };
+enum { WS_LAUNCH = 1, WS_DISCARD = 2, WS_STOP = 3, WS_DISCARD_BELOW = 4, WS_WAKE = 5 };
+/* The bounds of a wake (ms from the decision) the host holds it to. */
+#define WS_MIN_WAKE_INTERVAL 100
+#define WS_MAX_WAKE_AHEAD (24 * 3600 * 1000)
 enum { WS_REUSE = 1, WS_REALLOCATE = 2 };
 
 /* A string view into the input (not NUL-terminated). */
@@ -49,7 +52,8 @@ typedef struct { const char *p; uint32_t n; } ws_str;
 static inline uint32_t ws__u32(const uint8_t *p) { uint32_t v; __builtin_memcpy(&v, p, 4); return v; }
 static inline uint64_t ws__u64(const uint8_t *p) { uint64_t v; __builtin_memcpy(&v, p, 8); return v; }
 
-/* A run record (48 bytes) of the input. */
+/* A run record of the input: 64 bytes in a serial snapshot (version 4),
+ * 48 in a reuse request. */
 typedef struct { const uint8_t *p; } ws_run;
 static inline uint64_t ws_run_seq(ws_run r) { return ws__u64(r.p); }
 static inline int64_t ws_run_submitted_at(ws_run r) { return (int64_t)ws__u64(r.p + 8); }
@@ -58,12 +62,18 @@ static inline int32_t ws_run_priority(ws_run r) { return (int32_t)ws__u32(r.p + 
 static inline uint32_t ws_run_slots(ws_run r) { return ws__u32(r.p + 28); }
 static inline uint8_t ws_run_state(ws_run r) { return r.p[40]; }
 
-/* ---- serial snapshot (tag 1) ---- */
+/* ---- serial snapshot (version 4: tag 5, 64-byte header and runs, then
+ * the label table, the group's parameters and its recent launches) ---- */
 typedef struct {
 	const uint8_t *b; /* the record */
 	uint32_t len;
 	uint32_t n_active, n_waiting;
+	uint32_t n_labels, n_params, n_launches;
+	const uint8_t *labels, *params, *launches; /* the three tables */
 } ws_snapshot;
+
+/* A label or parameter: key and value views ({0, 0} when absent). */
+typedef struct { ws_str key, value; } ws_label;
 
 static inline ws_str ws__str(const uint8_t *rec, const uint8_t *field) {
 	ws_str s = {(const char *)rec + ws__u32(field), ws__u32(field + 4)};
@@ -81,8 +91,8 @@ static inline uint32_t ws_snap_waiting_total(const ws_snapshot *s) {
 }
 /* Truncated: the waiting list is a window (its oldest and newest runs). */
 static inline int ws_snap_truncated(const ws_snapshot *s) { return ws_snap_waiting_total(s) > s->n_waiting; }
-static inline ws_run ws_snap_active(const ws_snapshot *s, uint32_t i) { ws_run r = {s->b + 48 + 48 * i}; return r; }
-static inline ws_run ws_snap_waiting(const ws_snapshot *s, uint32_t i) { ws_run r = {s->b + 48 + 48 * (s->n_active + i)}; return r; }
+static inline ws_run ws_snap_active(const ws_snapshot *s, uint32_t i) { ws_run r = {s->b + 64 + 64 * i}; return r; }
+static inline ws_run ws_snap_waiting(const ws_snapshot *s, uint32_t i) { ws_run r = {s->b + 64 + 64 * (s->n_active + i)}; return r; }
 /* A run's id. Its reference is checked here, when read, rather than for
  * every run before the policy runs (most policies never read an id: they
  * name runs by index); one outside the record (the host never sends one)
@@ -97,6 +107,85 @@ static inline ws_str ws_run_id(const ws_snapshot *s, ws_run r) {
 	return id;
 }
 
+/* A string reference of the record, checked: outside it reads as empty. */
+static inline ws_str ws__view(const ws_snapshot *s, const uint8_t *field) {
+	uint64_t off = ws__u32(field), n = ws__u32(field + 4);
+	ws_str v = {(const char *)s->b, 0};
+	if (off + n <= s->len) {
+		v.p = (const char *)s->b + off;
+		v.n = (uint32_t)n;
+	}
+	return v;
+}
+static inline int ws_str_eq(ws_str a, const char *z) {
+	uint32_t i = 0;
+	for (; z[i]; i++)
+		if (i >= a.n || a.p[i] != z[i]) return 0;
+	return i == a.n;
+}
+
+/* Version 4 fields of a snapshot's run: when it became due (unix ms, 0 =
+ * at once), its attempt of max_attempts, its labels (sorted by key). */
+static inline int64_t ws_run_not_before(ws_run r) { return (int64_t)ws__u64(r.p + 48); }
+static inline uint32_t ws_run_attempt(ws_run r) { return ws__u32(r.p + 56); }
+static inline uint32_t ws_run_max_attempts(ws_run r) { return ws__u32(r.p + 60); }
+static inline uint32_t ws_run_n_labels(ws_run r) { return (uint32_t)r.p[42] | (uint32_t)r.p[43] << 8; }
+static inline ws_label ws__label(const ws_snapshot *s, const uint8_t *table, uint64_t n, uint64_t i) {
+	ws_label l = {{(const char *)s->b, 0}, {(const char *)s->b, 0}};
+	if (i < n) {
+		l.key = ws__view(s, table + 16 * i);
+		l.value = ws__view(s, table + 16 * i + 8);
+	}
+	return l;
+}
+/* Label i of run r (i < ws_run_n_labels). */
+static inline ws_label ws_run_label(const ws_snapshot *s, ws_run r, uint32_t i) {
+	uint64_t first = ws__u32(r.p + 44);
+	if (i >= ws_run_n_labels(r)) first = s->n_labels;
+	return ws__label(s, s->labels, s->n_labels, first + i);
+}
+/* The value of label key of run r ({0,0} and 0 returned when it has none). */
+static inline int ws_run_label_value(const ws_snapshot *s, ws_run r, const char *key, ws_str *value) {
+	for (uint32_t i = 0, n = ws_run_n_labels(r); i < n; i++) {
+		ws_label l = ws_run_label(s, r, i);
+		if (ws_str_eq(l.key, key)) { *value = l.value; return 1; }
+	}
+	value->p = 0; value->n = 0;
+	return 0;
+}
+/* The group's policy parameter name (group set --param). */
+static inline int ws_snap_param(const ws_snapshot *s, const char *name, ws_str *value) {
+	for (uint32_t i = 0; i < s->n_params; i++) {
+		ws_label l = ws__label(s, s->params, s->n_params, i);
+		if (ws_str_eq(l.key, name)) { *value = l.value; return 1; }
+	}
+	value->p = 0; value->n = 0;
+	return 0;
+}
+/* A parameter as a non-negative integer (def when unset or not one). */
+static inline uint64_t ws_snap_param_u64(const ws_snapshot *s, const char *name, uint64_t def) {
+	ws_str v;
+	if (!ws_snap_param(s, name, &v) || v.n == 0 || v.n > 19) return def;
+	uint64_t x = 0;
+	for (uint32_t i = 0; i < v.n; i++) {
+		if (v.p[i] < '0' || v.p[i] > '9') return def;
+		x = x * 10 + (uint64_t)(v.p[i] - '0');
+	}
+	return x;
+}
+/* The group's recent launches, oldest first: when (unix ms) and labels. */
+static inline uint32_t ws_snap_n_launches(const ws_snapshot *s) { return s->n_launches; }
+static inline int64_t ws_snap_launch_at(const ws_snapshot *s, uint32_t i) {
+	return i < s->n_launches ? (int64_t)ws__u64(s->launches + 16 * i) : 0;
+}
+static inline uint32_t ws_snap_launch_n_labels(const ws_snapshot *s, uint32_t i) {
+	return i < s->n_launches ? ws__u32(s->launches + 16 * i + 12) : 0;
+}
+static inline ws_label ws_snap_launch_label(const ws_snapshot *s, uint32_t i, uint32_t j) {
+	uint64_t first = i < s->n_launches && j < ws_snap_launch_n_labels(s, i) ? ws__u32(s->launches + 16 * i + 8) + (uint64_t)j : s->n_labels;
+	return ws__label(s, s->labels, s->n_labels, first);
+}
+
 /* ---- serial decision writer (tag 2) ----
  * Actions name their run by its index in the snapshot (the indexed form of
  * ABI version 3): a run is given as the ws_run the readers returned, and
@@ -107,6 +196,7 @@ typedef struct {
 	uint32_t n, max;         /* actions written, action slots reserved */
 	uint32_t str;            /* end of the string area (offset) */
 	int below;               /* a discard_below was written */
+	int64_t wake;            /* the wake asked (0: none), written last */
 	const char *why;         /* the last reason written, */
 	uint32_t why_off, why_n; /* where it is and its length */
 } ws_decision;
@@ -138,7 +228,7 @@ static inline void ws__add(ws_decision *d, uint32_t kind, uint64_t ref, const ch
 	ws__put32(a + 16, d->why_n);
 	d->n++;
 }
-static inline uint32_t ws__index(const ws_decision *d, ws_run r) { return (uint32_t)(r.p - d->runs) / 48u; }
+static inline uint32_t ws__index(const ws_decision *d, ws_run r) { return (uint32_t)(r.p - d->runs) / 64u; }
 /* Launch or discard a WAITING run, stop a LAUNCHED or RUNNING one: r is a
  * run of this call's snapshot (ws_snap_active, ws_snap_waiting). */
 static inline void ws_launch(ws_decision *d, ws_run r, const char *why) { ws__add(d, WS_LAUNCH, ws__index(d, r), why); }
@@ -150,6 +240,11 @@ static inline void ws_discard_below(ws_decision *d, uint64_t seq, const char *wh
 	if (d->below) return;
 	d->below = 1;
 	ws__add(d, WS_DISCARD_BELOW, seq, why);
+}
+/* Ask to be decided again at unix ms t (the earliest of several calls;
+ * the host holds it to WS_MIN_WAKE_INTERVAL..WS_MAX_WAKE_AHEAD). */
+static inline void ws_wake_at(ws_decision *d, int64_t t) {
+	if (t != 0 && (d->wake == 0 || t < d->wake)) d->wake = t;
 }
 
 /* ---- reuse request (tag 3) and decision (tag 4) ---- */
@@ -193,11 +288,12 @@ static inline __attribute__((always_inline)) void ws_decide_serial(const ws_snap
  * reason), 0 if b is not a valid snapshot (tag, counts, the group and
  * policy strings; run ids are checked when read, ws_run_id). */
 static inline uint64_t ws_serial_out_size(const uint8_t *b, uint32_t n) {
-	if (n < 48 || ws__u32(b) != 1) return 0;
+	if (n < 64 || ws__u32(b) != 5) return 0;
 	uint64_t na = ws__u32(b + 32), nw = ws__u32(b + 36);
-	if (48 + 48 * (na + nw) > n) return 0;
+	uint64_t nl = ws__u32(b + 48), np = ws__u32(b + 52), nh = ws__u32(b + 56);
+	if (64 + 64 * (na + nw) + 16 * (nl + np + nh) > n) return 0;
 	if (!ws__strok(b + 16, n) || !ws__strok(b + 24, n)) return 0;
-	uint64_t max = na + nw + 1;
+	uint64_t max = na + nw + 2;
 	return 16 + 20 * max + (uint64_t)WS_MAX_REASON * max;
 }
 
@@ -206,10 +302,19 @@ static inline uint64_t ws_serial_out_size(const uint8_t *b, uint32_t n) {
  * the export runs, and what native tests call. */
 static inline uint32_t ws_decide_serial_buf(const uint8_t *b, uint32_t n, uint8_t *out) {
 	uint32_t na = ws__u32(b + 32), nw = ws__u32(b + 36);
-	ws_snapshot s = {b, n, na, nw};
-	uint32_t max = na + nw + 1;
-	ws_decision d = {out, b + 48, 0, max, 16 + 20 * max, 0, 0, 0, 0};
+	uint32_t nl = ws__u32(b + 48), np = ws__u32(b + 52), nh = ws__u32(b + 56);
+	const uint8_t *labels = b + 64 + 64 * (na + nw);
+	ws_snapshot s = {b, n, na, nw, nl, np, nh, labels, labels + 16 * nl, labels + 16 * (nl + np)};
+	uint32_t max = na + nw + 1; /* one more slot for a wake */
+	ws_decision d = {out, b + 64, 0, max, 16 + 20 * (max + 1), 0, 0, 0, 0, 0};
 	ws_decide_serial(&s, &d);
+	if (d.wake) { /* the last action: kind 5, its time where a reference goes */
+		uint8_t *a = d.b + 16 + 20 * d.n;
+		ws__put32(a, WS_WAKE);
+		ws__put64(a + 4, (uint64_t)d.wake);
+		ws__put64(a + 12, 0);
+		d.n++;
+	}
 	/* the string area stays after the max slots reserved: the slots not
 	 * written are a gap the host never reads (strings are located by
 	 * offset, ABI.md), cheaper than moving the strings down */

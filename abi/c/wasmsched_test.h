@@ -41,15 +41,15 @@ static ws_test_decision ws_test_serial(uint32_t max_active, const ws_test_run *a
                                        const ws_test_run *waiting, uint32_t nw, uint32_t waiting_total) {
 	memset(ws_test_in, 0, sizeof ws_test_in);
 	uint8_t *b = ws_test_in;
-	uint32_t s = 48 + 48 * (na + nw);
-	ws__put32(b, 1);
+	uint32_t s = 64 + 64 * (na + nw); /* version 4: no labels, parameters or launches */
+	ws__put32(b, 5);
 	ws__put32(b + 4, max_active);
 	ws__put32(b + 32, na);
 	ws__put32(b + 36, nw);
 	ws__put32(b + 40, waiting_total);
 	for (uint32_t i = 0; i < na + nw; i++) {
 		const ws_test_run *r = i < na ? &active[i] : &waiting[i - na];
-		uint8_t *p = b + 48 + 48 * i;
+		uint8_t *p = b + 64 + 64 * i;
 		uint32_t l = (uint32_t)strlen(r->id);
 		ws__put64(p, r->seq);
 		ws__put32(p + 28, 1);
@@ -68,7 +68,7 @@ static ws_test_decision ws_test_serial(uint32_t max_active, const ws_test_run *a
 	for (uint32_t i = 0; i < d.n && i < 64; i++) {
 		const uint8_t *a = o + 16 + 20 * i;
 		d.a[i].kind = ws__u32(a);
-		if (d.a[i].kind == WS_DISCARD_BELOW) {
+		if (d.a[i].kind == WS_DISCARD_BELOW || d.a[i].kind == WS_WAKE) {
 			d.a[i].seq = ws__u64(a + 4);
 		} else {
 			/* the run's index in the snapshot: active runs first, then waiting */

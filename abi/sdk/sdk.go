@@ -137,10 +137,11 @@ func decide(n int) ([]byte, error) {
 }
 
 // CallSerial runs p natively on s through the same byte path a plugin uses
-// (encode, zero-copy decode, decide, encode, decode) and returns a decision
-// that owns its strings. Use it in plugin unit tests.
+// (encode as the host encodes for this SDK's ABI version, zero-copy decode,
+// decide, encode, decode) and returns a decision that owns its strings.
+// Use it in plugin unit tests.
 func CallSerial(p SerialPolicy, s *abi.SerialSnapshot) (abi.SerialDecision, error) {
-	in := abicodec.AppendSerialSnapshot(nil, s)
+	in := abicodec.AppendSerialSnapshotFor(nil, s, abi.Version)
 	var view abi.SerialSnapshot
 	if err := abicodec.DecodeSerialSnapshotView(in, &view); err != nil {
 		return abi.SerialDecision{}, err
@@ -186,8 +187,8 @@ func encodeSerialInPlace(n int) []byte {
 	acts := sdec.Actions
 	reserve := len(ioBuf) - cap(inBuf) - tailSize
 	fixed := abicodec.SerialDecisionHeaderSize + abicodec.ActionSize*len(acts)
-	if fixed > reserve || n > cap(inBuf) || sdec.Below != 0 {
-		return nil // (a discard_below is encoded the ordinary way)
+	if fixed > reserve || n > cap(inBuf) || sdec.Below != 0 || sdec.Wake != 0 {
+		return nil // (a discard_below or a wake is encoded the ordinary way)
 	}
 	base := reserve - fixed
 	rec := ioBuf[base:]

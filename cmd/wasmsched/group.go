@@ -4,11 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/policytool"
 	"github.com/wasmsched/wasmsched/host"
@@ -84,6 +87,15 @@ func groupDetailTable(w io.Writer, g client.Group) {
 			fmt.Fprintf(w, "attempts\t%d (backoff %v, cap %v)\n", g.MaxAttempts, orDefault(g.RetryBackoffMS, storage.DefaultRetryBase),
 				orDefault(g.RetryCapMS, storage.DefaultRetryCap))
 		}
+	}
+	if len(g.Params) > 0 {
+		fmt.Fprintln(w, "\nPARAM\tVALUE")
+		for _, k := range slices.Sorted(maps.Keys(g.Params)) {
+			fmt.Fprintf(w, "%s\t%s\n", k, g.Params[k])
+		}
+	}
+	if g.WakeAt != nil {
+		fmt.Fprintf(w, "\nWAKE\tthe policy asked to be decided again at %s\n", tableTimeP(g.WakeAt))
 	}
 	if len(g.ActiveRuns) > 0 {
 		fmt.Fprintln(w, "\nACTIVE\tSTATE\tSEQ\tSTARTED\tSLOTS")
@@ -246,17 +258,27 @@ defaults of the runs submitted afterwards without their own (see submit
 --help): each attempt stopped after D, up to N attempts with backoff.
 --run-timeout 0 removes the timeout; --max-attempts 1 the retries.
 
+--param NAME=VALUE (repeatable, at most 32 in all) sets a setting of the
+group's policy; NAME= (no value) removes it, --replace-params makes the ones
+given all of them (none given: removes every one). The policy sees them in
+each decision (ABI v4), so one built module serves every group however it is
+tuned; a new --policy keeps them. Names and values are bounded as labels
+are (see submit --help). The catalog under examples/ names each policy's.
+
 Examples:
    wasmsched group set nightly
    wasmsched group set nightly --policy priority
    wasmsched group set etl --policy discard --max-active 1 -o json
-   wasmsched group set etl --run-timeout 20m --max-attempts 3 --retry-backoff 30s`,
+   wasmsched group set etl --run-timeout 20m --max-attempts 3 --retry-backoff 30s
+   wasmsched group set hooks --policy debounce --param period=2s --param max_wait=30s`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "policy", Aliases: []string{"p"}, Usage: "serial policy `NAME` (wait, discard, priority, or a pushed one)"},
 			&cli.IntFlag{Name: "max-active", Aliases: []string{"m"}, Usage: fmt.Sprintf("at most `N` (1 to %d) active runs (a new group: 1)", storage.MaxMaxActive), DefaultText: "kept"},
 			&cli.StringFlag{Name: "retention", Usage: "keep the group's finished runs for `D` (36h, 7d), 0 = forever, default = the leader's serve --retention (7d unless set)", DefaultText: "kept"},
 			&cli.IntFlag{Name: "window", Usage: fmt.Sprintf("a decision sees the oldest and the newest `N` (1 to %d) waiting runs of a deeper group (a new group: %d)", storage.MaxWindow, storage.DefaultWindow), DefaultText: "kept"},
 			&cli.BoolFlag{Name: "allow-unpushed", Usage: "accept a --policy name that is not pushed yet (its runs wait until it is)"},
+			&cli.StringSliceFlag{Name: "param", Usage: "set the policy's parameter `NAME=VALUE` (repeatable; NAME= removes it)"},
+			&cli.BoolFlag{Name: "replace-params", Usage: "the --param given become all of the group's parameters"},
 		}, runTimeFlags("run-")...),
 		Action: groupSet,
 	}
@@ -356,6 +378,10 @@ func groupSet(c *cli.Context) error {
 			retry = &client.Retry{} // no retries
 		}
 	}
+	params, err := labelFlags(c, "param", abi.MaxParams)
+	if err != nil {
+		return err
+	}
 	policy := c.String("policy")
 	if c.IsSet("policy") {
 		if err := storage.ValidateName("policy", policy); err != nil {
@@ -376,8 +402,15 @@ func groupSet(c *cli.Context) error {
 			return err
 		}
 	}
-	g, err := clientOf(st).SetGroup(c.Context, name, client.GroupSettings{Policy: policy, MaxActive: maxActive, Window: window,
-		Retention: retention, RunTimeout: timeout, Retry: retry})
+	gs := client.GroupSettings{Policy: policy, MaxActive: maxActive, Window: window,
+		Retention: retention, RunTimeout: timeout, Retry: retry, ReplaceParams: c.Bool("replace-params")}
+	if c.IsSet("param") || gs.ReplaceParams {
+		gs.Params = storage.LabelsMap(params)
+		if gs.Params == nil {
+			gs.Params = map[string]string{}
+		}
+	}
+	g, err := clientOf(st).SetGroup(c.Context, name, gs)
 	if err != nil {
 		return storeUsage(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -81,6 +83,7 @@ connection drops, it says so on stderr and lists the page again.
 Examples:
    wasmsched runs
    wasmsched runs --group nightly --state WAITING
+   wasmsched runs --label ref=main --label tenant=acme
    wasmsched runs --limit 5 -o json
    wasmsched runs --limit 100 --after 48213
    wasmsched runs --cursor c1.bmlnaHRseQAAMTIz
@@ -88,6 +91,7 @@ Examples:
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Usage: "only runs of group `G`"},
 			&cli.StringFlag{Name: "state", Aliases: []string{"s"}, Usage: "only runs in state `S`"},
+			&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "only runs with label `K=V` (repeatable: all of them)"},
 			&cli.IntFlag{Name: "limit", Value: 100, Usage: "at most `N` runs (0 = all)"},
 			&cli.Int64Flag{Name: "after", Usage: "list the runs after (older than) the run of seq `SEQ`: the next page"},
 			&cli.StringFlag{Name: "cursor", Usage: "list the page cursor `C` names (printed with the previous page)"},
@@ -127,7 +131,7 @@ func listRuns(ctx context.Context, c *client.Client, o client.ListOptions, limit
 		if !p.More || (limit > 0 && len(out) >= limit) {
 			return out, p, nil
 		}
-		o.Cursor, o.After, o.Group, o.State = p.Next, 0, "", ""
+		o.Cursor, o.After, o.Group, o.State, o.Labels = p.Next, 0, "", "", nil
 	}
 }
 
@@ -149,6 +153,9 @@ func pageFlags(c *cli.Context) string {
 		if c.IsSet(f) {
 			fmt.Fprintf(&b, " --%s %s", f, c.String(f))
 		}
+	}
+	for _, l := range c.StringSlice("label") {
+		fmt.Fprintf(&b, " --label %q", l)
 	}
 	return b.String()
 }
@@ -382,6 +389,16 @@ func runTimeTable(w io.Writer, r client.Run) {
 	if r.Schedule != "" {
 		fmt.Fprintf(w, "SCHEDULE\t%s\n", r.Schedule)
 	}
+	if len(r.Labels) > 0 {
+		var b strings.Builder
+		for i, k := range slices.Sorted(maps.Keys(r.Labels)) {
+			if i > 0 {
+				b.WriteString(" ")
+			}
+			b.WriteString(k + "=" + r.Labels[k])
+		}
+		fmt.Fprintf(w, "LABELS\t%s\n", oneLine(b.String(), 400))
+	}
 	if r.ExitCode != nil {
 		fmt.Fprintf(w, "EXIT CODE\t%d\n", *r.ExitCode)
 	}
@@ -509,6 +526,11 @@ func listRunsAction(c *cli.Context) error {
 		return err
 	}
 	o := client.ListOptions{Group: c.String("group"), After: c.Int64("after")}
+	labels, err := labelFlags(c, "label", abi.MaxLabels)
+	if err != nil {
+		return err
+	}
+	o.Labels = storage.LabelsMap(labels)
 	limit := c.Int("limit")
 	if limit < 0 {
 		return usageErrorf("--limit must be >= 0, got %d", limit)

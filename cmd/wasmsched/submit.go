@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -41,6 +42,12 @@ as WASMSCHED_PAYLOAD; a simulating worker fails the run if it is "fail".
 run exists) prints the first run, with its current state, instead of
 submitting another (for retries of scripts and CI jobs).
 
+--label K=V (repeatable, at most 16): the run's keys. Its group's policy
+sees them (e.g. cancel-in-progress stops the older run of the same ref,
+round-robin takes tenants in turn), "runs --label K=V" selects by them. A
+key is 1 to 64 bytes of a-z, 0-9, '_', '.', '-'; a value at most 256 bytes
+without control characters.
+
 Runs in time:
   --at TIME / --in D   not launched before TIME (RFC 3339, e.g.
                        2026-12-24T18:00:00+01:00) or D from now, by Redis
@@ -62,6 +69,7 @@ Examples:
    wasmsched submit nightly --slots 2 --priority 5 --payload '{"day":"2024-06-01"}'
    wasmsched submit etl --id etl-2024-06-01 --duration 30s -o json
    wasmsched submit deploy --idempotency-key "$CI_PIPELINE_ID"
+   wasmsched submit deploy --label ref=main --label tenant=acme
    wasmsched submit report --in 10m
    wasmsched submit etl --at 2026-12-24T06:00:00Z --timeout 20m --max-attempts 3 --retry-backoff 30s`,
 		Flags: append([]cli.Flag{
@@ -73,6 +81,7 @@ Examples:
 			&cli.StringFlag{Name: "idempotency-key", Usage: "submit once per `K`: a repeat prints the run the first one made"},
 			&cli.StringFlag{Name: "at", Usage: "not launched before `TIME` (RFC 3339)"},
 			&cli.DurationFlag{Name: "in", Usage: "not launched before `D` from now", DefaultText: "now"},
+			&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "a label `K=V` of the run (repeatable, at most 16)"},
 		}, runTimeFlags("")...),
 		Action: func(c *cli.Context) error {
 			if err := exactArgs(c, 1, "G"); err != nil {
@@ -91,6 +100,11 @@ Examples:
 			if err := checkSubmit(req); err != nil {
 				return err
 			}
+			labels, err := labelFlags(c, "label", abi.MaxLabels)
+			if err != nil {
+				return err
+			}
+			req.Labels = labels
 			nb, err := notBeforeFlags(c)
 			if err != nil {
 				return err
@@ -152,7 +166,7 @@ func submitRun(ctx context.Context, st *storage.Store, req storage.SubmitRequest
 	r, _, err := clientOf(st).SubmitReplay(ctx, req.Group, client.SubmitOptions{ID: req.ID, Slots: req.Slots, Priority: req.Priority,
 		Payload: req.Payload, Duration: req.Duration, IdempotencyKey: req.IdempotencyKey,
 		NotBefore: req.NotBefore, Timeout: req.Timeout, MaxAttempts: req.Retry.MaxAttempts,
-		RetryBackoff: req.Retry.Base, RetryCap: req.Retry.Cap})
+		RetryBackoff: req.Retry.Base, RetryCap: req.Retry.Cap, Labels: storage.LabelsMap(req.Labels)})
 	switch {
 	case errors.Is(err, client.ErrExists):
 		return r, usageErrorf("run %s already exists", req.ID)
@@ -208,6 +222,25 @@ func runTimeOf(c *cli.Context, prefix string) (*time.Duration, storage.Retry, er
 		return nil, r, usageErrorf("--retry-backoff and --retry-cap need --max-attempts N (N > 1)")
 	}
 	return timeout, r, nil
+}
+
+// labelFlags reads a repeatable K=V flag (--label, --param): checked,
+// every key once, at most max (exit 2 naming the flag and the pair).
+func labelFlags(c *cli.Context, name string, max int) ([]abi.Label, error) {
+	vs := c.StringSlice(name)
+	out := make([]abi.Label, 0, len(vs))
+	for _, v := range vs {
+		l, err := storage.ParseLabel(v)
+		if err != nil {
+			return nil, usageErrorf("--%s %s", name, err)
+		}
+		out = append(out, l)
+	}
+	ls, err := storage.NormalizeLabels(name+"s", out, max)
+	if err != nil {
+		return nil, usageErrorf("--%s: %v", name, err)
+	}
+	return ls, nil
 }
 
 // notBeforeFlags reads --at and --in (zero time: neither).

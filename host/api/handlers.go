@@ -93,6 +93,10 @@ type groupPutJSON struct {
 	MaxAttempts    *int   `json:"max_attempts"`
 	RetryBackoffMS *int64 `json:"retry_backoff_ms"`
 	RetryCapMS     *int64 `json:"retry_cap_ms"`
+	// Params set the policy's parameters ("" removes one); with
+	// replace_params they become all of them.
+	Params        map[string]string `json:"params"`
+	ReplaceParams bool              `json:"replace_params"`
 }
 
 // msField is a *_ms field of a request: absent 0, negative a 400 naming it.
@@ -134,7 +138,8 @@ func (s *Server) putGroup(w http.ResponseWriter, r *http.Request, c *call) (int,
 	if err := decodeBody(w, r, &body); err != nil {
 		return 0, nil, err
 	}
-	gs := client.GroupSettings{Policy: body.Policy, MaxActive: body.MaxActive, Window: body.Window}
+	gs := client.GroupSettings{Policy: body.Policy, MaxActive: body.MaxActive, Window: body.Window,
+		Params: body.Params, ReplaceParams: body.ReplaceParams}
 	if body.RunTimeoutMS != nil {
 		d, err := msField("run_timeout_ms", body.RunTimeoutMS)
 		if err != nil {
@@ -181,6 +186,8 @@ type submitJSON struct {
 	Payload    string  `json:"payload"`
 	DurationMS int64   `json:"duration_ms"`
 	NotBefore  *string `json:"not_before"` // RFC 3339
+	// Labels: at most 16, {"key": "value"}.
+	Labels map[string]string `json:"labels"`
 	runTimeJSON
 }
 
@@ -223,7 +230,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, c *call) (int, a
 	}
 	o := client.SubmitOptions{ID: body.ID, Slots: body.Slots,
 		Priority: body.Priority, Payload: body.Payload, Duration: time.Duration(body.DurationMS) * time.Millisecond,
-		IdempotencyKey: r.Header.Get(idempotencyHeader)}
+		IdempotencyKey: r.Header.Get(idempotencyHeader), Labels: body.Labels}
 	if body.NotBefore != nil {
 		t, err := time.Parse(time.RFC3339Nano, *body.NotBefore)
 		if err != nil {
@@ -250,6 +257,16 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, c *call) (int, a
 func (s *Server) listRuns(_ http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
 	q := r.URL.Query()
 	o := client.ListOptions{Group: q.Get("group"), State: q.Get("state"), Cursor: q.Get("cursor")}
+	for _, v := range q["label"] { // label=k=v, repeatable: runs with all of them
+		l, err := storage.ParseLabel(v)
+		if err != nil {
+			return 0, nil, errorf(http.StatusBadRequest, "invalid", "label: %v", err)
+		}
+		if o.Labels == nil {
+			o.Labels = map[string]string{}
+		}
+		o.Labels[l.Key] = l.Value
+	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {

@@ -136,7 +136,8 @@ func PutSerialSnapshot(b []byte, s *abi.SerialSnapshot) {
 }
 
 // AppendSerialDecision appends the encoding of d to dst. A nonzero d.Below
-// is written as one last action of kind abi.ActionDiscardBelow.
+// is written as an action of kind abi.ActionDiscardBelow after the others,
+// a nonzero d.Wake as one of kind abi.ActionWake last.
 func AppendSerialDecision(dst []byte, d *abi.SerialDecision) []byte {
 	return appendSerialDecision(dst, d, nil)
 }
@@ -156,6 +157,9 @@ func appendSerialDecision(dst []byte, d *abi.SerialDecision, refs []uint32) []by
 	indexed := refs != nil
 	n := len(d.Actions)
 	if d.Below != 0 {
+		n++
+	}
+	if d.Wake != 0 {
 		n++
 	}
 	size := SerialDecisionHeaderSize + n*ActionSize + len(d.BelowReason)
@@ -188,6 +192,11 @@ func appendSerialDecision(dst []byte, d *abi.SerialDecision, refs []uint32) []by
 		put32(b, at, uint32(abi.ActionDiscardBelow))
 		put64(b, at+4, d.Below)
 		putStr(b, base, at+12, next, d.BelowReason)
+		at += ActionSize
+	}
+	if d.Wake != 0 {
+		put32(b, at, uint32(abi.ActionWake))
+		put64(b, at+4, uint64(d.Wake))
 	}
 	return b
 }
@@ -273,6 +282,7 @@ func decodeRun(b, rec []byte, r *abi.Run, view bool) bool {
 	r.Priority = int32(le.Uint32(rec[24:28]))
 	r.Slots = le.Uint32(rec[28:32])
 	r.State = abi.State(rec[40])
+	r.Labels, r.NotBefore, r.Attempt, r.MaxAttempts = nil, 0, 0, 0 // v4's, set by its decoder
 	// str, inlined by hand (hot path)
 	o, n := uint64(le.Uint32(rec[32:36])), uint64(le.Uint32(rec[36:40]))
 	switch {
@@ -318,6 +328,13 @@ var errBadString = malformed("string reference beyond the record")
 
 func decodeSerialSnapshot(b []byte, s *abi.SerialSnapshot, view bool) error {
 	s.Active, s.Waiting = s.Active[:0], s.Waiting[:0]
+	s.Params, s.Launches = s.Params[:0], s.Launches[:0]
+	if len(b) >= 4 && le.Uint32(b[0:4]) == TagSerialSnapshot4 {
+		if err := header(b, TagSerialSnapshot4, SerialSnapshot4HeaderSize); err != nil {
+			return err
+		}
+		return decodeSerialSnapshot4(b, s, view)
+	}
 	if err := header(b, TagSerialSnapshot, SerialSnapshotHeaderSize); err != nil {
 		return err
 	}
@@ -354,8 +371,9 @@ func decodeSerialSnapshot(b []byte, s *abi.SerialSnapshot, view bool) error {
 }
 
 // DecodeSerialSnapshot decodes b into s, reusing s's slices. Strings are
-// copied. It never panics; malformed input returns an error wrapping
-// ErrMalformed.
+// copied. It reads both forms: tag TagSerialSnapshot (ABI v1 to v3) and
+// TagSerialSnapshot4. It never panics; malformed input returns an error
+// wrapping ErrMalformed.
 func DecodeSerialSnapshot(b []byte, s *abi.SerialSnapshot) error {
 	return decodeSerialSnapshot(b, s, false)
 }
@@ -371,6 +389,7 @@ func DecodeSerialSnapshot(b []byte, s *abi.SerialSnapshot) error {
 // checked arithmetically, the verdict taken once after the loop.
 func DecodeSerialSnapshotView(b []byte, s *abi.SerialSnapshot) error {
 	s.Active, s.Waiting = s.Active[:0], s.Waiting[:0]
+	s.Params, s.Launches = s.Params[:0], s.Launches[:0]
 	if len(b) < SerialSnapshotHeaderSize || le.Uint32(b[0:4]) != TagSerialSnapshot {
 		return decodeSerialSnapshot(b, s, true) // for the error
 	}
@@ -424,6 +443,7 @@ func viewRuns(p unsafe.Pointer, l, at uint64, runs []abi.Run) uint64 {
 		r.Priority = int32(le.Uint32(rec[24:28]))
 		r.Slots = le.Uint32(rec[28:32])
 		r.State = abi.State(rec[40])
+		r.Labels, r.NotBefore, r.Attempt, r.MaxAttempts = nil, 0, 0, 0
 		var b uint64
 		r.ID, b = viewRef(p, l, uint64(le.Uint32(rec[32:36])), uint64(le.Uint32(rec[36:40])))
 		bad |= b
@@ -451,6 +471,8 @@ func decodeSerialDecision(b []byte, d *abi.SerialDecision, view bool, refs *[]ui
 	}
 	d.Actions = resize(d.Actions, int(n))
 	at, j := SerialDecisionHeaderSize, 0
+	var wake int64
+	defer func() { d.Wake = wake }()
 	for i := range int(n) {
 		rec := b[at : at+ActionSize]
 		at += ActionSize
@@ -469,6 +491,15 @@ func decodeSerialDecision(b []byte, d *abi.SerialDecision, view bool, refs *[]ui
 				return false, errBadString
 			}
 			d.Below = seq
+			continue
+		}
+		if abi.ActionKind(k) == abi.ActionWake {
+			// the run reference's 8 bytes carry the time (ABI v4); a
+			// time at or before 0 is in the past: the earliest wake
+			if wake != 0 {
+				return false, malformed("action %d: a second wake", i)
+			}
+			wake = max(int64(le.Uint64(rec[4:12])), 1)
 			continue
 		}
 		a := &d.Actions[j]

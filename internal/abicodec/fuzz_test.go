@@ -1,6 +1,7 @@
 package abicodec_test
 
 import (
+	"encoding/binary"
 	"reflect"
 	"testing"
 
@@ -15,6 +16,8 @@ func FuzzDecodeSerialSnapshot(f *testing.F) {
 	f.Add(abicodec.AppendSerialSnapshot(nil, sampleSnapshot()))
 	f.Add(abicodec.AppendSerialSnapshot(nil, &abi.SerialSnapshot{}))
 	f.Add([]byte{1, 0, 0, 0})
+	f.Add(abicodec.AppendSerialSnapshot4(nil, sampleSnapshot4()))
+	f.Add(abicodec.AppendSerialSnapshot4(nil, &abi.SerialSnapshot{}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var s, s2, c abi.SerialSnapshot
 		errView, errCopy := abicodec.DecodeSerialSnapshotView(b, &s), abicodec.DecodeSerialSnapshot(b, &c)
@@ -24,13 +27,17 @@ func FuzzDecodeSerialSnapshot(f *testing.F) {
 		if errView != nil {
 			return
 		}
-		if !reflect.DeepEqual(norm(s), norm(c)) {
+		if !reflect.DeepEqual(norm4(s), norm4(c)) {
 			t.Fatalf("view %+v != copy %+v", s, c)
 		}
-		if err := abicodec.DecodeSerialSnapshot(abicodec.AppendSerialSnapshot(nil, &s), &s2); err != nil {
+		v := uint32(3)
+		if binary.LittleEndian.Uint32(b) == abicodec.TagSerialSnapshot4 {
+			v = 4
+		}
+		if err := abicodec.DecodeSerialSnapshot(abicodec.AppendSerialSnapshotFor(nil, &s, v), &s2); err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(norm(s), norm(s2)) {
+		if !reflect.DeepEqual(norm4(s), norm4(s2)) {
 			t.Fatalf("%+v != %+v", s, s2)
 		}
 	})
@@ -55,6 +62,8 @@ func FuzzDecodeSerialDecision(f *testing.F) {
 	d.DiscardBelow(42, "older")
 	f.Add(abicodec.AppendSerialDecision(nil, &d))
 	f.Add(abicodec.AppendSerialDecisionRefs(nil, &d, []uint32{0, 9}))
+	d.WakeAt(77)
+	f.Add(abicodec.AppendSerialDecision(nil, &d))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var d, d2, c, r abi.SerialDecision
 		var refs []uint32
@@ -86,7 +95,7 @@ func FuzzDecodeSerialDecision(f *testing.F) {
 			t.Fatal(err)
 		}
 		if len(d.Actions) != len(d2.Actions) || (len(d.Actions) > 0 && !reflect.DeepEqual(d.Actions, d2.Actions)) ||
-			d.Below != d2.Below || d.BelowReason != d2.BelowReason || d.Below != c.Below {
+			d.Below != d2.Below || d.BelowReason != d2.BelowReason || d.Below != c.Below || d.Wake != d2.Wake || d.Wake != c.Wake {
 			t.Fatalf("%+v != %+v", d, d2)
 		}
 	})
@@ -104,14 +113,14 @@ func FuzzDecodeReuseRequest(f *testing.F) {
 		if errView != nil {
 			return
 		}
-		if q.Run != c.Run || q.Group != c.Group || q.Now != c.Now || len(q.Slots) != len(c.Slots) ||
+		if !reflect.DeepEqual(q.Run, c.Run) || q.Group != c.Group || q.Now != c.Now || len(q.Slots) != len(c.Slots) ||
 			(len(q.Slots) > 0 && !reflect.DeepEqual(q.Slots, c.Slots)) {
 			t.Fatalf("view %+v != copy %+v", q, c)
 		}
 		if err := abicodec.DecodeReuseRequest(abicodec.AppendReuseRequest(nil, &q), &q2); err != nil {
 			t.Fatal(err)
 		}
-		if q.Run != q2.Run || q.Group != q2.Group || len(q.Slots) != len(q2.Slots) ||
+		if !reflect.DeepEqual(q.Run, q2.Run) || q.Group != q2.Group || len(q.Slots) != len(q2.Slots) ||
 			(len(q.Slots) > 0 && !reflect.DeepEqual(q.Slots, q2.Slots)) {
 			t.Fatalf("%+v != %+v", q, q2)
 		}

@@ -21,15 +21,20 @@
 --   a draining worker's slot is freed but not offered again (not put back
 --   in free: Keys.Draining, derived from kfree's prefix).
 -- window_of(kgroup, kwaiting, defwin): a group's decision fields {policy,
---   max_active, version, window, discard_below, gen, paused} (g[1] nil: no group),
+--   max_active, version, window, discard_below, gen, paused, params,
+--   wake_at, hist ('1': its launches are recorded, apply.lua)} (g[1] nil: no group),
 --   its waiting total and the ids of its snapshot window, oldest part first
 --   (n_oldest of them; snapshot.lua's window rule); reads only.
 -- publish_runs(chan, ev): one PUBLISH on chan of the run events in ev, a
 --   list of "STATE#group#id" (storage.ParseRunEvents), space-separated;
 --   nothing when chan is '' or ev is empty. Advisory: watchers (runs
 --   --watch, client.Watch) re-read the run.
+-- winfo(seq, prio, slots, sub, att, maxa, nb, labels): a run's entry in
+--   its group's waiting-run index (Keys.WaitInfo): "seq,prio,slots,sub",
+--   then ",attempt,max_attempts,not_before,labels" only when a run has
+--   labels, a retry policy or a not_before (storage.parseWaitInfo).
 -- new_run(K, A): write a new WAITING run, with K and A laid out as
---   submit.lua's KEYS[1..11] and ARGV[1..14] (its checks done by the
+--   submit.lua's KEYS[1..11] and ARGV[1..15] (its checks done by the
 --   caller): the group made if new (its run defaults read), the run hash,
 --   runs; a due run into waiting + index, version+1, dirty, PUBLISH of the
 --   group; a run with not_before ahead parked (PUBLISH storage.TimerEvent);
@@ -173,7 +178,8 @@ local function publish_runs(chan, ev)
   end
 end
 local function window_of(kgroup, kwaiting, defwin)
-  local g = redis.call('HMGET', kgroup, 'policy', 'max_active', 'version', 'window', 'discard_below', 'gen', 'paused')
+  local g = redis.call('HMGET', kgroup, 'policy', 'max_active', 'version', 'window', 'discard_below', 'gen', 'paused',
+    'params', 'wake_at', 'hist')
   if not g[1] then return g, 0, 0, {} end
   local k = tonumber(g[4]) or 0
   if k <= 0 then k = defwin end
@@ -219,6 +225,13 @@ local function attempt_log(hist, n, worker, started, fin, outcome, reason)
   while #parts > 20 do table.remove(parts, 1) end
   return table.concat(parts, '\30')
 end
+local function winfo(seq, prio, slots, sub, att, maxa, nb, labels)
+  local e = seq .. ',' .. (prio or '0') .. ',' .. (slots or '1') .. ',' .. (sub or '0')
+  if (labels and labels ~= '') or (tonumber(maxa) or 1) > 1 or (tonumber(nb) or 0) > 0 then
+    e = e .. ',' .. (att or '1') .. ',' .. (maxa or '1') .. ',' .. (nb or '0') .. ',' .. (labels or '')
+  end
+  return e
+end
 local function new_run(K, A)
   local slots = tonumber(A[3]) or 1
   local gd = redis.call('HMGET', K[3], 'name', 'run_timeout_ms', 'max_attempts', 'backoff', 'paused')
@@ -239,6 +252,7 @@ local function new_run(K, A)
     f[#f + 1] = 'max_attempts'; f[#f + 1] = maxa
     f[#f + 1] = 'backoff'; f[#f + 1] = A[13] ~= '' and A[13] or gd[4] or A[14]
   end
+  if A[15] and A[15] ~= '' then f[#f + 1] = 'labels'; f[#f + 1] = A[15] end
   local nb = tonumber(A[10]) or 0
   local due = 1
   if nb > now then
@@ -249,7 +263,7 @@ local function new_run(K, A)
   redis.call('ZADD', K[7], seq, A[2])
   if due == 1 then
     redis.call('ZADD', K[4], seq, A[2])
-    redis.call('HSET', K[9], A[2], seq .. ',' .. A[4] .. ',' .. slots .. ',' .. now)
+    redis.call('HSET', K[9], A[2], winfo(seq, A[4], slots, now, 1, maxa, 0, A[15]))
     redis.call('HINCRBY', K[3], 'version', 1)
     if gd[5] ~= '1' then -- a paused group is not decided: nothing to wake
       redis.call('SADD', K[5], A[1])

@@ -6,7 +6,8 @@
 -- KEYS[10] the group's decisions list, KEYS[11] the group's waiting-run
 -- index (Keys.WaitInfo), KEYS[12] workers zset, KEYS[13] slots hash,
 -- KEYS[14] free zset, KEYS[15] tokens counter, KEYS[16] retire zset,
--- KEYS[17..16+n] run hash of action 1..n
+-- KEYS[17] the group's launches list (Keys.Launches), KEYS[18] timers zset,
+-- KEYS[19..18+n] run hash of action 1..n
 -- ARGV[1] epoch, ARGV[2] holder, ARGV[3] group, ARGV[4] snapshot version,
 -- ARGV[5] claim id, ARGV[6] policy, ARGV[7] policy version,
 -- ARGV[8] discard_below (0 = none), ARGV[9] its reason, ARGV[10] again
@@ -17,7 +18,13 @@
 -- ARGV[14] run-events channel (publish_runs: each named run's new state),
 -- ARGV[15] slot-events channel (the task-0 slot of each run placed here),
 -- ARGV[16] '1' = place launches on free slots,
--- ARGV[17..] per action: kind ("launch"|"discard"|"stop"), run id, reason
+-- ARGV[17] wake ms (0 = none: the policy asks to be decided again then),
+-- ARGV[18] work channel (a wake PUBLISHes storage.TimerEvent), ARGV[19]
+-- the wake's minimum interval ms (abi.MinWakeInterval), ARGV[20] its
+-- horizon ms (abi.MaxWakeAhead), ARGV[21] launches kept (abi.MaxLaunches;
+-- 0: the deciding policy does not read them: none recorded, and the
+-- group's list and hist flag are dropped),
+-- ARGV[22..] per action: kind ("launch"|"discard"|"stop"), run id, reason
 -- returns: {the group's version after the apply, launches left LAUNCHED
 -- (for the slot manager)}
 -- errors (nothing written): WS_FENCED, WS_NOT_FOUND (group; run unknown or of
@@ -25,7 +32,11 @@
 -- WS_INVALID (arity, unknown kind, two actions on one run), WS_BAD_STATE
 -- (includes launch or discard of a run covered by the group's discard_below)
 -- zero actions and no discard_below = settle: SREM dirty (version matched),
--- no bump. Otherwise: each named run gets the decision record in its
+-- no bump. A wake (either way) is held to [now + ARGV[19], now + ARGV[20]]
+-- and kept if earlier than the group's pending one: wake_at in the group
+-- hash, the group's timer lowered to it (ZADD LT), one PUBLISH of
+-- storage.TimerEvent; due.lua fires it (the group becomes dirty).
+-- Otherwise: each named run gets the decision record in its
 -- field dec (claim, epoch, decided_at, action, policy, policy version,
 -- policy sha256, policy registry version, reason, 0x1f-separated; a launch
 -- also sets policy and policy_version, the launching version), the group's
@@ -40,19 +51,33 @@
 -- live workers at once (as allocate_batch: RUNNING, started_at =
 -- launched_at, assign, a fresh token per slot, one slot-events message);
 -- from the first launch that does not fit on, the launches queue in
--- launched (LAUNCHED) for the slot manager, in order.
+-- launched (LAUNCHED) for the slot manager, in order. Each launch goes on
+-- the launches list ("launched_ms,labels", one LPUSH per decision; trimmed
+-- to ARGV[21] once twice as long) when ARGV[21] > 0, and the group gets
+-- hist = 1 (snapshots read the list, reports hand back no snapshot).
 -- A decision is complete for its snapshot: the group is not re-marked
 -- dirty here (but for again); only a change from outside a decision
 -- (submit, report, fail_run, request_stop, set_group) marks it dirty again
 -- (README.md "Dirty contract").
 -- bound: O(n · (log m + k) + f), n actions (at most the snapshot's runs plus
 -- one), k slots each, f free-zset entries read (free_cursor)
-local n = #KEYS - 16
-if #ARGV ~= 16 + 3 * n then
-  return redis.error_reply('WS_INVALID apply: ' .. n .. ' run keys for ' .. (#ARGV - 16) .. ' action args')
+local n = #KEYS - 18
+if #ARGV ~= 21 + 3 * n then
+  return redis.error_reply('WS_INVALID apply: ' .. n .. ' run keys for ' .. (#ARGV - 21) .. ' action args')
+end
+local function set_wake(now)
+  local w = tonumber(ARGV[17]) or 0
+  if w <= 0 then return end
+  w = math.min(math.max(w, now + tonumber(ARGV[19])), now + tonumber(ARGV[20]))
+  local cur = tonumber(redis.call('HGET', KEYS[3], 'wake_at') or '')
+  if cur and cur <= w then return end
+  local ws = string.format('%d', w)
+  redis.call('HSET', KEYS[3], 'wake_at', ws)
+  redis.call('ZADD', KEYS[18], 'LT', ws, ARGV[3])
+  redis.call('PUBLISH', ARGV[18], '#timer') -- storage.TimerEvent
 end
 local below = tonumber(ARGV[8]) or 0
-local g = redis.call('HMGET', KEYS[3], 'version', 'last_claim', 'discard_below')
+local g = redis.call('HMGET', KEYS[3], 'version', 'last_claim', 'discard_below', 'hist')
 if not g[1] then
   return redis.error_reply('WS_NOT_FOUND group ' .. ARGV[3] .. ' does not exist')
 end
@@ -65,12 +90,12 @@ end
 local covered = tonumber(g[3]) or 0
 local seen, acts = {}, {}
 for j = 1, n do
-  local kind, id, reason = ARGV[14 + 3 * j], ARGV[15 + 3 * j], ARGV[16 + 3 * j]
+  local kind, id, reason = ARGV[19 + 3 * j], ARGV[20 + 3 * j], ARGV[21 + 3 * j]
   if seen[id] then
     return redis.error_reply('WS_INVALID two actions on run ' .. id)
   end
   seen[id] = true
-  local a = {kind = kind, id = id, reason = reason, key = KEYS[16 + j]}
+  local a = {kind = kind, id = id, reason = reason, key = KEYS[18 + j]}
   if kind == 'launch' or kind == 'discard' then
     -- a WAITING run of this group is in its index: seq and slots at once
     local info = redis.call('HGET', KEYS[11], id)
@@ -78,10 +103,14 @@ for j = 1, n do
     if info then
       local s, _, k = string.match(info, '^(%d+),(-?%d+),(%d+),')
       seq, slots = tonumber(s), tonumber(k)
+      a.labels = string.match(info, '^[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,(.*)$') or ''
     else
       -- not indexed (submitted before the index existed, or not WAITING)
       seq = tonumber(redis.call('ZSCORE', KEYS[4], id) or '')
-      if seq then slots = tonumber(redis.call('HGET', a.key, 'slots') or '1') end
+      if seq then
+        local r = redis.call('HMGET', a.key, 'slots', 'labels')
+        slots, a.labels = tonumber(r[1] or '1'), r[2] or ''
+      end
     end
     if not seq then
       local r = redis.call('HMGET', a.key, 'state', 'group')
@@ -110,9 +139,12 @@ for j = 1, n do
 end
 if n == 0 and below == 0 then
   redis.call('SREM', KEYS[6], ARGV[3])
+  if ARGV[17] ~= '0' then set_wake(now_ms()) end
   return {tonumber(g[1]), 0}
 end
 local now = now_ms()
+set_wake(now)
+local hist = {}
 local counts = {launch = 0, discard = 0, stop = 0}
 local ev, notify, gone, finished = {}, {}, {}, false
 local free, queued = nil, 0
@@ -131,6 +163,7 @@ for _, a in ipairs(acts) do
   counts[a.kind] = counts[a.kind] + 1
   local dec = dhead .. a.kind .. dtail .. a.reason
   if a.kind == 'launch' then
+    hist[#hist + 1] = nows .. ',' .. a.labels
     gone[#gone + 1] = a.id
     redis.call('ZREM', KEYS[4], a.id)
     redis.call('ZADD', KEYS[5], a.seq, a.id)
@@ -178,6 +211,15 @@ for _, a in ipairs(acts) do
 end
 if #gone > 0 then
   redis.call('HDEL', KEYS[11], unpack(gone))
+end
+local keep = tonumber(ARGV[21]) or 0
+if keep > 0 and #hist > 0 then
+  if g[4] ~= '1' then redis.call('HSET', KEYS[3], 'hist', '1') end
+  local hl = redis.call('LPUSH', KEYS[17], unpack(hist))
+  if hl > 2 * keep then redis.call('LTRIM', KEYS[17], 0, keep - 1) end
+elseif keep == 0 and g[4] == '1' then
+  redis.call('HDEL', KEYS[3], 'hist')
+  redis.call('DEL', KEYS[17])
 end
 if finished then
   redis.call('ZADD', KEYS[16], 'NX', now, ARGV[3])

@@ -4,12 +4,13 @@
 -- KEYS[4] active zset, KEYS[5] dirty set, KEYS[6] the group's waiting-run
 -- index (Keys.WaitInfo), KEYS[7] the group's finished zset (retention
 -- index), KEYS[8] retire zset, KEYS[9] the group's delayed zset, KEYS[10]
--- timers zset, KEYS[11..] run hashes of the waiting runs to discard (the
--- caller read them: the oldest chunk of waiting, then of delayed)
+-- timers zset, KEYS[11] the group's launches list, KEYS[12..] run hashes
+-- of the waiting runs to discard (the caller read them: the oldest chunk
+-- of waiting, then of delayed)
 -- ARGV[1] group name, ARGV[2] force ("1": discard waiting runs; "2": only
 -- discard them, never delete: storage.DiscardWaiting, active runs allowed),
 -- ARGV[3] reason, ARGV[4] run-events channel (publish_runs: DISCARDED per
--- run), ARGV[5..] the run ids of KEYS[11..]
+-- run), ARGV[5..] the run ids of KEYS[12..]
 -- returns: {deleted (1|0), waiting runs left, runs discarded by this call}. With force, discards the
 -- given runs that are still waiting in this group and deletes the group
 -- only when none is left: the caller repeats until deleted.
@@ -17,7 +18,7 @@
 -- waiting runs without force)
 -- writes: discarded runs (state DISCARDED, finished_at, reason; into the
 -- finished zset and retire); when empty: DEL group hash, waiting and
--- active and delayed zsets and the index, SREM groups and dirty, ZREM
+-- active and delayed zsets, the index and the launches, SREM groups and dirty, ZREM
 -- timers. Waiting runs include the delayed ones (not due yet). Finished runs keep
 -- their records (retention removes them: the group stays in retire).
 -- bound: O(given runs) per call (the caller passes at most 100: deleteChunk)
@@ -40,8 +41,8 @@ if waiting > 0 then
   end
   local now = now_ms()
   local ev = {}
-  for j = 11, #KEYS do
-    local id = ARGV[j - 6]
+  for j = 12, #KEYS do
+    local id = ARGV[j - 7]
     if redis.call('ZSCORE', KEYS[3], id) or redis.call('ZSCORE', KEYS[9], id) then
       redis.call('HSET', KEYS[j], 'state', 'DISCARDED', 'finished_at', now, 'reason', ARGV[3])
       redis.call('ZREM', KEYS[3], id)
@@ -61,7 +62,7 @@ if waiting > 0 then
   if waiting > 0 or only then return {0, waiting, discarded} end
 end
 if only then return {0, 0, 0} end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[9])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[6], KEYS[9], KEYS[11])
 redis.call('ZREM', KEYS[10], ARGV[1])
 redis.call('SREM', KEYS[1], ARGV[1])
 redis.call('SREM', KEYS[5], ARGV[1])

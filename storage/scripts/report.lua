@@ -12,10 +12,11 @@
 -- = none), ARGV[11] the tail of its output, ARGV[12] its exit code (''
 -- = none): each written only when given (the attempt's, also on a retry)
 -- The work-events message carries the group's next snapshot when the group
--- has no active run left and a small window (at most 64 runs, all
--- indexed): "group<US>policy<US>max_active<US>version<US>window<US>
--- discard_below<US>gen<US>now<US>waiting_total<US>n_oldest" then
--- "<US>id<RS>index entry" per window run (storage.ParseWorkEvent); the
+-- has no active run left, a small window (at most 64 runs, all indexed)
+-- and no launch history (hist: its snapshot carries launches):
+-- "group<US>policy<US>max_active<US>version<US>window<US>
+-- discard_below<US>gen<US>now<US>waiting_total<US>n_oldest<US>Pparams"
+-- then "<US>id<RS>index entry" per window run (storage.ParseWorkEvent); the
 -- leader decides from it without a snapshot script (the apply's version
 -- check makes it safe). Otherwise it is the group's name.
 -- Retries: a FAILED outcome of a run with attempts left (attempt <
@@ -97,9 +98,10 @@ redis.call('SADD', KEYS[8], ARGV[6])
 local msg = ARGV[6]
 if ARGV[9] and redis.call('ZCARD', KEYS[5]) == 0 then
   local g, total, oldest, ids = window_of(KEYS[4], KEYS[10], tonumber(ARGV[9]))
-  if g[1] and g[7] ~= '1' and #ids <= 64 then
+  if g[1] and g[7] ~= '1' and g[10] ~= '1' and #ids <= 64 then
     local info = #ids > 0 and redis.call('HMGET', KEYS[11], unpack(ids)) or {}
-    local parts = {ARGV[6], g[1], g[2] or '', g[3] or '', g[4] or '', g[5] or '', g[6] or '', fin, total, oldest}
+    local parts = {ARGV[6], g[1], g[2] or '', g[3] or '', g[4] or '', g[5] or '', g[6] or '', fin, total, oldest,
+      'P' .. (g[8] or '')}
     for i, id in ipairs(ids) do
       if not info[i] then parts = nil break end -- not indexed: the leader reads a snapshot
       parts[#parts + 1] = id .. '\30' .. info[i]

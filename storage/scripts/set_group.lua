@@ -11,18 +11,44 @@
 -- none), ARGV[8] their default max attempts ('' = keep, '0' = none), ARGV[9]
 -- their default backoff "base_ms,cap_ms" ('' = keep, '-' = none); the
 -- defaults apply to runs submitted afterwards (submit.lua), KEYS[8] the
--- group's delayed zset
+-- group's delayed zset, ARGV[10] the policy parameters' change ('' =
+-- keep, 'merge': the pairs given are set, one with an empty value
+-- removed, 'replace': the pairs given are all of them), ARGV[11] their
+-- bound (abi.MaxParams), ARGV[12..] name, value pairs (valid, checked by
+-- the caller); stored sorted by name, "name=value" 0x1d-separated
 -- returns: {policy, max_active, version, waiting count, active count, window
 -- (0 = default), retention ms (-1 = the namespace default), run timeout ms,
--- max attempts, backoff, delayed count}
--- errors: WS_INVALID (max_active or window < 0)
+-- max attempts, backoff, delayed count, params}
+-- errors (nothing written): WS_INVALID (max_active or window < 0, more
+-- than ARGV[11] parameters after the change)
 -- writes: group policy/max_active/window (only what was given changes),
 -- version+1, dirty; a retention given puts the group in retire at 0 (the
 -- retention task looks at its finished runs again). replay: bumps the
 -- version again (harmless).
 -- bound: O(1)
 local cur = redis.call('HMGET', KEYS[2], 'policy', 'max_active', 'window', 'retention_ms', 'name',
-  'run_timeout_ms', 'max_attempts', 'backoff')
+  'run_timeout_ms', 'max_attempts', 'backoff', 'params')
+local params = cur[9] or ''
+if ARGV[10] == 'merge' or ARGV[10] == 'replace' then
+  local m, names = {}, {}
+  if ARGV[10] == 'merge' then
+    for p in string.gmatch(params, '[^\29]+') do
+      local k, v = string.match(p, '^([^=]+)=(.*)$')
+      if k then m[k] = v end
+    end
+  end
+  for i = 12, #ARGV - 1, 2 do
+    if ARGV[10] == 'merge' and ARGV[i + 1] == '' then m[ARGV[i]] = nil else m[ARGV[i]] = ARGV[i + 1] end
+  end
+  for k in pairs(m) do names[#names + 1] = k end
+  if #names > (tonumber(ARGV[11]) or 32) then
+    return redis.error_reply('WS_INVALID group ' .. ARGV[1] .. ': ' .. #names .. ' policy parameters, at most ' .. ARGV[11])
+  end
+  table.sort(names)
+  local parts = {}
+  for _, k in ipairs(names) do parts[#parts + 1] = k .. '=' .. m[k] end
+  params = table.concat(parts, '\29')
+end
 local policy = ARGV[2]
 if policy == '' then policy = cur[1] or 'wait' end
 local m = tonumber(ARGV[3])
@@ -69,8 +95,11 @@ end
 local rt = setdef('run_timeout_ms', ARGV[7], '0', 6)
 local ma = setdef('max_attempts', ARGV[8], '0', 7)
 local bo = setdef('backoff', ARGV[9], '-', 8)
+if params ~= (cur[9] or '') then
+  if params == '' then redis.call('HDEL', KEYS[2], 'params') else redis.call('HSET', KEYS[2], 'params', params) end
+end
 local v = redis.call('HINCRBY', KEYS[2], 'version', 1)
 redis.call('SADD', KEYS[3], ARGV[1])
 if ARGV[6] and ARGV[6] ~= '' then redis.call('PUBLISH', ARGV[6], ARGV[1]) end
 return {policy, m, v, redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5]), w, ret,
-  tonumber(rt) or 0, tonumber(ma) or 0, bo or '', KEYS[8] and redis.call('ZCARD', KEYS[8]) or 0}
+  tonumber(rt) or 0, tonumber(ma) or 0, bo or '', KEYS[8] and redis.call('ZCARD', KEYS[8]) or 0, params}

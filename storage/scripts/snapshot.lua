@@ -1,15 +1,18 @@
 -- snapshot: a group, its active runs and a bounded window of its waiting
 -- runs, in one round trip (read-only).
 -- KEYS[1] group hash, KEYS[2] waiting zset, KEYS[3] active zset, KEYS[4]
--- the group's waiting-run index (Keys.WaitInfo)
+-- the group's waiting-run index (Keys.WaitInfo), KEYS[5] the group's
+-- launches list (Keys.Launches)
 -- ARGV[1] run-hash key prefix (Keys.RunPrefix, same hash tag; see RATIONALE.md),
 -- ARGV[2] default window (runs per side, DefaultWindow), ARGV[3] '1' = the
 -- waiting runs from the index (what a decision reads), else each run's
--- fields, ARGV[4..] run fields to return of each active run (and of each
--- waiting one without the index)
+-- fields, ARGV[4] launches to return (abi.MaxLaunches), ARGV[5..] run
+-- fields to return of each active run (and of each waiting one without
+-- the index)
 -- returns: {{policy, max_active, version, window, discard_below, gen,
--- paused ('1': the group is paused: the leader decides nothing)}, now_ms,
--- {active runs}, waiting, waiting_total, n_oldest}; each active run = HMGET
+-- paused ('1': the group is paused: the leader decides nothing), params,
+-- wake_at, hist}, now_ms, {active runs}, waiting, waiting_total, n_oldest,
+-- {launches, newest first: when hist = '1'}}; each active run = HMGET
 -- of the fields; waiting = with the index {{ids}, {index entries}} (a run
 -- the index lacks, submitted before it existed, gets its entry built from
 -- its hash), else {runs}; runs ordered by seq. The waiting runs are those
@@ -20,12 +23,13 @@
 -- part.
 -- errors: WS_NOT_FOUND (no such group)
 -- bound: O(log n + k) for the waiting zset of n runs, plus the active runs
+-- and ARGV[4] launches
 local g, total, oldest, ids = window_of(KEYS[1], KEYS[2], tonumber(ARGV[2]))
 if not g[1] then
   return redis.error_reply('WS_NOT_FOUND group does not exist')
 end
 local fields = {}
-for i = 4, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 5, #ARGV do fields[#fields + 1] = ARGV[i] end
 local function load(ids, out)
   for _, id in ipairs(ids) do
     out[#out + 1] = redis.call('HMGET', ARGV[1] .. id, unpack(fields))
@@ -42,12 +46,16 @@ if ARGV[3] == '1' then
   end
   for i, v in ipairs(info) do
     if not v then
-      local r = redis.call('HMGET', ARGV[1] .. ids[i], 'seq', 'priority', 'slots', 'submitted_at')
-      info[i] = (r[1] or '0') .. ',' .. (r[2] or '0') .. ',' .. (r[3] or '1') .. ',' .. (r[4] or '0')
+      local r = redis.call('HMGET', ARGV[1] .. ids[i], 'seq', 'priority', 'slots', 'submitted_at', 'attempt',
+        'max_attempts', 'not_before', 'labels')
+      info[i] = winfo(r[1] or '0', r[2], r[3], r[4], r[5], r[6], r[7], r[8])
     end
   end
   waiting = {ids, info}
 else
   waiting = load(ids, {})
 end
-return {g, now_ms(), load(redis.call('ZRANGE', KEYS[3], 0, -1), {}), waiting, total, oldest}
+local launches = {}
+local nl = tonumber(ARGV[4]) or 0
+if nl > 0 and g[10] == '1' then launches = redis.call('LRANGE', KEYS[5], 0, nl - 1) end
+return {g, now_ms(), load(redis.call('ZRANGE', KEYS[3], 0, -1), {}), waiting, total, oldest, launches}

@@ -13,10 +13,11 @@
 -- ARGV[11] timeout_ms ('' = the group's run_timeout_ms, if any),
 -- ARGV[12] max_attempts ('' = the group's, else 1), ARGV[13] backoff
 -- "base_ms,cap_ms" ('' = the group's, else ARGV[14]), ARGV[14] the default
--- backoff, ARGV[15] the idempotency key's lifetime in ms, ARGV[16] run-hash
--- key prefix (Keys.RunPrefix), ARGV[17] the request's fingerprint (its
--- group and run settings), ARGV[18] '1' when the caller chose ARGV[2] (the
--- last four with KEYS[12] only)
+-- backoff, ARGV[15] labels (storage.encodeLabels; '' = none), ARGV[16]
+-- the idempotency key's lifetime in ms, ARGV[17] run-hash key prefix
+-- (Keys.RunPrefix), ARGV[18] the request's fingerprint (its group and run
+-- settings), ARGV[19] '1' when the caller chose ARGV[2] (the last four
+-- with KEYS[12] only)
 -- returns: {seq, submitted_at_ms, replayed (0|1), run id, due (1 = in the
 -- waiting zset, 0 = delayed until not_before), timeout_ms, max_attempts}
 -- (a replay returns the first three and the id)
@@ -24,7 +25,7 @@
 -- returns that run (replayed = 1, its id) when the request's fingerprint is
 -- the one it was made with (and a run id the caller chose is that run's);
 -- else the run is submitted and KEYS[12] names it
--- ("id<US>fingerprint") for ARGV[15] ms.
+-- ("id<US>fingerprint") for ARGV[16] ms.
 -- A run with a not_before ahead waits in the group's delayed zset (its
 -- timer lowered to it; one PUBLISH of storage.TimerEvent): no snapshot
 -- sees it, the group is neither bumped nor dirty; due.lua moves it into
@@ -43,9 +44,9 @@ if KEYS[12] then
   local v = redis.call('GET', KEYS[12])
   if v then
     local prev, fp = string.match(v, '^([^\31]*)\31?(.*)$')
-    local r = redis.call('HMGET', ARGV[16] .. prev, 'seq', 'submitted_at', 'group')
+    local r = redis.call('HMGET', ARGV[17] .. prev, 'seq', 'submitted_at', 'group')
     if r[1] then
-      if fp ~= ARGV[17] or (ARGV[18] == '1' and prev ~= ARGV[2]) then
+      if fp ~= ARGV[18] or (ARGV[19] == '1' and prev ~= ARGV[2]) then
         return redis.error_reply('WS_CONFLICT the idempotency key was used for run ' .. prev .. ' (group ' ..
           tostring(r[3]) .. ') with another request; reuse it only for the same request')
       end
@@ -62,6 +63,6 @@ if r[4] then
 end
 local seq, now, due, timeout, maxa = new_run(KEYS, ARGV)
 if KEYS[12] then
-  redis.call('SET', KEYS[12], ARGV[2] .. '\31' .. ARGV[17], 'PX', ARGV[15])
+  redis.call('SET', KEYS[12], ARGV[2] .. '\31' .. ARGV[18], 'PX', ARGV[16])
 end
 return {seq, now, 0, ARGV[2], due, timeout, maxa}

@@ -29,7 +29,7 @@
 use core::ptr;
 
 /// The ABI version this SDK exports.
-pub const ABI_VERSION: i32 = 3;
+pub const ABI_VERSION: i32 = 4;
 /// Reasons are cut to this many bytes (the host's limit).
 pub const MAX_REASON: usize = 256;
 
@@ -43,6 +43,10 @@ const LAUNCH: u32 = 1;
 const DISCARD: u32 = 2;
 const STOP: u32 = 3;
 const DISCARD_BELOW: u32 = 4;
+const WAKE: u32 = 5;
+/// The bounds of a wake (ms from the decision) the host holds it to.
+pub const MIN_WAKE_INTERVAL: i64 = 100;
+pub const MAX_WAKE_AHEAD: i64 = 24 * 3600 * 1000;
 
 /// Slot-reuse verdicts.
 pub const REUSE: u8 = 1;
@@ -69,11 +73,13 @@ fn str_ok(b: &[u8], field: usize) -> bool {
     (u32_at(b, field) as u64) + (u32_at(b, field + 4) as u64) <= b.len() as u64
 }
 
-/// A run of a snapshot or of a reuse request (48 bytes of the input).
+/// A run of a snapshot (64 bytes of the input, ABI version 4) or of a
+/// reuse request (48 bytes).
 #[derive(Clone, Copy)]
 pub struct Run<'a> {
     rec: &'a [u8],
     at: usize,
+    v4: bool, // a snapshot's run: the version 4 fields are there
 }
 
 impl<'a> Run<'a> {
@@ -103,9 +109,35 @@ impl<'a> Run<'a> {
     }
     #[inline(always)]
     pub fn state(&self) -> u8 { self.rec[self.at + 40] }
+    /// When it became due (unix ms; 0 = at once, or a reuse request's run).
+    #[inline(always)]
+    pub fn not_before(&self) -> i64 { if self.v4 { u64_at(self.rec, self.at + 48) as i64 } else { 0 } }
+    /// Its attempt (1 before any retry), of max_attempts (0 in a reuse request).
+    #[inline(always)]
+    pub fn attempt(&self) -> u32 { if self.v4 { u32_at(self.rec, self.at + 56) } else { 0 } }
+    #[inline(always)]
+    pub fn max_attempts(&self) -> u32 { if self.v4 { u32_at(self.rec, self.at + 60) } else { 0 } }
+    /// How many labels it has (see Snapshot::label, Snapshot::labels).
+    #[inline(always)]
+    pub fn n_labels(&self) -> usize {
+        if self.v4 { (self.rec[self.at + 42] as usize) | (self.rec[self.at + 43] as usize) << 8 } else { 0 }
+    }
+    #[inline(always)]
+    fn first_label(&self) -> usize { u32_at(self.rec, self.at + 44) as usize }
     /// The run's index in its snapshot (active runs first, then waiting).
     #[inline(always)]
-    fn index(&self) -> u64 { ((self.at - 48) / 48) as u64 }
+    fn index(&self) -> u64 { ((self.at - 64) / 64) as u64 }
+}
+
+/// A checked string reference of the record: outside it reads as empty.
+#[inline(always)]
+fn view(b: &[u8], field: usize) -> &[u8] {
+    let (off, n) = (u32_at(b, field) as u64, u32_at(b, field + 4) as u64);
+    if off + n <= b.len() as u64 {
+        unsafe { b.get_unchecked(off as usize..(off + n) as usize) }
+    } else {
+        &[]
+    }
 }
 
 /// Runs of a snapshot, oldest (lowest seq) first.
@@ -123,8 +155,8 @@ impl<'a> Iterator for Runs<'a> {
         if self.left == 0 {
             return None;
         }
-        let r = Run { rec: self.rec, at: self.at };
-        self.at += 48;
+        let r = Run { rec: self.rec, at: self.at, v4: true };
+        self.at += 64;
         self.left -= 1;
         Some(r)
     }
@@ -139,15 +171,18 @@ impl<'a> DoubleEndedIterator for Runs<'a> {
             return None;
         }
         self.left -= 1;
-        Some(Run { rec: self.rec, at: self.at + 48 * self.left })
+        Some(Run { rec: self.rec, at: self.at + 64 * self.left, v4: true })
     }
 }
 
-/// A serial snapshot (tag 1): a zero-copy view of the input.
+/// A serial snapshot (ABI version 4: tag 5): a zero-copy view of the input.
 pub struct Snapshot<'a> {
     rec: &'a [u8],
     na: usize,
     nw: usize,
+    nl: usize, // the label table
+    np: usize, // the group's parameters
+    nh: usize, // its recent launches
 }
 
 impl<'a> Snapshot<'a> {
@@ -155,18 +190,19 @@ impl<'a> Snapshot<'a> {
     /// policy strings inside the record; a run's id is checked when read).
     #[inline(always)]
     pub fn parse(rec: &'a [u8]) -> Option<Snapshot<'a>> {
-        if rec.len() < 48 || u32_at(rec, 0) != 1 {
+        if rec.len() < 64 || u32_at(rec, 0) != 5 {
             return None;
         }
         let (na, nw) = (u32_at(rec, 32) as usize, u32_at(rec, 36) as usize);
-        if 48u64 + 48 * (na as u64 + nw as u64) > rec.len() as u64 {
+        let (nl, np, nh) = (u32_at(rec, 48) as usize, u32_at(rec, 52) as usize, u32_at(rec, 56) as usize);
+        if 64u64 + 64 * (na as u64 + nw as u64) + 16 * (nl as u64 + np as u64 + nh as u64) > rec.len() as u64 {
             return None;
         }
         if !str_ok(rec, 16) || !str_ok(rec, 24) {
             return None;
         }
-        // run ids are checked when read (Run::id)
-        Some(Snapshot { rec, na, nw })
+        // run ids, labels and parameters are checked when read
+        Some(Snapshot { rec, na, nw, nl, np, nh })
     }
     /// max_active (0 reads as 1).
     #[inline(always)]
@@ -189,14 +225,69 @@ impl<'a> Snapshot<'a> {
     pub fn truncated(&self) -> bool { self.waiting_total() > self.nw }
     /// The active runs (LAUNCHED, RUNNING, STOPPING), oldest first.
     #[inline(always)]
-    pub fn active(&self) -> Runs<'a> { Runs { rec: self.rec, at: 48, left: self.na } }
+    pub fn active(&self) -> Runs<'a> { Runs { rec: self.rec, at: 64, left: self.na } }
     /// The waiting runs (the window), oldest first.
     #[inline(always)]
-    pub fn waiting(&self) -> Runs<'a> { Runs { rec: self.rec, at: 48 + 48 * self.na, left: self.nw } }
+    pub fn waiting(&self) -> Runs<'a> { Runs { rec: self.rec, at: 64 + 64 * self.na, left: self.nw } }
     #[inline(always)]
-    pub fn active_at(&self, i: usize) -> Run<'a> { assert!(i < self.na); Run { rec: self.rec, at: 48 + 48 * i } }
+    pub fn active_at(&self, i: usize) -> Run<'a> { assert!(i < self.na); Run { rec: self.rec, at: 64 + 64 * i, v4: true } }
     #[inline(always)]
-    pub fn waiting_at(&self, i: usize) -> Run<'a> { assert!(i < self.nw); Run { rec: self.rec, at: 48 + 48 * (self.na + i) } }
+    pub fn waiting_at(&self, i: usize) -> Run<'a> {
+        assert!(i < self.nw);
+        Run { rec: self.rec, at: 64 + 64 * (self.na + i), v4: true }
+    }
+    #[inline(always)]
+    fn labels_at(&self) -> usize { 64 + 64 * (self.na + self.nw) }
+    /// Entry i of the label table: (key, value), empty beyond it.
+    #[inline(always)]
+    fn label_entry(&self, i: usize) -> (&'a [u8], &'a [u8]) {
+        if i >= self.nl {
+            return (&[], &[]);
+        }
+        let at = self.labels_at() + 16 * i;
+        (view(self.rec, at), view(self.rec, at + 8))
+    }
+    /// Label j of run r (j < r.n_labels()): (key, value), sorted by key.
+    #[inline(always)]
+    pub fn run_label(&self, r: &Run, j: usize) -> (&'a [u8], &'a [u8]) {
+        if j >= r.n_labels() {
+            return (&[], &[]);
+        }
+        self.label_entry(r.first_label() + j)
+    }
+    /// The value of run r's label key, if it has one.
+    pub fn label(&self, r: &Run, key: &[u8]) -> Option<&'a [u8]> {
+        (0..r.n_labels()).map(|j| self.run_label(r, j)).find(|l| l.0 == key).map(|l| l.1)
+    }
+    /// The group's policy parameter name (group set --param), if set.
+    pub fn param(&self, name: &[u8]) -> Option<&'a [u8]> {
+        let at = self.labels_at() + 16 * self.nl;
+        (0..self.np).map(|i| (view(self.rec, at + 16 * i), view(self.rec, at + 16 * i + 8))).find(|p| p.0 == name).map(|p| p.1)
+    }
+    /// A parameter as a non-negative integer, def when unset or not one.
+    pub fn param_u64(&self, name: &[u8], def: u64) -> u64 {
+        match self.param(name) {
+            Some(v) if !v.is_empty() && v.len() <= 19 && v.iter().all(|c| c.is_ascii_digit()) => {
+                v.iter().fold(0u64, |x, c| x * 10 + (c - b'0') as u64)
+            }
+            _ => def,
+        }
+    }
+    /// The group's recent launches, oldest first.
+    #[inline(always)]
+    pub fn n_launches(&self) -> usize { self.nh }
+    #[inline(always)]
+    fn launch_rec(&self, i: usize) -> usize { self.labels_at() + 16 * (self.nl + self.np) + 16 * i }
+    /// When launch i happened (unix ms).
+    pub fn launch_at(&self, i: usize) -> i64 { if i < self.nh { u64_at(self.rec, self.launch_rec(i)) as i64 } else { 0 } }
+    /// The value of label key of the run launch i launched, if any.
+    pub fn launch_label(&self, i: usize, key: &[u8]) -> Option<&'a [u8]> {
+        if i >= self.nh {
+            return None;
+        }
+        let (first, n) = (u32_at(self.rec, self.launch_rec(i) + 8) as usize, u32_at(self.rec, self.launch_rec(i) + 12) as usize);
+        (0..n).map(|j| self.label_entry(first + j)).find(|l| l.0 == key).map(|l| l.1)
+    }
 }
 
 /// The serial decision being written (tag 2), in place in the output
@@ -209,6 +300,7 @@ pub struct Decision<'a> {
     max: usize,
     str_end: usize,
     below: bool,
+    wake: i64, // asked (0: none), written last
     // the last reason written and where: a reason repeated from the
     // previous action (a constant per kind, usually) is written once
     why: (*const u8, usize),
@@ -218,7 +310,8 @@ pub struct Decision<'a> {
 impl<'a> Decision<'a> {
     #[inline(always)]
     fn new(out: &'a mut [u8], max: usize) -> Decision<'a> {
-        Decision { out, n: 0, max, str_end: 16 + 20 * max, below: false, why: (ptr::null(), 0), why_at: 0 }
+        // one more slot than max: a wake, written by finish
+        Decision { out, n: 0, max, str_end: 16 + 20 * (max + 1), below: false, wake: 0, why: (ptr::null(), 0), why_at: 0 }
     }
     #[inline(always)]
     fn put32(&mut self, i: usize, v: u32) { unsafe { ptr::write_unaligned(self.out.as_mut_ptr().add(i) as *mut u32, v) } }
@@ -262,6 +355,15 @@ impl<'a> Decision<'a> {
             self.add(DISCARD_BELOW, seq, why)
         }
     }
+    /// Asks to be decided again at unix ms t (ABI version 4; the earliest
+    /// of several calls counts; the host holds it to MIN_WAKE_INTERVAL ..
+    /// MAX_WAKE_AHEAD from the decision).
+    #[inline(always)]
+    pub fn wake_at(&mut self, t: i64) {
+        if t != 0 && (self.wake == 0 || t < self.wake) {
+            self.wake = t;
+        }
+    }
     /// Actions written so far.
     #[inline(always)]
     pub fn len(&self) -> usize { self.n }
@@ -273,6 +375,13 @@ impl<'a> Decision<'a> {
     /// reads (strings are located by offset): cheaper than moving them.
     #[inline(always)]
     fn finish(mut self) -> usize {
+        if self.wake != 0 {
+            let a = 16 + 20 * self.n; // the slot reserved after max
+            self.put32(a, WAKE);
+            self.put64(a + 4, self.wake as u64);
+            self.put64(a + 12, 0);
+            self.n += 1;
+        }
         self.put32(0, 2);
         let n = self.n as u32;
         self.put32(4, n);
@@ -333,7 +442,7 @@ impl<'a> ReuseRequest<'a> {
     #[inline(always)]
     pub fn group(&self) -> &'a [u8] { str_at(self.rec, 16) }
     #[inline(always)]
-    pub fn run(&self) -> Run<'a> { Run { rec: self.rec, at: 32 } }
+    pub fn run(&self) -> Run<'a> { Run { rec: self.rec, at: 32, v4: false } }
     #[inline(always)]
     pub fn n_slots(&self) -> usize { self.ns }
     #[inline(always)]
@@ -491,7 +600,7 @@ pub fn decide_serial_into<P: SerialPolicy>(rec: &[u8], out: &mut [u8]) -> Option
 #[inline(always)]
 fn serial_out_size(s: &Snapshot) -> usize {
     let max = s.na + s.nw + 1;
-    16 + 20 * max + MAX_REASON * max
+    16 + 20 * (max + 1) + MAX_REASON * max
 }
 
 #[doc(hidden)]
@@ -604,15 +713,15 @@ pub mod testing {
     /// active and waiting runs (seq ascending), waiting_total (0 = all).
     pub fn snapshot(buf: &mut [u8], max_active: u32, active: &[R], waiting: &[R], waiting_total: u32) -> usize {
         let n = active.len() + waiting.len();
-        let mut s = 48 + 48 * n;
+        let mut s = 64 + 64 * n; // version 4: no labels, parameters or launches
         let put = |b: &mut [u8], i: usize, v: &[u8]| b[i..i + v.len()].copy_from_slice(v);
-        put(buf, 0, &1u32.to_le_bytes());
+        put(buf, 0, &5u32.to_le_bytes());
         put(buf, 4, &max_active.to_le_bytes());
         put(buf, 32, &(active.len() as u32).to_le_bytes());
         put(buf, 36, &(waiting.len() as u32).to_le_bytes());
         put(buf, 40, &waiting_total.to_le_bytes());
         for (i, r) in active.iter().chain(waiting.iter()).enumerate() {
-            let at = 48 + 48 * i;
+            let at = 64 + 64 * i;
             put(buf, at, &r.1.to_le_bytes());
             put(buf, at + 28, &1u32.to_le_bytes());
             put(buf, at + 32, &(s as u32).to_le_bytes());
@@ -632,12 +741,12 @@ pub mod testing {
         assert_eq!(u(out, 8), 1, "flags: the runs are named by index");
         let a = 16 + 20 * i;
         let why = &out[u(out, a + 12) as usize..(u(out, a + 12) + u(out, a + 16)) as usize];
-        if u(out, a) == 4 {
+        if u(out, a) == 4 || u(out, a) == 5 {
             let seq = u64::from_le_bytes(out[a + 4..a + 12].try_into().unwrap());
-            (4, &[], seq, why)
+            (u(out, a), &[], seq, why)
         } else {
-            let r = 48 + 48 * u(out, a + 4) as usize;
-            assert!(r + 48 <= 48 + 48 * (u(inp, 32) + u(inp, 36)) as usize, "run index out of range");
+            let r = 64 + 64 * u(out, a + 4) as usize;
+            assert!(r + 64 <= 64 + 64 * (u(inp, 32) + u(inp, 36)) as usize, "run index out of range");
             let id = &inp[u(inp, r + 32) as usize..(u(inp, r + 32) + u(inp, r + 36)) as usize];
             (u(out, a), id, 0, why)
         }
@@ -674,8 +783,28 @@ mod tests {
         assert_eq!(action(inp, out, 1), (1, &b"w3"[..], 0, &b"go"[..]));
         assert_eq!(action(inp, out, 2), (4, &b""[..], 2, &b"old"[..]));
         assert_eq!(u32::from_le_bytes(out[20..24].try_into().unwrap()), 1, "w2 is run 1 (after the active a1)");
-        // a repeated reason is written once: 4 action slots reserved, then "go" and "old"
-        assert_eq!(m, 16 + 20 * 4 + 2 + 3);
+        // a repeated reason is written once: 5 action slots reserved (one
+        // per run, a discard_below, a wake), then "go" and "old"
+        assert_eq!(m, 16 + 20 * 5 + 2 + 3);
+    }
+
+    struct Later;
+    impl SerialPolicy for Later {
+        fn decide(s: &Snapshot, d: &mut Decision) {
+            d.wake_at(s.now() + 5000);
+            d.wake_at(s.now() + 9000); // the earliest counts
+        }
+    }
+
+    #[test]
+    fn a_wake_is_the_last_action() {
+        let (mut inp, mut out) = ([0u8; 4096], [0u8; 16384]);
+        let n = snapshot(&mut inp, 1, &[], &[("w1", 1, WAITING)], 0);
+        inp[8..16].copy_from_slice(&1000i64.to_le_bytes());
+        let m = decide_serial_into::<Later>(&inp[..n], &mut out).unwrap();
+        let out = &out[..m];
+        assert_eq!(n_actions(out), 1);
+        assert_eq!(action(&inp[..n], out, 0), (5, &b""[..], 6000, &b""[..]));
     }
 
     #[test]
@@ -684,7 +813,7 @@ mod tests {
         let n = snapshot(&mut inp, 1, &[], &[("w1", 2, WAITING), ("w2", 3, WAITING)], 0);
         assert_eq!(Snapshot::parse(&inp[..n]).unwrap().waiting_at(1).id(), b"w2");
         // w2's id now runs one byte past the end of the record
-        let at = 48 + 48 + 32;
+        let at = 64 + 64 + 32;
         inp[at..at + 4].copy_from_slice(&((n - 1) as u32).to_le_bytes());
         assert_eq!(Snapshot::parse(&inp[..n]).unwrap().waiting_at(1).id(), b"");
         inp[at..at + 4].copy_from_slice(&0xffff_fff0u32.to_le_bytes());
@@ -695,7 +824,7 @@ mod tests {
     fn malformed_input_is_refused() {
         let mut inp = [0u8; 4096];
         let n = snapshot(&mut inp, 1, &[], &[("w", 2, WAITING)], 0);
-        assert!(Snapshot::parse(&inp[..40]).is_none(), "short");
+        assert!(Snapshot::parse(&inp[..60]).is_none(), "short");
         inp[0] = 9;
         assert!(Snapshot::parse(&inp[..n]).is_none(), "wrong tag");
     }

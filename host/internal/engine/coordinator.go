@@ -598,6 +598,10 @@ func (c *Coordinator) decideOne(ctx context.Context, lease *leader.Lease, sn sto
 		Actions:        make([]storage.Action, len(dec.Actions)),
 		Below:          int64(min(dec.Below, math.MaxInt64)),
 		BelowReason:    dec.BelowReason,
+		WakeAt:         dec.Wake,
+		// launch history: for a policy that can read it (ABI v4), not the
+		// built-ins, which never do
+		History: ref.Policy.ABIVersion() >= 4 && ref.Registry != 0,
 		// A version 1 policy cannot act beyond the window: after it acted,
 		// ask it again on the next window, until it settles. A version 2
 		// decision is complete for the whole group (discard_below).
@@ -636,6 +640,8 @@ func SerialSnapshot(sn storage.Snapshot) (*abi.SerialSnapshot, error) {
 		Waiting:       make([]abi.Run, 0, len(sn.Waiting)),
 		WaitingTotal:  uint32(min(max(sn.WaitingTotal, len(sn.Waiting)), math.MaxUint32)),
 		WaitingOldest: uint32(min(max(sn.WaitingOldest, 0), len(sn.Waiting))),
+		Params:        sn.Group.Params,
+		Launches:      sn.Launches,
 	}
 	for _, list := range []struct {
 		src []storage.Run
@@ -661,6 +667,8 @@ func toABIRun(r storage.Run) (abi.Run, error) {
 	return abi.Run{
 		ID: r.ID, Seq: uint64(max(r.Seq, 0)), State: st, Priority: int32(r.Priority),
 		Slots: uint32(max(r.Slots, 0)), SubmittedAt: unixMilli(r.SubmittedAt), StartedAt: unixMilli(r.StartedAt),
+		Labels: r.Labels, NotBefore: unixMilli(r.NotBefore),
+		Attempt: uint32(max(r.Attempt, 0)), MaxAttempts: uint32(max(r.MaxAttempts, 0)),
 	}, nil
 }
 

@@ -13,9 +13,10 @@ import (
 const timerBatch = 64
 
 // timer is the leader task that runs time: it moves the due delayed runs
-// of each group whose timer is due into the group's queue
-// (storage.Store.DueBatch: the group becomes dirty and the coordinator
-// decides it) and fires due schedules (fireSchedules). It reads what is
+// of each group whose timer is due into the group's queue and fires the
+// policy wakes that are due (storage.Store.DueBatch: the group becomes
+// dirty and the coordinator decides it) and fires due schedules
+// (fireSchedules). It reads what is
 // due by Redis time (storage.Store.Timers, one script) and sleeps until
 // the next timer, a PollInterval at most, woken early by a TimerEvent on
 // work-events (a delayed submit, a parked retry, a schedule change). The
@@ -67,6 +68,9 @@ func (r *Engine) fireDue(ctx context.Context, lease *leader.Lease, ts storage.Ti
 			default:
 				ok = true
 				r.m.due.Add(float64(x.Moved))
+				if x.Woken {
+					r.m.woken.Inc()
+				}
 			}
 		}
 	}

@@ -16,13 +16,13 @@ int main(void) {
 	/* the readers: an id reference inside the record reads the id, one
 	 * outside it reads as empty (checked when read, never out of bounds) */
 	ws_test_serial(2, running, 1, waiting, 2, 0); /* leaves the record in ws_test_in */
-	uint32_t len = 48 + 48 * 3 + 6;
-	ws_snapshot s = {ws_test_in, len, 1, 2};
+	uint32_t len = 64 + 64 * 3 + 6;
+	ws_snapshot s = {ws_test_in, len, 1, 2, 0, 0, 0, ws_test_in + len - 6, ws_test_in + len - 6, ws_test_in + len - 6};
 	ws_str id = ws_run_id(&s, ws_snap_waiting(&s, 1));
 	WS_EXPECT(id.n == 2 && memcmp(id.p, "r3", 2) == 0);
-	ws__put32(ws_test_in + 48 + 48 * 2 + 32, len - 1); /* r3's id now runs 1 byte past the end */
+	ws__put32(ws_test_in + 64 + 64 * 2 + 32, len - 1); /* r3's id now runs 1 byte past the end */
 	WS_EXPECT(ws_run_id(&s, ws_snap_waiting(&s, 1)).n == 0);
-	ws__put32(ws_test_in + 48 + 48 * 2 + 32, 0xfffffff0u); /* and an offset that would wrap in 32 bits */
+	ws__put32(ws_test_in + 64 + 64 * 2 + 32, 0xfffffff0u); /* and an offset that would wrap in 32 bits */
 	WS_EXPECT(ws_run_id(&s, ws_snap_waiting(&s, 1)).n == 0);
 	return ws_test_failures;
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/policies"
+	"github.com/wasmsched/wasmsched/storage"
 )
 
 // The JSON form of ABI records, for tools only (Scenario files, dry-run
@@ -24,7 +25,7 @@ import (
 
 // parseRun decodes a run at path; hasSeq reports whether it gave a seq.
 func parseRun(path string, raw json.RawMessage, defState abi.State) (r abi.Run, hasSeq bool, err error) {
-	var seq, prio, slots, sub, started int64 = 0, 0, 1, 0, 0
+	var seq, prio, slots, sub, started, nb, att, maxa int64 = 0, 0, 1, 0, 0, 0, 0, 0
 	var state string
 	err = object(path, raw, map[string]field{
 		"id":           strField(&r.ID),
@@ -34,11 +35,17 @@ func parseRun(path string, raw json.RawMessage, defState abi.State) (r abi.Run, 
 		"slots":        intField(&slots, 0, math.MaxUint32),
 		"submitted_at": millisField(&sub),
 		"started_at":   millisField(&started),
+		// ABI v4
+		"labels":       labelsField(join(path, "labels"), &r.Labels, abi.MaxLabels),
+		"not_before":   millisField(&nb),
+		"attempt":      intField(&att, 0, math.MaxUint32),
+		"max_attempts": intField(&maxa, 0, math.MaxUint32),
 	})
 	if err != nil {
 		return r, false, err
 	}
 	r.Seq, r.Priority, r.Slots, r.SubmittedAt, r.StartedAt = uint64(seq), int32(prio), uint32(slots), sub, started
+	r.NotBefore, r.Attempt, r.MaxAttempts = nb, uint32(att), uint32(maxa)
 	if r.ID == "" {
 		return r, false, fmt.Errorf("%s.id: missing", path)
 	}
@@ -64,16 +71,67 @@ type SnapshotOut struct {
 	Waiting       []runOut `json:"waiting"`
 	WaitingTotal  uint32   `json:"waiting_total,omitempty"`  // only when the window is truncated
 	WaitingOldest uint32   `json:"waiting_oldest,omitempty"` // only when the window is truncated
+	// ABI v4
+	Params   map[string]string `json:"params,omitempty"`
+	Launches []launchOut       `json:"launches,omitempty"`
 }
 
 type runOut struct {
-	ID          string `json:"id"`
-	Seq         uint64 `json:"seq"`
-	State       string `json:"state"`
-	Priority    int32  `json:"priority"`
-	Slots       uint32 `json:"slots"`
-	SubmittedAt string `json:"submitted_at,omitempty"`
-	StartedAt   string `json:"started_at,omitempty"`
+	ID          string            `json:"id"`
+	Seq         uint64            `json:"seq"`
+	State       string            `json:"state"`
+	Priority    int32             `json:"priority"`
+	Slots       uint32            `json:"slots"`
+	SubmittedAt string            `json:"submitted_at,omitempty"`
+	StartedAt   string            `json:"started_at,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	NotBefore   string            `json:"not_before,omitempty"`
+	Attempt     uint32            `json:"attempt,omitempty"`
+	MaxAttempts uint32            `json:"max_attempts,omitempty"`
+}
+
+type launchOut struct {
+	At     string            `json:"at"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+func labelMap(ls []abi.Label) map[string]string {
+	if len(ls) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(ls))
+	for _, l := range ls {
+		m[l.Key] = l.Value
+	}
+	return m
+}
+
+// labelsField reads a JSON object of string values into sorted labels
+// (at most max, each bounded as the host bounds them).
+func labelsField(path string, dst *[]abi.Label, max int) field {
+	return func(raw json.RawMessage) error {
+		var m map[string]json.RawMessage
+		if kindOf(raw) != "an object" || json.Unmarshal(raw, &m) != nil {
+			return fmt.Errorf("want an object of string values, got %s", kindOf(raw))
+		}
+		if len(m) > max {
+			return fmt.Errorf("%d entries, at most %d", len(m), max)
+		}
+		out := make([]abi.Label, 0, len(m))
+		for k, v := range m {
+			var s string
+			if err := json.Unmarshal(v, &s); err != nil {
+				return fmt.Errorf("%s.%s: want a string, got %s", path, k, kindOf(v))
+			}
+			if err := storage.ValidLabel(k, s); err != nil {
+				return fmt.Errorf("%s: %v", path, err)
+			}
+			out = append(out, abi.Label{Key: k, Value: s})
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+		*dst = out
+		return nil
+	}
 }
 
 // jsonTimeLayout is RFC 3339 in UTC with milliseconds (Redis TIME is ms).
@@ -94,13 +152,18 @@ func SnapshotJSON(s *abi.SerialSnapshot) SnapshotOut {
 		o := make([]runOut, 0, len(rs))
 		for _, r := range rs {
 			o = append(o, runOut{ID: r.ID, Seq: r.Seq, State: r.State.String(), Priority: r.Priority, Slots: r.Slots,
-				SubmittedAt: msRFC3339(r.SubmittedAt), StartedAt: msRFC3339(r.StartedAt)})
+				SubmittedAt: msRFC3339(r.SubmittedAt), StartedAt: msRFC3339(r.StartedAt),
+				Labels: labelMap(r.Labels), NotBefore: msRFC3339(r.NotBefore), Attempt: r.Attempt, MaxAttempts: r.MaxAttempts})
 		}
 		return o
 	}
 	out.Active, out.Waiting = conv(s.Active), conv(s.Waiting)
 	if s.Truncated() {
 		out.WaitingTotal, out.WaitingOldest = s.WaitingTotal, s.WaitingOldest
+	}
+	out.Params = labelMap(s.Params)
+	for _, l := range s.Launches {
+		out.Launches = append(out.Launches, launchOut{At: msRFC3339(l.At), Labels: labelMap(l.Labels)})
 	}
 	return out
 }
@@ -136,6 +199,22 @@ func parseSnapshot(path string, raw json.RawMessage) (*abi.SerialSnapshot, error
 		// many of "waiting" are the oldest (the rest are the newest)
 		"waiting_total":  intField(&total, 0, math.MaxUint32),
 		"waiting_oldest": intField(&oldest, 0, math.MaxUint32),
+		// ABI v4: the group's policy parameters and recent launches
+		"params": labelsField(join(path, "params"), &out.Params, abi.MaxParams),
+		"launches": func(raw json.RawMessage) error {
+			return list_(join(path, "launches"), raw, func(p string, raw json.RawMessage) error {
+				var l abi.Launch
+				if err := object(p, raw, map[string]field{"at": millisField(&l.At),
+					"labels": labelsField(join(p, "labels"), &l.Labels, abi.MaxLabels)}); err != nil {
+					return err
+				}
+				if len(out.Launches) == abi.MaxLaunches {
+					return fmt.Errorf("%s: more than %d launches", p, abi.MaxLaunches)
+				}
+				out.Launches = append(out.Launches, l)
+				return nil
+			})
+		},
 	})
 	if err != nil {
 		return nil, stripListPath(err)
@@ -270,6 +349,7 @@ type expectAction struct {
 	Action string `json:"action"`
 	Run    string `json:"run"`
 	Seq    int64  `json:"seq"` // of a discard_below
+	At     int64  `json:"at"`  // of a wake
 }
 
 // belowKey is the key of a discard_below in scenario expectations and
@@ -290,6 +370,7 @@ type Scenario struct {
 	Snap       *abi.SerialSnapshot
 	Want       map[string]abi.ActionKind // run -> action
 	WantBelow  uint64                    // an expected discard_below (0: none)
+	WantWake   int64                     // an expected wake, unix ms (0: none)
 	Req        *abi.ReuseRequest
 	WantReuse  expectReuse
 }
@@ -451,8 +532,18 @@ func (sc *Scenario) parseSerialExpect(expRaw json.RawMessage) error {
 	return list("expect", expRaw, func(p string, raw json.RawMessage) error {
 		var e expectAction
 		if err := object(p, raw, map[string]field{"action": strField(&e.Action), "run": strField(&e.Run),
-			"seq": intField(&e.Seq, 1, math.MaxInt64)}); err != nil {
+			"seq": intField(&e.Seq, 1, math.MaxInt64), "at": millisField(&e.At)}); err != nil {
 			return err
+		}
+		if e.Action == "wake" {
+			if e.At == 0 {
+				return fmt.Errorf("%s.at: missing (the time the policy asks to be decided again)", p)
+			}
+			if sc.WantWake != 0 {
+				return fmt.Errorf("%s: a second wake", p)
+			}
+			sc.WantWake = e.At
+			return nil
 		}
 		if e.Action == "discard_below" {
 			if e.Seq == 0 {
@@ -466,7 +557,7 @@ func (sc *Scenario) parseSerialExpect(expRaw json.RawMessage) error {
 		}
 		k, err := abi.ParseActionKind(e.Action)
 		if err != nil {
-			return fmt.Errorf("%s.action: %q is not launch, discard, stop or discard_below", p, e.Action)
+			return fmt.Errorf("%s.action: %q is not launch, discard, stop, discard_below or wake", p, e.Action)
 		}
 		if e.Run == "" {
 			return fmt.Errorf("%s.run: missing", p)

@@ -60,6 +60,14 @@ func Test(ctx context.Context, sb Sandbox, pol Policy, scs []Scenario) (TestResu
 				r.Error = strings.Join(decisionProblems(err), "; ")
 			}
 			r.Diff = serialDiff(sc.Want, sc.WantBelow, d)
+			if d.Wake != sc.WantWake {
+				if sc.WantWake != 0 {
+					r.Diff = append(r.Diff, "- wake at "+msRFC3339(sc.WantWake))
+				}
+				if d.Wake != 0 {
+					r.Diff = append(r.Diff, "+ wake at "+msRFC3339(d.Wake))
+				}
+			}
 		default:
 			d, err := p.DecideReuse(ctx, sc.Req)
 			vs := make([]string, 0, len(d.Verdicts))

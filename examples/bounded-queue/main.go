@@ -1,0 +1,14 @@
+// Command bounded-queue is a catalog policy (see README.md): build it with
+//
+//	wasmsched policy build ./examples/bounded-queue -o bounded-queue.wasm
+//
+// or go generate (the committed bounded-queue.wasm, reproducible byte for byte).
+package main
+
+import "github.com/wasmsched/wasmsched/abi/sdk"
+
+//go:generate env GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false "-ldflags=-s -w" -o bounded-queue.wasm .
+
+func init() { sdk.Register(policy{}) }
+
+func main() {}

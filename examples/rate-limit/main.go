@@ -1,0 +1,14 @@
+// Command rate-limit is a catalog policy (see README.md): build it with
+//
+//	wasmsched policy build ./examples/rate-limit -o rate-limit.wasm
+//
+// or go generate (the committed rate-limit.wasm, reproducible byte for byte).
+package main
+
+import "github.com/wasmsched/wasmsched/abi/sdk"
+
+//go:generate env GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false "-ldflags=-s -w" -o rate-limit.wasm .
+
+func init() { sdk.Register(policy{}) }
+
+func main() {}

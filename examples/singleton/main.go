@@ -1,0 +1,14 @@
+// Command singleton is a catalog policy (see README.md): build it with
+//
+//	wasmsched policy build ./examples/singleton -o singleton.wasm
+//
+// or go generate (the committed singleton.wasm, reproducible byte for byte).
+package main
+
+import "github.com/wasmsched/wasmsched/abi/sdk"
+
+//go:generate env GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false "-ldflags=-s -w" -o singleton.wasm .
+
+func init() { sdk.Register(policy{}) }
+
+func main() {}
