@@ -197,7 +197,7 @@ func newFloorGuest(tb testing.TB) *floorGuest {
 		waiting = append(waiting, abitest.Waiting(fmt.Sprintf("run-%06d", i+2), uint64(i+2)))
 	}
 	fg.snap = abitest.Snapshot("priority", 2, []abi.Run{abitest.Running("run-000001", 1)}, waiting)
-	fg.in = abicodec.AppendSerialSnapshot(nil, fg.snap)
+	fg.in = abicodec.AppendSerialSnapshotFor(nil, fg.snap, abi.Version) // the Go SDK's version
 
 	cache, err := wazero.NewCompilationCacheWithDir(cacheDir)
 	if err != nil {

@@ -43,12 +43,15 @@ func BenchmarkHostPath(b *testing.B) {
 			b.Fatal(err)
 		}
 		v := &inst.v
-		size := abicodec.SerialSnapshotSize(s)
+		size, put := abicodec.SerialSnapshotSize(s), abicodec.PutSerialSnapshot
+		if p.ABIVersion() >= 4 {
+			size, put = abicodec.SerialSnapshot4Size(s), abicodec.PutSerialSnapshot4
+		}
 		in, err := inst.inputBuf(ctx, size)
 		if err != nil {
 			b.Fatal(err)
 		}
-		abicodec.PutSerialSnapshot(in, s)
+		put(in, s)
 		out, err := inst.decideIn(ctx, size)
 		if err != nil {
 			b.Fatal(err)
@@ -122,12 +125,12 @@ func BenchmarkHostPath(b *testing.B) {
 		})
 		b.Run(name("encode"), func(b *testing.B) {
 			for b.Loop() {
-				abicodec.PutSerialSnapshot(in[:abicodec.SerialSnapshotSize(s)], s)
+				put(in[:size], s)
 			}
 		})
 		b.Run(name("guest"), func(b *testing.B) {
 			in, _ := inst.inputBuf(ctx, size)
-			abicodec.PutSerialSnapshot(in, s)
+			put(in, s)
 			for b.Loop() {
 				if _, err := inst.decideIn(ctx, size); err != nil {
 					b.Fatal(err)
@@ -161,5 +164,58 @@ func BenchmarkHostPath(b *testing.B) {
 				inst.copyOut(s, &view, true, &d)
 			}
 		})
+	}
+}
+
+// BenchmarkDecideV4 is what ABI v4 costs a decision: the same C wait policy
+// built against v3 (testdata/c-wait-v3.wasm, the plugins/c/wait of the v3
+// SDK) and v4 (plugins/c/wait), on snapshots of 16 and 256 waiting runs,
+// each run with two labels, the group with four parameters and a full
+// launch history (64 launches with a label each). The v3 plugin is handed
+// the v3 record (no labels, history or parameters), the v4 one all of it:
+// the difference is the v4 fields' encoding and the guest's reading past
+// them. "plain" is the same snapshot without labels, parameters or history
+// (what a group of the built-ins sees).
+func BenchmarkDecideV4(b *testing.B) {
+	ctx := context.Background()
+	rt := newRT(b, Config{})
+	v3 := load(b, rt, "c-wait-v3", readFile(b, "testdata/c-wait-v3.wasm"))
+	v4 := load(b, rt, "c-wait", readFile(b, "../plugins/c/wait/wait.wasm"))
+	if v3.ABIVersion() != 3 || v4.ABIVersion() != 4 {
+		b.Fatalf("versions %d, %d", v3.ABIVersion(), v4.ABIVersion())
+	}
+	for _, n := range []int{16, 256} {
+		w := make([]abi.Run, n)
+		for i := range w {
+			w[i] = abitest.Waiting(fmt.Sprintf("run-%06d", i+2), uint64(i+2))
+			w[i].Labels = []abi.Label{{Key: "ref", Value: "main"}, {Key: "tenant", Value: fmt.Sprintf("t%d", i%7)}}
+			w[i].Attempt, w[i].MaxAttempts = 1, 1
+		}
+		s := abitest.Snapshot("wait", 2, []abi.Run{abitest.Running("run-000001", 1)}, w)
+		s.Params = []abi.Label{{Key: "a", Value: "1"}, {Key: "b", Value: "2s"}, {Key: "c", Value: "x"}, {Key: "d", Value: "y"}}
+		for i := range abi.MaxLaunches {
+			s.Launches = append(s.Launches, abi.Launch{At: int64(1_700_000_000_000 + i), Labels: []abi.Label{{Key: "tenant", Value: "t1"}}})
+		}
+		var d abi.SerialDecision
+		plain := *s // the same runs without labels, parameters or history
+		plain.Params, plain.Launches = nil, nil
+		plain.Waiting = append([]abi.Run(nil), s.Waiting...)
+		for i := range plain.Waiting {
+			plain.Waiting[i].Labels = nil
+		}
+		for _, p := range []*Policy{v3, v4} {
+			for _, c := range []struct {
+				name string
+				s    *abi.SerialSnapshot
+			}{{"keys", s}, {"plain", &plain}} {
+				b.Run(fmt.Sprintf("v%d/%s/waiting=%d", p.ABIVersion(), c.name, n), func(b *testing.B) {
+					for b.Loop() {
+						if err := p.DecideSerialInto(ctx, c.s, &d); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
 	}
 }

@@ -79,8 +79,10 @@ func init() {
 
 func newApp(stdout, stderr io.Writer) *cli.App {
 	app := &cli.App{
-		Name:  "wasmsched",
-		Usage: "a WebAssembly-pluggable scheduling policy engine",
+		// a --label or --param value may hold a comma: each flag is one pair
+		DisableSliceFlagSeparator: true,
+		Name:                      "wasmsched",
+		Usage:                     "a WebAssembly-pluggable scheduling policy engine",
 		Description: `wasmsched keeps worker slots and serial runs in Redis, elects one leader per
 namespace, and asks sandboxed wasm policies (wait, discard, priority, reuse or
 your own) what to launch, discard, stop and reuse.

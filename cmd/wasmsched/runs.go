@@ -442,11 +442,16 @@ func interspersed(action cli.ActionFunc) cli.ActionFunc {
 			}
 		}
 		var args []string
-		for _, name := range c.LocalFlagNames() {
-			if fl := set.Lookup(name); fl != nil && c.IsSet(name) {
-				if v := c.Value(name); v != nil {
-					args = append(args, "--"+name+"="+flagString(v))
+		for _, f := range c.Command.Flags { // once per flag, by its first name
+			name := f.Names()[0]
+			if fl := set.Lookup(name); fl == nil || !c.IsSet(name) {
+				continue
+			} else if _, repeat := fl.Value.(*cli.StringSlice); repeat { // each value once
+				for _, e := range c.StringSlice(name) {
+					args = append(args, "--"+name+"="+e)
 				}
+			} else if v := c.Value(name); v != nil {
+				args = append(args, "--"+name+"="+flagString(v))
 			}
 		}
 		args = append(args, rest...)
@@ -477,6 +482,9 @@ func interspersed(action cli.ActionFunc) cli.ActionFunc {
 			for _, n := range names {
 				if !visited[n] {
 					continue
+				}
+				if _, ok := set.Lookup(n).Value.(*cli.StringSlice); ok {
+					break // a repeatable flag's names share one value
 				}
 				v := set.Lookup(n).Value.String()
 				for _, other := range names {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -771,5 +772,55 @@ func TestCLIRuns_watchTable(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("watch did not end on interrupt")
+	}
+}
+
+// TestCLILabels: --label on submit (repeatable, before or after G, a value
+// with a comma kept whole), runs --label selects by them, run show lists
+// them; group set --param sets, merges and removes; bad ones exit 2
+// naming the pair, with nothing written.
+func TestCLILabels(t *testing.T) {
+	e := newCLIEnv(t)
+	var a, b client.Run
+	e.ok(&a, "submit", "g", "--id", "a", "--label", "ref=main", "-l", "note=one, two")
+	e.ok(&b, "submit", "--label", "ref=dev", "g", "--id", "b")
+	if a.Labels["note"] != "one, two" || a.Labels["ref"] != "main" || b.Labels["ref"] != "dev" {
+		t.Fatalf("labels %v, %v", a.Labels, b.Labels)
+	}
+	var rs []client.Run
+	e.ok(&rs, "runs", "--label", "ref=main")
+	if len(rs) != 1 || rs[0].ID != "a" {
+		t.Fatalf("runs --label ref=main: %+v", rs)
+	}
+	if _, out, _ := e.cli("run", "show", "a"); !strings.Contains(out, "note=one, two ref=main") {
+		t.Fatalf("run show: %s", out)
+	}
+	var g client.Group
+	e.ok(&g, "group", "set", "g", "--param", "period=2s", "--param", "max_wait=30s")
+	g = client.Group{} // (decoding into a map merges)
+	e.ok(&g, "group", "set", "g", "--param", "max_wait=")
+	if len(g.Params) != 1 || g.Params["period"] != "2s" {
+		t.Fatalf("params %v", g.Params)
+	}
+	if _, out, _ := e.cli("group", "show", "g"); !strings.Contains(out, "period  2s") {
+		t.Fatalf("group show: %s", out)
+	}
+	dump := func() string { // every key and its type and size: what a write would change
+		keys, _ := e.rdb.Keys(context.Background(), "*").Result()
+		sort.Strings(keys)
+		var b strings.Builder
+		for _, k := range keys {
+			fmt.Fprintf(&b, "%s %s\n", k, e.rdb.Dump(context.Background(), k).Val())
+		}
+		return b.String()
+	}
+	before := dump()
+	e.usage(`--label label "Ref": the key may hold only`, "submit", "g", "--label", "Ref=1")
+	e.usage(`--label label "noequals": want key=value`, "submit", "g", "--label", "noequals")
+	e.usage("labels: key ref given twice", "submit", "g", "--label", "ref=1", "--label", "ref=2")
+	e.usage("--param label", "group", "set", "g", "--param", "Bad=1")
+	e.usage("--label", "runs", "--label", "x")
+	if after := dump(); after != before {
+		t.Fatalf("a refused command wrote:\n%s\n---\n%s", before, after)
 	}
 }

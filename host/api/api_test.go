@@ -245,6 +245,18 @@ func TestAPI_runs(t *testing.T) {
 	e.fails(400, "invalid", "not_before", "POST", ns+"/groups/g/runs", `{"not_before": "2099-01-01T00:00:00Z"}`)
 	e.fails(400, "invalid", "not_before", "POST", ns+"/groups/g/runs", `{"not_before": "tomorrow"}`)
 	e.fails(400, "invalid", "run_timeout_ms -1 is negative", "PUT", ns+"/groups/g", `{"run_timeout_ms": -1}`)
+	// labels and parameters (ABI v4): the bad one named
+	e.fails(400, "invalid", `label "Ref": the key may hold only`, "POST", ns+"/groups/g/runs", `{"labels": {"Ref": "main"}}`)
+	e.fails(400, "invalid", "the value is 300 bytes, at most 256", "POST", ns+"/groups/g/runs", `{"labels": {"ref": "`+strings.Repeat("v", 300)+`"}}`)
+	e.fails(400, "invalid", "17 labels, at most 16", "POST", ns+"/groups/g/runs", `{"labels": {`+func() string {
+		var kv []string
+		for i := range 17 {
+			kv = append(kv, fmt.Sprintf(`"k%d": "v"`, i))
+		}
+		return strings.Join(kv, ",")
+	}()+`}}`)
+	e.fails(400, "invalid", "parameter", "PUT", ns+"/groups/g", `{"params": {"Bad Name": "1"}}`)
+	e.fails(400, "invalid", "label", "GET", ns+"/runs?label=nokey", "")
 	e.fails(400, "invalid", "cron", "PUT", ns+"/schedules/s", `{"group": "g", "cron": "61 * * * *"}`)
 	e.fails(400, "invalid", "tz", "PUT", ns+"/schedules/s", `{"group": "g", "cron": "@hourly", "tz": "Mars/Base"}`)
 	e.fails(404, "not_found", "schedule", "GET", ns+"/schedules/nosuch", "")
@@ -781,5 +793,49 @@ func TestAPI_messages(t *testing.T) {
 	var ae apiErr
 	if got := e.do("POST", ns+"/runs/a/stop", `{}`, &ae); got != 409 || strings.HasSuffix(ae.Error, "bad state") || strings.Contains(ae.Error, "storage:") {
 		t.Errorf("stop of a final run: %d %q", got, ae.Error)
+	}
+}
+
+// TestAPI_labels: a submit's labels are on the run, GET runs?label=k=v
+// selects by them (all of them when repeated), a group's params are set,
+// merged ("" removes one) and replaced.
+func TestAPI_labels(t *testing.T) {
+	e := newEnv(t, opts{})
+	var run struct {
+		Labels map[string]string `json:"labels"`
+	}
+	if got := e.do("POST", ns+"/groups/g/runs", `{"id": "a", "labels": {"ref": "main", "tenant": "acme"}}`, &run); got != 201 || run.Labels["tenant"] != "acme" {
+		t.Fatalf("submit with labels: %d %+v", got, run)
+	}
+	e.do("POST", ns+"/groups/g/runs", `{"id": "b", "labels": {"ref": "dev"}}`, nil)
+	var page struct {
+		Runs []runJSON `json:"runs"`
+	}
+	for q, want := range map[string]string{"label=ref%3Dmain": "a", "label=ref%3Ddev": "b", "label=ref%3Dmain&label=tenant%3Dacme": "a", "label=ref%3Dmain&label=tenant%3Dx": ""} {
+		page.Runs = nil
+		if got := e.do("GET", ns+"/runs?"+q, "", &page); got != 200 {
+			t.Fatalf("GET runs?%s: %d", q, got)
+		}
+		ids := ""
+		for _, r := range page.Runs {
+			ids += r.ID
+		}
+		if ids != want {
+			t.Errorf("runs?%s = %q, want %q", q, ids, want)
+		}
+	}
+	var g struct {
+		Params map[string]string `json:"params"`
+	}
+	e.do("PUT", ns+"/groups/g", `{"params": {"period": "2s", "max_wait": "30s"}}`, &g)
+	g.Params = nil // (decoding into a map merges)
+	e.do("PUT", ns+"/groups/g", `{"params": {"max_wait": ""}}`, &g)
+	if len(g.Params) != 1 || g.Params["period"] != "2s" {
+		t.Fatalf("merged params %v", g.Params)
+	}
+	g.Params = nil
+	e.do("PUT", ns+"/groups/g", `{"params": {"limit": "3"}, "replace_params": true}`, &g)
+	if len(g.Params) != 1 || g.Params["limit"] != "3" {
+		t.Fatalf("replaced params %v", g.Params)
 	}
 }

@@ -134,6 +134,26 @@ func TestUI_browser(t *testing.T) {
 		t.Fatal("the page reloaded while the run changed state")
 	}
 
+	// labels: a filter of the runs page, shown on a run; parameters on the group
+	e.do("POST", ns+"/groups/nightly/runs", `{"id": "labelled", "labels": {"ref": "main", "tenant": "acme"}}`, nil)
+	if got := e.do("PUT", ns+"/groups/nightly", `{"params": {"period": "2s"}}`, nil); got != 200 {
+		t.Fatalf("group params: %d", got)
+	}
+	run("runs by label", chromedp.Navigate(e.srv.URL+"/ui/#/runs?label=ref%3Dmain"),
+		chromedp.WaitVisible(chromedp.CSS(`#runs-body tr[data-run="labelled"]`)))
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#runs-body tr[data-run="target"]').length`)); err != nil || n != 0 {
+		t.Fatalf("the label filter lists a run without the label (%d, %v)", n, err)
+	}
+	run("a run's labels", chromedp.Navigate(e.srv.URL+"/ui/#/runs/labelled"), chromedp.WaitVisible(chromedp.CSS("#run-labels")))
+	if got := text("#run-labels"); !strings.Contains(got, "ref=main") || !strings.Contains(got, "tenant=acme") {
+		t.Fatalf("run labels %q", got)
+	}
+	// (a group with no active run, no queue and no decision: its page renders)
+	run("a group's params", chromedp.Navigate(e.srv.URL+"/ui/#/groups/nightly"), chromedp.WaitVisible(chromedp.CSS("#group-params")))
+	if got := text("#group-params"); !strings.Contains(got, "period=2s") {
+		t.Fatalf("group params %q", got)
+	}
+
 	// its group and its explanation
 	run("group page", chromedp.Navigate(e.srv.URL+"/ui/#/groups/latest"),
 		chromedp.WaitVisible(chromedp.CSS(`#group-active tr[data-run="latest-1"]`)),

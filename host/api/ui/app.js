@@ -8,6 +8,7 @@ const state = { ns: localStorage.getItem("wasmsched.ns") || "", scope: "read", e
 const $ = (sel, el = document) => el.querySelector(sel);
 const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 const when = (t) => (t ? new Date(t).toLocaleString() : "-"); // date and time: lists span days
+const labelList = (m) => Object.keys(m).sort().map((k) => `<span class="label mono">${esc(k)}=${esc(m[k])}</span>`).join(" ");
 const badge = (s) => `<span class="state ${esc(s)}" data-state="${esc(s)}">${esc(s)}</span>`;
 const ms = (n) => (n >= 60000 ? `${Math.round(n / 6000) / 10}m` : n >= 1000 ? `${Math.round(n / 100) / 10}s` : `${Math.round(n)}ms`);
 const runLink = (id) => `<a href="#/runs/${encodeURIComponent(id)}" data-run-link="${esc(id)}">${esc(id)}</a>`;
@@ -87,12 +88,16 @@ const views = {
     const runRow = (r) => `<tr data-run="${esc(r.id)}"><td>${runLink(r.id)}</td><td class=num>${r.seq}</td><td>${badge(r.state)}</td>
       <td class=num>${r.priority}</td><td>${(r.assignments || []).map((a) => `<span class=mono>${esc(a.worker)}#${a.slot}</span>`).join(" ") || "-"}</td>
       <td><a href="#/runs/${encodeURIComponent(r.id)}/explain" data-explain="${esc(r.id)}">explain</a></td></tr>`;
+    // a group's detail lists are left out when empty (client.Group)
+    g.active_runs = g.active_runs || []; g.queue = g.queue || []; g.decisions = g.decisions || [];
     main.innerHTML = `<h1>Group ${esc(g.name)}</h1>
       <dl class="kv"><dt>policy</dt><dd id="group-policy">${esc(g.policy)}${g.latest_decision ? ` <span class=mono>${esc(g.latest_decision.policy_version)}</span>` : ""}</dd><dt>max_active</dt><dd>${g.max_active}</dd>
         <dt>window</dt><dd>${g.window}</dd><dt>active / waiting</dt><dd>${g.active} / ${g.waiting}${g.delayed ? ` (+${g.delayed} not due yet)` : ""}</dd>
         ${g.run_timeout_ms || g.max_attempts > 1 ? `<dt>run defaults</dt><dd id="group-run-defaults">${g.run_timeout_ms ? "timeout " + ms(g.run_timeout_ms) : ""}${g.max_attempts > 1 ? ` ${g.max_attempts} attempts` : ""}</dd>` : ""}
         <dt>retention</dt><dd>${g.retention === "default" ? "namespace default" : esc(g.retention)}</dd>
-        <dt>state</dt><dd id="group-paused">${g.paused ? `paused since ${esc(g.paused_at)} by ${esc(g.paused_by)}` : "deciding"}</dd></dl>
+        <dt>state</dt><dd id="group-paused">${g.paused ? `paused since ${esc(g.paused_at)} by ${esc(g.paused_by)}` : "deciding"}</dd>
+        ${Object.keys(g.params || {}).length ? `<dt>params</dt><dd id="group-params">${labelList(g.params)}</dd>` : ""}
+        ${g.wake_at ? `<dt>wake</dt><dd id="group-wake">the policy decides again at ${when(g.wake_at)}</dd>` : ""}</dl>
       ${state.scope === "admin" ? `<p class="inline" id="group-controls">
         <button class="secondary" data-group-action="${g.paused ? "resume" : "pause"}">${g.paused ? "Resume" : "Pause"}</button>
         <button class="secondary" data-group-action="discard" data-confirm="Discard every waiting run of ${esc(g.name)}?">Discard waiting</button>
@@ -139,6 +144,7 @@ const views = {
     const filt = (k) => esc(q.get(k) || "");
     main.innerHTML = `<h1>Runs</h1>
       <form class="inline" id="runs-filter"><input name="group" placeholder="group" value="${filt("group")}">
+        <input name="label" placeholder="label k=v" value="${filt("label")}" title="only runs with this label (key=value)">
         <select name="state"><option value="">any state</option>${["WAITING", "LAUNCHED", "RUNNING", "STOPPING", "SUCCEEDED", "FAILED", "STOPPED", "DISCARDED"]
           .map((s) => `<option ${q.get("state") === s ? "selected" : ""}>${s}</option>`).join("")}</select>
         <button type="submit">Filter</button></form>
@@ -162,6 +168,7 @@ const views = {
         <dt>slots</dt><dd>${r.slots}</dd><dt>priority</dt><dd>${r.priority}</dd><dt>launched by</dt><dd>${esc(r.policy || "-")} ${esc(r.policy_version)}</dd>
         <dt>submitted</dt><dd>${esc(r.submitted_at || "-")}</dd><dt>started</dt><dd>${esc(r.started_at || "-")}</dd><dt>finished</dt><dd>${esc(r.finished_at || "-")}</dd>
         <dt>reason</dt><dd>${esc(r.reason || "-")}</dd>
+        ${Object.keys(r.labels || {}).length ? `<dt>labels</dt><dd id="run-labels">${labelList(r.labels)}</dd>` : ""}
         ${r.not_before ? `<dt>not before</dt><dd id="run-not-before">${esc(r.not_before)}${r.state === "WAITING" && new Date(r.not_before) > Date.now() ? ` (${r.attempt > 1 ? "retry due" : "due"} in ${ms(new Date(r.not_before) - Date.now())})` : ""}</dd>` : ""}
         ${r.timeout_ms ? `<dt>timeout</dt><dd>${ms(r.timeout_ms)}${r.deadline ? ", deadline " + esc(r.deadline) : ""}</dd>` : ""}
         ${r.max_attempts > 1 ? `<dt>attempt</dt><dd id="run-attempt">${r.attempt} of ${r.max_attempts}</dd>` : ""}

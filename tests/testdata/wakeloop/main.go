@@ -1,5 +1,6 @@
-// Command wakeloop is a hostile ABI v4 policy for the wake bounds test:
-// it launches nothing and asks to be woken 1 ms later on every call.
+// Command wakeloop is an ABI v4 policy for the wake tests: it launches
+// nothing and asks to be woken `period` ms later (default 1: a hostile
+// policy, held to the minimum interval) on every call.
 package main
 
 import (
@@ -9,7 +10,9 @@ import (
 
 type policy struct{}
 
-func (policy) DecideSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) { d.WakeAt(s.Now + 1) }
+func (policy) DecideSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) {
+	d.WakeAt(s.Now + int64(sdk.ParamInt(s, "period", 1)))
+}
 
 func init() { sdk.Register(policy{}) }
 
