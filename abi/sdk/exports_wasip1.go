@@ -5,15 +5,14 @@ package sdk
 import (
 	"os"
 	"unsafe"
-
-	"github.com/wasmsched/wasmsched/abi"
 )
 
-// The ABI exports (version abi.Version) (see abi/ABI.md). A plugin gets them by importing this
-// package; it must not declare any go:wasmexport of its own.
+// The ABI exports (version abi.Version, or the policy's Versioned
+// choice) (see abi/ABI.md). A plugin gets them by importing this package;
+// it must not declare any go:wasmexport of its own.
 
 //go:wasmexport wasmsched_abi_version
-func exportABIVersion() uint32 { return abi.Version }
+func exportABIVersion() uint32 { return version }
 
 //go:wasmexport wasmsched_kind
 func exportKind() uint32 { return uint32(Kind()) }

@@ -18,6 +18,18 @@ type SerialPolicy interface {
 	DecideSerial(s *abi.SerialSnapshot, d *abi.SerialDecision)
 }
 
+// Versioned is implemented by a policy that exports an older ABI version
+// than abi.Version (MinVersion to abi.Version): a serial policy that reads
+// nothing of version 4 (labels, parameters, history, wakes) and returns 3
+// is sent the smaller version 3 snapshot, which a Go guest decodes in
+// about half the time (BENCHMARKS.md "ABI version 4"). The built-ins do.
+type Versioned interface {
+	ABIVersion() uint32
+}
+
+// MinVersion is the oldest ABI version the SDK exports (Versioned).
+const MinVersion = 3
+
 // ReusePolicy decides which task slots of a restored run to reuse. d arrives
 // reset (Fail false, no reason, no verdicts); append one verdict per slot of
 // r, in order, or set Fail.
@@ -32,6 +44,7 @@ var le = binary.LittleEndian
 var (
 	serialPolicy SerialPolicy
 	reusePolicy  ReusePolicy
+	version      uint32 = abi.Version // what wasmsched_abi_version exports
 
 	ioBuf  []byte // [reserve | input buffer | tail], see input
 	inBuf  []byte // ioBuf[reserve:], what wasmsched_input hands out
@@ -52,6 +65,7 @@ func Register(p any) {
 	}
 	s, isSerial := p.(SerialPolicy)
 	r, isReuse := p.(ReusePolicy)
+	version = versionOf(p)
 	switch {
 	case isSerial && isReuse:
 		panic(fmt.Sprintf("sdk: %T implements both SerialPolicy and ReusePolicy", p))
@@ -62,6 +76,19 @@ func Register(p any) {
 	default:
 		panic(fmt.Sprintf("sdk: %T implements neither SerialPolicy nor ReusePolicy", p))
 	}
+}
+
+// versionOf is the ABI version p exports (Versioned, else abi.Version); it
+// panics on one the SDK does not implement, which fails the plugin at load.
+func versionOf(p any) uint32 {
+	v, ok := p.(Versioned)
+	if !ok {
+		return abi.Version
+	}
+	if n := v.ABIVersion(); n >= MinVersion && n <= abi.Version {
+		return n
+	}
+	panic(fmt.Sprintf("sdk: %T exports ABI version %d; the SDK implements %d to %d", p, v.ABIVersion(), MinVersion, abi.Version))
 }
 
 // Kind returns the kind of the registered policy, or 0 if none is.
@@ -141,7 +168,7 @@ func decide(n int) ([]byte, error) {
 // decide, encode, decode) and returns a decision that owns its strings.
 // Use it in plugin unit tests.
 func CallSerial(p SerialPolicy, s *abi.SerialSnapshot) (abi.SerialDecision, error) {
-	in := abicodec.AppendSerialSnapshotFor(nil, s, abi.Version)
+	in := abicodec.AppendSerialSnapshotFor(nil, s, versionOf(p))
 	var view abi.SerialSnapshot
 	if err := abicodec.DecodeSerialSnapshotView(in, &view); err != nil {
 		return abi.SerialDecision{}, err

@@ -380,7 +380,9 @@ func DecodeSerialSnapshot(b []byte, s *abi.SerialSnapshot) error {
 
 // DecodeSerialSnapshotView is DecodeSerialSnapshot without copying: strings
 // in s alias b and are valid only while b is not modified. Used by the guest
-// SDK for a zero-allocation hot path.
+// SDK for a zero-allocation hot path. A version 1 to 3 record leaves the
+// runs' version 4 fields as they were (zero, unless s held a version 4
+// snapshot before: decode each version into its own value).
 //
 // It accepts and rejects exactly what DecodeSerialSnapshot does (the fuzzer
 // checks), but is written for a Go wasm guest, where every branch, call and
@@ -390,6 +392,9 @@ func DecodeSerialSnapshot(b []byte, s *abi.SerialSnapshot) error {
 func DecodeSerialSnapshotView(b []byte, s *abi.SerialSnapshot) error {
 	s.Active, s.Waiting = s.Active[:0], s.Waiting[:0]
 	s.Params, s.Launches = s.Params[:0], s.Launches[:0]
+	if len(b) >= SerialSnapshot4HeaderSize && le.Uint32(b[0:4]) == TagSerialSnapshot4 {
+		return viewSerialSnapshot4(b, s)
+	}
 	if len(b) < SerialSnapshotHeaderSize || le.Uint32(b[0:4]) != TagSerialSnapshot {
 		return decodeSerialSnapshot(b, s, true) // for the error
 	}
@@ -443,7 +448,8 @@ func viewRuns(p unsafe.Pointer, l, at uint64, runs []abi.Run) uint64 {
 		r.Priority = int32(le.Uint32(rec[24:28]))
 		r.Slots = le.Uint32(rec[28:32])
 		r.State = abi.State(rec[40])
-		r.Labels, r.NotBefore, r.Attempt, r.MaxAttempts = nil, 0, 0, 0
+		// (v4's fields are not touched: a guest decodes records of one
+		// version, and each store here costs a guest per run)
 		var b uint64
 		r.ID, b = viewRef(p, l, uint64(le.Uint32(rec[32:36])), uint64(le.Uint32(rec[36:40])))
 		bad |= b

@@ -77,3 +77,7 @@ const (
 	reasonNewest     = "newest run wins"
 	reasonSuperseded = "superseded by a newer run"
 )
+
+// ABIVersion: the policy reads nothing of ABI version 4, so it takes the
+// smaller version 3 snapshot (sdk.Versioned).
+func (policy) ABIVersion() uint32 { return 3 }

@@ -17,3 +17,7 @@ func (policy) DecideSerial(s *abi.SerialSnapshot, d *abi.SerialDecision) {
 		d.Launch(s.Waiting[i].ID, reasonLaunch)
 	}
 }
+
+// ABIVersion: the policy reads nothing of ABI version 4, so it takes the
+// smaller version 3 snapshot (sdk.Versioned).
+func (policy) ABIVersion() uint32 { return 3 }
