@@ -473,13 +473,17 @@ func (c *Client) ResumeGroup(ctx context.Context, name string) error {
 
 // DiscardWaiting discards every waiting run of a group (the not-yet-due
 // ones too), in bounded chunks, each with reason; it returns how many.
-func (c *Client) DiscardWaiting(ctx context.Context, group, reason string) (int, error) {
-	return c.st.DiscardWaiting(ctx, group, reason)
+//
+// With labels, only the runs carrying every one of them.
+func (c *Client) DiscardWaiting(ctx context.Context, group, reason string, labels map[string]string) (int, error) {
+	return c.st.DiscardWaiting(ctx, group, reason, storage.LabelsFromMap(labels)...)
 }
 
 // StopActive asks every active run of a group to stop, with reason; it
 // returns how many it asked (RUNNING ones end STOPPED once their worker
 // stopped them).
-func (c *Client) StopActive(ctx context.Context, group, reason string) (int, error) {
-	return c.st.StopActive(ctx, group, reason)
+//
+// With labels, only the runs carrying every one of them.
+func (c *Client) StopActive(ctx context.Context, group, reason string, labels map[string]string) (int, error) {
+	return c.st.StopActive(ctx, group, reason, storage.LabelsFromMap(labels)...)
 }

@@ -93,3 +93,54 @@ func TestStore_DiscardWaiting_StopActive(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_bulkByLabel: a bulk discard or stop by label moves only the
+// runs carrying every label given (over several chunks, due and delayed
+// runs alike) and reports how many; the others stay as they were.
+func TestStore_bulkByLabel(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		ok(e.s.SetGroup(ctx, "g", "wait", 5))(t)
+		for i := range 250 {
+			ref := "main"
+			if i%2 == 1 {
+				ref = "dev"
+			}
+			req := storage.SubmitRequest{Group: "g", ID: fmt.Sprintf("r%03d", i), Labels: labels("ref", ref, "n", fmt.Sprint(i%5))}
+			if i >= 240 {
+				req.NotBefore = time.Now().Add(time.Hour) // delayed ones too
+			}
+			ok(e.s.Submit(ctx, req))(t)
+		}
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "act-dev", Labels: labels("ref", "dev")}))(t)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "act-main", Labels: labels("ref", "main")}))(t)
+		launch(t, e, f, "g", "act-dev", "act-main")
+		n := ok(e.s.DiscardWaiting(ctx, "g", "clean dev", labels("ref", "dev")...))(t)
+		if n != 125 {
+			t.Fatalf("discarded %d dev runs, want 125", n)
+		}
+		n = ok(e.s.DiscardWaiting(ctx, "g", "clean", labels("ref", "main", "n", "0")...))(t)
+		if n != 25 { // main runs are the even i; n=0 among them: i%10 == 0
+			t.Fatalf("discarded %d main n=0 runs, want 25", n)
+		}
+		for i := range 250 {
+			r := ok(e.s.GetRun(ctx, fmt.Sprintf("r%03d", i)))(t)
+			gone := i%2 == 1 || i%10 == 0
+			if (r.State == storage.StateDiscarded) != gone {
+				t.Fatalf("run %s is %s (reason %q)", r.ID, r.State, r.Reason)
+			}
+		}
+		if n := ok(e.s.StopActive(ctx, "g", "stop dev", labels("ref", "dev")...))(t); n != 1 {
+			t.Fatalf("stopped %d, want 1", n)
+		}
+		if r := ok(e.s.GetRun(ctx, "act-main"))(t); r.State.Final() || r.State == storage.StateStopping {
+			t.Fatalf("act-main is %s: a stop by another label touched it", r.State)
+		}
+		if _, err := e.s.DiscardWaiting(ctx, "g", "x", labels("Bad", "1")...); !errors.Is(err, storage.ErrInvalid) {
+			t.Fatalf("a bad label: %v", err)
+		}
+		if _, err := e.s.DiscardWaiting(ctx, "nosuch", "x", labels("ref", "dev")...); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("an unknown group: %v", err)
+		}
+	})
+}

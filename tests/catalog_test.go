@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,8 +24,8 @@ import (
 
 var catalog = []string{"debounce", "throttle", "rate-limit", "cancel-in-progress", "bounded-queue", "singleton", "round-robin", "priority-aging"}
 
-// TestCatalog_committed: every example's committed .wasm is what its
-// go:generate line builds (byte for byte), and passes its scenarios
+// TestCatalog_committed: every example's committed .wasm is what the
+// build of its main.go's generate line writes (byte for byte), and passes its scenarios
 // (`policy test`, exit 0).
 func TestCatalog_committed(t *testing.T) {
 	t.Parallel()
@@ -381,6 +382,10 @@ func TestWake_failover(t *testing.T) {
 	}
 	if dirty := r.Client(t).SIsMember(context.Background(), st.Keys().Dirty(), "g").Val(); dirty {
 		t.Fatal("the group is still dirty: the wake must be what decides it again")
+	}
+	if out := cli(t, r, ns, "run", "explain", "late"); !strings.Contains(out, "the policy asked to be woken at") &&
+		time.Since(*run.SubmittedAt) < 3*time.Second { // (a loaded machine may be past the wake already)
+		t.Fatalf("run explain of a run its policy waits on:\n%s", out)
 	}
 	a.Kill()
 	got := waitFinal(t, c, 30*time.Second, "late")["late"]

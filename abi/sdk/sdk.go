@@ -44,7 +44,8 @@ var le = binary.LittleEndian
 var (
 	serialPolicy SerialPolicy
 	reusePolicy  ReusePolicy
-	version      uint32 = abi.Version // what wasmsched_abi_version exports
+	//lint:ignore U1000 read by the wasip1 exports (exports_wasip1.go)
+	version uint32 = abi.Version // what wasmsched_abi_version exports
 
 	ioBuf  []byte // [reserve | input buffer | tail], see input
 	inBuf  []byte // ioBuf[reserve:], what wasmsched_input hands out

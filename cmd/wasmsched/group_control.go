@@ -7,7 +7,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/storage"
 )
 
 // The operator's group controls: pause, resume, drain, and the bulk
@@ -54,12 +56,20 @@ Examples:
 		{
 			Name: "discard", Usage: "discard every waiting run of a group (bulk, in bounded chunks)", ArgsUsage: "G",
 			Description: `Discards every WAITING run of group G (the ones not due yet too), oldest
-first, 100 per script, each recorded with --reason; its active runs go on.
-Prints how many.`,
-			Flags: []cli.Flag{reason("discarded by operator")},
+first, 100 per script, each recorded with --reason (default: "discarded by"
+--who, else $USER); its active runs go on. With --label K=V (repeatable),
+only the runs carrying every one of those labels. Prints how many.
+
+Examples:
+   wasmsched group discard deploy --label ref=feature-x`,
+			Flags: []cli.Flag{reason("discarded by --who"), who, bulkLabel},
 			Action: func(c *cli.Context) error {
+				labels, err := bulkLabels(c)
+				if err != nil {
+					return err
+				}
 				return withGroup(c, func(cl *client.Client, g string) error {
-					n, err := cl.DiscardWaiting(c.Context, g, c.String("reason"))
+					n, err := cl.DiscardWaiting(c.Context, g, bulkReason(c, "discarded"), labels)
 					if err == nil {
 						fmt.Fprintf(c.App.Writer, "group %s: %d waiting run(s) discarded\n", g, n)
 					}
@@ -72,11 +82,17 @@ Prints how many.`,
 			Description: `Asks every active run of group G to stop (LAUNCHED ones end STOPPED at once,
 RUNNING ones once their worker stopped them), recorded with --reason. A
 group that is not paused launches its next runs: pause it first, or use
-"group drain". Prints how many.`,
-			Flags: []cli.Flag{reason("stopped by operator")},
+"group drain". The reason defaults to "stopped by" --who (else $USER). With
+--label K=V (repeatable), only the runs carrying every one of those labels.
+Prints how many.`,
+			Flags: []cli.Flag{reason("stopped by --who"), who, bulkLabel},
 			Action: func(c *cli.Context) error {
+				labels, err := bulkLabels(c)
+				if err != nil {
+					return err
+				}
 				return withGroup(c, func(cl *client.Client, g string) error {
-					n, err := cl.StopActive(c.Context, g, c.String("reason"))
+					n, err := cl.StopActive(c.Context, g, bulkReason(c, "stopped"), labels)
 					if err == nil {
 						fmt.Fprintf(c.App.Writer, "group %s: %d active run(s) asked to stop\n", g, n)
 					}
@@ -102,6 +118,23 @@ Examples:
 			Action: groupDrain,
 		},
 	}
+}
+
+// bulkLabel selects the runs of a bulk discard or stop by label.
+var bulkLabel = &cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "only runs with label `K=V` (repeatable: all of them)"}
+
+func bulkLabels(c *cli.Context) (map[string]string, error) {
+	ls, err := labelFlags(c, "label", abi.MaxLabels)
+	return storage.LabelsMap(ls), err
+}
+
+// bulkReason is --reason, else "VERB by WHO" (whoOf): each run a bulk
+// action ends records who did it (and its finished_at, when).
+func bulkReason(c *cli.Context, verb string) string {
+	if c.IsSet("reason") {
+		return c.String("reason")
+	}
+	return verb + " by " + whoOf(c)
 }
 
 // whoOf is --who, else $USER, else "cli".
@@ -137,14 +170,14 @@ func groupDrain(c *cli.Context) error {
 		out := c.App.Writer
 		fmt.Fprintf(out, "group %s: paused\n", g)
 		if c.Bool("discard") {
-			n, err := cl.DiscardWaiting(c.Context, g, c.String("reason"))
+			n, err := cl.DiscardWaiting(c.Context, g, c.String("reason"), nil)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "group %s: %d waiting run(s) discarded\n", g, n)
 		}
 		if c.Bool("stop") {
-			n, err := cl.StopActive(c.Context, g, c.String("reason"))
+			n, err := cl.StopActive(c.Context, g, c.String("reason"), nil)
 			if err != nil {
 				return err
 			}

@@ -519,6 +519,8 @@ func (s *Server) scheduleAction(action string) func(http.ResponseWriter, *http.R
 type controlJSON struct {
 	Who    string `json:"who"`
 	Reason string `json:"reason"`
+	// Labels (discard, stop): only the runs carrying every one of them.
+	Labels map[string]string `json:"labels"`
 }
 
 // groupAction is POST .../groups/{g}/pause|resume|discard|stop: it answers
@@ -541,9 +543,9 @@ func (s *Server) groupAction(action string) handler {
 		case "resume":
 			err = c.c.ResumeGroup(r.Context(), g)
 		case "discard":
-			n, err = c.c.DiscardWaiting(r.Context(), g, orString(body.Reason, "discarded by operator"))
+			n, err = c.c.DiscardWaiting(r.Context(), g, orString(body.Reason, "discarded by "+c.who.who), body.Labels)
 		case "stop":
-			n, err = c.c.StopActive(r.Context(), g, orString(body.Reason, "stopped by operator"))
+			n, err = c.c.StopActive(r.Context(), g, orString(body.Reason, "stopped by "+c.who.who), body.Labels)
 		}
 		if err != nil {
 			return 0, nil, err

@@ -6,10 +6,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/wasmsched/wasmsched/storage"
 )
 
 // chromium finds Debian's chromium. Without it the browser test is
@@ -62,7 +65,23 @@ func TestUI_browser(t *testing.T) {
 	defer cancelC()
 	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
 	defer cancelT()
+	var dialogs []string // a native dialog blocks the page: say which
+	var dmu sync.Mutex
+	if err := chromedp.Listen(ctx, func(ev any) {
+		if d, ok := ev.(*page.EventJavascriptDialogOpening); ok {
+			dmu.Lock()
+			dialogs = append(dialogs, string(d.Type)+": "+d.Message)
+			dmu.Unlock()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
 	dump := func() string {
+		dmu.Lock()
+		if len(dialogs) > 0 {
+			t.Logf("dialogs opened: %q", dialogs)
+		}
+		dmu.Unlock()
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second) // the test's ctx may be over
 		defer cancel()
 		html, _ := chromedp.Run(dctx, chromedp.OuterHTML(chromedp.CSS("main")))
@@ -214,5 +233,34 @@ func TestUI_browser(t *testing.T) {
 	p, err := e.st.GetPolicy(bg, "priority")
 	if err != nil || p.Active != 1 {
 		t.Fatalf("after the UI's rollback: %+v %v", p.Active, err)
+	}
+
+	// submit from the UI, then a bulk discard by label (dialogs answered yes)
+	e.do("PUT", ns+"/groups/bulk", `{"policy": "wait"}`, nil)
+	e.do("POST", ns+"/groups/bulk/pause", `{}`, nil)
+	e.do("POST", ns+"/groups/bulk/runs", `{"id": "keep-me", "labels": {"ref": "other"}}`, nil)
+	run("the bulk group", chromedp.Navigate(e.srv.URL+"/ui/#/groups/bulk"), chromedp.WaitVisible(chromedp.CSS("#submit-form")),
+		chromedp.Action[chromedp.Void](func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+			_, err := chromedp.Evaluate[bool](`window.confirm = () => true; window.alert = (m) => { window.__alert = m; }; true`)(ctx, tg)
+			return chromedp.Void{}, err
+		}),
+		chromedp.SendKeys(chromedp.CSS(`#submit-form input[name="id"]`), "ui-run"),
+		chromedp.SendKeys(chromedp.CSS(`#submit-form input[name="labels"]`), "ref=ui tenant=x"),
+		chromedp.Click(chromedp.CSS(`#submit-form button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#submit-result a`)))
+	if r, err := e.st.GetRun(bg, "ui-run"); err != nil || r.Label("tenant") != "x" || r.State != storage.StateWaiting {
+		t.Fatalf("the run the UI submitted: %+v %v", r, err)
+	}
+	run("discard by label", chromedp.SendKeys(chromedp.CSS("#bulk-label"), "ref=ui"),
+		chromedp.Click(chromedp.CSS(`button[data-group-action="discard"]`)))
+	alertText, err := chromedp.Run(ctx, chromedp.Poll[string](`window.__alert`))
+	if err != nil || !strings.Contains(alertText, "1 run(s) discarded with label ref=ui") {
+		t.Fatalf("the bulk discard said %q (%v)", alertText, err)
+	}
+	if r, _ := e.st.GetRun(bg, "ui-run"); r.State != storage.StateDiscarded {
+		t.Fatalf("ui-run is %s after the discard by label", r.State)
+	}
+	if r, _ := e.st.GetRun(bg, "keep-me"); r.State != storage.StateWaiting {
+		t.Fatalf("keep-me (another label) is %s", r.State)
 	}
 }

@@ -9,12 +9,14 @@ import (
 // The serial snapshot of ABI v4 (tag TagSerialSnapshot4): the version 3
 // header, three counts, then 64-byte runs, a label table, the group's
 // parameters and its recent launches. ABI.md "Serial snapshot, version 4".
+const TagSerialSnapshot4 uint32 = 5
+
+// Sizes of the version 4 records, in bytes.
 const (
-	TagSerialSnapshot4        uint32 = 5
-	SerialSnapshot4HeaderSize        = 64
-	Run4Size                         = 64
-	LabelSize                        = 16 // a label or a parameter: str key, str value
-	LaunchSize                       = 16 // i64 at, u32 first label, u32 labels
+	SerialSnapshot4HeaderSize = 64
+	Run4Size                  = 64
+	LabelSize                 = 16 // a label or a parameter: str key, str value
+	LaunchSize                = 16 // i64 at, u32 first label, u32 labels
 )
 
 // SerialSnapshot4Size is the length of s's version 4 encoding.

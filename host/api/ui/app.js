@@ -101,7 +101,13 @@ const views = {
       ${state.scope === "admin" ? `<p class="inline" id="group-controls">
         <button class="secondary" data-group-action="${g.paused ? "resume" : "pause"}">${g.paused ? "Resume" : "Pause"}</button>
         <button class="secondary" data-group-action="discard" data-confirm="Discard every waiting run of ${esc(g.name)}?">Discard waiting</button>
-        <button class="secondary" data-group-action="stop" data-confirm="Stop every active run of ${esc(g.name)}?">Stop active</button></p>` : ""}
+        <button class="secondary" data-group-action="stop" data-confirm="Stop every active run of ${esc(g.name)}?">Stop active</button>
+        <input id="bulk-label" placeholder="only label k=v" title="discard and stop only the runs with this label"></p>
+      <form class="inline" id="submit-form"><b>Submit a run</b>
+        <input name="id" placeholder="id (generated)"><input name="priority" type="number" placeholder="priority">
+        <input name="duration" placeholder="duration ms (simulate)"><input name="payload" placeholder="payload">
+        <input name="labels" placeholder="labels k=v k=v" title="space-separated key=value pairs">
+        <button type="submit">Submit</button><span id="submit-result" class="muted"></span></form>` : ""}
       <h2>Active runs</h2>
       <table><thead><tr><th>run</th><th class=num>seq</th><th>state</th><th class=num>prio</th><th>slots</th><th></th></tr></thead>
         <tbody id="group-active">${g.active_runs.map(runRow).join("") || `<tr><td colspan=6 class=muted>none</td></tr>`}</tbody></table>
@@ -119,13 +125,41 @@ const views = {
       <form class="inline" id="dryrun-form"><select id="dryrun-policy">${policies.filter((p) => p.kind === "serial").map((p) => `<option>${esc(p.name)}</option>`).join("")}</select>
         <button type="submit">Dry-run</button><span class="muted">read-only: nothing is written</span></form>
       <div id="dryrun-result"></div>`;
+    const pairs = (text) => { // "k=v k=v" -> {k: v}
+      const m = {};
+      for (const p of (text || "").trim().split(/\s+/).filter(Boolean)) {
+        const i = p.indexOf("=");
+        if (i < 1) throw new Error(`label ${p}: want key=value`);
+        m[p.slice(0, i)] = p.slice(i + 1);
+      }
+      return m;
+    };
     main.querySelectorAll("button[data-group-action]").forEach((b) => b.addEventListener("click", async () => {
-      if (b.dataset.confirm && !confirm(b.dataset.confirm)) return;
+      const action = b.dataset.groupAction, bulk = action === "discard" || action === "stop";
       try {
-        await api(nsPath(`/groups/${encodeURIComponent(name)}/${b.dataset.groupAction}`), { method: "POST", body: JSON.stringify({ reason: "from the web UI" }) });
+        const labels = bulk ? pairs($("#bulk-label").value) : {};
+        const only = Object.keys(labels).length ? ` with label ${Object.entries(labels).map(([k, v]) => k + "=" + v).join(" ")}` : "";
+        if (b.dataset.confirm && !confirm(b.dataset.confirm.replace(/\?$/, only + "?"))) return;
+        const res = await api(nsPath(`/groups/${encodeURIComponent(name)}/${action}`), { method: "POST", body: JSON.stringify({ labels }) });
+        if (bulk) alert(`${res.runs} run(s) ${action === "discard" ? "discarded" : "asked to stop"}${only}`);
       } catch (err) { alert(err.message); }
       render();
     }));
+    const sub = $("#submit-form");
+    if (sub) sub.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const f = new FormData(sub), out = $("#submit-result");
+      try {
+        const body = { labels: pairs(f.get("labels")) };
+        if (f.get("id")) body.id = f.get("id");
+        if (f.get("priority")) body.priority = Number(f.get("priority"));
+        if (f.get("duration")) body.duration_ms = Number(f.get("duration"));
+        if (f.get("payload")) body.payload = f.get("payload");
+        const run = await api(nsPath(`/groups/${encodeURIComponent(name)}/runs`), { method: "POST", body: JSON.stringify(body) });
+        out.innerHTML = `submitted ${runLink(run.id)}`;
+        out.dataset.run = run.id;
+      } catch (err) { out.textContent = err.message; out.className = "error"; }
+    });
     $("#dryrun-form").addEventListener("submit", async (e) => {
       e.preventDefault();
       const out = $("#dryrun-result");
