@@ -487,3 +487,21 @@ func (c *Client) DiscardWaiting(ctx context.Context, group, reason string, label
 func (c *Client) StopActive(ctx context.Context, group, reason string, labels map[string]string) (int, error) {
 	return c.st.StopActive(ctx, group, reason, storage.LabelsFromMap(labels)...)
 }
+
+// Series reads the namespace's time series (group "") or a group's, the
+// points of the last window (at most 24 h), oldest first.
+func (c *Client) Series(ctx context.Context, group string, window time.Duration) (Series, error) {
+	if window <= 0 || window > storage.SeriesPoints*storage.SeriesInterval {
+		return Series{}, fmt.Errorf("series: window %v: want (0, 24h]: %w", window, ErrInvalid)
+	}
+	ps, err := c.st.Series(ctx, group, time.Now().Add(-window))
+	if err != nil {
+		return Series{}, err
+	}
+	out := Series{Group: group, IntervalMS: storage.SeriesInterval.Milliseconds(), Points: make([]SeriesPoint, 0, len(ps))}
+	for _, p := range ps {
+		out.Points = append(out.Points, SeriesPoint{At: p.At.UTC(), Launches: p.Launches, Finishes: p.Finishes, Waiting: p.Waiting,
+			Active: p.Active, SlotsUsed: p.SlotsUsed, SlotsTotal: p.SlotsTotal, WaitP50MS: p.WaitP50.Milliseconds(), WaitP95MS: p.WaitP95.Milliseconds()})
+	}
+	return out, nil
+}

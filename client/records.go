@@ -364,3 +364,28 @@ type ActionDiff struct {
 	Active    string `json:"active"`
 	Candidate string `json:"candidate"`
 }
+
+// SeriesPoint is one point of a time series the leader keeps (one per 10
+// s while anything happens, 24 h of them): what happened in the interval
+// before At and the state at At. Of the namespace: SlotsUsed of
+// SlotsTotal; of a group: WaitP50MS and WaitP95MS, the wait (submit to
+// launch) of the runs it launched in the interval.
+type SeriesPoint struct {
+	At         time.Time `json:"at"`
+	Launches   int       `json:"launches"`
+	Finishes   int       `json:"finishes"`
+	Waiting    int       `json:"waiting"`
+	Active     int       `json:"active"`
+	SlotsUsed  int       `json:"slots_used,omitempty"`
+	SlotsTotal int       `json:"slots_total,omitempty"`
+	WaitP50MS  int64     `json:"wait_p50_ms,omitempty"`
+	WaitP95MS  int64     `json:"wait_p95_ms,omitempty"`
+}
+
+// Series is a time series: its points, oldest first, IntervalMS apart at
+// most (a gap: nothing happened).
+type Series struct {
+	Group      string        `json:"group,omitempty"` // "" = the namespace
+	IntervalMS int64         `json:"interval_ms"`
+	Points     []SeriesPoint `json:"points"`
+}

@@ -77,6 +77,11 @@ type EngineConfig struct {
 	// read: a scrape of /metrics or /status refreshes them (nothing reads
 	// Redis for them otherwise). Default 2s; negative disables them.
 	StatsInterval time.Duration
+	// SeriesInterval is the time between two points of the time series the
+	// leader keeps for the web UI's charts (24 h of points; nothing while
+	// the namespace is idle). Default storage.SeriesInterval (10s);
+	// negative disables it.
+	SeriesInterval time.Duration
 	// Backoff is the first delay before a group whose policy failed
 	// (invalid, trap, timeout, unknown) is decided again; it doubles up to
 	// MaxBackoff. Defaults 100ms and 5s.

@@ -96,6 +96,17 @@ func (k Keys) Finished(g string) string { return k.p + "group:" + g + ":finished
 // abi.MaxLaunches; a v4 snapshot carries them, snapshot.lua).
 func (k Keys) Launches(g string) string { return k.p + "group:" + g + ":launches" }
 
+// Series is the namespace's time series, oldest first: one point per
+// SeriesInterval while anything happens ("at_ms,launches,finishes,
+// waiting,active,slots_used,slots_total"), the newest SeriesPoints kept
+// (series.lua).
+func (k Keys) Series() string { return k.p + "series" }
+
+// GroupSeries is group g's time series, as Series ("at_ms,launches,
+// finishes,waiting,active,wait_p50_ms,wait_p95_ms"); it expires a
+// SeriesLifetime after its last point.
+func (k Keys) GroupSeries(g string) string { return k.p + "group:" + g + ":series" }
+
 // Decisions is the list of group g's latest decisions, newest first
 // (apply.lua LPUSHes and trims it to DecisionsKept).
 func (k Keys) Decisions(g string) string { return k.p + "group:" + g + ":decisions" }

@@ -18,7 +18,7 @@ func TestKeys_documented(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := storage.NewKeys("NS")
-	arg := map[string]string{"Group": "G", "Waiting": "G", "WaitInfo": "G", "Active": "G", "Finished": "G", "Decisions": "G", "Launches": "G", "Delayed": "G", "Schedule": "NAME", "Run": "ID", "Worker": "ID",
+	arg := map[string]string{"Group": "G", "Waiting": "G", "WaitInfo": "G", "Active": "G", "Finished": "G", "Decisions": "G", "Launches": "G", "GroupSeries": "G", "Delayed": "G", "Schedule": "NAME", "Run": "ID", "Worker": "ID",
 		"Policy": "NAME", "PolicyVersions": "NAME", "PolicyHistory": "NAME", "PolicyActivations": "NAME", "Blob": "SHA", "Idempotency": "SHA"}
 	v := reflect.ValueOf(k)
 	for i := range v.NumMethod() {

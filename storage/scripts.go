@@ -30,6 +30,7 @@ var fenced = map[string]bool{
 	"fail_run":       true,
 	"reap":           true,
 	"tick":           true,
+	"series":         true,
 }
 
 // scriptSrc holds the source of every script as sent to Redis, by name (file

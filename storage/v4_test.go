@@ -245,3 +245,48 @@ func TestStore_Wake(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_Series: points are appended under the fence (a stale leader's
+// are refused), read back oldest first from a time, a group's list expires
+// after its last point; GroupCounts counts waiting (delayed too), active
+// and finished-since runs and the slots.
+func TestStore_Series(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		mustNil(t, e.s.RegisterWorker(ctx, "w1", 3, time.Minute))
+		ok(e.s.SetGroup(ctx, "g", "wait", 1))(t)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "a"}))(t)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "b"}))(t)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "c", NotBefore: time.Now().Add(time.Hour)}))(t)
+		launch(t, e, f, "g", "a")
+		pts, used, total, err := e.s.GroupCounts(ctx, []string{"g"}, time.Now().Add(-time.Minute))
+		mustNil(t, err)
+		if p := pts["g"]; p.Waiting != 2 || p.Active != 1 || p.Finishes != 0 || used != 1 || total != 3 {
+			t.Fatalf("counts %+v, slots %d of %d", p, used, total)
+		}
+		t0 := time.Now().Add(-time.Second).Truncate(time.Millisecond)
+		for i := range 3 {
+			at := t0.Add(time.Duration(i) * 100 * time.Millisecond)
+			mustNil(t, e.s.RecordSeries(ctx, f, storage.SeriesPoint{At: at, Launches: i, SlotsUsed: 1, SlotsTotal: 3},
+				map[string]storage.SeriesPoint{"g": {At: at, Launches: i, Waiting: 2, WaitP95: 1500 * time.Millisecond}}))
+		}
+		ns := ok(e.s.Series(ctx, "", t0.Add(50*time.Millisecond)))(t)
+		if len(ns) != 2 || ns[0].Launches != 1 || ns[1].SlotsTotal != 3 || !ns[1].At.Equal(t0.Add(200*time.Millisecond)) {
+			t.Fatalf("namespace series %+v", ns)
+		}
+		gs := ok(e.s.Series(ctx, "g", time.Time{}))(t)
+		if len(gs) != 3 || gs[2].WaitP95 != 1500*time.Millisecond || gs[2].Waiting != 2 {
+			t.Fatalf("group series %+v", gs)
+		}
+		if ttl := e.c.PTTL(ctx, e.s.Keys().GroupSeries("g")).Val(); ttl < 24*time.Hour {
+			t.Fatalf("a group's series expires in %v, want about %v", ttl, storage.SeriesLifetime)
+		}
+		// a stale leader writes nothing
+		e.lead(t, "L#2#b")
+		e.unchanged(t, func() {
+			if err := e.s.RecordSeries(ctx, f, storage.SeriesPoint{At: time.Now()}, nil); !errors.Is(err, storage.ErrFenced) {
+				t.Fatalf("a deposed leader's point: %v", err)
+			}
+		})
+	})
+}

@@ -82,7 +82,7 @@ func newEnv(t *testing.T, o opts) *env {
 // startEngine runs a leader (host + engine) and a simulated worker on st.
 func startEngine(t *testing.T, ctx context.Context, st *storage.Store) {
 	t.Helper()
-	h, err := host.New(ctx, host.Config{Store: st, Advertise: "api-test", LeaseTTL: time.Second})
+	h, err := host.New(ctx, host.Config{Store: st, Advertise: "api-test", LeaseTTL: time.Second, Engine: host.EngineConfig{SeriesInterval: 200 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -362,6 +362,28 @@ func (s *Server) dryRun(w http.ResponseWriter, r *http.Request, c *call) (int, a
 	return http.StatusOK, res, err
 }
 
+// series is GET .../series?group=G&window=D: the namespace's (or the
+// group's) time series over the last D (default 1h, at most 24h).
+func (s *Server) series(_ http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+	q := r.URL.Query()
+	window := time.Hour
+	if v := q.Get("window"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 || d > 24*time.Hour {
+			return 0, nil, errorf(http.StatusBadRequest, "invalid", "window %q: want a duration in (0, 24h], e.g. 1h", v)
+		}
+		window = d
+	}
+	g := q.Get("group")
+	if g != "" {
+		if _, err := c.c.Group(r.Context(), g); err != nil {
+			return 0, nil, err
+		}
+	}
+	sr, err := c.c.Series(r.Context(), g, window)
+	return http.StatusOK, sr, err
+}
+
 // --- policies ---
 
 func (s *Server) listPolicies(_ http.ResponseWriter, r *http.Request, c *call) (int, any, error) {

@@ -128,6 +128,7 @@ func TestUI_browser(t *testing.T) {
 		t.Fatalf("signed in as %q", who)
 	}
 	run("a sign-out button", chromedp.WaitVisible(chromedp.CSS("#logout")))
+	run("charts", chromedp.WaitVisible(chromedp.CSS("#ov-charts figure.chart")))
 	shot("overview")
 
 	// the runs page, marked so a reload would be seen
@@ -152,6 +153,27 @@ func TestUI_browser(t *testing.T) {
 	if marker != "still here" {
 		t.Fatal("the page reloaded while the run changed state")
 	}
+
+	// after that burst the charts have points (the leader's series, one a
+	// 200 ms here), on the overview and on the group's page
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		run("overview charts", chromedp.Navigate(e.srv.URL+"/ui/#/groups"), chromedp.Navigate(e.srv.URL+"/ui/#/"),
+			chromedp.WaitVisible(chromedp.CSS("#ov-charts figure.chart")))
+		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`Math.min(...[...document.querySelectorAll("#ov-charts figure")].map(f => +f.dataset.points))`))
+		if err == nil && n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the overview's charts have %d points after a burst (%v)", n, err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	run("group charts", chromedp.Navigate(e.srv.URL+"/ui/#/groups/nightly"), chromedp.WaitVisible(chromedp.CSS("#group-charts figure.chart")))
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`+document.querySelector("#group-charts figure").dataset.points`)); err != nil || n == 0 {
+		t.Fatalf("the group's chart has %d points (%v)", n, err)
+	}
+	shot("charts")
 
 	// labels: a filter of the runs page, shown on a run; parameters on the group
 	e.do("POST", ns+"/groups/nightly/runs", `{"id": "labelled", "labels": {"ref": "main", "tenant": "acme"}}`, nil)
@@ -240,6 +262,8 @@ func TestUI_browser(t *testing.T) {
 	e.do("POST", ns+"/groups/bulk/pause", `{}`, nil)
 	e.do("POST", ns+"/groups/bulk/runs", `{"id": "keep-me", "labels": {"ref": "other"}}`, nil)
 	run("the bulk group", chromedp.Navigate(e.srv.URL+"/ui/#/groups/bulk"), chromedp.WaitVisible(chromedp.CSS("#submit-form")),
+		// the queue's events re-render the page (debounced 250 ms): let it settle before typing
+		chromedp.Sleep(600*time.Millisecond), chromedp.WaitReady(chromedp.CSS("body:not([data-busy])")),
 		chromedp.Action[chromedp.Void](func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
 			_, err := chromedp.Evaluate[bool](`window.confirm = () => true; window.alert = (m) => { window.__alert = m; }; true`)(ctx, tg)
 			return chromedp.Void{}, err
@@ -251,6 +275,7 @@ func TestUI_browser(t *testing.T) {
 	if r, err := e.st.GetRun(bg, "ui-run"); err != nil || r.Label("tenant") != "x" || r.State != storage.StateWaiting {
 		t.Fatalf("the run the UI submitted: %+v %v", r, err)
 	}
+	run("settle", chromedp.Sleep(600*time.Millisecond), chromedp.WaitReady(chromedp.CSS("body:not([data-busy])")))
 	run("discard by label", chromedp.SendKeys(chromedp.CSS("#bulk-label"), "ref=ui"),
 		chromedp.Click(chromedp.CSS(`button[data-group-action="discard"]`)))
 	alertText, err := chromedp.Run(ctx, chromedp.Poll[string](`window.__alert`))

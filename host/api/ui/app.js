@@ -46,7 +46,7 @@ $("#login-form").addEventListener("submit", async (e) => {
 
 const views = {
   async overview(main) {
-    const o = await api(nsPath("/overview"));
+    const [o, sr] = await Promise.all([api(nsPath("/overview")), api(nsPath("/series?window=1h"))]);
     const { leader, slots } = o;
     const total = slots.free + slots.assigned;
     const pct = total ? Math.round((100 * slots.assigned) / total) : 0;
@@ -60,6 +60,11 @@ const views = {
         <div class="card"><div class="k">waiting runs</div><div class="v" id="ov-waiting">${o.waiting}</div></div>
         <div class="card"><div class="k">active runs</div><div class="v" id="ov-active">${o.active}</div></div>
       </div>
+      <h2>The last hour</h2>
+      <div class="charts" id="ov-charts">
+        ${chart(sr, "launches and finishes per 10 s", [["launches", "#2f6fde"], ["finishes", "#2e8b57"]])}
+        ${chart(sr, "waiting and active runs", [["waiting", "#999"], ["active", "#2f6fde"]])}
+        ${chart(sr, "slots in use", [["slots_used", "#e67e22"], ["slots_total", "#ccc"]])}</div>
       <h2>Workers</h2>
       <table><thead><tr><th>worker</th><th>alive</th><th>slots</th><th>runs on its slots</th></tr></thead><tbody>
       ${slots.workers.map((w) => `<tr><td class="mono">${esc(w.identity)}</td><td>${w.alive ? "yes" : "<span class=error>no</span>"}</td>
@@ -83,8 +88,8 @@ const views = {
   },
 
   async group(main, name) {
-    const [g, { policies }, recent] = await Promise.all([api(nsPath(`/groups/${encodeURIComponent(name)}`)), api(nsPath("/policies")),
-      api(nsPath(`/runs?group=${encodeURIComponent(name)}&limit=40`))]);
+    const [g, { policies }, recent, sr] = await Promise.all([api(nsPath(`/groups/${encodeURIComponent(name)}`)), api(nsPath("/policies")),
+      api(nsPath(`/runs?group=${encodeURIComponent(name)}&limit=40`)), api(nsPath(`/series?group=${encodeURIComponent(name)}&window=1h`))]);
     const runRow = (r) => `<tr data-run="${esc(r.id)}"><td>${runLink(r.id)}</td><td class=num>${r.seq}</td><td>${badge(r.state)}</td>
       <td class=num>${r.priority}</td><td>${(r.assignments || []).map((a) => `<span class=mono>${esc(a.worker)}#${a.slot}</span>`).join(" ") || "-"}</td>
       <td><a href="#/runs/${encodeURIComponent(r.id)}/explain" data-explain="${esc(r.id)}">explain</a></td></tr>`;
@@ -114,6 +119,11 @@ const views = {
       <h2>Queue (${g.queue_total} waiting${g.queue_truncated ? ", showing the oldest and newest" : ""})</h2>
       <table><thead><tr><th>run</th><th class=num>seq</th><th>state</th><th class=num>prio</th><th>slots</th><th></th></tr></thead>
         <tbody id="group-queue">${g.queue.map(runRow).join("") || `<tr><td colspan=6 class=muted>empty</td></tr>`}</tbody></table>
+      <h2>The last hour</h2>
+      <div class="charts" id="group-charts">
+        ${chart(sr, "waiting and active runs", [["waiting", "#999"], ["active", "#2f6fde"]])}
+        ${chart(sr, "launches and finishes per 10 s", [["launches", "#2f6fde"], ["finishes", "#2e8b57"]])}
+        ${chart(sr, "wait before launch, p50 and p95 (ms)", [["wait_p50_ms", "#2e8b57"], ["wait_p95_ms", "#c0392b"]])}</div>
       <h2>Timeline (the last ${recent.runs.length} runs)</h2>
       <div id="group-timeline">${timeline(recent.runs)}</div>
       <h2>Latest decisions</h2>
@@ -291,6 +301,33 @@ const views = {
 // timeline draws runs as bars over time (plain SVG): the waiting span
 // grey, the running span colored by outcome, a discard as a cross, so a
 // serial handoff, a discard and a priority stop show at a glance.
+// chart draws a time series (GET .../series) as lines, one per [field,
+// color]: plain SVG, the x axis the last hour, gaps (no point: nothing
+// happened) drawn as zero.
+function chart(sr, title, lines) {
+  const W = 300, H = 90, now = Date.now(), t0 = now - 3600e3;
+  const pts = (sr.points || []).map((p) => ({ ...p, t: new Date(p.at).getTime() }));
+  const max = Math.max(1, ...pts.flatMap((p) => lines.map(([k]) => p[k] || 0)));
+  const x = (t) => ((t - t0) / (now - t0)) * W, y = (v) => H - 4 - (v / max) * (H - 12);
+  const step = sr.interval_ms || 10000;
+  const path = (k) => {
+    let d = "", prev = null;
+    for (const p of pts) {
+      if (prev !== null && p.t - prev > 1.5 * step) d += ` L${x(prev + step).toFixed(1)},${y(0)} L${x(p.t - step).toFixed(1)},${y(0)}`; // a gap: zero
+      d += `${d ? " L" : "M"}${x(p.t).toFixed(1)},${y(p[k] || 0).toFixed(1)}`;
+      prev = p.t;
+    }
+    return d;
+  };
+  const last = pts.length ? pts[pts.length - 1] : null;
+  return `<figure class="chart" data-points="${pts.length}"><figcaption>${esc(title)}
+      ${lines.map(([k, c]) => `<span style="color:${c}">■ ${esc(k.replace(/_/g, " "))}${last ? " " + (last[k] || 0) : ""}</span>`).join(" ")}</figcaption>
+    <svg viewBox="0 0 ${W} ${H}" width="100%" role="img" aria-label="${esc(title)}">
+      <line x1="0" y1="${H - 4}" x2="${W}" y2="${H - 4}" stroke="#ddd"/><text x="2" y="10" font-size="9" fill="#888">${max}</text>
+      ${pts.length ? lines.map(([k, c]) => `<path d="${path(k)}" fill="none" stroke="${c}" stroke-width="1.5"/>`).join("") : `<text x="${W / 2}" y="${H / 2}" font-size="10" text-anchor="middle" fill="#888">no activity in the last hour</text>`}
+    </svg></figure>`;
+}
+
 function timeline(runs) {
   if (!runs.length) return `<p class=muted>no runs yet</p>`;
   const t = (x) => (x ? new Date(x).getTime() : null);
@@ -334,7 +371,20 @@ function route() {
   return { name: "overview", nav: "overview", query };
 }
 
+// render draws the current route; one at a time (a render asked for while
+// one runs, by a run event or a hash change, runs after it), so two
+// renders never interleave their writes (the later one would replace what
+// the user just did on the earlier one's page).
 async function render() {
+  if (state.rendering) { state.again = true; return; }
+  state.rendering = true;
+  document.body.dataset.busy = "1"; // (tests wait for the page to settle)
+  try {
+    do { state.again = false; await renderOnce(); } while (state.again);
+  } finally { state.rendering = false; delete document.body.dataset.busy; }
+}
+
+async function renderOnce() {
   const r = route();
   state.view = r;
   document.querySelectorAll("header nav a").forEach((a) => a.classList.toggle("active", a.dataset.nav === r.nav));

@@ -411,6 +411,7 @@ func (c *Coordinator) decideBatch(ctx context.Context, lease *leader.Lease, grou
 	snaps := c.snapshots(ctx, groups)
 	type pending struct {
 		policy, version string
+		waits           []time.Duration // of its launches: submit to the snapshot's now
 	}
 	var (
 		ds      []storage.GroupDecision
@@ -434,7 +435,7 @@ func (c *Coordinator) decideBatch(ctx context.Context, lease *leader.Lease, grou
 		}
 		if ok {
 			ds = append(ds, storage.GroupDecision{Group: group, Decision: d})
-			meta = append(meta, pending{policy: d.Policy, version: ver})
+			meta = append(meta, pending{policy: d.Policy, version: ver, waits: launchWaits(sn, d.Actions)})
 		}
 	}
 	if len(ds) == 0 {
@@ -474,6 +475,9 @@ func (c *Coordinator) decideBatch(ctx context.Context, lease *leader.Lease, grou
 				}
 				queued += r.Queued
 				placed += launches - r.Queued
+				if len(meta[i].waits) > 0 {
+					c.rt.acc.launched(group, meta[i].waits)
+				}
 			}
 			if d.Below > 0 {
 				wakeUp(c.rt.drain.wake)
@@ -614,6 +618,37 @@ func (c *Coordinator) decideOne(ctx context.Context, lease *leader.Lease, sn sto
 		d.Actions[i] = storage.Action{Kind: storage.ActionKind(a.Kind.String()), Run: a.Run, Reason: a.Reason}
 	}
 	return d, ref.Version, true, nil
+}
+
+// launchWaits is how long each run a decision launches waited: the
+// snapshot's now less its submit time.
+func launchWaits(sn storage.Snapshot, acts []storage.Action) []time.Duration {
+	var out []time.Duration
+	var byID map[string]time.Time // a big decision: an index, not a scan per launch
+	if len(acts) > 16 {
+		byID = make(map[string]time.Time, len(sn.Waiting))
+		for i := range sn.Waiting {
+			byID[sn.Waiting[i].ID] = sn.Waiting[i].SubmittedAt
+		}
+	}
+	for _, a := range acts {
+		if a.Kind != storage.ActionLaunch {
+			continue
+		}
+		if byID != nil {
+			if t, ok := byID[a.Run]; ok {
+				out = append(out, max(sn.Now.Sub(t), 0))
+			}
+			continue
+		}
+		for i := range sn.Waiting {
+			if w := &sn.Waiting[i]; w.ID == a.Run {
+				out = append(out, max(sn.Now.Sub(w.SubmittedAt), 0))
+				break
+			}
+		}
+	}
+	return out
 }
 
 // claimID names a decision: EPOCH:GROUP#GEN:VERSION, unique within the

@@ -64,6 +64,7 @@ type Config struct {
 	Retention           time.Duration
 	RetentionInterval   time.Duration
 	StatsInterval       time.Duration
+	SeriesInterval      time.Duration
 	Backoff, MaxBackoff time.Duration
 	BatchSize           int
 	RollbackAfter       int
@@ -116,6 +117,7 @@ func (c Config) withDefaults() Config {
 	def(&c.SlotInterval, DefaultSlotInterval)
 	def(&c.RestoreInterval, DefaultRestoreInterval)
 	def(&c.StatsInterval, DefaultStatsInterval)
+	def(&c.SeriesInterval, storage.SeriesInterval)
 	def(&c.Retention, DefaultRetention)
 	def(&c.RetentionInterval, DefaultRetentionInterval)
 	def(&c.Backoff, DefaultBackoff)
@@ -159,6 +161,7 @@ type Engine struct {
 	statsMu    sync.Mutex                   // one refresh at a time
 	statsLease atomic.Pointer[leader.Lease] // the term the gauges belong to; nil when not leading
 	counts     sync.Map                     // outcome key -> *atomic.Int64
+	acc        seriesAcc                    // what the next time-series point counts (series.go)
 	closeOnce  sync.Once
 }
 
@@ -266,6 +269,7 @@ func (r *Engine) workEvents(bus *leader.Bus) {
 				if _, sn := storage.ParseWorkEvent(ev.Payload); sn != nil {
 					r.coord.offer(*sn)
 				}
+				r.acc.touched()
 				wakeUp(r.coord.wake)
 				if r.slots.waiting.Load() {
 					wakeUp(r.slots.wake)
@@ -288,6 +292,9 @@ func (r *Engine) Tasks() []leader.Task {
 	}
 	if r.cfg.StatsInterval > 0 {
 		ts = append(ts, leader.Task{Name: "stats", Run: r.runStats})
+	}
+	if r.cfg.SeriesInterval > 0 {
+		ts = append(ts, leader.Task{Name: "series", Run: r.series})
 	}
 	return ts
 }
