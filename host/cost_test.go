@@ -32,8 +32,11 @@ const (
 	maxCommandsPerRun = 5.5
 	// The same with fewer slots than groups: launches queue and the slot
 	// manager places them (allocate_batch, and its reads of the queue and
-	// the free count).
-	maxCommandsPerRunQueued = 6.2
+	// the free count). How many passes that takes depends on how the slot
+	// manager's and the coordinator's wakes interleave: 5.7 to 6.3 on an
+	// idle 2-core machine (the same before and after ABI v4), more on a
+	// loaded one; the per-run scripts are checked exactly below.
+	maxCommandsPerRunQueued = 6.6
 	// A delayed run (a not_before): a run's commands plus the share of its
 	// group's due script (one per group however many runs are due) and of
 	// the timer's reads.
@@ -230,8 +233,10 @@ func TestCost_commandsPerRun(t *testing.T) {
 			// A report that leaves its group without an active run hands
 			// back the next snapshot: the snapshot script runs for the
 			// groups' first decisions and when a submit raced one.
-			if n := all["script snapshot"]; n > 4*groups {
-				t.Errorf("snapshot: %d, want at most %d (a report hands back its group's next snapshot)", n, 4*groups)
+			// (a loaded machine races more submits against decisions: 85
+			// seen once, 40 to 60 usually)
+			if n := all["script snapshot"]; n > 5*groups {
+				t.Errorf("snapshot: %d, want at most %d (a report hands back its group's next snapshot)", n, 5*groups)
 			}
 			if n := w["HMGET"]; n < runs || n > runs+runs/10 {
 				t.Errorf("the worker's pickup reads: %d HMGET, want %d (one per run) or a few more", n, runs)

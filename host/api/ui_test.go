@@ -288,4 +288,12 @@ func TestUI_browser(t *testing.T) {
 	if r, _ := e.st.GetRun(bg, "keep-me"); r.State != storage.StateWaiting {
 		t.Fatalf("keep-me (another label) is %s", r.State)
 	}
+	run("drain", chromedp.WaitReady(chromedp.CSS("body:not([data-busy])")), chromedp.Click(chromedp.CSS("#group-drain")))
+	if msg, err := chromedp.Run(ctx, chromedp.Poll[string](`(window.__alert || "").includes("paused,") && window.__alert`)); err != nil ||
+		!strings.Contains(msg, "1 waiting run(s) discarded") {
+		t.Fatalf("the drain said %q (%v)", msg, err)
+	}
+	if r, _ := e.st.GetRun(bg, "keep-me"); r.State != storage.StateDiscarded {
+		t.Fatalf("keep-me is %s after the drain", r.State)
+	}
 }

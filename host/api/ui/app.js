@@ -107,6 +107,7 @@ const views = {
         <button class="secondary" data-group-action="${g.paused ? "resume" : "pause"}">${g.paused ? "Resume" : "Pause"}</button>
         <button class="secondary" data-group-action="discard" data-confirm="Discard every waiting run of ${esc(g.name)}?">Discard waiting</button>
         <button class="secondary" data-group-action="stop" data-confirm="Stop every active run of ${esc(g.name)}?">Stop active</button>
+        <button class="secondary" id="group-drain" title="pause, discard the waiting runs, stop the active ones: then the group can be deleted">Drain</button>
         <input id="bulk-label" placeholder="only label k=v" title="discard and stop only the runs with this label"></p>
       <form class="inline" id="submit-form"><b>Submit a run</b>
         <input name="id" placeholder="id (generated)"><input name="priority" type="number" placeholder="priority">
@@ -116,7 +117,7 @@ const views = {
       <h2>Active runs</h2>
       <table><thead><tr><th>run</th><th class=num>seq</th><th>state</th><th class=num>prio</th><th>slots</th><th></th></tr></thead>
         <tbody id="group-active">${g.active_runs.map(runRow).join("") || `<tr><td colspan=6 class=muted>none</td></tr>`}</tbody></table>
-      <h2>Queue (${g.queue_total} waiting${g.queue_truncated ? ", showing the oldest and newest" : ""})</h2>
+      <h2>Queue (${g.queue_total || 0} waiting${g.queue_truncated ? ", showing the oldest and newest" : ""})</h2>
       <table><thead><tr><th>run</th><th class=num>seq</th><th>state</th><th class=num>prio</th><th>slots</th><th></th></tr></thead>
         <tbody id="group-queue">${g.queue.map(runRow).join("") || `<tr><td colspan=6 class=muted>empty</td></tr>`}</tbody></table>
       <h2>The last hour</h2>
@@ -155,6 +156,17 @@ const views = {
       } catch (err) { alert(err.message); }
       render();
     }));
+    const drain = $("#group-drain");
+    if (drain) drain.addEventListener("click", async () => {
+      if (!confirm(`Drain ${name}: pause it, discard its waiting runs and stop its active ones?`)) return;
+      try {
+        const g = (a) => api(nsPath(`/groups/${encodeURIComponent(name)}/${a}`), { method: "POST", body: JSON.stringify({}) });
+        await g("pause");
+        const d = await g("discard"), st = await g("stop");
+        alert(`${name}: paused, ${d.runs} waiting run(s) discarded, ${st.runs} active run(s) asked to stop`);
+      } catch (err) { alert(err.message); }
+      render();
+    });
     const sub = $("#submit-form");
     if (sub) sub.addEventListener("submit", async (e) => {
       e.preventDefault();
