@@ -352,6 +352,18 @@ func (in *Inspector) explain(ctx context.Context, st *storage.Store, c *client.C
 		return ex, false, err
 	}
 	ex.Run = r
+	if r.State == string(storage.StateLaunched) {
+		ex.Why = movedWhy(r)
+		ahead, free, ok, err := st.SlotQueuePosition(ctx, id)
+		if err != nil {
+			return ex, false, err
+		}
+		if ok {
+			ex.Why = fmt.Sprintf("launched, waiting for slots: it needs %d slot(s), %d free; %d launched run(s) ahead of it take slots first. %s",
+				r.Slots, free, ahead, ex.Why)
+		}
+		return ex, false, nil
+	}
 	if r.State != string(storage.StateWaiting) {
 		ex.Why = movedWhy(r)
 		return ex, false, nil

@@ -236,6 +236,11 @@ const (
 	MaxStopReason = 1024
 )
 
+// MaxRunSlots bounds the task slots one run may ask for: a run that asks
+// more is refused at submit (ErrInvalid), never launched to wait for
+// slots no namespace of workers this engine is built for has together.
+const MaxRunSlots = 1024
+
 // Assignment is one task slot of a run: (worker, slot index, token), task 0..k-1.
 type Assignment struct {
 	Worker string
@@ -952,6 +957,9 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 	}
 	if r.Slots < 0 {
 		return r, scriptCall{}, invalid(op, "run %s: slots %d is negative", r.ID, r.Slots)
+	}
+	if r.Slots > MaxRunSlots {
+		return r, scriptCall{}, invalid(op, "run %s: slots %d: at most %d (storage.MaxRunSlots)", r.ID, r.Slots, MaxRunSlots)
 	}
 	if r.Slots == 0 {
 		r.Slots = 1
@@ -1735,6 +1743,26 @@ func (s *Store) QueuePosition(ctx context.Context, group, id string) (ahead, tot
 	})
 	if err != nil && err != redis.Nil {
 		return 0, 0, false, fmt.Errorf("storage: queue position: %w", err)
+	}
+	if rank.Err() == redis.Nil {
+		return 0, card.Val(), false, nil
+	}
+	return rank.Val(), card.Val(), true, nil
+}
+
+// SlotQueuePosition is where a LAUNCHED run waits for slots: how many
+// launched runs are ahead of it in the slot manager's queue (ok false: it
+// is not in it) and how many slots are free in the namespace (on live and
+// not yet reaped workers alike).
+func (s *Store) SlotQueuePosition(ctx context.Context, id string) (ahead, free int64, ok bool, err error) {
+	var rank, card *redis.IntCmd
+	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		rank = p.ZRank(ctx, s.k.Launched(), id)
+		card = p.ZCard(ctx, s.k.Free())
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return 0, 0, false, fmt.Errorf("storage: slot queue position: %w", err)
 	}
 	if rank.Err() == redis.Nil {
 		return 0, card.Val(), false, nil

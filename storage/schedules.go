@@ -167,6 +167,8 @@ func (sc Schedule) validate() (cron.Schedule, error) {
 	switch {
 	case sc.Slots < 0:
 		return nil, invalid(op, "schedule %s: slots %d is negative", sc.Name, sc.Slots)
+	case sc.Slots > MaxRunSlots:
+		return nil, invalid(op, "schedule %s: slots %d: at most %d (storage.MaxRunSlots)", sc.Name, sc.Slots, MaxRunSlots)
 	case len(sc.Payload) > MaxPayload:
 		return nil, invalid(op, "schedule %s: payload is %d bytes, at most %d", sc.Name, len(sc.Payload), MaxPayload)
 	case sc.Priority < -1<<31 || sc.Priority > 1<<31-1:

@@ -290,3 +290,22 @@ func TestStore_Series(t *testing.T) {
 		})
 	})
 }
+
+// TestStore_Submit_maxRunSlots: a run (or a schedule's runs) asking more
+// than MaxRunSlots slots is refused, nothing written: it could only sit
+// LAUNCHED holding up the namespace's queue (issue 26).
+func TestStore_Submit_maxRunSlots(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "max", Slots: storage.MaxRunSlots}))(t)
+		e.unchanged(t, func() {
+			_, err := e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "huge", Slots: 100_000})
+			if !errors.Is(err, storage.ErrInvalid) || !strings.Contains(err.Error(), "slots 100000: at most 1024") {
+				t.Fatalf("a 100,000-slot run: %v", err)
+			}
+			_, err = e.s.SetSchedule(ctx, storage.Schedule{Name: "s", Group: "g", Cron: "@hourly", Slots: storage.MaxRunSlots + 1})
+			if !errors.Is(err, storage.ErrInvalid) || !strings.Contains(err.Error(), "at most 1024") {
+				t.Fatalf("a schedule of 1,025-slot runs: %v", err)
+			}
+		})
+	})
+}

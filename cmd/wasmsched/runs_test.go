@@ -281,8 +281,9 @@ func TestCLIBadInput(t *testing.T) {
 	e := newCLIEnv(t)
 	e.ok(nil, "group", "set", "g1")
 	e.usage("group nope not found", "group", "show", "nope")
-	e.usage("--slots must be >= 1, got -1", "submit", "g1", "--slots", "-1")
-	e.usage("--slots must be >= 1, got 0", "submit", "g1", "--slots", "0")
+	e.usage("--slots must be 1 to 1024, got -1", "submit", "g1", "--slots", "-1")
+	e.usage("--slots must be 1 to 1024, got 0", "submit", "g1", "--slots", "0")
+	e.usage("--slots must be 1 to 1024, got 100000", "submit", "g1", "--slots", "100000")
 	e.usage("--duration must not be negative", "submit", "g1", "--duration", "-1s")
 	e.usage("flag provided but not defined: -bogus (see wasmsched runs --help)", "runs", "--bogus")
 	e.usage("flag provided but not defined: -bogus (see wasmsched group set --help)", "group", "set", "g", "--bogus")
@@ -513,8 +514,9 @@ func TestCLIRunExplain(t *testing.T) {
 		}
 	}
 	e.ok(&ex, "run", "explain", "r1")
-	if ex.Run.State != "LAUNCHED" || !strings.Contains(ex.Why, "launch by decision c1") || !strings.Contains(ex.Why, "oldest") {
-		t.Fatalf("explain r1: %+v", ex)
+	if ex.Run.State != "LAUNCHED" || !strings.Contains(ex.Why, "launch by decision c1") || !strings.Contains(ex.Why, "oldest") ||
+		!strings.Contains(ex.Why, "waiting for slots: it needs 1 slot(s), 0 free; 0 launched run(s) ahead") {
+		t.Fatalf("explain r1 (no worker: it waits for slots): %+v", ex)
 	}
 	e.ok(nil, "group", "set", "g", "--policy", "discard")
 	e.ok(&ex, "run", "explain", "r3")

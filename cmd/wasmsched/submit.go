@@ -74,7 +74,7 @@ Examples:
    wasmsched submit etl --at 2026-12-24T06:00:00Z --timeout 20m --max-attempts 3 --retry-backoff 30s`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "id", Usage: "run `ID` (default: generated from the namespace seq)"},
-			&cli.IntFlag{Name: "slots", Aliases: []string{"k"}, Value: 1, Usage: "task slots the run needs, `K` >= 1"},
+			&cli.IntFlag{Name: "slots", Aliases: []string{"k"}, Value: 1, Usage: "task slots the run needs, `K` from 1 to 1024 (storage.MaxRunSlots)"},
 			&cli.IntFlag{Name: "priority", Usage: "priority `P`, a 32-bit integer handed to the group's policy (no built-in reads it; see the help)"},
 			&cli.StringFlag{Name: "payload", Usage: "opaque payload `S` for the worker"},
 			&cli.DurationFlag{Name: "duration", Value: time.Second, Usage: "simulated run time `D` (simulating workers)"},
@@ -150,8 +150,8 @@ func checkSubmit(req storage.SubmitRequest) error {
 	if len(req.IdempotencyKey) > storage.MaxIdempotencyKey {
 		return usageErrorf("--idempotency-key is %d bytes, at most %d", len(req.IdempotencyKey), storage.MaxIdempotencyKey)
 	}
-	if req.Slots < 1 {
-		return usageErrorf("--slots must be >= 1, got %d", req.Slots)
+	if req.Slots < 1 || req.Slots > storage.MaxRunSlots {
+		return usageErrorf("--slots must be 1 to %d, got %d", storage.MaxRunSlots, req.Slots)
 	}
 	if req.Duration < 0 {
 		return usageErrorf("--duration must not be negative, got %v", req.Duration)

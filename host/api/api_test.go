@@ -226,6 +226,7 @@ func TestAPI_runs(t *testing.T) {
 	e.fails(404, "not_found", "not found", "GET", ns+"/runs?group=nosuch", "")
 	e.fails(404, "not_found", "no route", "GET", ns+"/nope", "")
 	e.fails(400, "invalid", "slots", "POST", ns+"/groups/g/runs", `{"slots": -1}`)
+	e.fails(400, "invalid", "slots 100000: at most 1024", "POST", ns+"/groups/g/runs", `{"slots": 100000}`)
 	e.fails(400, "invalid", "unknown field", "POST", ns+"/groups/g/runs", `{"slot": 2}`)
 	e.fails(400, "invalid", "request body", "POST", ns+"/groups/g/runs", `{"id": `)
 	e.fails(400, "invalid", "negative", "POST", ns+"/groups/g/runs", `{"duration_ms": -5}`)
