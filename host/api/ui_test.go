@@ -296,4 +296,40 @@ func TestUI_browser(t *testing.T) {
 	if r, _ := e.st.GetRun(bg, "keep-me"); r.State != storage.StateDiscarded {
 		t.Fatalf("keep-me is %s after the drain", r.State)
 	}
+
+	// a paused group launches nothing while a run waits; resumed, it runs
+	e.do("PUT", ns+"/groups/pr", `{"policy": "wait", "max_active": 1}`, nil)
+	run("the pr group", chromedp.Navigate(e.srv.URL+"/ui/#/groups/pr"), chromedp.WaitVisible(chromedp.CSS(`button[data-group-action="pause"]`)),
+		chromedp.Sleep(600*time.Millisecond), chromedp.WaitReady(chromedp.CSS("body:not([data-busy])")),
+		chromedp.Click(chromedp.CSS(`button[data-group-action="pause"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`button[data-group-action="resume"]`)))
+	if got := e.do("POST", ns+"/groups/pr/runs", `{"id": "pr-1", "duration_ms": 0}`, nil); got != 201 {
+		t.Fatalf("submit to the paused group: %d", got)
+	}
+	time.Sleep(time.Second) // (a paused group never launches: any wait shows it)
+	if r, _ := e.st.GetRun(bg, "pr-1"); r.State != storage.StateWaiting {
+		t.Fatalf("a run of a paused group is %s", r.State)
+	}
+	run("resume pr", chromedp.WaitReady(chromedp.CSS("body:not([data-busy])")), chromedp.Click(chromedp.CSS(`button[data-group-action="resume"]`)))
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if r, _ := e.st.GetRun(bg, "pr-1"); r.State == storage.StateSucceeded {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("after the resume pr-1 is %s", r.State)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// at 1280x800 no element runs out of its card, chart or record
+	run("viewport", chromedp.EmulateViewport(1280, 800))
+	for _, page := range []string{"#/", "#/groups/nightly", "#/runs/labelled"} {
+		run("layout "+page, chromedp.Navigate(e.srv.URL+"/ui/"+page), chromedp.Sleep(400*time.Millisecond),
+			chromedp.WaitReady(chromedp.CSS("body:not([data-busy])")))
+		over, err := chromedp.Run(ctx, chromedp.Evaluate[string](`[...document.querySelectorAll(".card, .chart, dl.kv, .card *, .chart figcaption, dl.kv dd")]
+			.filter((el) => el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== "auto")
+			.map((el) => el.tagName + "." + el.className + " " + el.scrollWidth + ">" + el.clientWidth).join("; ")`))
+		if err != nil || over != "" {
+			t.Errorf("page %s: elements overflow their box: %s (%v)", page, over, err)
+		}
+	}
 }
