@@ -114,16 +114,7 @@ func SerialSnapshotSize(s *abi.SerialSnapshot) int {
 func PutSerialSnapshot(b []byte, s *abi.SerialSnapshot) {
 	n := len(s.Active) + len(s.Waiting)
 	_ = b[SerialSnapshotHeaderSize+n*RunSize-1]
-	next := SerialSnapshotHeaderSize + n*RunSize
-	put32(b, 0, TagSerialSnapshot)
-	put32(b, 4, s.MaxActive)
-	put64(b, 8, uint64(s.Now))
-	next = putStr(b, 0, 16, next, s.Group)
-	next = putStr(b, 0, 24, next, s.Policy)
-	put32(b, 32, uint32(len(s.Active)))
-	put32(b, 36, uint32(len(s.Waiting)))
-	put32(b, 40, s.WaitingTotal)
-	put32(b, 44, s.WaitingOldest)
+	next := putSnapshotHeader(b, TagSerialSnapshot, SerialSnapshotHeaderSize+n*RunSize, s)
 	at := SerialSnapshotHeaderSize
 	for i := range s.Active {
 		next = putRun(b, at, next, &s.Active[i])
@@ -133,6 +124,22 @@ func PutSerialSnapshot(b []byte, s *abi.SerialSnapshot) {
 		next = putRun(b, at, next, &s.Waiting[i])
 		at += RunSize
 	}
+}
+
+// putSnapshotHeader writes the first 48 bytes of a serial snapshot header
+// (tag 1's, which tag 5 extends), its strings from next on, and returns
+// the new next.
+func putSnapshotHeader(b []byte, tag uint32, next int, s *abi.SerialSnapshot) int {
+	put32(b, 0, tag)
+	put32(b, 4, s.MaxActive)
+	put64(b, 8, uint64(s.Now))
+	next = putStr(b, 0, 16, next, s.Group)
+	next = putStr(b, 0, 24, next, s.Policy)
+	put32(b, 32, uint32(len(s.Active)))
+	put32(b, 36, uint32(len(s.Waiting)))
+	put32(b, 40, s.WaitingTotal)
+	put32(b, 44, s.WaitingOldest)
+	return next
 }
 
 // AppendSerialDecision appends the encoding of d to dst. A nonzero d.Below

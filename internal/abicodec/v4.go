@@ -82,15 +82,7 @@ func PutSerialSnapshot4(b []byte, s *abi.SerialSnapshot) {
 	lauAt := parAt + len(s.Params)*LabelSize
 	next := lauAt + len(s.Launches)*LaunchSize
 	_ = b[next-1]
-	put32(b, 0, TagSerialSnapshot4)
-	put32(b, 4, s.MaxActive)
-	put64(b, 8, uint64(s.Now))
-	next = putStr(b, 0, 16, next, s.Group)
-	next = putStr(b, 0, 24, next, s.Policy)
-	put32(b, 32, uint32(len(s.Active)))
-	put32(b, 36, uint32(len(s.Waiting)))
-	put32(b, 40, s.WaitingTotal)
-	put32(b, 44, s.WaitingOldest)
+	next = putSnapshotHeader(b, TagSerialSnapshot4, next, s)
 	put32(b, 48, uint32(nl))
 	put32(b, 52, uint32(len(s.Params)))
 	put32(b, 56, uint32(len(s.Launches)))

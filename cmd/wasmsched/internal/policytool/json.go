@@ -95,17 +95,6 @@ type launchOut struct {
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
-func labelMap(ls []abi.Label) map[string]string {
-	if len(ls) == 0 {
-		return nil
-	}
-	m := make(map[string]string, len(ls))
-	for _, l := range ls {
-		m[l.Key] = l.Value
-	}
-	return m
-}
-
 // labelsField reads a JSON object of string values into sorted labels
 // (at most max, each bounded as the host bounds them).
 func labelsField(path string, dst *[]abi.Label, max int) field {
@@ -153,7 +142,7 @@ func SnapshotJSON(s *abi.SerialSnapshot) SnapshotOut {
 		for _, r := range rs {
 			o = append(o, runOut{ID: r.ID, Seq: r.Seq, State: r.State.String(), Priority: r.Priority, Slots: r.Slots,
 				SubmittedAt: msRFC3339(r.SubmittedAt), StartedAt: msRFC3339(r.StartedAt),
-				Labels: labelMap(r.Labels), NotBefore: msRFC3339(r.NotBefore), Attempt: r.Attempt, MaxAttempts: r.MaxAttempts})
+				Labels: storage.LabelsMap(r.Labels), NotBefore: msRFC3339(r.NotBefore), Attempt: r.Attempt, MaxAttempts: r.MaxAttempts})
 		}
 		return o
 	}
@@ -161,9 +150,9 @@ func SnapshotJSON(s *abi.SerialSnapshot) SnapshotOut {
 	if s.Truncated() {
 		out.WaitingTotal, out.WaitingOldest = s.WaitingTotal, s.WaitingOldest
 	}
-	out.Params = labelMap(s.Params)
+	out.Params = storage.LabelsMap(s.Params)
 	for _, l := range s.Launches {
-		out.Launches = append(out.Launches, launchOut{At: msRFC3339(l.At), Labels: labelMap(l.Labels)})
+		out.Launches = append(out.Launches, launchOut{At: msRFC3339(l.At), Labels: storage.LabelsMap(l.Labels)})
 	}
 	return out
 }
