@@ -21,6 +21,11 @@ var (
 	ErrConflict    = storage.ErrConflict    // an idempotency key reused with another request (the error names its run)
 	ErrBadState    = storage.ErrBadState    // the run cannot make that change (e.g. stop a finished run)
 	ErrOutOfMemory = storage.ErrOutOfMemory // Redis is at maxmemory: nothing was written
+	// ErrNotReplicated: the write reached the master but no replica
+	// acknowledged it in time (durable=, docs/operations.md "What survives
+	// what"); a failover could lose it. Retry; with an idempotency key a
+	// submit is safe to retry.
+	ErrNotReplicated = storage.ErrNotReplicated
 )
 
 // Defaults and bounds.

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/wasmsched/wasmsched/storage"
 )
 
 // GetRuns reads runs by id in one round trip, in the order given; an id
@@ -25,6 +27,16 @@ func (c *Client) Slots(ctx context.Context) (Slots, error) {
 		return Slots{}, err
 	}
 	return slotsOf(v), nil
+}
+
+// LostRun is the report of a run a worker executed that the store no
+// longer has (Redis lost it in a failover).
+type LostRun = storage.LostRun
+
+// LostRuns returns up to limit lost-run reports (0: all kept, at most
+// storage.MaxLostReports), the newest first.
+func (c *Client) LostRuns(ctx context.Context, limit int) ([]LostRun, error) {
+	return c.st.LostRuns(ctx, limit)
 }
 
 // Leader reads who leads the namespace and its last tick.

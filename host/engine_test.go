@@ -110,7 +110,7 @@ func TestRuntimeEndToEnd(t *testing.T) {
 		}
 		return s.Runtime != nil && s.Runtime.Stats != nil && s.Runtime.Stats.SlotsFree == 3
 	})
-	if !s.Leading || s.Epoch != 1 || s.Namespace != "e2e" || s.Identity != h.Identity() ||
+	if !s.Leading || s.Epoch != h.elector.Lease().Epoch() || s.Namespace != "e2e" || s.Identity != h.Identity() ||
 		len(s.Runtime.Policies) < 3 || s.Runtime.Counters["decisions.applied"] == 0 || s.Runtime.LastPass == nil {
 		t.Fatalf("status %+v runtime %+v", s, s.Runtime)
 	}

@@ -214,15 +214,15 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		TTL: cfg.LeaseTTL, Refresh: cfg.RefreshInterval, Retry: cfg.RetryInterval, Margin: cfg.SafetyMargin,
 		Log: h.log, OnChange: h.onChange,
 	})
-	if cfg.TickInterval > 0 {
-		h.elector.AddLeaderTask("tick", tickTask(cfg.Store, cfg.TickInterval, h.log))
-	}
 	e, err := engine.New(ctx, engine.Deps{Store: cfg.Store, Registry: cfg.Registry, Log: h.log, Bus: cfg.bus,
 		Identity: cfg.Identity, Share: cfg.share}, engine.Config(cfg.Engine))
 	if err != nil {
 		return nil, err
 	}
 	h.engine = e
+	if cfg.TickInterval > 0 {
+		h.elector.AddLeaderTask("tick", tickTask(cfg.Store, cfg.TickInterval, h.log, func() { e.CountFenced("tick") }))
+	}
 	for _, t := range e.Tasks() {
 		h.elector.AddLeaderTask(t.Name, t.Run)
 	}
@@ -299,10 +299,11 @@ func (h *Host) Run(ctx context.Context) error {
 
 // tickTask is the leader task that makes a fenced liveness write
 // (storage.Store.Tick) when the term starts and every interval after. It
-// checks lease.Valid() before every write. It returns storage.ErrFenced (which demotes the host) when a write
-// is rejected by the fence; other errors are logged and retried at the next
+// checks lease.Valid() before every write. It returns storage.ErrFenced
+// (which demotes the host), after counting it with fenced, when a write is
+// rejected by the fence; other errors are logged and retried at the next
 // tick.
-func tickTask(st *storage.Store, interval time.Duration, log *slog.Logger) leader.LeaderTask {
+func tickTask(st *storage.Store, interval time.Duration, log *slog.Logger, fenced func()) leader.LeaderTask {
 	return func(ctx context.Context, lease *leader.Lease) error {
 		t := time.NewTicker(interval)
 		defer t.Stop()
@@ -323,6 +324,7 @@ func tickTask(st *storage.Store, interval time.Duration, log *slog.Logger) leade
 			case err == nil, ctx.Err() != nil:
 			case errors.Is(err, storage.ErrFenced):
 				log.Warn("tick rejected: fenced", "epoch", lease.Epoch(), "err", err)
+				fenced() // wasmsched_fenced_total{task="tick"}
 				return err
 			default:
 				log.Warn("tick failed", "epoch", lease.Epoch(), "err", err)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/host/internal/leader"
@@ -148,12 +150,13 @@ func TestHostLeadsTicksAndReleasesOnShutdown(t *testing.T) {
 	ctx := context.Background()
 	waitFor(t, 3*time.Second, "leadership", h.Leading)
 	li, err := h.st.Leader(ctx)
-	if err != nil || li.Identity != h.Identity() || li.Epoch != 1 {
-		t.Fatalf("leader %+v, %v; want %s epoch 1", li, err, h.Identity())
+	l := h.elector.Lease()
+	if err != nil || l == nil || li.Identity != h.Identity() || li.Epoch != l.Epoch() || li.Epoch < time.Now().Add(-time.Minute).UnixMilli() {
+		t.Fatalf("leader %+v, %v; want %s at the lease's epoch (>= Redis TIME in ms)", li, err, h.Identity())
 	}
 	waitFor(t, 3*time.Second, "two ticks", func() bool {
 		tk, _ := h.st.LastTick(ctx)
-		return tk.Count >= 2 && tk.Holder == h.Identity() && tk.Epoch == 1
+		return tk.Count >= 2 && tk.Holder == h.Identity() && tk.Epoch == l.Epoch()
 	})
 	h.shutdown(t)
 	if holder, _ := h.st.LockHolder(ctx); holder != "" {
@@ -285,6 +288,11 @@ func TestFencedTaskDemotes(t *testing.T) {
 	if !strings.HasPrefix(l.Reason(), "fenced: task ") { // the first leader task to write or check the fence
 		t.Fatalf("reason %q", l.Reason())
 	}
+	// Whichever task it was (the tick too), the fenced write is counted.
+	task, _, _ := strings.Cut(strings.TrimPrefix(l.Reason(), "fenced: task "), ":")
+	if v := fencedCount(t, h.cfg.Registry, task); v < 1 {
+		t.Fatalf("wasmsched_fenced_total{task=%q} = %v after %q, want >= 1", task, v, l.Reason())
+	}
 	if err := h.st.Tick(ctx, l.Fence()); !errors.Is(err, storage.ErrFenced) {
 		t.Fatalf("tick with the old fence: %v, want ErrFenced", err)
 	}
@@ -318,5 +326,65 @@ func TestTwoHostsOneLeader(t *testing.T) {
 	nl, _ := standby.st.Leader(ctx)
 	if nl.Identity != standby.Identity() || nl.Epoch <= li.Epoch {
 		t.Fatalf("new leader %+v, old %+v", nl, li)
+	}
+}
+
+// fencedCount reads wasmsched_fenced_total{task} from the host's registry.
+func fencedCount(t *testing.T, reg prometheus.Registerer, task string) float64 {
+	t.Helper()
+	g, ok := reg.(prometheus.Gatherer)
+	if !ok {
+		t.Fatalf("registry %T cannot be gathered", reg)
+	}
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "wasmsched_fenced_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "task" && lp.GetValue() == task {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// TestTickFencedCounted: the tick task alone leads (no engine task writes
+// before it), its fenced write is counted in wasmsched_fenced_total.
+func TestTickFencedCounted(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	h := startHost(t, srv, Config{Advertise: "127.0.0.1:9", LeaseTTL: 300 * time.Millisecond, TickInterval: 20 * time.Millisecond})
+	waitFor(t, 3*time.Second, "leadership", h.Leading)
+	l := h.elector.Lease()
+	if l == nil {
+		t.Fatal("no lease while leading")
+	}
+	if err := rdb.HIncrBy(ctx, h.st.Keys().Fence(), "epoch", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("lease not revoked after a fenced write")
+	}
+	task, _, _ := strings.Cut(strings.TrimPrefix(l.Reason(), "fenced: task "), ":")
+	t.Logf("fenced first: %s", task)
+	if v := fencedCount(t, h.cfg.Registry, task); v < 1 {
+		t.Fatalf("wasmsched_fenced_total{task=%q} = %v after %q", task, v, l.Reason())
+	}
+	// "lost leadership" is logged before the drain's end.
+	waitFor(t, 3*time.Second, "the drain", func() bool { return strings.Contains(h.logs.String(), "leader tasks drained") })
+	logs := h.logs.String()
+	lost, drained := strings.Index(logs, "lost leadership"), strings.Index(logs, "leader tasks drained")
+	if lost < 0 || drained < 0 || lost > drained {
+		t.Fatalf("want 'lost leadership' logged before 'leader tasks drained' (at %d, %d)", lost, drained)
 	}
 }

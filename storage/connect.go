@@ -27,6 +27,10 @@ type RedisTarget struct {
 	Single   *redis.Options
 	Cluster  *redis.ClusterOptions
 	Failover *redis.FailoverOptions
+	// Durability is the URL's durable= / durable_timeout= (any form);
+	// DurableSet reports whether the URL gave either.
+	Durability Durability
+	DurableSet bool
 }
 
 // Addrs lists the addresses the target names (node, seeds or sentinels).
@@ -66,6 +70,10 @@ func (t RedisTarget) NewClient() redis.UniversalClient {
 //	                                               Sentinel (also redis-sentinel://,
 //	                                               rediss+sentinel:// = TLS)
 //
+// Every form also takes durable=auto|on|off and durable_timeout=D in its
+// query (see Durability; default auto, 1s): a Store made with New on the
+// returned client waits for replicas accordingly.
+//
 // user:pass authenticate against the data nodes (for Sentinel: the master
 // and replicas; the sentinels' own credentials go in the query). A
 // single-node URL that turns out to point at a cluster-enabled node (INFO
@@ -101,10 +109,18 @@ func Connect(ctx context.Context, url string) (redis.UniversalClient, error) {
 				_ = cc.Close()
 				return nil, fmt.Errorf("storage: connect: redis cluster at %s: ping: %w", o.Addr, err)
 			}
-			return cc, nil
+			return t.wrap(cc), nil
 		}
 	}
-	return c, nil
+	return t.wrap(c), nil
+}
+
+// wrap makes a client remember the URL's durability for New.
+func (t RedisTarget) wrap(c redis.UniversalClient) redis.UniversalClient {
+	if !t.DurableSet {
+		return c
+	}
+	return &durableClient{UniversalClient: c, d: t.Durability}
 }
 
 // ParseRedisURL parses a --redis value (see Connect for the forms). Errors
@@ -116,6 +132,23 @@ func ParseRedisURL(raw string) (RedisTarget, error) {
 	}
 	if s == "" {
 		return bad("empty")
+	}
+	s, d, set, err := cutDurable(s)
+	if err != nil {
+		return bad("%v", err)
+	}
+	t, err := parseTarget(raw, s)
+	if err != nil {
+		return t, err
+	}
+	t.Durability, t.DurableSet = d.withDefaults(), set
+	return t, nil
+}
+
+// parseTarget is ParseRedisURL once durable= is cut from s.
+func parseTarget(raw, s string) (RedisTarget, error) {
+	bad := func(format string, a ...any) (RedisTarget, error) {
+		return RedisTarget{}, fmt.Errorf("storage: bad redis URL %q: %s: %w", raw, fmt.Sprintf(format, a...), ErrInvalid)
 	}
 	scheme, rest, hasScheme := strings.Cut(s, "://")
 	if !hasScheme {

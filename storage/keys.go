@@ -131,6 +131,10 @@ func (k Keys) Launched() string { return k.p + "launched" }
 // Restore is the set of runs whose slots must go through the reuse decision.
 func (k Keys) Restore() string { return k.p + "restore" }
 
+// Lost is the list of reports of runs the store no longer has (the newest
+// first, at most MaxLostReports): executed by a worker, then lost by Redis.
+func (k Keys) Lost() string { return k.p + "lost" }
+
 // Workers is the zset worker identity -> heartbeat expiry (ms).
 func (k Keys) Workers() string { return k.p + "workers" }
 

@@ -70,15 +70,16 @@ func TestStore_BecomeLeader(t *testing.T) {
 				t.Fatalf("BecomeLeader without lock = %v, want ErrNotHolder", err)
 			}
 		})
+		before := time.Now().Add(-time.Minute).UnixMilli()
 		f1 := e.lead(t, "A#1#x")
-		if f1.Epoch != 1 {
-			t.Fatalf("epoch = %d, want 1", f1.Epoch)
+		if f1.Epoch < before {
+			t.Fatalf("epoch = %d, want >= Redis TIME in ms (about %d)", f1.Epoch, before)
 		}
 		li, err := e.s.Leader(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if li.Identity != "A#1#x" || li.Epoch != 1 || time.Since(li.Since) > time.Minute {
+		if li.Identity != "A#1#x" || li.Epoch != f1.Epoch || time.Since(li.Since) > time.Minute {
 			t.Fatalf("Leader = %+v", li)
 		}
 		if err := e.s.CheckFence(ctx, f1); err != nil {
@@ -86,7 +87,7 @@ func TestStore_BecomeLeader(t *testing.T) {
 		}
 		// lock moves to B: A is fenced, leader identity "" until B becomes leader
 		e.c.Set(ctx, k.Lock(), "B#2#y", time.Minute)
-		if li, _ := e.s.Leader(ctx); li.Identity != "" || li.Epoch != 1 {
+		if li, _ := e.s.Leader(ctx); li.Identity != "" || li.Epoch != f1.Epoch {
 			t.Fatalf("Leader after lock moved = %+v, want no identity", li)
 		}
 		if err := e.s.CheckFence(ctx, f1); !errors.Is(err, storage.ErrFenced) {
@@ -96,10 +97,10 @@ func TestStore_BecomeLeader(t *testing.T) {
 			t.Fatalf("old holder BecomeLeader = %v", err)
 		}
 		f2 := e.lead(t, "B#2#y")
-		if f2.Epoch != 2 {
-			t.Fatalf("epoch = %d, want 2", f2.Epoch)
+		if f2.Epoch <= f1.Epoch {
+			t.Fatalf("epoch = %d, want > %d", f2.Epoch, f1.Epoch)
 		}
-		for _, bad := range []storage.Fence{f1, {Epoch: 1, Holder: "B#2#y"}, {Epoch: 2, Holder: "A#1#x"}} {
+		for _, bad := range []storage.Fence{f1, {Epoch: f1.Epoch, Holder: "B#2#y"}, {Epoch: f2.Epoch, Holder: "A#1#x"}} {
 			if err := e.s.CheckFence(ctx, bad); !errors.Is(err, storage.ErrFenced) {
 				t.Errorf("CheckFence(%+v) = %v, want ErrFenced", bad, err)
 			}
@@ -111,6 +112,21 @@ func TestStore_BecomeLeader(t *testing.T) {
 		}
 		if _, err := e.s.BecomeLeader(ctx, ""); !errors.Is(err, storage.ErrInvalid) {
 			t.Fatalf("empty stamp = %v", err)
+		}
+		// A rollback (a promoted replica that missed the last epoch
+		// changes): the fence goes back to an old epoch; the next leader
+		// still gets one above every epoch issued, the clock having moved.
+		e.c.HSet(ctx, k.Fence(), "epoch", 1)
+		e.c.Set(ctx, k.Lock(), "C#3#z", time.Minute)
+		time.Sleep(2 * time.Millisecond)
+		f3 := e.lead(t, "C#3#z")
+		if f3.Epoch <= f2.Epoch {
+			t.Fatalf("epoch after rollback = %d, want > %d (never issued twice)", f3.Epoch, f2.Epoch)
+		}
+		// A counter ahead of the clock keeps counting.
+		e.c.HSet(ctx, k.Fence(), "epoch", f3.Epoch+1e9)
+		if f4 := e.lead(t, "C#3#z"); f4.Epoch != f3.Epoch+1e9+1 {
+			t.Fatalf("epoch ahead of the clock: %d, want %d", f4.Epoch, f3.Epoch+1e9+1)
 		}
 	})
 }

@@ -166,6 +166,9 @@ func (s *Store) run(ctx context.Context, op, name string, keys []string, args ..
 	if sc == nil {
 		return nil, fmt.Errorf("storage: %s: no script %q", op, name)
 	}
+	if s.waitsFor(ctx, name) {
+		return s.runDurable(ctx, op, name, sc, keys, args)
+	}
 	v, err := sc.EvalSha(ctx, s.c, keys, args...).Result()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		if _, cluster := s.c.(*redis.ClusterClient); cluster {
@@ -224,10 +227,25 @@ func (s *Store) runPipe(ctx context.Context, op, name string, calls []scriptCall
 		}
 		return vals, errs
 	}
+	var c redis.Cmdable = s.c
 	_, cluster := s.c.(*redis.ClusterClient)
-	send := func(idx []int, eval bool) []*redis.Cmd {
+	durable := s.waitsFor(ctx, name)
+	if durable {
+		// WAIT on the connection that sent the scripts: on a cluster, the
+		// namespace's shard directly (durable.go).
+		w, err := s.writer(ctx)
+		if err != nil {
+			for i := range errs {
+				errs[i] = err
+			}
+			return vals, errs
+		}
+		c, cluster = w, false
+	}
+	send := func(idx []int, eval bool) ([]*redis.Cmd, *redis.Cmd) {
 		cmds := make([]*redis.Cmd, len(idx))
-		_, _ = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		var wait *redis.Cmd
+		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for j, i := range idx {
 				if eval {
 					cmds[j] = sc.Eval(ctx, p, calls[i].keys, calls[i].args...)
@@ -235,39 +253,61 @@ func (s *Store) runPipe(ctx context.Context, op, name string, calls []scriptCall
 					cmds[j] = sc.EvalSha(ctx, p, calls[i].keys, calls[i].args...)
 				}
 			}
+			if durable {
+				wait = s.waitCmd(ctx, p)
+			}
 			return nil
 		})
-		return cmds
+		return cmds, wait
+	}
+	// replicated turns the calls that succeeded into ErrNotReplicated when
+	// their pipeline's WAIT saw no replica acknowledge them.
+	replicated := func(idx []int, wait *redis.Cmd) {
+		if wait == nil {
+			return
+		}
+		if n, err := wait.Int64(); err == nil && n >= 1 {
+			return
+		}
+		for _, i := range idx {
+			if errs[i] == nil {
+				errs[i] = s.notReplicated(op, wait)
+			}
+		}
 	}
 	all := make([]int, len(calls))
 	for i := range all {
 		all[i] = i
 	}
 	idx := all
-	cmds := send(idx, false)
+	cmds, wait := send(idx, false)
 	var retry []int
-	for j, c := range cmds {
-		if err := c.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+	var done []int
+	for j, cmd := range cmds {
+		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			retry = append(retry, idx[j])
 			continue
 		}
-		vals[idx[j]], errs[idx[j]] = pipeResult(op, c)
+		vals[idx[j]], errs[idx[j]] = pipeResult(op, cmd)
 		s.noteRefusal(errs[idx[j]])
+		done = append(done, idx[j])
 	}
+	replicated(done, wait)
 	if len(retry) > 0 {
 		if !cluster {
-			if lerr := sc.Load(ctx, s.c).Err(); lerr != nil {
+			if lerr := sc.Load(ctx, c).Err(); lerr != nil {
 				for _, i := range retry {
 					errs[i] = fmt.Errorf("storage: %s: reload script %s: %w", op, name, lerr)
 				}
 				return vals, errs
 			}
 		}
-		cmds = send(retry, cluster)
-		for j, c := range cmds {
-			vals[retry[j]], errs[retry[j]] = pipeResult(op, c)
+		cmds, wait = send(retry, cluster)
+		for j, cmd := range cmds {
+			vals[retry[j]], errs[retry[j]] = pipeResult(op, cmd)
 			s.noteRefusal(errs[retry[j]])
 		}
+		replicated(retry, wait)
 	}
 	return vals, errs
 }

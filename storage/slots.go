@@ -177,7 +177,7 @@ func (s *Store) Heartbeat(ctx context.Context, identity string, ttl time.Duratio
 		return nil, err
 	}
 	k := s.k
-	v, err := s.run(ctx, op, "heartbeat", []string{k.Workers(), k.Worker(identity), k.Slots()}, identity, ms, 1)
+	v, err := s.run(ctx, op, "heartbeat", []string{k.Workers(), k.Worker(identity), k.Slots()}, identity, ms, 1, s.forceWrite(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +205,7 @@ func (s *Store) Beat(ctx context.Context, identity string, ttl time.Duration) er
 		return err
 	}
 	k := s.k
-	_, err = s.run(ctx, op, "heartbeat", []string{k.Workers(), k.Worker(identity), k.Slots()}, identity, ms, 0)
+	_, err = s.run(ctx, op, "heartbeat", []string{k.Workers(), k.Worker(identity), k.Slots()}, identity, ms, 0, s.forceWrite(ctx))
 	return err
 }
 
@@ -580,6 +580,21 @@ type Reaped struct {
 	Workers  []string // the reaped identities
 	Affected []string // the runs that held one of their slots (now in the restore set)
 	Assigned int      // slots assigned to runs, namespace-wide, before the reap
+}
+
+// SpareWorkersSince makes ReapDeadWorkers spare every heartbeat-expired
+// worker until its heartbeat TTL has passed since t, as after a maxmemory
+// refusal. A new leader calls it when its term starts: it cannot know
+// whether workers could reach Redis before it led, and after a Redis
+// failover every worker's heartbeats failed for the whole outage (issue
+// 29: reaping them at once relaunched runs they had finished).
+func (s *Store) SpareWorkersSince(t time.Time) {
+	for {
+		old := s.refused.Load()
+		if t.UnixNano() <= old || s.refused.CompareAndSwap(old, t.UnixNano()) {
+			return
+		}
+	}
 }
 
 // ReapDeadWorkers removes heartbeat-expired workers and all their slots and

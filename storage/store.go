@@ -46,10 +46,14 @@ type Store struct {
 	// one of this Store's scripts at maxmemory; 0 if never. The reaper
 	// gives every worker a full heartbeat TTL after it (ReapDeadWorkers).
 	refused atomic.Int64
+
+	dur durableState // durable.go
 }
 
 // New returns a Store for namespace (validated with ValidateName). It does
-// not talk to Redis; call Load to preload scripts (optional).
+// not talk to Redis; call Load to preload scripts (optional). A client from
+// Connect brings its URL's durability (durable=, durable_timeout=); any
+// other client gets DurableAuto (SetDurability changes it).
 func New(c redis.UniversalClient, namespace string) (*Store, error) {
 	if c == nil {
 		return nil, fmt.Errorf("storage: new: nil client: %w", ErrInvalid)
@@ -57,7 +61,10 @@ func New(c redis.UniversalClient, namespace string) (*Store, error) {
 	if err := ValidateName("namespace", namespace); err != nil {
 		return nil, err
 	}
-	return &Store{c: c, ns: namespace, k: NewKeys(namespace)}, nil
+	c, d, _ := fromConnect(c)
+	st := &Store{c: c, ns: namespace, k: NewKeys(namespace)}
+	st.dur.d = d.withDefaults()
+	return st, nil
 }
 
 // Namespace returns the namespace name.

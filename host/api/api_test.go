@@ -840,3 +840,29 @@ func TestAPI_labels(t *testing.T) {
 		t.Fatalf("replaced params %v", g.Params)
 	}
 }
+
+// TestAPI_lost: GET .../lost lists the lost-run reports workers kept, the
+// newest first; a bad limit is a 400.
+func TestAPI_lost(t *testing.T) {
+	e := newEnv(t, opts{})
+	ctx := context.Background()
+	var got struct {
+		Lost []storage.LostRun `json:"lost"`
+	}
+	if code := e.do("GET", "/api/v1/namespaces/ns/lost", "", &got); code != 200 || got.Lost == nil || len(got.Lost) != 0 {
+		t.Fatalf("empty: %d %+v", code, got)
+	}
+	for i, id := range []string{"a", "b"} {
+		if err := e.st.NoteLost(ctx, storage.LostRun{Run: id, Token: fmt.Sprintf("1-%d", i), Outcome: storage.StateSucceeded, Worker: "w#1|x", Reason: "r|s"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code := e.do("GET", "/api/v1/namespaces/ns/lost?limit=1", "", &got); code != 200 || len(got.Lost) != 1 ||
+		got.Lost[0].Run != "b" || got.Lost[0].Worker != "w#1|x" || got.Lost[0].Reason != "r/s" || got.Lost[0].At == 0 {
+		t.Fatalf("limit 1: %d %+v", code, got)
+	}
+	var ae apiErr
+	if code := e.do("GET", "/api/v1/namespaces/ns/lost?limit=-1", "", &ae); code != 400 || !strings.Contains(ae.Error, "limit") {
+		t.Fatalf("bad limit: %d %+v", code, ae)
+	}
+}

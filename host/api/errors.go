@@ -52,6 +52,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusUnprocessableEntity, "unprocessable"
 	case errors.Is(err, storage.ErrOutOfMemory):
 		return http.StatusServiceUnavailable, "out_of_memory"
+	case errors.Is(err, storage.ErrNotReplicated):
+		return http.StatusServiceUnavailable, "not_replicated"
 	}
 	return http.StatusInternalServerError, "internal"
 }

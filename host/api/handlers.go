@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -32,6 +33,22 @@ func (s *Server) leader(_ http.ResponseWriter, r *http.Request, c *call) (int, a
 func (s *Server) slots(_ http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
 	v, err := c.c.Slots(r.Context())
 	return http.StatusOK, v, err
+}
+
+func (s *Server) lost(_ http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+	limit := 0
+	if q := r.URL.Query().Get("limit"); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 0 || n > storage.MaxLostReports {
+			return 0, nil, fmt.Errorf("limit=%q: want 0..%d: %w", q, storage.MaxLostReports, storage.ErrInvalid)
+		}
+		limit = n
+	}
+	v, err := c.c.LostRuns(r.Context(), limit)
+	if v == nil {
+		v = []client.LostRun{}
+	}
+	return http.StatusOK, map[string]any{"lost": v}, err
 }
 
 // overviewJSON is the UI's first page: leader, workers and slot usage, groups.

@@ -257,6 +257,7 @@ func (s *Server) routeTable() []struct {
 		{"GET " + p + "/runs/{id}/explain", s.explain},
 		{"POST " + p + "/runs/{id}/stop", s.stop},
 		{"GET " + p + "/slots", s.slots},
+		{"GET " + p + "/lost", s.lost},
 		{"GET " + p + "/series", s.series},
 		{"GET " + p + "/leader", s.leader},
 		{"GET " + p + "/policies", s.listPolicies},

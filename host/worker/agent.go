@@ -89,10 +89,11 @@ type agent struct {
 	mu       sync.Mutex
 	identity string
 	running  map[string]*execution // by token
-	started  map[string]bool       // tokens executed (or settled without executing)
+	mem      *tokenMemory          // tokens executed or settled (memory.go)
 	pending  map[string]*finished  // by token: outcomes not yet reported
 	done     chan *finished
 	runsDone *prometheus.CounterVec
+	rollback *prometheus.CounterVec // what a store rollback made the worker do (memory.go)
 	journal  *os.File
 	draining atomic.Bool         // a graceful shutdown started: no re-registration
 	lastBeat time.Time           // send time of the last successful heartbeat (main loop only)
@@ -198,20 +199,29 @@ func (w *agent) Run(ctx context.Context) error {
 	}
 	w.withDefaults()
 	w.running = map[string]*execution{}
-	w.started = map[string]bool{}
+	w.mem = newTokenMemory()
 	w.pending = map[string]*finished{}
 	w.done = make(chan *finished, 256) // room for a burst of finished runs, reported in one pipeline
 	w.runsDone = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "wasmsched_worker_runs_total",
 		Help: "Runs executed by this worker, by outcome (SUCCEEDED, FAILED, STOPPED, DROPPED).",
 	}, []string{"outcome"})
+	w.rollback = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "wasmsched_worker_rollbacks_total",
+		Help: "Assignments the store handed back after losing what this worker had done (a Redis failover): replayed (outcome reported again, not run), refused (token older than one already run on the slot: reported FAILED, not run), lost (the run itself is gone: kept in the namespace's lost list).",
+	}, []string{"what"})
+	for _, what := range []string{"replayed", "refused", "lost"} {
+		w.rollback.WithLabelValues(what)
+	}
 	if w.Registerer != nil {
-		if err := w.Registerer.Register(w.runsDone); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if !errors.As(err, &are) {
-				return fmt.Errorf("worker: metrics: %w", err)
+		for _, c := range []**prometheus.CounterVec{&w.runsDone, &w.rollback} {
+			if err := w.Registerer.Register(*c); err != nil {
+				var are prometheus.AlreadyRegisteredError
+				if !errors.As(err, &are) {
+					return fmt.Errorf("worker: metrics: %w", err)
+				}
+				*c = are.ExistingCollector.(*prometheus.CounterVec)
 			}
-			w.runsDone = are.ExistingCollector.(*prometheus.CounterVec)
 		}
 	}
 	if w.Journal != "" {
@@ -367,7 +377,7 @@ func (w *agent) subscribe(ctx context.Context) <-chan struct{} {
 func (w *agent) notStarted(token string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return !w.started[token]
+	return !w.mem.seen(token)
 }
 
 // poll is the read-only pickup after slot-events notifications: the
@@ -391,6 +401,7 @@ func (w *agent) poll(ctx context.Context) {
 		// elsewhere. The next heartbeat says (it re-registers if so).
 		return
 	}
+	readAt := time.Now()
 	states, err := w.Store.PollAssigned(ctx, id, evs)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -398,14 +409,39 @@ func (w *agent) poll(ctx context.Context) {
 		}
 		return
 	}
+	if w.toStart(states) && w.Store.Durable(ctx) {
+		// Start nothing a failover could still take back: a write of ours
+		// sent after the read, acknowledged by a replica, means the
+		// assignments read before it are on the replica too (the
+		// replication stream is ordered).
+		if err := w.Store.Beat(ctx, id, w.HeartbeatTTL); err != nil {
+			if ctx.Err() == nil {
+				w.Logger.Warn("assignments not confirmed on a replica; not starting them yet", "identity", id, "err", err)
+			}
+			return
+		}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.identity != id {
 		return // re-registered meanwhile: these slots are not ours
 	}
 	for _, s := range states {
-		w.settleLocked(ctx, s.Token, s)
+		w.settleLocked(ctx, s.Token, s, readAt)
 	}
+}
+
+// toStart reports whether states hold a RUNNING task-0 assignment this
+// worker has not started.
+func (w *agent) toStart(states []storage.SlotState) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range states {
+		if s.Task == 0 && s.RunState == storage.StateRunning && !w.mem.seen(s.Token) {
+			return true
+		}
+	}
+	return false
 }
 
 // register takes a fresh identity and registers it, retrying transient
@@ -476,13 +512,13 @@ func (w *agent) heartbeat(ctx context.Context, full bool) {
 	}
 	w.lastBeat = sent
 	if full {
-		w.reconcile(ctx, states)
+		w.reconcile(ctx, states, sent)
 	}
 	w.retryReports(ctx)
 }
 
 // reconcile starts, stops and drops executions to match the assignments.
-func (w *agent) reconcile(ctx context.Context, states []storage.SlotState) {
+func (w *agent) reconcile(ctx context.Context, states []storage.SlotState, readAt time.Time) {
 	assigned := map[string]storage.SlotState{} // task-0 assignments by token
 	for _, s := range states {
 		if s.Run == "" || s.Token == "" || s.Task != 0 {
@@ -505,23 +541,22 @@ func (w *agent) reconcile(ctx context.Context, states []storage.SlotState) {
 			delete(w.pending, tok)
 		}
 	}
-	// Forget settled tokens that are no longer assigned: tokens are never
-	// reused, so this only bounds memory.
-	for tok := range w.started {
-		if _, ok := assigned[tok]; !ok && w.running[tok] == nil {
-			delete(w.started, tok)
-		}
-	}
+	// Tokens are remembered past their assignment (memory.go): a store
+	// rolled back by a failover may assign one again.
+	w.mem.prune(time.Now(), w.identity, func(tok string) bool {
+		_, a := assigned[tok]
+		return a || w.running[tok] != nil || w.pending[tok] != nil
+	})
 	for tok, s := range assigned {
-		w.settleLocked(ctx, tok, s)
+		w.settleLocked(ctx, tok, s, readAt)
 	}
 }
 
 // settleLocked makes the execution of assignment s (token tok) match its
 // run's state: start a RUNNING run not started yet, stop a STOPPING one
 // (or settle it STOPPED unexecuted), drop one finished elsewhere. w.mu is
-// held.
-func (w *agent) settleLocked(ctx context.Context, tok string, s storage.SlotState) {
+// held. readAt is when the read that returned s was sent.
+func (w *agent) settleLocked(ctx context.Context, tok string, s storage.SlotState, readAt time.Time) {
 	switch s.RunState {
 	case storage.StateStopping:
 		if e := w.running[tok]; e != nil {
@@ -536,14 +571,24 @@ func (w *agent) settleLocked(ctx context.Context, tok string, s storage.SlotStat
 		} else {
 			// Stopped before we started it (or its report got lost):
 			// settle it without executing.
-			w.started[tok] = true
+			w.mem.start(tok, slotKey(w.identity, s.Index), time.Now())
 			w.pending[tok] = &finished{run: s.Run, token: tok, outcome: storage.StateStopped, reason: w.stopReason(ctx, s.Run)}
 		}
 	case storage.StateRunning:
-		if w.started[tok] {
+		if w.running[tok] != nil || w.pending[tok] != nil {
 			return
 		}
-		w.started[tok] = true
+		if m := w.mem.get(tok); m != nil {
+			if (m.outcome != nil && m.outcome.drop) || (!m.reported.IsZero() && m.reported.Before(readAt)) {
+				w.replayLocked(tok, s, m)
+			}
+			return // executing, or its report is in flight
+		}
+		slot := slotKey(w.identity, s.Index)
+		if old, high := w.mem.predates(tok, slot); old {
+			w.refuseLocked(tok, s, high)
+			return
+		}
 		w.startLocked(ctx, s)
 	case storage.StateSucceeded, storage.StateFailed, storage.StateStopped, storage.StateDiscarded:
 		if e := w.running[tok]; e != nil {
@@ -553,6 +598,34 @@ func (w *agent) settleLocked(ctx context.Context, tok string, s storage.SlotStat
 	}
 	// LAUNCHED: not all task slots are assigned yet; keep going if we
 	// already execute it, do not start it.
+}
+
+// replayLocked answers an assignment this worker already executed and
+// reported, handed back RUNNING by a store that lost the report: it is not
+// run again; its outcome is reported again (FAILED AlreadyExecutedReason if
+// the outcome is not known). w.mu is held.
+func (w *agent) replayLocked(tok string, s storage.SlotState, m *memo) {
+	f := &finished{run: s.Run, token: tok, outcome: storage.StateFailed, reason: AlreadyExecutedReason}
+	if m.outcome != nil && !m.outcome.drop {
+		c := *m.outcome
+		f = &c
+	}
+	m.reported = time.Time{}
+	w.pending[tok] = f
+	w.rollback.WithLabelValues("replayed").Inc()
+	w.Logger.Warn("assignment already executed here; reporting its outcome again, not running it (the store lost the report: a Redis failover?)",
+		"run", s.Run, "token", tok, "outcome", f.outcome)
+}
+
+// refuseLocked answers an assignment whose token is older than one this
+// worker already started on the same slot: a rolled-back assignment, never
+// a new one. It is reported FAILED without running. w.mu is held.
+func (w *agent) refuseLocked(tok string, s storage.SlotState, high tokenKey) {
+	w.mem.start(tok, "", time.Now())
+	reason := fmt.Sprintf("%s (token %s predates token %d-%d started on slot %d)", AlreadyExecutedReason, tok, high.ms, high.n, s.Index)
+	w.pending[tok] = &finished{run: s.Run, token: tok, outcome: storage.StateFailed, reason: reason}
+	w.rollback.WithLabelValues("refused").Inc()
+	w.Logger.Warn("assignment predates one already run on its slot; not running it", "run", s.Run, "token", tok, "slot", s.Index)
 }
 
 // stopReason is the reason recorded with a stop request (kept in the
@@ -575,11 +648,11 @@ func (w *agent) startLocked(ctx context.Context, s storage.SlotState) {
 		r, err := w.Store.GetRun(ctx, s.Run)
 		if err != nil {
 			w.Logger.Warn("cannot read assigned run; will retry", "run", s.Run, "err", err)
-			delete(w.started, s.Token)
 			return
 		}
 		run = r
 	}
+	w.mem.start(s.Token, slotKey(w.identity, s.Index), time.Now())
 	if w.journal != nil {
 		_, err := fmt.Fprintf(w.journal, "%s %s %d\n", s.Run, s.Token, max(run.Attempt, 1))
 		if err == nil {
@@ -684,6 +757,7 @@ func (w *agent) finish(ctx context.Context, f *finished) {
 func (w *agent) record(f *finished) bool {
 	w.mu.Lock()
 	delete(w.running, f.token)
+	w.mem.finish(f)
 	outcome := string(f.outcome)
 	if f.drop {
 		outcome = "DROPPED"
@@ -732,8 +806,19 @@ func (w *agent) retryReports(ctx context.Context) {
 		switch {
 		case err == nil:
 			w.Logger.Info("run reported", "run", p.run, "token", p.token, "outcome", p.outcome)
-		case errors.Is(err, storage.ErrNotOwner), errors.Is(err, storage.ErrUnknownWorker),
-			errors.Is(err, storage.ErrNotFound), errors.Is(err, storage.ErrInvalid):
+		case errors.Is(err, storage.ErrNotFound):
+			// The run is gone from the store after this worker ran it: Redis
+			// lost it (a failover to a replica that missed the submit or
+			// the launch). Surface it, do not drop it silently.
+			lerr := w.Store.NoteLost(ctx, storage.LostRun{Run: p.run, Token: p.token, Outcome: p.outcome, Worker: id, Reason: p.reason})
+			if lerr != nil && ctx.Err() == nil {
+				w.Logger.Warn("keeping the report of a lost run failed; will retry", "run", p.run, "err", lerr)
+				continue
+			}
+			w.rollback.WithLabelValues("lost").Inc()
+			w.Logger.Error("run executed here is gone from the store (Redis lost it); kept in the namespace's lost list (wasmsched lost)",
+				"run", p.run, "token", p.token, "outcome", p.outcome)
+		case errors.Is(err, storage.ErrNotOwner), errors.Is(err, storage.ErrUnknownWorker), errors.Is(err, storage.ErrInvalid):
 			w.Logger.Warn("report refused; dropping it", "run", p.run, "token", p.token, "outcome", p.outcome, "err", err)
 		case errors.Is(err, storage.ErrBadState):
 			// Most likely a stop request raced the end of the run: the next
@@ -749,6 +834,7 @@ func (w *agent) retryReports(ctx context.Context) {
 		w.mu.Lock()
 		if cur := w.pending[p.token]; cur != nil && cur.outcome == p.outcome {
 			delete(w.pending, p.token)
+			w.mem.reported(p.token, time.Now()) // done with, as far as this worker knows
 		}
 		w.mu.Unlock()
 	}

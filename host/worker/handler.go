@@ -44,6 +44,13 @@ const MaxOutput = storage.MaxOutput
 // ended (retried if it has attempts left).
 const InterruptedReason = "interrupted by worker shutdown"
 
+// AlreadyExecutedReason is the FAILED reason of an assignment a worker
+// refuses to start because it already executed it (or a later one on the
+// same slot) and does not know the outcome: the store handed it back after
+// losing what happened (a Redis failover). It is never run twice by one
+// worker; with attempts left the run is retried under a new token.
+const AlreadyExecutedReason = "already executed by this worker before the store lost it (Redis failover?); not run twice"
+
 // Run is what a handler gets of the run it executes.
 type Run struct {
 	ID, Group, Namespace string

@@ -108,7 +108,7 @@ var (
 
 // Normalize re-encodes a JSON document with sorted keys and two-space
 // indents, every RFC 3339 time as "<time>", every assignment token as
-// "<token>" and every sha256 (whole or its 12-digit prefix) as "<sha>":
+// "<token>", every non-zero epoch as "<epoch>" and every sha256 (whole or its 12-digit prefix) as "<sha>":
 // what differs from one run of a test to the next, or from one build of
 // the built-in plugins to the next.
 func Normalize(b []byte) ([]byte, error) {
@@ -133,6 +133,10 @@ func walk(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
+			if n, ok := e.(json.Number); ok && k == "epoch" && n != "0" {
+				x[k] = "<epoch>" // Redis TIME in ms at the leader's promotion
+				continue
+			}
 			x[k] = walk(e)
 		}
 	case []any:

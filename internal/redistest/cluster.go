@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,6 +46,21 @@ func (n *Node) Kill() {
 	_ = n.cmd.Process.Kill()
 	<-n.done
 	n.cmd = nil
+}
+
+// Stop suspends the node (SIGSTOP): it holds its connections and answers
+// nothing until Cont.
+func (n *Node) Stop() { n.signal(syscall.SIGSTOP) }
+
+// Cont resumes a stopped node (SIGCONT).
+func (n *Node) Cont() { n.signal(syscall.SIGCONT) }
+
+func (n *Node) signal(sig syscall.Signal) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		_ = n.cmd.Process.Signal(sig)
+	}
 }
 
 // startNode starts redis-server with args (plus port/bind/dir/log/no

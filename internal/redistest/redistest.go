@@ -26,6 +26,7 @@ type Server struct {
 	dir  string
 	cmd  *exec.Cmd
 	bin  string
+	aof  bool // appendonly yes, appendfsync everysec (StartAOF)
 }
 
 // Binary returns the redis-server path (REDIS_SERVER env overrides).
@@ -53,6 +54,28 @@ func Start(t testing.TB) *Server {
 	}
 	t.Cleanup(s.Kill)
 	return s
+}
+
+// StartAOF is Start with the append-only file on (appendfsync everysec,
+// the recommended setting): Restart then reloads what was written.
+func StartAOF(t testing.TB) *Server {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{dir: t.TempDir(), bin: bin, aof: true}
+	for attempt := 0; attempt < 5; attempt++ {
+		if s.port, err = freePort(); err != nil {
+			t.Fatal(err)
+		}
+		if err = s.start(); err == nil {
+			t.Cleanup(s.Kill)
+			return s
+		}
+	}
+	t.Fatal(err)
+	return nil
 }
 
 // StartServer starts a redis-server with its working dir in dir; the caller
@@ -87,10 +110,14 @@ func freePort() (int, error) {
 func (s *Server) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cmd := exec.Command(s.bin,
+	aof := []string{"--appendonly", "no"}
+	if s.aof {
+		aof = []string{"--appendonly", "yes", "--appendfsync", "everysec"}
+	}
+	cmd := exec.Command(s.bin, append([]string{
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir,
-		"--logfile", filepath.Join(s.dir, "redis.log"), "--daemonize", "no")
+		"--save", "", "--dir", s.dir,
+		"--logfile", filepath.Join(s.dir, "redis.log"), "--daemonize", "no"}, aof...)...)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("redistest: start %s: %w", s.bin, err)
 	}
@@ -163,8 +190,9 @@ func (s *Server) Kill() {
 	s.cmd = nil
 }
 
-// Restart kills the server and starts a fresh one (empty, no scripts) on the
-// same port.
+// Restart kills the server (SIGKILL) and starts a new one on the same port
+// and dir: empty, or, for StartAOF, with what the append-only file kept
+// (scripts are never kept).
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.Kill()

@@ -120,3 +120,71 @@ func (s *Sentinel) Failover(t testing.TB, d time.Duration) string {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// StartReplicated starts a master and one replica of it (waits until the
+// replica's link is up), both killed in t.Cleanup.
+func StartReplicated(t testing.TB) (master, replica *Node) {
+	t.Helper()
+	master = startNode(t, "")
+	replica = startNode(t, "", "--replicaof", "127.0.0.1", strconv.Itoa(master.Port))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	mc := master.Client(t)
+	for {
+		info, err := mc.Info(ctx, "replication").Result()
+		if err == nil && strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online") {
+			return master, replica
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("redistest: replica %s never came online at %s: %v", replica.Addr(), master.Addr(), err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// CutReplication breaks the replica's link while the master goes on
+// serving its clients: the master's default user gets a password (the
+// connections already open stay authenticated) and its replica
+// connections are killed, so the replica cannot reconnect. Writes the
+// master acknowledges from here on reach no replica. (A proxy on the
+// replica's link does not work under Sentinel: it re-points the replica
+// at the master's real address, +fix-slave-config.)
+func (s *Sentinel) CutReplication(t testing.TB) {
+	t.Helper()
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: s.Master.Addr()})
+	defer c.Close()
+	conn := c.Conn()
+	defer conn.Close()
+	if err := conn.Ping(ctx).Err(); err != nil {
+		t.Fatalf("redistest: cut replication: %v", err)
+	}
+	if err := conn.ConfigSet(ctx, "requirepass", "cut-"+strconv.Itoa(s.Master.Port)).Err(); err != nil {
+		t.Fatalf("redistest: cut replication: %v", err)
+	}
+	if err := conn.ClientKillByFilter(ctx, "TYPE", "replica").Err(); err != nil {
+		t.Fatalf("redistest: cut replication: %v", err)
+	}
+}
+
+// StartReplicaOf starts a new replica of the node at addr (what an
+// operator does after a failover left the new master alone) and waits
+// until it is online; killed in t.Cleanup.
+func StartReplicaOf(t testing.TB, addr string) *Node {
+	t.Helper()
+	host, port, _ := strings.Cut(addr, ":")
+	n := startNode(t, "", "--replicaof", host, port)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rc := n.Client(t)
+	for {
+		info, err := rc.Info(ctx, "replication").Result()
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			return n
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("redistest: new replica of %s never linked: %v", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

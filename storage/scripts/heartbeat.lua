@@ -1,7 +1,9 @@
 -- heartbeat: extend a worker's expiry and, when asked, return its slots
 -- (worker write).
 -- KEYS[1] workers zset, KEYS[2] worker hash, KEYS[3] slots hash
--- ARGV[1] identity, ARGV[2] ttl_ms, ARGV[3] '1' = return the slots
+-- ARGV[1] identity, ARGV[2] ttl_ms, ARGV[3] '1' = return the slots,
+-- ARGV[4] '1' = always write (HINCRBY beats): a durable worker's WAIT after
+-- it then covers every write before it, even when the expiry did not move
 -- returns: {value of slot 0, ..., slot N-1} ("" free, else "run#token#task"),
 -- or {} unless ARGV[3] is '1'
 -- errors: WS_UNKNOWN_WORKER (never registered or reaped), WS_INVALID
@@ -16,6 +18,7 @@ if n == 0 then
   return redis.error_reply('WS_UNKNOWN_WORKER worker ' .. ARGV[1] .. ' is not registered (reaped?)')
 end
 redis.call('ZADD', KEYS[1], now_ms() + ttl, ARGV[1])
+if ARGV[4] == '1' then redis.call('HINCRBY', KEYS[2], 'beats', 1) end
 local out = {}
 if ARGV[3] ~= '1' then return out end
 for lo = 0, n - 1, 1000 do

@@ -179,6 +179,10 @@ type Deps struct {
 	Share *Share
 }
 
+// CountFenced counts a fenced write of a leader task outside the engine
+// (the host's tick) in wasmsched_fenced_total{task}.
+func (e *Engine) CountFenced(task string) { e.m.fenced.WithLabelValues(e.m.ns, task).Inc() }
+
 // New builds the engine of deps.Store's namespace: its leader tasks
 // (Tasks: coordinator, slots, restore, drain, retention, stats), its
 // policy set, the hot-swap subscriber and the work-event wake-ups. The

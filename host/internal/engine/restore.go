@@ -68,6 +68,10 @@ func (r *Restorer) Run(ctx context.Context, lease *leader.Lease) error {
 	r.pending = map[string]bool{} // a new term re-reads everything
 	r.redoAll = false
 	r.mu.Unlock()
+	// Workers get one heartbeat TTL from the start of the term before they
+	// are reaped: an outage that ended with this term (a Redis failover)
+	// kept their heartbeats from landing.
+	r.rt.st.SpareWorkersSince(time.Now())
 	r.idle.Store(false)
 	err := r.RestoreAll(ctx, lease)
 	for err == nil && ctx.Err() == nil {

@@ -290,13 +290,9 @@ func (e *Elector) lead(ctx context.Context, lock *redislock.Lock, lease *Lease) 
 
 	reason := e.hold(ctx, lock, lease, done)
 	lease.Revoke(reason) // Valid() is false from here on
-	cancel()
-	wg.Wait()
-	e.active.Add(-1)
-
-	e.mu.Lock()
-	e.lease = nil
-	e.mu.Unlock()
+	// Say so now, not after the drain: the tasks may wait on Redis calls
+	// for a while, and a standby may lead meanwhile (issue 29: the
+	// deposed leader's line came up to 4.8 s after the new one's).
 	if ctx.Err() != nil {
 		e.log.Info("renouncing leadership", "epoch", lease.Epoch(), "reason", reason)
 	} else {
@@ -305,15 +301,34 @@ func (e *Elector) lead(ctx context.Context, lock *redislock.Lock, lease *Lease) 
 	if e.onChange != nil {
 		e.onChange(false, lease.Epoch(), reason)
 	}
+	drainStart := e.now()
+	cancel()
+	wg.Wait()
+	e.active.Add(-1)
+
+	e.mu.Lock()
+	e.lease = nil
+	e.mu.Unlock()
+	e.log.Debug("leader tasks drained", "epoch", lease.Epoch(), "took", e.now().Sub(drainStart))
 	return reason
 }
 
-// hold refreshes the lock every refresh interval until the term ends.
+// hold refreshes the lock every refresh interval until the term ends. A
+// refresh runs in its own goroutine, so a refresh stuck on a slow or cut
+// link never hides the lease's end: the term ends at the local deadline
+// (go-redis does not end a call at its context's deadline unless the
+// client enables it), not when the call gives up.
 func (e *Elector) hold(ctx context.Context, lock *redislock.Lock, lease *Lease, done <-chan taskDone) string {
 	ticker := time.NewTicker(e.refresh)
 	defer ticker.Stop()
 	expiry := time.NewTimer(time.Until(lease.Deadline()))
 	defer expiry.Stop()
+	type refreshed struct {
+		sent time.Time
+		err  error
+	}
+	results := make(chan refreshed, 1)
+	inFlight := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -334,21 +349,29 @@ func (e *Elector) hold(ctx context.Context, lock *redislock.Lock, lease *Lease, 
 			if !lease.Valid() {
 				return "lease ran out locally (no successful refresh in time)"
 			}
+			if inFlight {
+				continue // the last refresh has not answered yet
+			}
+			inFlight = true
 			sent := e.now()
 			rctx, rcancel := context.WithDeadline(ctx, lease.Deadline())
-			err := lock.Refresh(rctx, e.ttl, nil)
-			rcancel()
+			go func() {
+				defer rcancel()
+				results <- refreshed{sent, lock.Refresh(rctx, e.ttl, nil)}
+			}()
+		case r := <-results:
+			inFlight = false
 			switch {
-			case err == nil:
-				if lease.extend(sent.Add(e.ttl - e.margin)) {
+			case r.err == nil:
+				if lease.extend(r.sent.Add(e.ttl - e.margin)) {
 					expiry.Reset(time.Until(lease.Deadline()))
 				}
 			case ctx.Err() != nil:
 				return "shutdown"
-			case errors.Is(err, redislock.ErrNotObtained):
+			case errors.Is(r.err, redislock.ErrNotObtained):
 				return "lock lost: it no longer holds our identity (expired or taken over)"
 			default:
-				return fmt.Sprintf("lock refresh failed: %v", err)
+				return fmt.Sprintf("lock refresh failed: %v", r.err)
 			}
 		}
 	}

@@ -1,0 +1,206 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// dumpNamespace is every key of the namespace as DUMP bytes (the state a
+// replica would hold), for restoreNamespace to roll back to.
+func (e *wenv) dumpNamespace() map[string]string {
+	e.t.Helper()
+	ctx := context.Background()
+	keys, err := e.rdb.Keys(ctx, e.st.Keys().Prefix()+"*").Result()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, k := range keys {
+		v, err := e.rdb.Dump(ctx, k).Result()
+		if err == redis.Nil {
+			continue
+		}
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// restoreNamespace replaces the namespace's keys by a dump: what a
+// failover to a replica that missed the writes since the dump does.
+func (e *wenv) restoreNamespace(d map[string]string) {
+	e.t.Helper()
+	ctx := context.Background()
+	keys, err := e.rdb.Keys(ctx, e.st.Keys().Prefix()+"*").Result()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, k := range keys {
+			p.Del(ctx, k)
+		}
+		for k, v := range d {
+			p.Restore(ctx, k, 0, v)
+		}
+		return nil
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func rollbacks(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "wasmsched_worker_rollbacks_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "what" {
+					out[l.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestWorker_rollback: the store is rolled back to a copy taken while a
+// run was RUNNING, after the worker ran it and its SUCCEEDED report was
+// acknowledged (a Redis failover to a replica that missed the report). The
+// store hands the same assignment token back; the worker does not run it
+// again (the journal keeps one line) and reports its outcome again.
+func TestWorker_rollback(t *testing.T) {
+	e := newWEnv(t)
+	journal := filepath.Join(e.dir, "journal")
+	reg := prometheus.NewRegistry()
+	w := &agent{Slots: 1, Journal: journal, Registerer: reg}
+	e.start(w)
+
+	r, tok := e.launch(storage.SubmitRequest{ID: "rb1", Duration: 300 * time.Millisecond, Payload: "result-rb1"})
+	e.waitFor("start in the journal", func() bool {
+		b, _ := readJournalRaw(journal)
+		return strings.Contains(b, "rb1 "+tok)
+	})
+	before := e.dumpNamespace() // RUNNING on the worker's slot, token tok
+	e.waitState(r.ID, storage.StateSucceeded)
+	e.restoreNamespace(before)
+	if got, _ := e.st.GetRun(context.Background(), r.ID); got.State != storage.StateRunning || got.Assignments[0].Token != tok {
+		t.Fatalf("after the rollback the run is %s %+v, want RUNNING with token %s", got.State, got.Assignments, tok)
+	}
+	// The worker's next full heartbeat sees the token again.
+	got := e.waitState(r.ID, storage.StateSucceeded)
+	time.Sleep(3 * w.HeartbeatTTL) // more heartbeats: still nothing runs again
+	if lines := readJournal(t, journal); len(lines) != 1 || lines[0] != "rb1 "+tok+" 1" {
+		t.Fatalf("journal %q: the rolled-back assignment ran again", lines)
+	}
+	if got.Result == "" && got.Output == "" && got.Reason != "" {
+		t.Logf("replayed outcome: %+v", got)
+	}
+	if n := rollbacks(t, reg); n["replayed"] != 1 || n["refused"] != 0 {
+		t.Fatalf("wasmsched_worker_rollbacks_total %v, want replayed 1", n)
+	}
+	if !strings.Contains(e.logs.String(), "assignment already executed here") {
+		t.Fatalf("no log of the replay:\n%s", e.logs.String())
+	}
+	// The slot is free and the next run runs.
+	r2, _ := e.launch(storage.SubmitRequest{ID: "rb2", Duration: 20 * time.Millisecond})
+	e.waitState(r2.ID, storage.StateSucceeded)
+}
+
+// TestWorker_lostRun: the run disappears from the store while the worker
+// runs it (Redis lost the submit); its report is refused "does not exist"
+// and the worker keeps it in the namespace's lost list instead of dropping
+// it silently.
+func TestWorker_lostRun(t *testing.T) {
+	e := newWEnv(t)
+	reg := prometheus.NewRegistry()
+	w := &agent{Slots: 1, Registerer: reg}
+	e.start(w)
+	r, tok := e.launch(storage.SubmitRequest{ID: "lost1", Duration: 300 * time.Millisecond})
+	e.waitFor("run started", func() bool { return len(w.Running()) == 1 })
+	if err := e.rdb.Del(context.Background(), e.st.Keys().Run(r.ID)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("lost report kept", func() bool {
+		l, err := e.st.LostRuns(context.Background(), 10)
+		return err == nil && len(l) == 1
+	})
+	l, _ := e.st.LostRuns(context.Background(), 10)
+	if l[0].Run != r.ID || l[0].Token != tok || l[0].Outcome != storage.StateSucceeded || l[0].Worker != w.Identity() || l[0].At == 0 {
+		t.Fatalf("lost report %+v, want run %s token %s SUCCEEDED by %s", l[0], r.ID, tok, w.Identity())
+	}
+	if n := rollbacks(t, reg); n["lost"] != 1 {
+		t.Fatalf("wasmsched_worker_rollbacks_total %v, want lost 1", n)
+	}
+	if _, err := e.st.GetRun(context.Background(), r.ID); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("the lost run came back: %v", err)
+	}
+}
+
+func TestTokenMemory(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	m := newTokenMemory()
+	m.max = 3
+	slot := slotKey("w#1", 0)
+	m.start("1000-5", slot, now)
+	m.finish(&finished{token: "1000-5", outcome: storage.StateSucceeded})
+	for _, c := range []struct {
+		tok  string
+		want bool
+	}{
+		{"1000-5", true}, {"1000-4", true}, {"999-9", true}, // at or below the high-water token
+		{"1000-6", false}, {"1001-1", false}, {"bogus", false},
+	} {
+		if got, _ := m.predates(c.tok, slot); got != c.want {
+			t.Errorf("predates(%s) = %v, want %v", c.tok, got, c.want)
+		}
+	}
+	if got, _ := m.predates("1000-4", slotKey("w#1", 1)); got {
+		t.Error("another slot's high-water token applied")
+	}
+	if e := m.get("1000-5"); e == nil || e.outcome == nil || e.outcome.outcome != storage.StateSucceeded {
+		t.Fatalf("memo %+v", e)
+	}
+	// Bounded: by count (oldest first, busy ones kept) and by age.
+	for i, tok := range []string{"1001-1", "1002-1", "1003-1"} {
+		m.start(tok, slot, now.Add(time.Duration(i+1)*time.Second))
+	}
+	m.prune(now, "w#1", func(tok string) bool { return tok == "1000-5" })
+	if !m.seen("1000-5") || m.seen("1001-1") || !m.seen("1003-1") || len(m.entries) != 3 {
+		t.Fatalf("after a prune by count: %v", m.order)
+	}
+	m.prune(now.Add(TokenMemory+time.Hour), "w#1", func(string) bool { return false })
+	if len(m.entries) != 0 || len(m.order) != 0 {
+		t.Fatalf("after a prune by age: %v", m.order)
+	}
+	if got, _ := m.predates("1003-1", slot); !got {
+		t.Fatal("the high-water token must outlive the memory of tokens")
+	}
+	m.prune(now, "w#2", func(string) bool { return false }) // re-registered: new slots
+	if got, _ := m.predates("1003-1", slot); got {
+		t.Fatal("the old identity's high-water marks were kept")
+	}
+}
+
+func readJournalRaw(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	return string(b), err
+}

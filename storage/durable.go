@@ -1,0 +1,327 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Durable acknowledgements: when the Redis master has replicas, every
+// script that writes is followed, on the same connection and in the same
+// pipeline, by WAIT 1 TIMEOUT, and the call fails with ErrNotReplicated
+// unless a replica acknowledged it. Replication is asynchronous: without
+// this, a write the master acknowledged can be gone after a failover to a
+// replica that had not received it (issue 29, RATIONALE.md "Durable
+// acknowledgements").
+
+// Durability modes (the redis URL's durable= parameter).
+const (
+	// DurableAuto waits for one replica when the master had at least one
+	// connected at either of the last two replica counts (INFO replication,
+	// read at most every DurableRecheck while the store writes; never while
+	// idle): a replica that just dropped its link is still waited for (its
+	// writes fail ErrNotReplicated) until a count DurableRecheck later
+	// still finds none. The default.
+	DurableAuto = "auto"
+	// DurableOn always waits for one replica: without one every write
+	// fails with ErrNotReplicated.
+	DurableOn = "on"
+	// DurableOff never waits (single node, or speed first).
+	DurableOff = "off"
+)
+
+// Durability defaults.
+const (
+	// DefaultDurableTimeout bounds one WAIT.
+	DefaultDurableTimeout = time.Second
+	// DurableRecheck is how often DurableAuto re-reads the replica count.
+	DurableRecheck = 10 * time.Second
+)
+
+// ErrNotReplicated: the write was made on the master but no replica
+// acknowledged it within the durable timeout, so a failover could still
+// lose it. It is reported as not done: the caller retries (a submit with an
+// idempotency key is safe to retry; a fenced leader write is re-decided on
+// the next pass; a worker keeps its report and sends it again).
+var ErrNotReplicated = errors.New("not replicated")
+
+// Durability is how a Store waits for replicas. The zero value is
+// DurableAuto with DefaultDurableTimeout.
+type Durability struct {
+	Mode    string        // DurableAuto ("" too), DurableOn or DurableOff
+	Timeout time.Duration // one WAIT's bound; 0 = DefaultDurableTimeout
+}
+
+// Validate checks the mode and the timeout.
+func (d Durability) Validate() error {
+	switch d.Mode {
+	case "", DurableAuto, DurableOn, DurableOff:
+	default:
+		return fmt.Errorf("storage: durable=%q: want auto, on or off: %w", d.Mode, ErrInvalid)
+	}
+	if d.Timeout < 0 || (d.Timeout > 0 && d.Timeout < time.Millisecond) || d.Timeout > time.Minute {
+		return fmt.Errorf("storage: durable_timeout=%v: want 1ms..1m: %w", d.Timeout, ErrInvalid)
+	}
+	return nil
+}
+
+func (d Durability) withDefaults() Durability {
+	if d.Mode == "" {
+		d.Mode = DurableAuto
+	}
+	if d.Timeout == 0 {
+		d.Timeout = DefaultDurableTimeout
+	}
+	return d
+}
+
+// readOnly lists the scripts that write nothing: no WAIT after them.
+var readOnly = map[string]bool{
+	"snapshot":        true,
+	"timers":          true,
+	"expired_workers": true,
+	"restore_check":   true,
+}
+
+// durableState is a Store's durability: the mode and, for DurableAuto, the
+// replica count last read.
+type durableState struct {
+	d        Durability
+	mu       sync.Mutex   // one INFO at a time
+	checked  atomic.Int64 // unix ns of the last replica count read; 0 = never
+	replicas atomic.Int64 // at the last read
+	before   atomic.Int64 // at the read before it
+}
+
+// wants reports whether DurableAuto waits, from the last two counts.
+func (d *durableState) wants() bool { return d.replicas.Load() > 0 || d.before.Load() > 0 }
+
+// durableClient is what Connect returns for a URL with durable= or
+// durable_timeout=: the client, remembering them for New.
+type durableClient struct {
+	redis.UniversalClient
+	d Durability
+}
+
+// SetDurability sets how the store waits for replicas (the URL's durable=
+// parameters do this for stores made with New on a Connect client).
+func (s *Store) SetDurability(d Durability) error {
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	s.dur.d = d.withDefaults()
+	s.dur.checked.Store(0)
+	return nil
+}
+
+// Durability returns the store's durability setting.
+func (s *Store) Durability() Durability { return s.dur.d }
+
+// Durable reports whether the store's writes wait for a replica now (for
+// DurableAuto it may read the replica count: INFO replication).
+func (s *Store) Durable(ctx context.Context) bool { return s.waitsFor(ctx, "") }
+
+// waitsFor reports whether script name is followed by WAIT ("" = any write).
+func (s *Store) waitsFor(ctx context.Context, name string) bool {
+	switch {
+	case readOnly[name]:
+		return false
+	case s.dur.d.Mode == DurableOff:
+		return false
+	case s.dur.d.Mode == DurableOn:
+		return true
+	}
+	if t := s.dur.checked.Load(); t != 0 && time.Since(time.Unix(0, t)) < DurableRecheck {
+		return s.dur.wants()
+	}
+	if !s.dur.mu.TryLock() {
+		if s.dur.checked.Load() != 0 {
+			return s.dur.wants() // another call is re-reading it
+		}
+		s.dur.mu.Lock() // the first read: everyone waits for it
+	}
+	defer s.dur.mu.Unlock()
+	if t := s.dur.checked.Load(); t != 0 && time.Since(time.Unix(0, t)) < DurableRecheck {
+		return s.dur.wants()
+	}
+	n, err := s.countReplicas(ctx)
+	if err != nil {
+		// Unknown (INFO refused by an ACL, a store without INFO): keep the
+		// last answer, and do not wait the first time.
+		n = s.dur.replicas.Load()
+	}
+	if s.dur.checked.Load() != 0 {
+		s.dur.before.Store(s.dur.replicas.Load())
+	}
+	s.dur.replicas.Store(n)
+	s.dur.checked.Store(time.Now().UnixNano())
+	return s.dur.wants()
+}
+
+// countReplicas reads connected_slaves from the master's INFO replication.
+func (s *Store) countReplicas(ctx context.Context) (int64, error) {
+	c, err := s.writer(ctx)
+	if err != nil {
+		return 0, err
+	}
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return 0, fmt.Errorf("storage: info replication: %w", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, nil
+}
+
+// writer is the connection durable writes go through: the client, or on
+// Redis Cluster the master of the namespace's shard (WAIT has no key, so a
+// cluster client would send it to any node).
+func (s *Store) writer(ctx context.Context) (redis.Cmdable, error) {
+	if cc, ok := s.c.(*redis.ClusterClient); ok {
+		n, err := cc.MasterForKey(ctx, s.k.Fence())
+		if err != nil {
+			return nil, fmt.Errorf("storage: shard of namespace %s: %w", s.ns, err)
+		}
+		return n, nil
+	}
+	return s.c, nil
+}
+
+// waitArgs is the WAIT command appended to a durable pipeline.
+func (s *Store) waitCmd(ctx context.Context, p redis.Pipeliner) *redis.Cmd {
+	return p.Do(ctx, "WAIT", 1, s.dur.d.Timeout.Milliseconds())
+}
+
+// notReplicated is the error of a write WAIT did not confirm.
+func (s *Store) notReplicated(op string, w *redis.Cmd) error {
+	if err := w.Err(); err != nil {
+		return fmt.Errorf("storage: %s: wait for a replica: %w: %w", op, err, ErrNotReplicated)
+	}
+	return fmt.Errorf("storage: %s: no replica acknowledged the write within %v (it is on the master only and a failover could lose it): %w",
+		op, s.dur.d.Timeout, ErrNotReplicated)
+}
+
+// runDurable is run for a writing script when the store waits for
+// replicas: EVALSHA and WAIT in one pipeline on one connection.
+func (s *Store) runDurable(ctx context.Context, op, name string, sc *redis.Script, keys []string, args []any) (any, error) {
+	c, err := s.writer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	send := func() (*redis.Cmd, *redis.Cmd) {
+		var ev *redis.Cmd
+		var w *redis.Cmd
+		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			ev = sc.EvalSha(ctx, p, keys, args...)
+			w = s.waitCmd(ctx, p)
+			return nil
+		})
+		return ev, w
+	}
+	ev, w := send()
+	if err := ev.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if lerr := sc.Load(ctx, c).Err(); lerr != nil {
+			return nil, fmt.Errorf("storage: %s: reload script %s: %w", op, name, lerr)
+		}
+		ev, w = send()
+	}
+	v, err := ev.Result()
+	if err == redis.Nil {
+		v, err = nil, nil
+	}
+	if err != nil {
+		return nil, s.noteRefusal(scriptErr(op, err))
+	}
+	if n, err := w.Int64(); err != nil || n < 1 {
+		return v, s.notReplicated(op, w)
+	}
+	return v, nil
+}
+
+// fromConnect returns the durability a Connect client carries.
+func fromConnect(c redis.UniversalClient) (redis.UniversalClient, Durability, bool) {
+	if dc, ok := c.(*durableClient); ok {
+		return dc.UniversalClient, dc.d, true
+	}
+	return c, Durability{}, false
+}
+
+// cutDurable removes durable= and durable_timeout= from a URL's query
+// parts and returns them.
+func cutDurable(s string) (string, Durability, bool, error) {
+	var d Durability
+	found := false
+	qi := strings.IndexByte(s, '?')
+	if qi < 0 {
+		return s, d, false, nil
+	}
+	// Queries may follow any seed of a comma list: walk every "?..." part
+	// up to the next ',' (a seed separator) or the end.
+	var out strings.Builder
+	rest := s
+	for {
+		qi := strings.IndexByte(rest, '?')
+		if qi < 0 {
+			out.WriteString(rest)
+			break
+		}
+		out.WriteString(rest[:qi])
+		end := strings.IndexByte(rest[qi:], ',')
+		var q string
+		if end < 0 {
+			q, rest = rest[qi+1:], ""
+		} else {
+			q, rest = rest[qi+1:qi+end], rest[qi+end:]
+		}
+		var kept []string
+		for _, kv := range strings.Split(q, "&") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "durable":
+				d.Mode, found = strings.ToLower(v), true
+			case "durable_timeout":
+				t, err := time.ParseDuration(v)
+				if err != nil {
+					return "", d, false, fmt.Errorf("durable_timeout=%q is not a duration (e.g. 500ms, 2s)", v)
+				}
+				d.Timeout, found = t, true
+			default:
+				if kv != "" {
+					kept = append(kept, kv)
+				}
+			}
+		}
+		if len(kept) > 0 {
+			out.WriteString("?" + strings.Join(kept, "&"))
+		}
+		if rest == "" {
+			break
+		}
+	}
+	if found {
+		if err := d.Validate(); err != nil {
+			return "", d, false, fmt.Errorf("%s", strings.TrimSuffix(strings.TrimPrefix(err.Error(), "storage: "), ": invalid"))
+		}
+	}
+	return out.String(), d, found, nil
+}
+
+// forceWrite is the heartbeat's ARGV[4]: "1" when the store waits for
+// replicas (the beat must propagate for its WAIT to cover what the worker
+// read before it), else "0".
+func (s *Store) forceWrite(ctx context.Context) string {
+	if s.waitsFor(ctx, "heartbeat") {
+		return "1"
+	}
+	return "0"
+}
