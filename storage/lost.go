@@ -15,7 +15,7 @@ const MaxLostReports = 1000
 // the submit or the launch). Nothing else remembers it: the worker keeps
 // it here so an operator can see what ran and resubmit if needed.
 type LostRun struct {
-	At      int64 `json:"at_ms"` // Redis TIME (ms) of the report
+	At      int64  `json:"at_ms"` // Redis TIME (ms) of the report
 	Run     string `json:"run"`
 	Token   string `json:"token"`
 	Outcome State  `json:"outcome"`
