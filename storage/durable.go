@@ -118,6 +118,7 @@ func (s *Store) SetDurability(d Durability) error {
 	}
 	s.dur.d = d.withDefaults()
 	s.dur.checked.Store(0)
+	s.given = &durableClient{UniversalClient: s.c, d: s.dur.d}
 	return nil
 }
 

@@ -127,6 +127,25 @@ func TestStore_Durability(t *testing.T) {
 		if rec.Count("WAIT")+rec.Count("INFO") != 0 {
 			t.Fatalf("durable=off sent WAIT or INFO: %v", rec.Commands())
 		}
+		// Views on the same connection keep the setting: a worker or a
+		// client made from st.Redis(), a sibling namespace.
+		view, _ := storage.New(st.Redis(), "dur-off-view")
+		sib, _ := st.Sibling("dur-off-sib")
+		for _, v := range []*storage.Store{view, sib} {
+			if v.Durability().Mode != storage.DurableOff {
+				t.Fatalf("a store on st.Redis() has %+v, want off", v.Durability())
+			}
+		}
+		// SetDurability changes it, and views made afterwards follow.
+		if err := st.SetDurability(storage.Durability{Mode: storage.DurableOn, Timeout: 50 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := storage.New(st.Redis(), "dur-off-view"); v.Durability().Mode != storage.DurableOn || v.Durability().Timeout != 50*time.Millisecond {
+			t.Fatalf("after SetDurability a view has %+v", v.Durability())
+		}
+		if err := st.SetDurability(storage.Durability{Mode: "sometimes"}); !errors.Is(err, storage.ErrInvalid) {
+			t.Fatalf("SetDurability(bad mode) = %v", err)
+		}
 	})
 
 	t.Run("no replica", func(t *testing.T) {
@@ -182,5 +201,33 @@ func TestParseRedisURL_durable(t *testing.T) {
 		if _, err := storage.ParseRedisURL(in); !errors.Is(err, storage.ErrInvalid) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want ErrInvalid with %q", in, err, want)
 		}
+	}
+}
+
+// BenchmarkStore_Submit_durable: one submit's round trip against a master
+// with one replica (loopback), durable (auto: WAIT 1 in the same pipeline)
+// and durable=off; the difference is what a durable acknowledgement costs
+// a caller.
+func BenchmarkStore_Submit_durable(b *testing.B) {
+	master, _ := redistest.StartReplicated(b)
+	for _, mode := range []string{"off", "auto"} {
+		b.Run(mode, func(b *testing.B) {
+			c, err := storage.Connect(context.Background(), "redis://"+master.Addr()+"/0?durable="+mode)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			st, _ := storage.New(c, "bench-"+mode)
+			if err := st.Load(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			round := time.Now().UnixNano() // b.Run calls this more than once
+			b.ResetTimer()
+			for i := range b.N {
+				if _, err := st.Submit(context.Background(), storage.SubmitRequest{Group: fmt.Sprintf("g%d", i%100), ID: fmt.Sprintf("r%d-%d", round, i)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

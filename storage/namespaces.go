@@ -78,4 +78,4 @@ func (s *Store) Namespaces(ctx context.Context) ([]string, error) { return ListN
 
 // Sibling opens namespace ns on the store's connection (no new
 // connection; ns is validated).
-func (s *Store) Sibling(ns string) (*Store, error) { return New(s.c, ns) }
+func (s *Store) Sibling(ns string) (*Store, error) { return New(s.given, ns) }

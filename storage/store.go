@@ -47,7 +47,8 @@ type Store struct {
 	// gives every worker a full heartbeat TTL after it (ReapDeadWorkers).
 	refused atomic.Int64
 
-	dur durableState // durable.go
+	dur   durableState         // durable.go
+	given redis.UniversalClient // what New got (a Connect client carries its durability): Redis()
 }
 
 // New returns a Store for namespace (validated with ValidateName). It does
@@ -61,8 +62,9 @@ func New(c redis.UniversalClient, namespace string) (*Store, error) {
 	if err := ValidateName("namespace", namespace); err != nil {
 		return nil, err
 	}
+	given := c
 	c, d, _ := fromConnect(c)
-	st := &Store{c: c, ns: namespace, k: NewKeys(namespace)}
+	st := &Store{c: c, ns: namespace, k: NewKeys(namespace), given: given}
 	st.dur.d = d.withDefaults()
 	return st, nil
 }
@@ -71,8 +73,9 @@ func New(c redis.UniversalClient, namespace string) (*Store, error) {
 func (s *Store) Namespace() string { return s.ns }
 
 // Redis returns the store's connection, so another view of the namespace
-// (client.NewFromRedis) can share its pool.
-func (s *Store) Redis() redis.UniversalClient { return s.c }
+// (client.NewFromRedis, a worker) can share its pool; a Store made from it
+// gets this one's durability.
+func (s *Store) Redis() redis.UniversalClient { return s.given }
 
 // Keys returns the namespace's key builder.
 func (s *Store) Keys() Keys { return s.k }

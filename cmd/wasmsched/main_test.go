@@ -24,6 +24,9 @@ func TestRun_UsageErrors(t *testing.T) {
 		{"unknown-flag", []string{"runs", "--bogus"}, "flag provided but not defined: -bogus"},
 		{"bad-redis-url", []string{"--redis", "notaurl://x", "runs"}, `unknown scheme "notaurl"`},
 		{"bad-namespace", []string{"--redis", closed, "-n", "a b", "runs"}, "namespace"},
+		{"bad-durable", []string{"--redis", closed + "?durable=maybe", "runs"}, `durable="maybe": want auto, on or off`},
+		{"bad-durable-timeout", []string{"--redis", closed + "?durable_timeout=2h", "submit", "g"}, "durable_timeout=2h0m0s: want 1ms..1m"},
+		{"bad-lost-limit", []string{"--redis", closed, "lost", "--limit", "-1"}, "--limit -1: want 0 or more"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
