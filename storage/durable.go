@@ -93,11 +93,18 @@ var readOnly = map[string]bool{
 // durableState is a Store's durability: the mode and, for DurableAuto, the
 // replica count last read.
 type durableState struct {
-	d        Durability
+	cfg      atomic.Pointer[Durability] // SetDurability may change it while calls run
 	mu       sync.Mutex   // one INFO at a time
 	checked  atomic.Int64 // unix ns of the last replica count read; 0 = never
 	replicas atomic.Int64 // at the last read
 	before   atomic.Int64 // at the read before it
+}
+
+func (d *durableState) get() Durability {
+	if c := d.cfg.Load(); c != nil {
+		return *c
+	}
+	return Durability{}.withDefaults()
 }
 
 // wants reports whether DurableAuto waits, from the last two counts.
@@ -116,14 +123,15 @@ func (s *Store) SetDurability(d Durability) error {
 	if err := d.Validate(); err != nil {
 		return err
 	}
-	s.dur.d = d.withDefaults()
+	d = d.withDefaults()
+	s.dur.cfg.Store(&d)
 	s.dur.checked.Store(0)
-	s.given = &durableClient{UniversalClient: s.c, d: s.dur.d}
+	s.given = &durableClient{UniversalClient: s.c, d: d}
 	return nil
 }
 
 // Durability returns the store's durability setting.
-func (s *Store) Durability() Durability { return s.dur.d }
+func (s *Store) Durability() Durability { return s.dur.get() }
 
 // Durable reports whether the store's writes wait for a replica now (for
 // DurableAuto it may read the replica count: INFO replication).
@@ -134,9 +142,9 @@ func (s *Store) waitsFor(ctx context.Context, name string) bool {
 	switch {
 	case readOnly[name]:
 		return false
-	case s.dur.d.Mode == DurableOff:
+	case s.dur.get().Mode == DurableOff:
 		return false
-	case s.dur.d.Mode == DurableOn:
+	case s.dur.get().Mode == DurableOn:
 		return true
 	}
 	if t := s.dur.checked.Load(); t != 0 && time.Since(time.Unix(0, t)) < DurableRecheck {
@@ -200,7 +208,7 @@ func (s *Store) writer(ctx context.Context) (redis.Cmdable, error) {
 
 // waitArgs is the WAIT command appended to a durable pipeline.
 func (s *Store) waitCmd(ctx context.Context, p redis.Pipeliner) *redis.Cmd {
-	return p.Do(ctx, "WAIT", 1, s.dur.d.Timeout.Milliseconds())
+	return p.Do(ctx, "WAIT", 1, s.dur.get().Timeout.Milliseconds())
 }
 
 // notReplicated is the error of a write WAIT did not confirm.
@@ -209,7 +217,7 @@ func (s *Store) notReplicated(op string, w *redis.Cmd) error {
 		return fmt.Errorf("storage: %s: wait for a replica: %w: %w", op, err, ErrNotReplicated)
 	}
 	return fmt.Errorf("storage: %s: no replica acknowledged the write within %v (it is on the master only and a failover could lose it): %w",
-		op, s.dur.d.Timeout, ErrNotReplicated)
+		op, s.dur.get().Timeout, ErrNotReplicated)
 }
 
 // runDurable is run for a writing script when the store waits for

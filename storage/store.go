@@ -65,7 +65,8 @@ func New(c redis.UniversalClient, namespace string) (*Store, error) {
 	given := c
 	c, d, _ := fromConnect(c)
 	st := &Store{c: c, ns: namespace, k: NewKeys(namespace), given: given}
-	st.dur.d = d.withDefaults()
+	d = d.withDefaults()
+	st.dur.cfg.Store(&d)
 	return st, nil
 }
 

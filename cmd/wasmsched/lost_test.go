@@ -27,7 +27,7 @@ func TestCLILost(t *testing.T) {
 		}
 	}
 	code, out, _ = runCLI(t, "--redis", e.url, "-n", e.ns, "lost")
-	if code != 0 || strings.Index(out, "r2") < 0 || strings.Index(out, "r2") > strings.Index(out, "r1") || !strings.Contains(out, "SUCCEEDED") {
+	if code != 0 || !strings.Contains(out, "r2") || strings.Index(out, "r2") > strings.Index(out, "r1") || !strings.Contains(out, "SUCCEEDED") {
 		t.Fatalf("table: exit %d\n%s", code, out)
 	}
 	code, out, _ = runCLI(t, "--redis", e.url, "-n", e.ns, "lost", "--limit", "1", "-o", "json")

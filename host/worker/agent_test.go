@@ -73,7 +73,9 @@ func newWEnv(t *testing.T) *wenv {
 // start runs a worker until the test ends; cancel stops it early.
 func (e *wenv) start(w *agent) (cancel func()) {
 	e.t.Helper()
-	w.Store = e.st
+	if w.Store == nil {
+		w.Store = e.st
+	}
 	if w.Advertise == "" {
 		w.Advertise = "127.0.0.1:7070"
 	}

@@ -87,9 +87,6 @@ func (m *tokenMemory) start(tok, slot string, now time.Time) {
 	}
 }
 
-// forget drops tok (a start that did not happen).
-func (m *tokenMemory) forget(tok string) { delete(m.entries, tok) }
-
 // finish records tok's outcome.
 func (m *tokenMemory) finish(f *finished) {
 	if e := m.entries[f.token]; e != nil {

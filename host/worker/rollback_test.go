@@ -204,3 +204,38 @@ func readJournalRaw(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	return string(b), err
 }
+
+// TestWorker_durableGate: a durable worker starts nothing until a write of
+// its own, sent after it read the assignment, was acknowledged by a
+// replica. With durable=on and no replica nothing is ever acknowledged:
+// the assigned run is not started; once the store stops waiting, it is.
+func TestWorker_durableGate(t *testing.T) {
+	e := newWEnv(t)
+	journal := filepath.Join(e.dir, "journal")
+	wst, err := storage.New(e.rdb, "wtest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wst.SetDurability(storage.Durability{Mode: storage.DurableOff}); err != nil {
+		t.Fatal(err)
+	}
+	w := &agent{Slots: 1, Journal: journal}
+	w.Store = wst
+	stop := e.start(w) // registers (durable off: no replica to wait for)
+	defer stop()
+	if err := wst.SetDurability(storage.Durability{Mode: storage.DurableOn, Timeout: 20 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := e.launch(storage.SubmitRequest{ID: "gate1", Duration: 10 * time.Millisecond})
+	time.Sleep(4 * w.HeartbeatTTL) // slot events and full heartbeats go by
+	if b, _ := readJournalRaw(journal); b != "" || len(w.Running()) != 0 {
+		t.Fatalf("started without a replica's acknowledgement: journal %q, running %v", b, w.Running())
+	}
+	if !strings.Contains(e.logs.String(), "not replicated") {
+		t.Fatalf("no log of the unacknowledged writes:\n%s", e.logs.String())
+	}
+	if err := wst.SetDurability(storage.Durability{Mode: storage.DurableOff}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(r.ID, storage.StateSucceeded)
+}

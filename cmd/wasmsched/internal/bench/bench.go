@@ -112,14 +112,17 @@ func (o *Options) Check() error {
 
 // Result is the harness's figures (durations in milliseconds).
 type Result struct {
-	Namespace      string         `json:"namespace"`
-	Groups         int            `json:"groups"`
-	Policy         string         `json:"policy"`
-	Window         int            `json:"window,omitempty"`
-	Runs           int            `json:"runs"`
-	Hosts          int            `json:"hosts"`
-	Workers        int            `json:"workers"`
-	SlotsPerWorker int            `json:"slots_per_worker"`
+	Namespace      string `json:"namespace"`
+	Groups         int    `json:"groups"`
+	Policy         string `json:"policy"`
+	Window         int    `json:"window,omitempty"`
+	Runs           int    `json:"runs"`
+	Hosts          int    `json:"hosts"`
+	Workers        int    `json:"workers"`
+	SlotsPerWorker int    `json:"slots_per_worker"`
+	// Durable: the writes waited for a replica (the URL's durable=, auto
+	// when the master has one; docs/operations.md "What survives what").
+	Durable        bool           `json:"durable"`
 	RunDurationMS  float64        `json:"run_duration_ms"`
 	Clients        int            `json:"clients"`
 	SubmitBatch    int            `json:"submit_batch"`
@@ -314,6 +317,7 @@ func Run(ctx context.Context, url string, o Options, errw io.Writer, log *slog.L
 		return nil, fmt.Errorf("bench: reading the runs: %w", err)
 	}
 	res := summarize(o, recs, submitTook)
+	res.Durable = e.st.Durable(context.WithoutCancel(ctx))
 	if !e.due.IsZero() {
 		res.addDue(e.due, recs)
 		res.WaitCommandsPerS, res.WaitCommands = waitRate, waitCounts
