@@ -23,12 +23,14 @@ import (
 
 // Durability modes (the redis URL's durable= parameter).
 const (
-	// DurableAuto waits for one replica when the master had at least one
-	// connected at either of the last two replica counts (INFO replication,
-	// read at most every DurableRecheck while the store writes; never while
-	// idle): a replica that just dropped its link is still waited for (its
-	// writes fail ErrNotReplicated) until a count DurableRecheck later
-	// still finds none. The default.
+	// DurableAuto waits for one replica when the master has one connected
+	// or had one less than DurableRecheck ago (INFO replication, read at
+	// most every DurableRecheck while the store writes, a second after a
+	// WAIT no replica answered; never while idle): a replica that just
+	// dropped its link is still waited for (writes fail ErrNotReplicated)
+	// for DurableRecheck. A new master (a failover: another master_replid) starts with
+	// no history, so a promoted replica left alone is not waited for. The
+	// default.
 	DurableAuto = "auto"
 	// DurableOn always waits for one replica: without one every write
 	// fails with ErrNotReplicated.
@@ -97,7 +99,19 @@ type durableState struct {
 	mu       sync.Mutex   // one INFO at a time
 	checked  atomic.Int64 // unix ns of the last replica count read; 0 = never
 	replicas atomic.Int64 // at the last read
-	before   atomic.Int64 // at the read before it
+	seen     atomic.Int64 // unix ns of the last read that counted a replica on this master; 0 = none
+	replid   atomic.Value // string: the master's master_replid at the last read
+}
+
+// soon makes the next write re-read the replica count if the last read is
+// more than a second old: a WAIT that no replica answered may mean a
+// failover to a master without replicas (a new master_replid), which
+// should not be waited for.
+func (d *durableState) soon() {
+	t := d.checked.Load()
+	if early := time.Now().Add(-DurableRecheck + time.Second).UnixNano(); t > early {
+		d.checked.CompareAndSwap(t, early)
+	}
 }
 
 func (d *durableState) get() Durability {
@@ -107,8 +121,15 @@ func (d *durableState) get() Durability {
 	return Durability{}.withDefaults()
 }
 
-// wants reports whether DurableAuto waits, from the last two counts.
-func (d *durableState) wants() bool { return d.replicas.Load() > 0 || d.before.Load() > 0 }
+// wants reports whether DurableAuto waits: a replica now, or one on this
+// master less than DurableRecheck ago.
+func (d *durableState) wants() bool {
+	if d.replicas.Load() > 0 {
+		return true
+	}
+	seen := d.seen.Load()
+	return seen != 0 && time.Since(time.Unix(0, seen)) < DurableRecheck
+}
 
 // durableClient is what Connect returns for a URL with durable= or
 // durable_timeout=: the client, remembering them for New.
@@ -160,36 +181,50 @@ func (s *Store) waitsFor(ctx context.Context, name string) bool {
 	if t := s.dur.checked.Load(); t != 0 && time.Since(time.Unix(0, t)) < DurableRecheck {
 		return s.dur.wants()
 	}
-	n, err := s.countReplicas(ctx)
-	if err != nil {
+	n, replid, err := s.countReplicas(ctx)
+	last, _ := s.dur.replid.Load().(string)
+	switch {
+	case err != nil:
 		// Unknown (INFO refused by an ACL, a store without INFO): keep the
 		// last answer, and do not wait the first time.
 		n = s.dur.replicas.Load()
+	case replid != last:
+		// The first read, or another master (a failover promoted a
+		// replica: a new replication ID): no history to keep.
+		s.dur.seen.Store(0)
+		s.dur.replid.Store(replid)
 	}
-	if s.dur.checked.Load() != 0 {
-		s.dur.before.Store(s.dur.replicas.Load())
+	if n > 0 {
+		s.dur.seen.Store(time.Now().UnixNano())
 	}
 	s.dur.replicas.Store(n)
 	s.dur.checked.Store(time.Now().UnixNano())
 	return s.dur.wants()
 }
 
-// countReplicas reads connected_slaves from the master's INFO replication.
-func (s *Store) countReplicas(ctx context.Context) (int64, error) {
+// countReplicas reads connected_slaves and master_replid from the
+// master's INFO replication.
+func (s *Store) countReplicas(ctx context.Context) (n int64, replid string, err error) {
 	c, err := s.writer(ctx)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	info, err := c.Info(ctx, "replication").Result()
 	if err != nil {
-		return 0, fmt.Errorf("storage: info replication: %w", err)
+		return 0, "", fmt.Errorf("storage: info replication: %w", err)
 	}
 	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
-			return strconv.ParseInt(v, 10, 64)
+		line = strings.TrimSpace(line)
+		if v, ok := strings.CutPrefix(line, "connected_slaves:"); ok {
+			if n, err = strconv.ParseInt(v, 10, 64); err != nil {
+				return 0, "", fmt.Errorf("storage: info replication: connected_slaves %q", v)
+			}
+		}
+		if v, ok := strings.CutPrefix(line, "master_replid:"); ok {
+			replid = v
 		}
 	}
-	return 0, nil
+	return n, replid, nil
 }
 
 // writer is the connection durable writes go through: the client, or on
@@ -211,8 +246,10 @@ func (s *Store) waitCmd(ctx context.Context, p redis.Pipeliner) *redis.Cmd {
 	return p.Do(ctx, "WAIT", 1, s.dur.get().Timeout.Milliseconds())
 }
 
-// notReplicated is the error of a write WAIT did not confirm.
+// notReplicated is the error of a write WAIT did not confirm (and asks
+// for a fresh replica count soon).
 func (s *Store) notReplicated(op string, w *redis.Cmd) error {
+	s.dur.soon()
 	if err := w.Err(); err != nil {
 		return fmt.Errorf("storage: %s: wait for a replica: %w: %w", op, err, ErrNotReplicated)
 	}
