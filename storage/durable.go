@@ -96,11 +96,11 @@ var readOnly = map[string]bool{
 // replica count last read.
 type durableState struct {
 	cfg      atomic.Pointer[Durability] // SetDurability may change it while calls run
-	mu       sync.Mutex   // one INFO at a time
-	checked  atomic.Int64 // unix ns of the last replica count read; 0 = never
-	replicas atomic.Int64 // at the last read
-	seen     atomic.Int64 // unix ns of the last read that counted a replica on this master; 0 = none
-	replid   atomic.Value // string: the master's master_replid at the last read
+	mu       sync.Mutex                 // one INFO at a time
+	checked  atomic.Int64               // unix ns of the last replica count read; 0 = never
+	replicas atomic.Int64               // at the last read
+	seen     atomic.Int64               // unix ns of the last read that counted a replica on this master; 0 = none
+	replid   atomic.Value               // string: the master's master_replid at the last read
 }
 
 // soon makes the next write re-read the replica count if the last read is

@@ -47,7 +47,7 @@ type Store struct {
 	// gives every worker a full heartbeat TTL after it (ReapDeadWorkers).
 	refused atomic.Int64
 
-	dur   durableState         // durable.go
+	dur   durableState          // durable.go
 	given redis.UniversalClient // what New got (a Connect client carries its durability): Redis()
 }
 
