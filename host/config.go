@@ -8,6 +8,12 @@ import (
 )
 
 // Engine defaults (zero EngineConfig fields) and bounds.
+// DefaultSlotGuard is EngineConfig.SlotGuard's default.
+const DefaultSlotGuard = engine.DefaultSlotGuard
+
+// DefaultUnfitTimeout is EngineConfig.UnfitTimeout's default.
+const DefaultUnfitTimeout = engine.DefaultUnfitTimeout
+
 const (
 	DefaultCoordinators = engine.DefaultCoordinators
 	MaxCoordinators     = engine.MaxCoordinators
@@ -60,6 +66,14 @@ type EngineConfig struct {
 	// SlotInterval is how often the slot manager looks again while the
 	// oldest LAUNCHED run waits for slots and nothing woke it. Default 1s.
 	SlotInterval time.Duration
+	// SlotGuard is how long a LAUNCHED run that does not fit in the free
+	// slots lets younger runs that fit take slots past it (backfill)
+	// before the freed slots are held for it until it fits. Default 30s.
+	SlotGuard time.Duration
+	// UnfitTimeout is how long a LAUNCHED run may need more slots than
+	// every live worker has together before it is failed ("can never
+	// fit"). Default 5m.
+	UnfitTimeout time.Duration
 	// RestoreInterval is the period of dead-worker reaping and restore-queue
 	// processing while slots are assigned (with none, a PollInterval).
 	// Default 500ms.

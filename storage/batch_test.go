@@ -124,7 +124,7 @@ func TestStore_AllocateBatchReplay(t *testing.T) {
 		k := e.s.Keys()
 		src := storage.ScriptSource("allocate_batch")
 		keys := []string{k.Fence(), k.Lock(), k.Workers(), k.Slots(), k.Free(), k.Launched(), k.Tokens(), k.Run("ra"), k.Run("rb")}
-		args := []any{f.Epoch, f.Holder, "op-x", "", "", "ra", "rb"}
+		args := []any{f.Epoch, f.Holder, "op-x", "", "", 0, "ra", "rb"}
 		first, err := redis.NewScript(src).Run(ctx, e.c, keys, args...).Slice()
 		mustNil(t, err)
 		before := e.dump(t)
@@ -233,6 +233,73 @@ func TestStore_DirtyContract(t *testing.T) {
 					break
 				}
 			})
+		}
+	})
+}
+
+// TestStore_AllocateBackfill: a run that does not fit is passed over and
+// the younger runs that fit get the free slots (backfill), in order, until
+// it has been LAUNCHED for the guard: then it is held, the batch stops at
+// it and nothing younger overtakes it; guard 0 is strict FIFO. A failed
+// take gives its slots back for a smaller run.
+func TestStore_AllocateBackfill(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		// 2 free slots; ra needs 3 (does not fit), rb 1, rc 2 (does not fit once rb took one), rd 1
+		f := launched(t, e, 3, 1, 2, 1)
+		mustNil(t, e.s.RegisterWorker(ctx, "wA", 2, time.Minute))
+		ids := []string{"ra", "rb", "rc", "rd"}
+
+		t.Run("strict", func(t *testing.T) {
+			e.unchanged(t, func() {
+				res := ok(e.s.AllocateBackfill(ctx, f, ids, 0))(t)
+				if len(res) != 1 || res[0].Run != "ra" || res[0].Outcome != storage.AllocNoSlots || !res[0].Held {
+					t.Fatalf("guard 0: %+v, want ra held alone", res)
+				}
+			})
+		})
+		if _, err := e.s.AllocateBackfill(ctx, f, ids, -time.Second); !errors.Is(err, storage.ErrInvalid) {
+			t.Fatalf("negative guard: %v", err)
+		}
+		res := ok(e.s.AllocateBackfill(ctx, f, ids, time.Hour))(t)
+		want := []struct {
+			run  string
+			oc   storage.AllocOutcome
+			held bool
+		}{{"ra", storage.AllocNoSlots, false}, {"rb", storage.AllocAllocated, false}, {"rc", storage.AllocNoSlots, false}, {"rd", storage.AllocAllocated, false}}
+		if len(res) != len(want) {
+			t.Fatalf("backfill: %+v", res)
+		}
+		for i, w := range want {
+			if res[i].Run != w.run || res[i].Outcome != w.oc || res[i].Held != w.held {
+				t.Fatalf("backfill res[%d] = %+v, want %s %s held=%v", i, res[i], w.run, w.oc, w.held)
+			}
+		}
+		if res[0].Needed != 3 || res[0].Found != 2 || res[2].Needed != 2 || res[2].Found != 1 {
+			t.Fatalf("needed/found: %+v", res)
+		}
+		for id, st := range map[string]storage.State{"ra": storage.StateLaunched, "rb": storage.StateRunning,
+			"rc": storage.StateLaunched, "rd": storage.StateRunning} {
+			if r := ok(e.s.GetRun(ctx, id))(t); r.State != st {
+				t.Errorf("%s = %s, want %s", id, r.State, st)
+			}
+		}
+
+		// ra has waited past the guard: held; younger rc does not pass it
+		// even when slots free up for rc alone.
+		mustNil(t, e.c.HSet(ctx, e.s.Keys().Run("ra"), "launched_at", time.Now().Add(-2*time.Hour).UnixMilli()).Err())
+		mustNil(t, e.s.RegisterWorker(ctx, "wB", 2, time.Minute)) // 2 free: rc would fit
+		res = ok(e.s.AllocateBackfill(ctx, f, []string{"ra", "rc"}, time.Hour))(t)
+		if len(res) != 1 || res[0].Run != "ra" || !res[0].Held || res[0].Found != 2 {
+			t.Fatalf("held: %+v, want ra held alone with 2 found", res)
+		}
+		if r := ok(e.s.GetRun(ctx, "rc"))(t); r.State != storage.StateLaunched {
+			t.Fatalf("rc overtook the held run: %s", r.State)
+		}
+		// One more slot: ra fits and goes first.
+		mustNil(t, e.s.RegisterWorker(ctx, "wC", 1, time.Minute))
+		res = ok(e.s.AllocateBackfill(ctx, f, []string{"ra", "rc"}, time.Hour))(t)
+		if len(res) != 2 || res[0].Outcome != storage.AllocAllocated || len(res[0].Assignments) != 3 || res[1].Outcome != storage.AllocNoSlots {
+			t.Fatalf("after the third slot: %+v, want ra allocated 3 slots, rc no slots", res)
 		}
 	})
 }

@@ -438,6 +438,7 @@ type AllocResult struct {
 	State       State        // AllocSkipped: the run's state ("" if gone)
 	Needed      int          // AllocNoSlots: slots the run needs
 	Found       int          // AllocNoSlots: free slots on live workers
+	Held        bool         // AllocNoSlots: it waited past the guard; the batch stopped at it
 	Assignments []Assignment // AllocAllocated, by task
 }
 
@@ -452,7 +453,20 @@ type AllocResult struct {
 // allocated (same op id) and reports them allocated again, never twice.
 // Errors (nothing written): ErrFenced, ErrInvalid (a run id twice or invalid).
 func (s *Store) AllocateBatch(ctx context.Context, f Fence, runIDs []string) ([]AllocResult, error) {
+	return s.AllocateBackfill(ctx, f, runIDs, 0)
+}
+
+// AllocateBackfill is AllocateBatch with backfill: a run that does not fit
+// is passed over (AllocNoSlots, Held false) and the younger runs that fit
+// get slots, unless it has been LAUNCHED for at least guard: then it is
+// held (Held true), the batch stops at it, and the slots freed from then
+// on wait for it (no younger run overtakes it). guard 0 holds every misfit:
+// AllocateBatch's strict FIFO.
+func (s *Store) AllocateBackfill(ctx context.Context, f Fence, runIDs []string, guard time.Duration) ([]AllocResult, error) {
 	const op = "allocate batch"
+	if guard < 0 {
+		return nil, invalid(op, "negative guard %v", guard)
+	}
 	if len(runIDs) == 0 {
 		return nil, nil
 	}
@@ -461,7 +475,7 @@ func (s *Store) AllocateBatch(ctx context.Context, f Fence, runIDs []string) ([]
 	keys = append(keys, k.Fence(), k.Lock(), k.Workers(), k.Slots(), k.Free(), k.Launched(), k.Tokens())
 	args := make([]any, 0, 4+len(runIDs))
 	args = append(args, f.args()...)
-	args = append(args, newID("op-"), k.SlotEvents(), k.RunEvents())
+	args = append(args, newID("op-"), k.SlotEvents(), k.RunEvents(), guard.Milliseconds())
 	for _, id := range runIDs {
 		if err := ValidateName("run", id); err != nil {
 			return nil, fmt.Errorf("storage: %s: %w", op, err)
@@ -491,6 +505,7 @@ func (s *Store) AllocateBatch(ctx context.Context, f Fence, runIDs []string) ([]
 			if len(row) > 3 {
 				r.Found = int(toInt64(row[3]))
 			}
+			r.Held = len(row) > 4 && toInt64(row[4]) == 1
 		}
 		out = append(out, r)
 	}

@@ -32,6 +32,8 @@ type serveOptions struct {
 	PolicyMaxSize uint64        // --policy-max-module-size
 	RollbackAfter int           // --rollback-after: 0 disables
 	Retention     time.Duration // --retention: the namespace default; 0 = forever
+	SlotGuard     time.Duration // --slot-guard
+	UnfitTimeout  time.Duration // --unfit-timeout
 }
 
 func serveCommand() *cli.Command {
@@ -45,7 +47,10 @@ The leader bumps the namespace's fencing epoch, refreshes the lock every
 TTL/3 and runs the leader tasks: a fenced tick every TTL/3 (shown by
 "wasmsched leader"), the serial coordinator (--coordinators groups at a time;
 each group's policy runs in a wasm sandbox with --policy-timeout and
---policy-memory), the slot manager (strict FIFO, all-or-nothing) and the
+--policy-memory), the slot manager (oldest first, all-or-nothing; a run that does not fit
+lets younger ones that fit pass it for --slot-guard, then the freed slots
+are held for it; one needing more slots than every live worker has together
+for --unfit-timeout is failed) and the
 failover restore (reuses slots that live workers still hold; reaps dead
 workers). When a refresh fails, the lease runs out or a write is
 fenced, it stops deciding at once, drains its tasks and stands by; standbys
@@ -74,6 +79,8 @@ Examples:
 			&cli.StringFlag{Name: "policy-memory", Value: "32MiB", Usage: fmt.Sprintf("memory cap per policy instance, `BYTES` (plain or with KiB/MiB/GiB; >= %dMiB)", policies.MinMemoryLimit>>20)},
 			&cli.StringFlag{Name: "policy-max-module-size", Value: "8MiB", Usage: "largest policy module this host loads, `BYTES` (a pushed version over it is never loaded)"},
 			&cli.StringFlag{Name: "retention", Value: "7d", Usage: "keep finished runs for `D` (e.g. 36h, 7d; 0 = forever) unless their group says otherwise (group set --retention)"},
+			&cli.DurationFlag{Name: "slot-guard", Value: host.DefaultSlotGuard, Usage: "a launched run that does not fit lets younger runs that fit take slots past it for `D`, then the freed slots are held for it (0 = hold at once: strict FIFO)"},
+			&cli.DurationFlag{Name: "unfit-timeout", Value: host.DefaultUnfitTimeout, Usage: "fail a launched run that needs more slots than every live worker has together for longer than `D` (> 0)"},
 			&cli.IntFlag{Name: "rollback-after", Value: host.DefaultRollbackAfter, Usage: "roll a pushed policy version back after `K` consecutive failed decisions (trap, timeout, invalid); 0 disables"},
 			&cli.StringFlag{Name: "namespaces", Usage: "compete for each of `LIST` (comma-separated, or \"all\" = every registered namespace) instead of --namespace"},
 			&cli.IntFlag{Name: "balance-slack", Usage: "with --namespaces: lead at most ceil(namespaces/hosts)+`N` before resigning one; -1 disables balancing"},
@@ -92,6 +99,12 @@ func (o serveOptions) check() error {
 	}
 	if o.RollbackAfter < 0 {
 		return usageErrorf("serve: --rollback-after must be >= 0 (0 disables), got %d", o.RollbackAfter)
+	}
+	if o.SlotGuard < 0 {
+		return usageErrorf("serve: --slot-guard must be >= 0 (0 = strict FIFO), got %v", o.SlotGuard)
+	}
+	if o.UnfitTimeout <= 0 {
+		return usageErrorf("serve: --unfit-timeout must be > 0, got %v", o.UnfitTimeout)
 	}
 	if o.PolicyTimeout <= 0 {
 		return usageErrorf("serve: --policy-timeout must be > 0, got %v", o.PolicyTimeout)
@@ -115,8 +128,12 @@ func (o serveOptions) runtimeConfig() host.EngineConfig {
 	if retention == 0 {
 		retention = -1 // the flag's 0 keeps forever; EngineConfig's 0 means the default
 	}
+	guard := o.SlotGuard
+	if guard == 0 {
+		guard = 1 // the flag's 0 holds at once; EngineConfig's 0 means the default
+	}
 	return host.EngineConfig{Coordinators: o.Coordinators, PolicyTimeout: o.PolicyTimeout, PolicyMemory: o.PolicyMemory,
-		PolicyMaxModuleSize: o.PolicyMaxSize, RollbackAfter: rollback, Retention: retention}
+		PolicyMaxModuleSize: o.PolicyMaxSize, RollbackAfter: rollback, Retention: retention, SlotGuard: guard, UnfitTimeout: o.UnfitTimeout}
 }
 
 // parseRetention parses a retention: a Go duration or whole days ("7d"),
@@ -208,6 +225,8 @@ func serve(c *cli.Context) error {
 		Coordinators:  c.Int("coordinators"),
 		PolicyTimeout: c.Duration("policy-timeout"),
 		RollbackAfter: c.Int("rollback-after"),
+		SlotGuard:     c.Duration("slot-guard"),
+		UnfitTimeout:  c.Duration("unfit-timeout"),
 	}
 	ret, err := parseRetention(c.String("retention"), false)
 	if err != nil {

@@ -40,6 +40,7 @@ type env struct {
 }
 
 type opts struct {
+	durableOn bool // durable=on without a replica: every write is ErrNotReplicated
 	tokens bool
 	engine bool
 }
@@ -50,6 +51,11 @@ func newEnv(t *testing.T, o opts) *env {
 	st, err := storage.New(r.Client(t), "ns")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.durableOn {
+		if err := st.SetDurability(storage.Durability{Mode: storage.DurableOn, Timeout: 20 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -864,5 +870,16 @@ func TestAPI_lost(t *testing.T) {
 	var ae apiErr
 	if code := e.do("GET", "/api/v1/namespaces/ns/lost?limit=-1", "", &ae); code != 400 || !strings.Contains(ae.Error, "limit") {
 		t.Fatalf("bad limit: %d %+v", code, ae)
+	}
+}
+
+// TestAPI_notReplicated: a submit no replica acknowledged is a 503
+// not_replicated that says so (durable=on, no replica).
+func TestAPI_notReplicated(t *testing.T) {
+	e := newEnv(t, opts{durableOn: true})
+	var ae apiErr
+	if got := e.do("POST", "/api/v1/namespaces/ns/groups/g/runs", `{"id": "a"}`, &ae); got != 503 || ae.Code != "not_replicated" ||
+		!strings.Contains(ae.Error, "no replica acknowledged") {
+		t.Fatalf("POST runs: %d %+v, want 503 not_replicated", got, ae)
 	}
 }

@@ -8,7 +8,8 @@
 --   alive (optional) caches worker liveness across calls; writes nothing.
 -- free_cursor(kfree, kworkers, kslots, now[, win]): an iterator over the
 --   usable free slots for a batch of allocations: c.take(k) returns k slots
---   ({w, i, f}) or nil when fewer remain (then the caller stops); each free
+--   ({w, i, f}) or nil and the count found when fewer remain (what it
+--   found is given back, so a smaller run may still take it); each free
 --   zset entry is read and checked once per script (windows of win, default
 --   64: a caller that needs few slots asks for a small window), taken
 --   slots must be ZREMed by the caller (the cursor accounts for them);
@@ -103,8 +104,13 @@ local function pick_free(kfree, kworkers, kslots, k, now, alive)
 end
 local function free_cursor(kfree, kworkers, kslots, now, win)
   win = win or 64
-  local c = {buf = {}, i = 1, read = 0, taken = 0, eof = false, alive = {}}
+  local c = {buf = {}, i = 1, read = 0, taken = 0, eof = false, alive = {}, back = {}}
   local function nextfree()
+    if #c.back > 0 then
+      local s = c.back[#c.back]
+      c.back[#c.back] = nil
+      return s
+    end
     while true do
       if c.i > #c.buf then
         if c.eof then return nil end
@@ -136,7 +142,11 @@ local function free_cursor(kfree, kworkers, kslots, now, win)
     local got = {}
     for _ = 1, k do
       local s = nextfree()
-      if not s then return nil, #got end
+      if not s then
+        -- not enough: give back what was found, for a smaller run
+        for j = #got, 1, -1 do c.back[#c.back + 1] = got[j] end
+        return nil, #got
+      end
       got[#got + 1] = s
     end
     c.taken = c.taken + k

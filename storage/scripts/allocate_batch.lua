@@ -1,17 +1,22 @@
 -- allocate_batch: give up to n LAUNCHED runs, in the given order (the
 -- caller passes the head of the launched zset, FIFO by seq), all k of their
--- slots on live workers or none, stopping at the first run that does not
--- fit (leader, fenced).
+-- slots on live workers or none (leader, fenced). A run that does not fit
+-- is passed over and the younger ones that fit get slots (backfill), unless
+-- it has waited for slots at least the guard (ARGV[6]): then it is held,
+-- the call stops there and the slots freed from now on wait for it.
 -- KEYS[1] fence, KEYS[2] lock, KEYS[3] workers zset, KEYS[4] slots hash,
 -- KEYS[5] free zset, KEYS[6] launched zset, KEYS[7] tokens counter,
 -- KEYS[8..7+n] run hash of run 1..n
 -- ARGV[1] epoch, ARGV[2] holder, ARGV[3] op id (random per call),
 -- ARGV[4] slot-events channel ("" = no notification), ARGV[5] run-events
--- channel (publish_runs: RUNNING#group#id per allocated run), ARGV[6..5+n] run ids
+-- channel (publish_runs: RUNNING#group#id per allocated run), ARGV[6]
+-- guard ms (a misfit LAUNCHED at least this long ago is held; 0 = every
+-- misfit is held: strict FIFO), ARGV[7..6+n] run ids
 -- returns: {{run id, "allocated", {worker, index, token, task, ...}},
 --           {run id, "skipped", state or ""},      -- not LAUNCHED (stopped, gone): nothing written
---           {run id, "no_slots", needed, found}}   -- the first misfit: nothing written for it, the rest untouched
--- in run order; a run after the first no_slots is not in the reply.
+--           {run id, "no_slots", needed, found, held}} -- a misfit: nothing written for it; held 1 = it waited
+--                                                  -- past the guard and the call stopped at it
+-- in run order; a run after a held one is not in the reply.
 -- errors (nothing written): WS_FENCED, WS_INVALID (arity, a run id twice)
 -- writes, per allocated run (as allocate.lua): slot values run#token#task,
 -- free zset, run RUNNING + started_at + assign + alloc_op, removed from
@@ -22,12 +27,13 @@
 -- assignments (never allocated twice); later runs are tried again.
 -- bound: O(n · k + f): n given runs (the caller passes at most allocChunk), k slots each, f the free-zset entries read once (free_cursor)
 local n = #KEYS - 7
-if n < 0 or #ARGV ~= 5 + n then
-  return redis.error_reply('WS_INVALID allocate batch: ' .. n .. ' run keys for ' .. (#ARGV - 5) .. ' run ids')
+if n < 0 or #ARGV ~= 6 + n then
+  return redis.error_reply('WS_INVALID allocate batch: ' .. n .. ' run keys for ' .. (#ARGV - 6) .. ' run ids')
 end
+local guard = tonumber(ARGV[6]) or 0
 local seen = {}
 for j = 1, n do
-  local id = ARGV[5 + j]
+  local id = ARGV[6 + j]
   if seen[id] then
     return redis.error_reply('WS_INVALID allocate batch: run ' .. id .. ' twice')
   end
@@ -37,8 +43,8 @@ local now = now_ms()
 local free = free_cursor(KEYS[5], KEYS[3], KEYS[4], now)
 local out, notify, ev = {}, {}, {}
 for j = 1, n do
-  local id, key = ARGV[5 + j], KEYS[7 + j]
-  local r = redis.call('HMGET', key, 'state', 'slots', 'alloc_op', 'assign', 'group')
+  local id, key = ARGV[6 + j], KEYS[7 + j]
+  local r = redis.call('HMGET', key, 'state', 'slots', 'alloc_op', 'assign', 'group', 'launched_at')
   if r[1] and r[3] == ARGV[3] then
     out[#out + 1] = {id, 'allocated', flat_assign(parse_assign(r[4]))}
   elseif r[1] ~= 'LAUNCHED' then
@@ -46,19 +52,21 @@ for j = 1, n do
   else
     local k = tonumber(r[2]) or 1
     local got, found = free.take(k)
-    if not got then
-      out[#out + 1] = {id, 'no_slots', k, found}
-      break
+    if got then
+      local as = {}
+      for task, s in ipairs(got) do
+        as[#as + 1] = claim_slot(KEYS[4], KEYS[5], KEYS[7], s, id, task - 1, now)
+      end
+      redis.call('HSET', key, 'state', 'RUNNING', 'started_at', now, 'assign', join_assign(as), 'alloc_op', ARGV[3])
+      redis.call('ZREM', KEYS[6], id)
+      notify[#notify + 1] = as[1].w .. '#' .. as[1].i .. '#' .. id
+      ev[#ev + 1] = 'RUNNING#' .. (r[5] or '') .. '#' .. id
+      out[#out + 1] = {id, 'allocated', flat_assign(as)}
+    else
+      local held = now - (tonumber(r[6]) or now) >= guard
+      out[#out + 1] = {id, 'no_slots', k, found, held and 1 or 0}
+      if held then break end
     end
-    local as = {}
-    for task, s in ipairs(got) do
-      as[#as + 1] = claim_slot(KEYS[4], KEYS[5], KEYS[7], s, id, task - 1, now)
-    end
-    redis.call('HSET', key, 'state', 'RUNNING', 'started_at', now, 'assign', join_assign(as), 'alloc_op', ARGV[3])
-    redis.call('ZREM', KEYS[6], id)
-    notify[#notify + 1] = as[1].w .. '#' .. as[1].i .. '#' .. id
-    ev[#ev + 1] = 'RUNNING#' .. (r[5] or '') .. '#' .. id
-    out[#out + 1] = {id, 'allocated', flat_assign(as)}
   end
 end
 if ARGV[4] ~= '' and #notify > 0 then

@@ -27,6 +27,13 @@ const (
 	// DefaultSlotInterval is how often the slot manager looks again while
 	// the oldest LAUNCHED run waits for slots and nothing woke it.
 	DefaultSlotInterval = time.Second
+	// DefaultSlotGuard is how long a LAUNCHED run that does not fit lets
+	// younger runs that fit take slots past it (backfill) before the slot
+	// manager holds the freed slots for it.
+	DefaultSlotGuard = 30 * time.Second
+	// DefaultUnfitTimeout is how long a LAUNCHED run may need more slots
+	// than every live worker has together before it is failed.
+	DefaultUnfitTimeout = 5 * time.Minute
 	// DefaultRestoreInterval is the reaper's period while slots are
 	// assigned (a dead worker may hold runs); with none it waits a
 	// PollInterval.
@@ -60,6 +67,8 @@ type Config struct {
 	ReusePolicy         string
 	PollInterval        time.Duration
 	SlotInterval        time.Duration
+	SlotGuard           time.Duration
+	UnfitTimeout        time.Duration
 	RestoreInterval     time.Duration
 	Retention           time.Duration
 	RetentionInterval   time.Duration
@@ -79,7 +88,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("host: runtime: policy timeout %v: want > 0", c.PolicyTimeout)
 	case c.PolicyPool < 0:
 		return fmt.Errorf("host: runtime: policy pool %d: want >= 0", c.PolicyPool)
-	case c.PollInterval < 0 || c.SlotInterval < 0 || c.RestoreInterval < 0 || c.Backoff < 0 || c.MaxBackoff < 0 || c.RetentionInterval < 0:
+	case c.PollInterval < 0 || c.SlotInterval < 0 || c.SlotGuard < 0 || c.UnfitTimeout < 0 || c.RestoreInterval < 0 || c.Backoff < 0 || c.MaxBackoff < 0 || c.RetentionInterval < 0:
 		return errors.New("host: runtime: negative interval")
 	case c.BatchSize < 0:
 		return fmt.Errorf("host: runtime: batch size %d: want >= 0", c.BatchSize)
@@ -115,6 +124,8 @@ func (c Config) withDefaults() Config {
 	}
 	def(&c.PollInterval, DefaultPollInterval)
 	def(&c.SlotInterval, DefaultSlotInterval)
+	def(&c.SlotGuard, DefaultSlotGuard)
+	def(&c.UnfitTimeout, DefaultUnfitTimeout)
 	def(&c.RestoreInterval, DefaultRestoreInterval)
 	def(&c.StatsInterval, DefaultStatsInterval)
 	def(&c.SeriesInterval, storage.SeriesInterval)

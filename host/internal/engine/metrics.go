@@ -62,7 +62,7 @@ func newMetrics(reg prometheus.Registerer, ns string) (*metrics, error) {
 		}, []string{"namespace", "task"}),
 		allocations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wasmsched_allocations_total",
-			Help: "Slot allocations of LAUNCHED runs by outcome (allocated, no_slots, skipped, error).",
+			Help: "Slot allocations of LAUNCHED runs by outcome (allocated, no_slots, skipped, error, unfit: failed because it needs more slots than every live worker has).",
 		}, []string{"namespace", "outcome"}),
 		restores: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "wasmsched_restores_total",

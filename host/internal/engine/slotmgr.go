@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,12 +12,14 @@ import (
 	"github.com/wasmsched/wasmsched/storage"
 )
 
-// SlotManager is the leader task that gives LAUNCHED runs their slots:
-// strictly FIFO by seq, each run all of its k slots or none
-// (storage.Store.AllocateBatch, fenced: up to allocChunk runs per script). When the oldest run does not fit, the
-// pass stops: younger (smaller) runs do not overtake it, so a big run is
-// never starved by a stream of small ones (RATIONALE.md "Slot manager is
-// strictly FIFO").
+// SlotManager is the leader task that gives LAUNCHED runs their slots: in
+// seq order, each run all of its k slots or none
+// (storage.Store.AllocateBackfill, fenced: up to allocChunk runs per
+// script). A run that does not fit is passed over and younger runs that fit
+// take slots (backfill: one big run does not stop the namespace) until it
+// has waited SlotGuard; then the pass stops at it and the slots freed from
+// then on are held for it, so a big run is never starved by a stream of
+// small ones (RATIONALE.md "Slots: backfill with a guard").
 //
 // Most launches never come here: the apply that launches a run places it
 // on free slots itself when none waits in the LAUNCHED queue
@@ -26,15 +29,20 @@ import (
 // finished run, a worker's new slots), looking again every SlotInterval
 // meanwhile; with the queue empty it waits a PollInterval.
 type SlotManager struct {
-	rt       *Engine
-	lastPass atomic.Int64
-	waiting  atomic.Bool   // the last pass stopped on ErrNoSlots
-	wake     chan struct{} // the coordinator queued launches, or slots were freed while waiting
+	rt          *Engine
+	lastPass    atomic.Int64
+	waiting     atomic.Bool   // the last pass left a run that does not fit
+	holding     atomic.Bool   // ... and held the slots for it (logged once per episode)
+	backfilling atomic.Bool   // ... and let younger runs past it (logged once per episode)
+	wake        chan struct{} // the coordinator queued launches, or slots were freed while waiting
 
-	// After ErrNoSlots the head run is retried only when the free-slot
-	// count grew, or after a SlotInterval (one ZCARD instead of an
-	// allocate script per wake-up).
+	// While a held run blocks the queue (nothing placed), the pass is
+	// retried only when the free-slot count grew, or after a SlotInterval
+	// (one ZCARD instead of an allocate script per wake-up).
 	mu          sync.Mutex
+	unfit       map[string]time.Time // LAUNCHED runs needing more than every live worker has: since
+	live        int                  // slots of live workers, read at liveAt
+	liveAt      time.Time
 	blockedHead string
 	blockedFree int64
 	blockedAt   time.Time
@@ -80,8 +88,9 @@ func (s *SlotManager) outcome(o string) {
 	s.rt.count("allocations." + o)
 }
 
-// Pass allocates slots to LAUNCHED runs in seq order until one does not
-// fit. It returns the number of runs made RUNNING.
+// Pass allocates slots to LAUNCHED runs in seq order, past the ones that
+// do not fit, up to one held by the guard. It returns the number of runs
+// made RUNNING.
 func (s *SlotManager) Pass(ctx context.Context, lease *leader.Lease) (int, error) {
 	defer func() {
 		now := time.Now()
@@ -111,13 +120,43 @@ func (s *SlotManager) Pass(ctx context.Context, lease *leader.Lease) (int, error
 			return 0, nil // nothing was freed since the head did not fit
 		}
 	}
-	n := 0
-	for lo := 0; lo < len(ids); lo += allocChunk {
+	n, misfits := 0, 0
+	var first, held *storage.AllocResult
+	var misfit []storage.AllocResult
+	defer func() { s.failUnfit(ctx, lease, misfit) }()
+	defer func() {
+		s.waiting.Store(misfits > 0)
+		switch {
+		case held != nil:
+			if free, ferr := s.rt.st.FreeSlots(ctx); ferr == nil && n == 0 {
+				s.mu.Lock()
+				// the queue's head then: while it and the free count stay,
+				// nothing can be placed (the held run and the misfits
+				// before it do not fit; the rest may not pass it)
+				s.blockedHead, s.blockedFree, s.blockedAt = ids[0], free, time.Now()
+				s.mu.Unlock()
+			}
+			if !s.holding.Swap(true) {
+				s.rt.log.Info("holding freed slots for a launched run that waited past the slot guard", "run", held.Run,
+					"needs", held.Needed, "free", held.Found, "guard", s.rt.cfg.SlotGuard)
+			}
+		case first != nil:
+			s.holding.Store(false)
+			if !s.backfilling.Swap(true) {
+				s.rt.log.Info("a launched run does not fit; younger runs that fit take slots first until it waited the slot guard",
+					"run", first.Run, "needs", first.Needed, "free", first.Found, "guard", s.rt.cfg.SlotGuard)
+			}
+		default:
+			s.holding.Store(false)
+			s.backfilling.Store(false)
+		}
+	}()
+	for lo := 0; lo < len(ids) && held == nil; lo += allocChunk {
 		if !lease.Valid() {
 			return n, nil
 		}
 		chunk := ids[lo:min(lo+allocChunk, len(ids))]
-		res, err := s.rt.st.AllocateBatch(ctx, lease.Fence(), chunk)
+		res, err := s.rt.st.AllocateBackfill(ctx, lease.Fence(), chunk, s.rt.cfg.SlotGuard)
 		switch {
 		case errors.Is(err, storage.ErrFenced):
 			return n, err
@@ -127,31 +166,78 @@ func (s *SlotManager) Pass(ctx context.Context, lease *leader.Lease) (int, error
 			s.outcome("error")
 			return n, err
 		}
-		for _, r := range res {
+		for i := range res {
+			r := &res[i]
 			switch r.Outcome {
 			case storage.AllocAllocated:
 				n++
 				s.rt.restore.assigned()
 				s.outcome("allocated")
 				s.rt.log.Debug("slots allocated", "run", r.Run, "slots", len(r.Assignments))
-				s.waiting.Store(false)
 			case storage.AllocSkipped:
 				// stopped or finished since the read: no longer ours to place
 				s.outcome("skipped")
 			case storage.AllocNoSlots:
 				s.outcome("no_slots")
-				if free, ferr := s.rt.st.FreeSlots(ctx); ferr == nil {
-					s.mu.Lock()
-					s.blockedHead, s.blockedFree, s.blockedAt = r.Run, free, time.Now()
-					s.mu.Unlock()
+				misfits++
+				misfit = append(misfit, *r)
+				if first == nil {
+					first = r
 				}
-				if !s.waiting.Swap(true) {
-					s.rt.log.Info("not enough free slots; the oldest launched run waits (FIFO)", "run", r.Run,
-						"needs", r.Needed, "free", r.Found)
+				if r.Held {
+					held = r
 				}
-				return n, nil
 			}
 		}
 	}
 	return n, nil
+}
+
+// failUnfit fails the LAUNCHED runs that have needed more slots than every
+// live worker has together for UnfitTimeout: they can never fit, and would
+// otherwise wait for good. A run that fits again (a worker joined) starts
+// over.
+func (s *SlotManager) failUnfit(ctx context.Context, lease *leader.Lease, misfit []storage.AllocResult) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(misfit) == 0 {
+		if len(s.unfit) > 0 {
+			s.unfit = nil
+		}
+		return
+	}
+	if time.Since(s.liveAt) >= s.rt.cfg.SlotInterval {
+		live, err := s.rt.st.LiveSlots(ctx)
+		if err != nil {
+			return
+		}
+		s.live, s.liveAt = live, time.Now()
+	}
+	now := time.Now()
+	still := map[string]time.Time{}
+	for _, r := range misfit {
+		if r.Needed <= s.live {
+			continue
+		}
+		since, ok := s.unfit[r.Run]
+		if !ok {
+			since = now
+		}
+		if now.Sub(since) < s.rt.cfg.UnfitTimeout || !lease.Valid() {
+			still[r.Run] = since
+			continue
+		}
+		reason := fmt.Sprintf("needs %d slots; all live workers together have %d, for longer than %v: it can never fit", r.Needed, s.live, s.rt.cfg.UnfitTimeout)
+		switch err := s.rt.st.FailRun(ctx, lease.Fence(), r.Run, reason); {
+		case err == nil:
+			s.outcome("unfit")
+			s.rt.log.Warn("failed a launched run that can never fit", "run", r.Run, "needs", r.Needed, "live_slots", s.live)
+		case errors.Is(err, storage.ErrBadState), errors.Is(err, storage.ErrNotFound):
+			// finished or stopped meanwhile
+		default:
+			still[r.Run] = since // retried next pass (a fenced write ends the term elsewhere)
+			s.rt.log.Warn("failing a launched run that can never fit failed", "run", r.Run, "err", err)
+		}
+	}
+	s.unfit = still
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -73,8 +74,10 @@ func (e *renv) checkSlots(ids ...string) (assigned int) {
 	return assigned
 }
 
+// TestSlotManagerStrictFIFOAllOrNothing: with a zero guard (serve
+// --slot-guard 0) a run that does not fit holds the queue at once.
 func TestSlotManagerStrictFIFOAllOrNothing(t *testing.T) {
-	e := newREnv(t, Config{})
+	e := newREnv(t, Config{SlotGuard: time.Nanosecond})
 	e.worker("w1", 2, time.Hour)
 	ids := e.launchAll("big", 3, "small", 1)
 	// big (older) needs 3 of 2: it waits, and small does not overtake it
@@ -98,8 +101,42 @@ func TestSlotManagerStrictFIFOAllOrNothing(t *testing.T) {
 	}
 }
 
+// TestSlotManagerBackfill: with the default guard a run that does not fit
+// lets the younger runs that fit take slots; once it has waited the guard
+// the freed slots are held for it.
+func TestSlotManagerBackfill(t *testing.T) {
+	e := newREnv(t, Config{SlotGuard: 300 * time.Millisecond})
+	e.worker("w1", 2, time.Hour)
+	ids := e.launchAll("big", 3, "small", 1, "small2", 1)
+	if n := e.slotPass(); n != 2 {
+		t.Fatalf("allocated %d, want 2 (the younger 1-slot runs)", n)
+	}
+	e.wantStates(ids, storage.StateLaunched, storage.StateRunning, storage.StateRunning)
+	if got := e.metric("wasmsched_allocations_total", "outcome", "no_slots"); got != 1 {
+		t.Fatalf("no_slots %v", got)
+	}
+	// big waits past the guard: a third 1-slot run does not pass it once
+	// a slot frees, the slot is held.
+	time.Sleep(350 * time.Millisecond)
+	late := e.launchAll("late", 1)
+	e.finish("small")
+	if n := e.slotPass(); n != 0 {
+		t.Fatalf("allocated %d past the held run", n)
+	}
+	e.wantStates(late, storage.StateLaunched)
+	e.finish("small2")
+	e.worker("w2", 1, time.Hour) // 3 free: big fits, late waits for one more
+	if n := e.slotPass(); n != 1 {
+		t.Fatalf("allocated %d, want 1 (big)", n)
+	}
+	e.wantStates(append(ids[:1], late...), storage.StateRunning, storage.StateLaunched)
+	if !strings.Contains(e.logs.String(), "holding freed slots") {
+		t.Fatalf("no log of the hold:\n%s", e.logs.String())
+	}
+}
+
 func TestSlotManagerNoOverAllocation(t *testing.T) {
-	e := newREnv(t, Config{})
+	e := newREnv(t, Config{SlotGuard: time.Nanosecond})
 	e.worker("w1", 3, time.Hour)
 	ids := e.launchAll("a", 2, "b", 2, "c", 1)
 	// two passes race (as a go-redis retry or a slow previous pass would)
@@ -143,5 +180,27 @@ func TestSlotManagerTaskFencedAndLeaseCheck(t *testing.T) {
 	}
 	if n := e.slotPass(); n != 1 {
 		t.Fatalf("new term allocated %d", n)
+	}
+}
+
+// TestSlotManagerUnfit: a LAUNCHED run needing more slots than every live
+// worker has together is failed with a reason after UnfitTimeout; a run
+// that fits again in time (a worker joined) is not.
+func TestSlotManagerUnfit(t *testing.T) {
+	e := newREnv(t, Config{SlotGuard: time.Hour, UnfitTimeout: 200 * time.Millisecond, SlotInterval: time.Millisecond})
+	e.worker("w1", 2, time.Hour)
+	ids := e.launchAll("huge", 5, "three", 3, "one", 1)
+	e.slotPass() // one runs (backfill); huge and three need more than the 2 live slots
+	e.wantStates(ids, storage.StateLaunched, storage.StateLaunched, storage.StateRunning)
+	e.worker("w2", 1, time.Hour) // 3 live slots: three could fit one day
+	time.Sleep(250 * time.Millisecond)
+	e.slotPass()
+	e.wantStates(ids, storage.StateFailed, storage.StateLaunched, storage.StateRunning)
+	r := e.run("huge")
+	if !strings.Contains(r.Reason, "needs 5 slots; all live workers together have 3") || !strings.Contains(r.Reason, "can never fit") {
+		t.Fatalf("reason %q", r.Reason)
+	}
+	if got := e.metric("wasmsched_allocations_total", "outcome", "unfit"); got != 1 {
+		t.Fatalf("unfit %v", got)
 	}
 }
