@@ -41,8 +41,8 @@ type env struct {
 
 type opts struct {
 	durableOn bool // durable=on without a replica: every write is ErrNotReplicated
-	tokens bool
-	engine bool
+	tokens    bool
+	engine    bool
 }
 
 func newEnv(t *testing.T, o opts) *env {
