@@ -359,8 +359,10 @@ func (in *Inspector) explain(ctx context.Context, st *storage.Store, c *client.C
 			return ex, false, err
 		}
 		if ok {
-			ex.Why = fmt.Sprintf("launched, waiting for slots: it needs %d slot(s), %d free; %d launched run(s) ahead of it take slots first. %s",
-				r.Slots, free, ahead, ex.Why)
+			ex.Why = fmt.Sprintf("launched, waiting for slots: it needs %d slot(s), %d free; %d launched run(s) ahead of it. "+
+				"Younger runs that fit may take slots past it until it has waited the leader's slot guard (serve --slot-guard, default %v); "+
+				"then the slots that free up are held for it. %s",
+				r.Slots, free, ahead, DefaultSlotGuard, ex.Why)
 		}
 		return ex, false, nil
 	}

@@ -121,6 +121,7 @@ func BenchmarkGuestFloor(b *testing.B) {
 // it names on both module variants, and the decision they time is the
 // built-in's.
 func TestGuestFloor_exports(t *testing.T) {
+	skipUnderRace(t)
 	fg := newFloorGuest(t)
 	for _, mode := range fg.modes {
 		for _, fe := range floorExports {

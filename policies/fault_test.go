@@ -78,6 +78,7 @@ var terminationModes = []string{TerminationInline, TerminationWazero}
 // loop, a pure-wasm loop, recursion without any loop (function-entry
 // checks only; inline mode) and a guest that sleeps through WASI.
 func TestInfiniteLoopStoppedByDeadline(tt *testing.T) {
+	skipUnderRace(tt)
 	for _, m := range terminationModes {
 		tt.Run(m, func(tt *testing.T) {
 			p := faulty(tt, Config{CallTimeout: 100 * time.Millisecond, Termination: m})

@@ -12,6 +12,7 @@ import (
 )
 
 func TestGate(t *testing.T) {
+	skipUnderRace(t)
 	rt := newRT(t, Config{})
 	ctx := context.Background()
 	for _, name := range plugins.Names() {
@@ -62,5 +63,14 @@ func TestGate(t *testing.T) {
 		if probs := v.indexSerial(c.Snapshot); !probs.empty() {
 			t.Errorf("conformance case %s: %v", c.Name, probs.list)
 		}
+	}
+}
+
+// skipUnderRace skips a compile- or CPU-heavy sandbox test under -race
+// (race_test.go says why); it runs in the pass without the detector.
+func skipUnderRace(t testing.TB) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("compile/CPU-heavy sandbox test: runs without -race (policies/race_test.go)")
 	}
 }

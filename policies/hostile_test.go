@@ -202,6 +202,7 @@ func withinDeadline(tt *testing.T, deadline time.Duration, call func() error) {
 // checks before them), and an export looping where the host calls it
 // mid-decision (wasmsched_input).
 func TestPolicy_DecideSerial_hostileDeadline(tt *testing.T) {
+	skipUnderRace(tt)
 	const deadline = 50 * time.Millisecond
 	rt := newRT(tt, Config{CallTimeout: deadline})
 	for _, name := range []string{"bulk-fill", "bulk-copy", "wasi-random", "wasi-write", "loop-input", "straight-loop"} {

@@ -515,7 +515,8 @@ func TestCLIRunExplain(t *testing.T) {
 	}
 	e.ok(&ex, "run", "explain", "r1")
 	if ex.Run.State != "LAUNCHED" || !strings.Contains(ex.Why, "launch by decision c1") || !strings.Contains(ex.Why, "oldest") ||
-		!strings.Contains(ex.Why, "waiting for slots: it needs 1 slot(s), 0 free; 0 launched run(s) ahead") {
+		!strings.Contains(ex.Why, "waiting for slots: it needs 1 slot(s), 0 free; 0 launched run(s) ahead") ||
+		!strings.Contains(ex.Why, "slot guard (serve --slot-guard, default 30s)") {
 		t.Fatalf("explain r1 (no worker: it waits for slots): %+v", ex)
 	}
 	e.ok(nil, "group", "set", "g", "--policy", "discard")
