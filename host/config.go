@@ -74,6 +74,10 @@ type EngineConfig struct {
 	// every live worker has together before it is failed ("can never
 	// fit"). Default 5m.
 	UnfitTimeout time.Duration
+	// MaxRunSlots, when > 0, is the namespace's bound on a run's slots:
+	// the leader records it (storage.Store.SetMaxRunSlots) and submit
+	// refuses a run asking more. 0: only storage.MaxRunSlots.
+	MaxRunSlots int
 	// RestoreInterval is the period of dead-worker reaping and restore-queue
 	// processing while slots are assigned (with none, a PollInterval).
 	// Default 500ms.

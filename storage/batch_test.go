@@ -303,3 +303,42 @@ func TestStore_AllocateBackfill(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_MaxRunSlots: the leader's bound on a run's slots (fenced);
+// submit and SubmitBatch refuse a run asking more, naming the bound,
+// nothing written; 1-slot runs never read it; 0 removes it.
+func TestStore_MaxRunSlots(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		e.unchanged(t, func() {
+			if err := e.s.SetMaxRunSlots(ctx, storage.Fence{Epoch: f.Epoch + 1, Holder: f.Holder}, 4); !errors.Is(err, storage.ErrFenced) {
+				t.Fatalf("unfenced: %v", err)
+			}
+			if err := e.s.SetMaxRunSlots(ctx, f, storage.MaxRunSlots+1); !errors.Is(err, storage.ErrInvalid) {
+				t.Fatalf("over the built-in bound: %v", err)
+			}
+		})
+		mustNil(t, e.s.SetMaxRunSlots(ctx, f, 4))
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "four", Slots: 4}))(t)
+		// another client of the namespace reads the setting
+		oc := redis.NewClient(e.c.Options())
+		defer oc.Close()
+		other, err := storage.New(oc, e.s.Namespace())
+		mustNil(t, err)
+		e.unchanged(t, func() {
+			_, err := other.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "five", Slots: 5})
+			if !errors.Is(err, storage.ErrInvalid) || !strings.Contains(err.Error(), "takes at most 4 (the leader's serve --max-run-slots)") {
+				t.Fatalf("5 slots: %v", err)
+			}
+			res := other.SubmitBatch(ctx, []storage.SubmitRequest{{Group: "g", ID: "b5", Slots: 5}})
+			if !errors.Is(res[0].Err, storage.ErrInvalid) {
+				t.Fatalf("batch 5 slots: %v", res[0].Err)
+			}
+		})
+		mustNil(t, e.s.SetMaxRunSlots(ctx, f, 0))
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "five", Slots: 5}))(t) // this store's cache follows its own write
+		if m, err := e.s.NamespaceMaxRunSlots(ctx); err != nil || m != 0 {
+			t.Fatalf("after removing: %d %v", m, err)
+		}
+	})
+}

@@ -131,6 +131,10 @@ func (k Keys) Launched() string { return k.p + "launched" }
 // Restore is the set of runs whose slots must go through the reuse decision.
 func (k Keys) Restore() string { return k.p + "restore" }
 
+// Settings is the namespace's settings hash, written by the leader
+// (max_run_slots: serve --max-run-slots).
+func (k Keys) Settings() string { return k.p + "settings" }
+
 // Lost is the list of reports of runs the store no longer has (the newest
 // first, at most MaxLostReports): executed by a worker, then lost by Redis.
 func (k Keys) Lost() string { return k.p + "lost" }

@@ -924,6 +924,9 @@ func (s *Store) Submit(ctx context.Context, r SubmitRequest) (Run, error) {
 // (then the run is the stored one, read back whole).
 func (s *Store) SubmitReplay(ctx context.Context, r SubmitRequest) (Run, bool, error) {
 	r, c, err := s.submitCall(r)
+	if err == nil {
+		err = s.checkRunSlots(ctx, r)
+	}
 	if err != nil {
 		return Run{}, false, err
 	}
@@ -1065,6 +1068,9 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []SubmitRequest) []SubmitR
 	pos := make([]int, 0, len(reqs))
 	for i, r := range reqs {
 		r, c, err := s.submitCall(r)
+		if err == nil {
+			err = s.checkRunSlots(ctx, r)
+		}
 		if err != nil {
 			out[i].Err = err
 			continue

@@ -31,6 +31,7 @@ var fenced = map[string]bool{
 	"reap":           true,
 	"tick":           true,
 	"series":         true,
+	"settings":       true,
 }
 
 // scriptSrc holds the source of every script as sent to Redis, by name (file

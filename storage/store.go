@@ -48,6 +48,7 @@ type Store struct {
 	refused atomic.Int64
 
 	dur   durableState          // durable.go
+	set   settingsCache         // settings.go
 	given redis.UniversalClient // what New got (a Connect client carries its durability): Redis()
 }
 

@@ -1,8 +1,10 @@
 package tests
 
 import (
+	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,7 +12,8 @@ import (
 	"github.com/wasmsched/wasmsched/storage"
 )
 
-// TestSlots_backfillAndGuard (issue 26): one worker with 3 slots, two
+// TestSlots_backfillAndGuard (issue 26): serve --max-run-slots 3 refuses
+// a 4-slot submit; then one worker with 3 slots, two
 // 1-slot runs holding 2 of them, then a 3-slot run, then a steady stream
 // of 1-slot runs that never leaves 3 slots free at once. The big run does
 // not stop the namespace: 1-slot runs submitted after it start before it
@@ -32,8 +35,22 @@ func TestSlots_backfillAndGuard(t *testing.T) {
 	cliURL(t, url, ns, "group", "set", "big", "--policy", "wait", "--max-active", "1")
 	StartProc(t, "w0", "--redis", url, "-n", ns, "worker", "--simulate", "--slots", "3", "--advertise", "127.0.0.1:7970")
 	StartProc(t, "host-0", "--redis", url, "-n", ns, "serve", "--advertise", "127.0.0.1:7971",
-		"--lease-ttl", rtLeaseTTL.String(), "--admin-addr", "", "--slot-guard", "1s")
+		"--lease-ttl", rtLeaseTTL.String(), "--admin-addr", "", "--slot-guard", "1s", "--max-run-slots", "3")
 	WaitFor(t, 15*time.Second, "a leader", func() bool { return leaderURL(t, url, ns).Identity != "" })
+	// The leader's --max-run-slots is the namespace's: more is refused at
+	// submit (exit 2), nothing written.
+	var errs string
+	WaitFor(t, 10*time.Second, "submit --slots 4 refused", func() bool {
+		var code int
+		_, errs, code = RunCLIErr(t, "--redis", url, "-n", ns, "submit", "big", "--id", "toobig", "--slots", "4")
+		return code == 2
+	})
+	if !strings.Contains(errs, "takes at most 3 (the leader's serve --max-run-slots)") {
+		t.Fatalf("refusal: %q", errs)
+	}
+	if _, err := st.GetRun(ctx, "toobig"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("the refused run was written: %v", err)
+	}
 
 	submit := func(group, id string, slots int, d time.Duration) {
 		t.Helper()

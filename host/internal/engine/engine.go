@@ -69,6 +69,7 @@ type Config struct {
 	SlotInterval        time.Duration
 	SlotGuard           time.Duration
 	UnfitTimeout        time.Duration
+	MaxRunSlots         int
 	RestoreInterval     time.Duration
 	Retention           time.Duration
 	RetentionInterval   time.Duration
@@ -88,7 +89,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("host: runtime: policy timeout %v: want > 0", c.PolicyTimeout)
 	case c.PolicyPool < 0:
 		return fmt.Errorf("host: runtime: policy pool %d: want >= 0", c.PolicyPool)
-	case c.PollInterval < 0 || c.SlotInterval < 0 || c.SlotGuard < 0 || c.UnfitTimeout < 0 || c.RestoreInterval < 0 || c.Backoff < 0 || c.MaxBackoff < 0 || c.RetentionInterval < 0:
+	case c.PollInterval < 0 || c.SlotInterval < 0 || c.SlotGuard < 0 || c.UnfitTimeout < 0 || c.MaxRunSlots < 0 || c.MaxRunSlots > storage.MaxRunSlots || c.RestoreInterval < 0 || c.Backoff < 0 || c.MaxBackoff < 0 || c.RetentionInterval < 0:
 		return errors.New("host: runtime: negative interval")
 	case c.BatchSize < 0:
 		return fmt.Errorf("host: runtime: batch size %d: want >= 0", c.BatchSize)

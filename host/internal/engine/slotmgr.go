@@ -62,6 +62,14 @@ func (s *SlotManager) LastPass() time.Time { return unixNano(s.lastPass.Load()) 
 // SlotInterval while a run waits for slots, or a PollInterval. It returns
 // storage.ErrFenced (demotion) when an allocation is fenced.
 func (s *SlotManager) Run(ctx context.Context, lease *leader.Lease) error {
+	// The leader's --max-run-slots is the namespace's (0 removes a
+	// predecessor's).
+	if err := s.rt.st.SetMaxRunSlots(ctx, lease.Fence(), s.rt.cfg.MaxRunSlots); errors.Is(err, storage.ErrFenced) {
+		s.rt.m.fenced.WithLabelValues(s.rt.m.ns, "slots").Inc()
+		return err
+	} else if err != nil && ctx.Err() == nil {
+		s.rt.log.Warn("recording max run slots failed", "err", err)
+	}
 	for ctx.Err() == nil {
 		n, err := s.Pass(ctx, lease)
 		if errors.Is(err, storage.ErrFenced) {
