@@ -103,13 +103,13 @@ type durableState struct {
 	replid   atomic.Value               // string: the master's master_replid at the last read
 }
 
-// soon makes the next write re-read the replica count if the last read is
-// more than a second old: a WAIT that no replica answered may mean a
+// soon makes the next write re-read the replica count (if the last read
+// is more than 100 ms old): a WAIT that no replica answered may mean a
 // failover to a master without replicas (a new master_replid), which
 // should not be waited for.
 func (d *durableState) soon() {
 	t := d.checked.Load()
-	if early := time.Now().Add(-DurableRecheck + time.Second).UnixNano(); t > early {
+	if early := time.Now().Add(-DurableRecheck + 100*time.Millisecond).UnixNano(); t > early {
 		d.checked.CompareAndSwap(t, early)
 	}
 }
@@ -158,8 +158,31 @@ func (s *Store) Durability() Durability { return s.dur.get() }
 // DurableAuto it may read the replica count: INFO replication).
 func (s *Store) Durable(ctx context.Context) bool { return s.waitsFor(ctx, "") }
 
+// waitBound is a context key: a per-call bound on the WAIT after a script
+// (waitBounded), 0 = no WAIT at all.
+type waitBound struct{}
+
+// waitBounded makes the scripts called with ctx wait at most d for a
+// replica (d <= 0: not at all), e.g. a worker heartbeat bounded by its
+// TTL, whose liveness write is not an acknowledgement.
+func waitBounded(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, waitBound{}, max(d, 0))
+}
+
+// waitTimeout is one WAIT's bound for ctx.
+func (s *Store) waitTimeout(ctx context.Context) time.Duration {
+	t := s.dur.get().Timeout
+	if b, ok := ctx.Value(waitBound{}).(time.Duration); ok && b > 0 && b < t {
+		t = b
+	}
+	return t
+}
+
 // waitsFor reports whether script name is followed by WAIT ("" = any write).
 func (s *Store) waitsFor(ctx context.Context, name string) bool {
+	if b, ok := ctx.Value(waitBound{}).(time.Duration); ok && b <= 0 {
+		return false
+	}
 	switch {
 	case readOnly[name]:
 		return false
@@ -243,18 +266,18 @@ func (s *Store) writer(ctx context.Context) (redis.Cmdable, error) {
 
 // waitArgs is the WAIT command appended to a durable pipeline.
 func (s *Store) waitCmd(ctx context.Context, p redis.Pipeliner) *redis.Cmd {
-	return p.Do(ctx, "WAIT", 1, s.dur.get().Timeout.Milliseconds())
+	return p.Do(ctx, "WAIT", 1, max(s.waitTimeout(ctx).Milliseconds(), 1))
 }
 
 // notReplicated is the error of a write WAIT did not confirm (and asks
 // for a fresh replica count soon).
-func (s *Store) notReplicated(op string, w *redis.Cmd) error {
+func (s *Store) notReplicated(ctx context.Context, op string, w *redis.Cmd) error {
 	s.dur.soon()
 	if err := w.Err(); err != nil {
 		return fmt.Errorf("storage: %s: wait for a replica: %w: %w", op, err, ErrNotReplicated)
 	}
 	return fmt.Errorf("storage: %s: no replica acknowledged the write within %v (it is on the master only and a failover could lose it): %w",
-		op, s.dur.get().Timeout, ErrNotReplicated)
+		op, s.waitTimeout(ctx), ErrNotReplicated)
 }
 
 // runDurable is run for a writing script when the store waits for
@@ -289,7 +312,7 @@ func (s *Store) runDurable(ctx context.Context, op, name string, sc *redis.Scrip
 		return nil, s.noteRefusal(scriptErr(op, err))
 	}
 	if n, err := w.Int64(); err != nil || n < 1 {
-		return v, s.notReplicated(op, w)
+		return v, s.notReplicated(ctx, op, w)
 	}
 	return v, nil
 }

@@ -70,6 +70,33 @@ func TestStore_Durability(t *testing.T) {
 		if n := rec.Count("INFO"); n != 1 {
 			t.Fatalf("%d INFO, want 1 (the replica count is read once per %v)", n, storage.DurableRecheck)
 		}
+		// A worker's plain beat is liveness only (no WAIT); its confirming
+		// beat and full heartbeat wait, bounded by a third of its TTL.
+		if err := st.RegisterWorker(ctx, "w#1", 1, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		rec.Reset()
+		if err := st.Beat(ctx, "w#1", time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if n := rec.Count("WAIT"); n != 0 {
+			t.Fatalf("Beat sent %d WAIT", n)
+		}
+		if err := st.ConfirmBeat(ctx, "w#1", time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Heartbeat(ctx, "w#1", time.Second, nil); err != nil {
+			t.Fatal(err)
+		}
+		if n := rec.Count("WAIT"); n != 2 {
+			t.Fatalf("ConfirmBeat + Heartbeat sent %d WAIT, want 2", n)
+		}
+		replica.Stop()
+		err := st.ConfirmBeat(ctx, "w#1", 150*time.Millisecond)
+		replica.Cont()
+		if !errors.Is(err, storage.ErrNotReplicated) || !strings.Contains(err.Error(), "within 50ms") {
+			t.Fatalf("ConfirmBeat with the replica stopped: %v, want ErrNotReplicated within 50ms (ttl/3)", err)
+		}
 		// Read-only scripts are not waited for.
 		rec.Reset()
 		if _, err := st.Snapshot(ctx, "g"); err != nil {
@@ -81,7 +108,7 @@ func TestStore_Durability(t *testing.T) {
 
 		replica.Stop()
 		start := time.Now()
-		_, err := st.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "cut"})
+		_, err = st.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "cut"})
 		took := time.Since(start)
 		replica.Cont()
 		if !errors.Is(err, storage.ErrNotReplicated) || !strings.Contains(err.Error(), "no replica acknowledged") {

@@ -272,7 +272,7 @@ func (s *Store) runPipe(ctx context.Context, op, name string, calls []scriptCall
 		}
 		for _, i := range idx {
 			if errs[i] == nil {
-				errs[i] = s.notReplicated(op, wait)
+				errs[i] = s.notReplicated(ctx, op, wait)
 			}
 		}
 	}

@@ -177,6 +177,9 @@ func (s *Store) Heartbeat(ctx context.Context, identity string, ttl time.Duratio
 		return nil, err
 	}
 	k := s.k
+	// The slots it returns may be started: durable (WAIT), bounded by a
+	// third of the TTL so a missing replica cannot make it miss its beat.
+	ctx = waitBounded(ctx, ttl/3)
 	v, err := s.run(ctx, op, "heartbeat", []string{k.Workers(), k.Worker(identity), k.Slots()}, identity, ms, 1, s.forceWrite(ctx))
 	if err != nil {
 		return nil, err
@@ -205,6 +208,27 @@ func (s *Store) Beat(ctx context.Context, identity string, ttl time.Duration) er
 		return err
 	}
 	k := s.k
+	// Liveness only: no WAIT (ConfirmBeat is the one a worker waits on).
+	_, err = s.run(waitBounded(ctx, 0), op, "heartbeat", []string{k.Workers(), k.Worker(identity), k.Slots()}, identity, ms, 0, "0")
+	return err
+}
+
+// ConfirmBeat is Beat acknowledged by a replica when the store waits for
+// replicas (bounded by a third of ttl; ErrNotReplicated if none did): a
+// write of the worker's own, sent after it read assignments, whose WAIT
+// covers them (the replication stream is ordered). A durable worker starts
+// what it read only after it. Without durability it is Beat.
+func (s *Store) ConfirmBeat(ctx context.Context, identity string, ttl time.Duration) error {
+	const op = "heartbeat"
+	if err := ValidateWorker(identity); err != nil {
+		return err
+	}
+	ms, err := ttlMS(op, ttl)
+	if err != nil {
+		return err
+	}
+	k := s.k
+	ctx = waitBounded(ctx, ttl/3)
 	_, err = s.run(ctx, op, "heartbeat", []string{k.Workers(), k.Worker(identity), k.Slots()}, identity, ms, 0, s.forceWrite(ctx))
 	return err
 }

@@ -414,7 +414,7 @@ func (w *agent) poll(ctx context.Context) {
 		// sent after the read, acknowledged by a replica, means the
 		// assignments read before it are on the replica too (the
 		// replication stream is ordered).
-		if err := w.Store.Beat(ctx, id, w.HeartbeatTTL); err != nil {
+		if err := w.Store.ConfirmBeat(ctx, id, w.HeartbeatTTL); err != nil {
 			if ctx.Err() == nil {
 				w.Logger.Warn("assignments not confirmed on a replica; not starting them yet", "identity", id, "err", err)
 			}
