@@ -284,6 +284,12 @@ func TestStore_AllocateBackfill(t *testing.T) {
 			}
 		}
 
+		// No free slot left: the batch stops at the first misfit, the runs
+		// after it are untouched (not even read).
+		if res := ok(e.s.AllocateBackfill(ctx, f, []string{"ra", "rc"}, time.Hour))(t); len(res) != 1 || res[0].Run != "ra" || res[0].Found != 0 || res[0].Held {
+			t.Fatalf("no free slot: %+v, want ra alone, found 0, not held", res)
+		}
+
 		// ra has waited past the guard: held; younger rc does not pass it
 		// even when slots free up for rc alone.
 		mustNil(t, e.c.HSet(ctx, e.s.Keys().Run("ra"), "launched_at", time.Now().Add(-2*time.Hour).UnixMilli()).Err())

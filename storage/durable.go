@@ -139,7 +139,9 @@ type durableClient struct {
 }
 
 // SetDurability sets how the store waits for replicas (the URL's durable=
-// parameters do this for stores made with New on a Connect client).
+// parameters do this for stores made with New on a Connect client). Calls
+// in flight may use either setting; stores made from Redis() afterwards get
+// the new one. Set it before handing Redis() to other views.
 func (s *Store) SetDurability(d Durability) error {
 	if err := d.Validate(); err != nil {
 		return err

@@ -196,21 +196,11 @@ func (s *Store) Heartbeat(ctx context.Context, identity string, ttl time.Duratio
 }
 
 // Beat extends the worker's expiry to now+ttl: Heartbeat without reading
-// the slots (one script of two commands). ErrUnknownWorker when the
-// worker was reaped or never registered.
+// the slots (one script of two commands), liveness only: it never waits
+// for a replica. ErrUnknownWorker when the worker was reaped or never
+// registered.
 func (s *Store) Beat(ctx context.Context, identity string, ttl time.Duration) error {
-	const op = "heartbeat"
-	if err := ValidateWorker(identity); err != nil {
-		return err
-	}
-	ms, err := ttlMS(op, ttl)
-	if err != nil {
-		return err
-	}
-	k := s.k
-	// Liveness only: no WAIT (ConfirmBeat is the one a worker waits on).
-	_, err = s.run(waitBounded(ctx, 0), op, "heartbeat", []string{k.Workers(), k.Worker(identity), k.Slots()}, identity, ms, 0, "0")
-	return err
+	return s.beat(waitBounded(ctx, 0), identity, ttl)
 }
 
 // ConfirmBeat is Beat acknowledged by a replica when the store waits for
@@ -219,6 +209,12 @@ func (s *Store) Beat(ctx context.Context, identity string, ttl time.Duration) er
 // covers them (the replication stream is ordered). A durable worker starts
 // what it read only after it. Without durability it is Beat.
 func (s *Store) ConfirmBeat(ctx context.Context, identity string, ttl time.Duration) error {
+	return s.beat(waitBounded(ctx, ttl/3), identity, ttl)
+}
+
+// beat is the heartbeat script without the slots; ctx's wait bound says
+// whether (and how long) it waits for a replica.
+func (s *Store) beat(ctx context.Context, identity string, ttl time.Duration) error {
 	const op = "heartbeat"
 	if err := ValidateWorker(identity); err != nil {
 		return err
@@ -228,7 +224,6 @@ func (s *Store) ConfirmBeat(ctx context.Context, identity string, ttl time.Durat
 		return err
 	}
 	k := s.k
-	ctx = waitBounded(ctx, ttl/3)
 	_, err = s.run(ctx, op, "heartbeat", []string{k.Workers(), k.Worker(identity), k.Slots()}, identity, ms, 0, s.forceWrite(ctx))
 	return err
 }
@@ -486,6 +481,8 @@ func (s *Store) AllocateBatch(ctx context.Context, f Fence, runIDs []string) ([]
 // held (Held true), the batch stops at it, and the slots freed from then
 // on wait for it (no younger run overtakes it). guard 0 holds every misfit:
 // AllocateBatch's strict FIFO.
+// A misfit that found no free slot (Found 0) ends the batch too: nothing
+// younger could fit.
 func (s *Store) AllocateBackfill(ctx context.Context, f Fence, runIDs []string, guard time.Duration) ([]AllocResult, error) {
 	const op = "allocate batch"
 	if guard < 0 {

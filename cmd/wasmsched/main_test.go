@@ -26,6 +26,9 @@ func TestRun_UsageErrors(t *testing.T) {
 		{"bad-namespace", []string{"--redis", closed, "-n", "a b", "runs"}, "namespace"},
 		{"bad-durable", []string{"--redis", closed + "?durable=maybe", "runs"}, `durable="maybe": want auto, on or off`},
 		{"bad-durable-timeout", []string{"--redis", closed + "?durable_timeout=2h", "submit", "g"}, "durable_timeout=2h0m0s: want 1ms..1m"},
+		{"bad-slot-guard", []string{"--redis", closed, "serve", "--slot-guard", "-1s"}, "--slot-guard must be >= 0"},
+		{"bad-unfit-timeout", []string{"--redis", closed, "serve", "--unfit-timeout", "0s"}, "--unfit-timeout must be > 0"},
+		{"bad-max-run-slots", []string{"--redis", closed, "serve", "--max-run-slots", "2000"}, "--max-run-slots must be in 0..1024"},
 		{"bad-lost-limit", []string{"--redis", closed, "lost", "--limit", "-1"}, "--limit -1: want 0 or more"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -437,6 +437,11 @@ func TestWorkerValidate(t *testing.T) {
 
 // runsByOutcome gathers wasmsched_worker_runs_total by outcome.
 func runsByOutcome(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	return countersBy(t, reg, "wasmsched_worker_runs_total", "outcome")
+}
+
+// countersBy reads counter name from reg by the value of label.
+func countersBy(t *testing.T, reg *prometheus.Registry, name, label string) map[string]float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -444,12 +449,12 @@ func runsByOutcome(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	}
 	out := map[string]float64{}
 	for _, mf := range mfs {
-		if mf.GetName() != "wasmsched_worker_runs_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "outcome" {
+				if l.GetName() == label {
 					out[l.GetValue()] = m.GetCounter().GetValue()
 				}
 			}

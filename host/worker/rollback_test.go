@@ -61,25 +61,7 @@ func (e *wenv) restoreNamespace(d map[string]string) {
 }
 
 func rollbacks(t *testing.T, reg *prometheus.Registry) map[string]float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "wasmsched_worker_rollbacks_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "what" {
-					out[l.GetValue()] = m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return out
+	return countersBy(t, reg, "wasmsched_worker_rollbacks_total", "what")
 }
 
 // TestWorker_rollback: the store is rolled back to a copy taken while a

@@ -3,7 +3,8 @@
 -- slots on live workers or none (leader, fenced). A run that does not fit
 -- is passed over and the younger ones that fit get slots (backfill), unless
 -- it has waited for slots at least the guard (ARGV[6]): then it is held,
--- the call stops there and the slots freed from now on wait for it.
+-- the call stops there and the slots freed from now on wait for it. With
+-- no free slot left the call stops at the next misfit.
 -- KEYS[1] fence, KEYS[2] lock, KEYS[3] workers zset, KEYS[4] slots hash,
 -- KEYS[5] free zset, KEYS[6] launched zset, KEYS[7] tokens counter,
 -- KEYS[8..7+n] run hash of run 1..n
@@ -16,7 +17,8 @@
 --           {run id, "skipped", state or ""},      -- not LAUNCHED (stopped, gone): nothing written
 --           {run id, "no_slots", needed, found, held}} -- a misfit: nothing written for it; held 1 = it waited
 --                                                  -- past the guard and the call stopped at it
--- in run order; a run after a held one is not in the reply.
+-- in run order; a run after a held one, or after a misfit that found no
+-- free slot at all, is not in the reply (untouched).
 -- errors (nothing written): WS_FENCED, WS_INVALID (arity, a run id twice)
 -- writes, per allocated run (as allocate.lua): slot values run#token#task,
 -- free zset, run RUNNING + started_at + assign + alloc_op, removed from
@@ -65,7 +67,7 @@ for j = 1, n do
     else
       local held = now - (tonumber(r[6]) or now) >= guard
       out[#out + 1] = {id, 'no_slots', k, found, held and 1 or 0}
-      if held then break end
+      if held or found == 0 then break end -- nothing after it can fit
     end
   end
 end

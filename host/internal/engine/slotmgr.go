@@ -159,7 +159,8 @@ func (s *SlotManager) Pass(ctx context.Context, lease *leader.Lease) (int, error
 			s.backfilling.Store(false)
 		}
 	}()
-	for lo := 0; lo < len(ids) && held == nil; lo += allocChunk {
+	full := false // a misfit found no free slot: nothing younger can fit
+	for lo := 0; lo < len(ids) && held == nil && !full; lo += allocChunk {
 		if !lease.Valid() {
 			return n, nil
 		}
@@ -195,6 +196,7 @@ func (s *SlotManager) Pass(ctx context.Context, lease *leader.Lease) (int, error
 				if r.Held {
 					held = r
 				}
+				full = full || r.Found == 0
 			}
 		}
 	}
