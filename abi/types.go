@@ -34,6 +34,9 @@ const (
 	// KindSlotReuse plugins decide which recorded task slots a restored run
 	// reuses after a leader failover.
 	KindSlotReuse Kind = 2
+	// KindAllocation plugins decide the order in which a namespace's
+	// LAUNCHED runs receive slots (AllocationSnapshot).
+	KindAllocation Kind = 3
 )
 
 func (k Kind) String() string {
@@ -42,22 +45,26 @@ func (k Kind) String() string {
 		return "serial"
 	case KindSlotReuse:
 		return "slot-reuse"
+	case KindAllocation:
+		return "allocation"
 	}
 	return fmt.Sprintf("Kind(%d)", uint32(k))
 }
 
 // Valid reports whether k is a known kind.
-func (k Kind) Valid() bool { return k == KindSerial || k == KindSlotReuse }
+func (k Kind) Valid() bool { return k == KindSerial || k == KindSlotReuse || k == KindAllocation }
 
-// ParseKind parses "serial" or "slot-reuse".
+// ParseKind parses "serial", "slot-reuse" or "allocation".
 func ParseKind(s string) (Kind, error) {
 	switch s {
 	case "serial":
 		return KindSerial, nil
 	case "slot-reuse":
 		return KindSlotReuse, nil
+	case "allocation":
+		return KindAllocation, nil
 	}
-	return 0, fmt.Errorf("abi: unknown kind %q (want serial or slot-reuse)", s)
+	return 0, fmt.Errorf("abi: unknown kind %q (want serial, slot-reuse or allocation)", s)
 }
 
 // State is the state of a run as seen by a policy. Only these four states

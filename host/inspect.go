@@ -359,10 +359,14 @@ func (in *Inspector) explain(ctx context.Context, st *storage.Store, c *client.C
 			return ex, false, err
 		}
 		if ok {
-			ex.Why = fmt.Sprintf("launched, waiting for slots: it needs %d slot(s), %d free; %d launched run(s) ahead of it. "+
-				"Younger runs that fit may take slots past it until it has waited the leader's slot guard (serve --slot-guard, default %v); "+
+			as, err := ReadAllocationStatus(ctx, st, "")
+			if err != nil {
+				return ex, false, err
+			}
+			ex.Why = fmt.Sprintf("launched, waiting for slots: it needs %d slot(s), %d free; %d launched run(s) ahead of it in launch order. %s "+
+				"A run that fits may take slots past one that does not until that one has waited the leader's slot guard (serve --slot-guard, default %v); "+
 				"then the slots that free up are held for it. %s",
-				r.Slots, free, ahead, DefaultSlotGuard, ex.Why)
+				r.Slots, free, ahead, allocationWhy(as, r), DefaultSlotGuard, ex.Why)
 		}
 		return ex, false, nil
 	}
@@ -457,6 +461,39 @@ func (in *Inspector) explain(ctx context.Context, st *storage.Store, c *client.C
 	return ex, false, nil
 }
 
+// allocationWhy says how the namespace's allocation policy orders r.
+func allocationWhy(as AllocationStatus, r client.Run) string {
+	set := as.Settings
+	switch set.PolicyName() {
+	case "fifo":
+		return "Allocation policy fifo: slots go in launch order."
+	case "priority-first":
+		return fmt.Sprintf("Allocation policy priority-first: the highest priority first (this run's is %d), the oldest among equals.", r.Priority)
+	case "fair":
+		key, value, what := "", r.Group, "group "+r.Group
+		if set.FairLabel != "" {
+			key, value = set.FairLabel, r.Labels[set.FairLabel]
+			what = fmt.Sprintf("%s %s", set.FairLabel, value)
+			if value == "" {
+				what = "runs without label " + set.FairLabel
+			}
+		}
+		used := 0
+		for _, u := range as.Usage {
+			if u.Key == key && u.Value == value {
+				used = int(u.Slots)
+			}
+		}
+		pct := 0
+		if as.Slots > 0 {
+			pct = 100 * used / as.Slots
+		}
+		return fmt.Sprintf("Allocation policy fair: %s (this run's) uses %d%% of the slots (%d of %d) at weight %d; "+
+			"the next free slot goes to the value using the least per unit of weight.", what, pct, used, as.Slots, set.Weight(value))
+	}
+	return fmt.Sprintf("Allocation policy %s (pushed) orders the launched runs.", set.PolicyName())
+}
+
 func fmtTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
 
 // untilText is "in 4m0s" for a time ahead, "due now" for one passed (the
@@ -466,6 +503,17 @@ func untilText(t time.Time) string {
 		return "in " + d.Round(time.Second).String()
 	}
 	return "due now"
+}
+
+// serialBuiltins names the serial built-ins.
+func serialBuiltins() []string {
+	var out []string
+	for _, p := range plugins.All() {
+		if p.Kind == abi.KindSerial {
+			out = append(out, p.Name)
+		}
+	}
+	return out
 }
 
 // CheckGroupPolicy reports whether name can decide a group in st's
@@ -483,8 +531,8 @@ func CheckGroupPolicy(ctx context.Context, st *storage.Store, name string) error
 	p, err := st.GetPolicy(ctx, name)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
-		return fmt.Errorf("policy %s is neither a built-in (%s) nor pushed in namespace %s (wasmsched policy push %s FILE): %w",
-			name, strings.Join(plugins.Names(), ", "), st.Namespace(), name, ErrUnknownPolicy)
+		return fmt.Errorf("policy %s is neither a serial built-in (%s) nor pushed in namespace %s (wasmsched policy push %s FILE): %w",
+			name, strings.Join(serialBuiltins(), ", "), st.Namespace(), name, ErrUnknownPolicy)
 	case err != nil:
 		return err
 	case p.Kind != abi.KindSerial.String():

@@ -11,6 +11,7 @@ import (
 // README.md (TestCommittedWasmIsReproducible checks the bytes).
 //
 //go:embed wait/wait.wasm discard/discard.wasm priority/priority.wasm reuse/reuse.wasm
+//go:embed fifo/fifo.wasm fair/fair.wasm priority-first/priority-first.wasm
 var builtin embed.FS
 
 // Policy is one built-in policy: its name, the kind it decides and its
@@ -25,7 +26,10 @@ type Policy struct {
 var table = func() []Policy {
 	out := []Policy{
 		{Name: "discard", Kind: abi.KindSerial},
+		{Name: "fair", Kind: abi.KindAllocation},
+		{Name: "fifo", Kind: abi.KindAllocation},
 		{Name: "priority", Kind: abi.KindSerial},
+		{Name: "priority-first", Kind: abi.KindAllocation},
 		{Name: "reuse", Kind: abi.KindSlotReuse},
 		{Name: "wait", Kind: abi.KindSerial},
 	}
@@ -40,7 +44,8 @@ var table = func() []Policy {
 }()
 
 // Lookup returns the built-in policy name: "wait", "discard", "priority"
-// (serial) or "reuse" (slot-reuse). A pushed version under a built-in's
+// (serial), "reuse" (slot-reuse), "fifo", "fair" or "priority-first"
+// (allocation). A pushed version under a built-in's
 // name must have its kind.
 func Lookup(name string) (Policy, bool) {
 	i := slices.IndexFunc(table, func(p Policy) bool { return p.Name == name })

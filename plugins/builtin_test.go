@@ -16,7 +16,7 @@ import (
 func TestMain(m *testing.M) { cases.Main(m) }
 
 func TestNames(t *testing.T) {
-	if got := fmt.Sprint(plugins.Names()); got != "[discard priority reuse wait]" {
+	if got := fmt.Sprint(plugins.Names()); got != "[discard fair fifo priority priority-first reuse wait]" {
 		t.Fatal(got)
 	}
 	for _, n := range plugins.Names() {

@@ -11,7 +11,7 @@ import (
 
 // GateOptions tunes Gate. The zero value is usable.
 type GateOptions struct {
-	// Kind is the kind the plugin must have; 0 accepts either kind.
+	// Kind is the kind the plugin must have; 0 accepts any kind.
 	Kind abi.Kind
 	// Deadline bounds the conformance run (0 = DefaultGateDeadline). Each
 	// call is also bounded by the runtime's Config.CallTimeout.
@@ -31,9 +31,9 @@ type GateReport struct {
 // Gate is the push gate shared by the CLI and the hosts: it loads wasm on rt
 // (compile, ABI version, exports and their signatures, kind, _initialize),
 // checks the kind against opts.Kind, then runs the conformance cases of its
-// kind (conformanceSerial / conformanceReuse) within opts.Deadline: every
+// kind (conformanceSerial / conformanceReuse / conformanceAllocation) within opts.Deadline: every
 // call must return, and every decision must be valid against its input
-// (ValidateSerial / validateReuse). It loads a private copy and closes it
+// (ValidateSerial / validateReuse / ValidateAllocation). It loads a private copy and closes it
 // before returning. Errors wrap ErrNotWasm, ErrMissingExport, ErrABIVersion,
 // ErrInstantiate, ErrKind or ErrConformance (the latter together with the
 // call's own error: ErrTrap, ErrTimeout or ErrInvalidDecision) and name
@@ -68,6 +68,14 @@ func Gate(ctx context.Context, rt *Runtime, name string, wasm []byte, opts GateO
 		for _, c := range conformanceSerial() {
 			// DecideSerial validates the decision against the snapshot
 			if _, err := p.DecideSerial(cctx, c.Snapshot); err != nil {
+				return fail(c.Name, err)
+			}
+			rep.Cases++
+		}
+	case abi.KindAllocation:
+		for _, c := range conformanceAllocation() {
+			// DecideAllocation validates the order against the snapshot
+			if _, err := p.DecideAllocation(cctx, c.Snapshot); err != nil {
 				return fail(c.Name, err)
 			}
 			rep.Cases++

@@ -24,8 +24,11 @@ func TestGate(t *testing.T) {
 			t.Fatalf("built-in %s: %v", name, err)
 		}
 		n := len(conformanceSerial())
-		if want == abi.KindSlotReuse {
+		switch want {
+		case abi.KindSlotReuse:
 			n = len(conformanceReuse())
+		case abi.KindAllocation:
+			n = len(conformanceAllocation())
 		}
 		if rep.Kind != want || rep.Cases != n || len(rep.SHA256) != 64 || rep.Size != len(wasm) {
 			t.Fatalf("built-in %s: report %+v", name, rep)
@@ -43,6 +46,7 @@ func TestGate(t *testing.T) {
 		{"junk", []byte("definitely not wasm"), 0, []error{ErrNotWasm}, "wasm magic"},
 		{"truncated", wait[:len(wait)/2], 0, []error{ErrNotWasm}, "malformed module"},
 		{"reuse-as-serial", reuse, abi.KindSerial, []error{ErrKind}, "must be serial, the plugin is slot-reuse"},
+		{"wait-as-allocation", wait, abi.KindAllocation, []error{ErrKind}, "must be allocation, the plugin is serial"},
 		{"badversion", readFile(t, "testdata/badversion.wasm"), 0, []error{ErrABIVersion}, "ABI version"},
 		{"missing", readFile(t, "testdata/missing.wasm"), 0, []error{ErrMissingExport}, "missing exports"},
 		{"loop", readFile(t, "testdata/loop.wasm"), 0, []error{ErrConformance, ErrTimeout}, `case "empty"`},

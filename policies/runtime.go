@@ -244,7 +244,10 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Policy, 
 	}
 	p.kind = abi.Kind(k)
 	if !p.kind.Valid() {
-		return fail(fmt.Errorf("%w: policy %q exports kind %d, want %d (serial) or %d (slot-reuse)", ErrKind, name, k, abi.KindSerial, abi.KindSlotReuse))
+		return fail(fmt.Errorf("%w: policy %q exports kind %d, want %d (serial), %d (slot-reuse) or %d (allocation)", ErrKind, name, k, abi.KindSerial, abi.KindSlotReuse, abi.KindAllocation))
+	}
+	if p.kind == abi.KindAllocation && p.abi < 4 {
+		return fail(fmt.Errorf("%w: policy %q is an allocation policy exporting ABI version %d: allocation records are version 4", ErrABIVersion, name, p.abi))
 	}
 	p.hot.Store(inst)
 	return p, nil

@@ -123,7 +123,7 @@ func TestStore_AllocateBatchReplay(t *testing.T) {
 		mustNil(t, e.s.RegisterWorker(ctx, "wA", 1, time.Minute))
 		k := e.s.Keys()
 		src := storage.ScriptSource("allocate_batch")
-		keys := []string{k.Fence(), k.Lock(), k.Workers(), k.Slots(), k.Free(), k.Launched(), k.Tokens(), k.Run("ra"), k.Run("rb")}
+		keys := []string{k.Fence(), k.Lock(), k.Workers(), k.Slots(), k.Free(), k.Launched(), k.Tokens(), k.LaunchInfo(), k.Run("ra"), k.Run("rb")}
 		args := []any{f.Epoch, f.Holder, "op-x", "", "", 0, "ra", "rb"}
 		first, err := redis.NewScript(src).Run(ctx, e.c, keys, args...).Slice()
 		mustNil(t, err)

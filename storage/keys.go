@@ -128,6 +128,14 @@ func (k Keys) Runs() string { return k.p + "runs" }
 // Launched is the zset of LAUNCHED runs waiting for slots, by seq.
 func (k Keys) Launched() string { return k.p + "launched" }
 
+// LaunchInfo is the hash of the LAUNCHED runs waiting for slots: run id ->
+// what an allocation policy reads of it, "seq,slots,priority,launched_ms,
+// group,labels" (immutable while it waits): the slot manager reads the
+// runs it has not seen with one HMGET instead of one per run. Every script
+// that adds to Launched sets the entry, every script that removes from it
+// deletes the entry.
+func (k Keys) LaunchInfo() string { return k.p + "linfo" }
+
 // Restore is the set of runs whose slots must go through the reuse decision.
 func (k Keys) Restore() string { return k.p + "restore" }
 

@@ -785,7 +785,7 @@ func (s *Store) StopActive(ctx context.Context, name, reason string, labels ...a
 		for _, id := range ids[lo:min(lo+deleteChunk, len(ids))] {
 			calls = append(calls, scriptCall{
 				keys: []string{k.Run(id), k.Group(name), k.Waiting(name), k.Active(name), k.Launched(), k.Dirty(), k.Finished(name),
-					k.WaitInfo(name), k.Retire(), k.Delayed(name)},
+					k.WaitInfo(name), k.Retire(), k.Delayed(name), k.LaunchInfo()},
 				args: []any{id, name, reason, k.RunEvents(), k.SlotEvents(), k.WorkEvents()}})
 		}
 		_, errs := s.runPipe(ctx, op, "request_stop", calls)
@@ -1532,10 +1532,10 @@ func (s *Store) applyCall(f Fence, group string, d Decision) (scriptCall, error)
 	if d.Below < 0 {
 		return scriptCall{}, invalid(op, "discard_below %d is negative", d.Below)
 	}
-	keys := make([]string, 0, 18+len(d.Actions))
+	keys := make([]string, 0, 19+len(d.Actions))
 	keys = append(keys, k.Fence(), k.Lock(), k.Group(group), k.Waiting(group), k.Active(group), k.Dirty(), k.Launched(),
 		k.Drain(), k.Finished(group), k.Decisions(group), k.WaitInfo(group), k.Workers(), k.Slots(), k.Free(), k.Tokens(), k.Retire(),
-		k.Launches(group), k.Timers())
+		k.Launches(group), k.Timers(), k.LaunchInfo())
 	args := make([]any, 0, 21+3*len(d.Actions))
 	hist := 0
 	if d.History {
@@ -1908,7 +1908,7 @@ func (s *Store) RequestStop(ctx context.Context, id, reason string) (Run, error)
 	}
 	k := s.k
 	if _, err := s.run(ctx, op, "request_stop",
-		[]string{k.Run(id), k.Group(g), k.Waiting(g), k.Active(g), k.Launched(), k.Dirty(), k.Finished(g), k.WaitInfo(g), k.Retire(), k.Delayed(g)},
+		[]string{k.Run(id), k.Group(g), k.Waiting(g), k.Active(g), k.Launched(), k.Dirty(), k.Finished(g), k.WaitInfo(g), k.Retire(), k.Delayed(g), k.LaunchInfo()},
 		id, g, reason, k.RunEvents(), k.SlotEvents(), k.WorkEvents()); err != nil {
 		return Run{}, err
 	}

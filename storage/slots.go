@@ -492,8 +492,8 @@ func (s *Store) AllocateBackfill(ctx context.Context, f Fence, runIDs []string, 
 		return nil, nil
 	}
 	k := s.k
-	keys := make([]string, 0, 7+len(runIDs))
-	keys = append(keys, k.Fence(), k.Lock(), k.Workers(), k.Slots(), k.Free(), k.Launched(), k.Tokens())
+	keys := make([]string, 0, 8+len(runIDs))
+	keys = append(keys, k.Fence(), k.Lock(), k.Workers(), k.Slots(), k.Free(), k.Launched(), k.Tokens(), k.LaunchInfo())
 	args := make([]any, 0, 4+len(runIDs))
 	args = append(args, f.args()...)
 	args = append(args, newID("op-"), k.SlotEvents(), k.RunEvents(), guard.Milliseconds())
@@ -809,6 +809,6 @@ func (s *Store) FailRun(ctx context.Context, f Fence, runID, reason string) erro
 	args := append(f.args(), runID, reason, g, k.RunEvents(), k.WorkEvents())
 	_, err = s.run(ctx, op, "fail_run",
 		[]string{k.Fence(), k.Lock(), k.Run(runID), k.Group(g), k.Active(g), k.Launched(), k.Restore(), k.Slots(), k.Free(), k.Dirty(), k.Finished(g), k.Retire(),
-			k.Delayed(g), k.Timers()}, args...)
+			k.Delayed(g), k.Timers(), k.LaunchInfo()}, args...)
 	return err
 }

@@ -1,6 +1,7 @@
 // Package sdk is the guest SDK for wasmsched policy plugins.
 //
-// A plugin author writes one type implementing SerialPolicy or ReusePolicy,
+// A plugin author writes one type implementing SerialPolicy, ReusePolicy or
+// AllocationPolicy,
 // registers it, and builds the package as a wasip1 reactor:
 //
 //	package main
@@ -16,7 +17,7 @@
 // wasip1), keeps the input/output buffers and decoded records in globals and
 // reuses them, so a policy that only appends to its decision allocates
 // nothing per call. On linux the same package compiles without the exports,
-// and CallSerial/CallReuse run a policy natively through the same byte path
+// and CallSerial/CallReuse/CallAllocation run a policy natively through the same byte path
 // for unit tests.
 //
 // Built with -tags wasmsched_floor, the SDK adds measurement exports

@@ -37,6 +37,14 @@ type ReusePolicy interface {
 	DecideReuse(r *abi.ReuseRequest, d *abi.ReuseDecision)
 }
 
+// AllocationPolicy decides the order in which a namespace's LAUNCHED runs
+// receive slots. d arrives empty; append the indices (into s.Runs) of the
+// runs to try, in order, each at most once. A run left out waits for a
+// later pass. s aliases the SDK's input buffer: valid only during the call.
+type AllocationPolicy interface {
+	DecideAllocation(s *abi.AllocationSnapshot, d *abi.AllocationDecision)
+}
+
 var le = binary.LittleEndian
 
 // guest state: all buffers are globals so the guest GC keeps them alive
@@ -44,6 +52,7 @@ var le = binary.LittleEndian
 var (
 	serialPolicy SerialPolicy
 	reusePolicy  ReusePolicy
+	allocPolicy  AllocationPolicy
 	//lint:ignore U1000 read by the wasip1 exports (exports_wasip1.go)
 	version uint32 = abi.Version // what wasmsched_abi_version exports
 
@@ -55,28 +64,41 @@ var (
 	sdec abi.SerialDecision
 	req  abi.ReuseRequest
 	rdec abi.ReuseDecision
+	asnp abi.AllocationSnapshot
+	adec abi.AllocationDecision
 )
 
 // Register installs the plugin's policy; call it once, from an init function
-// or package-level var. p must implement SerialPolicy or ReusePolicy (not
-// both). It panics otherwise, which fails the plugin at load.
+// or package-level var. p must implement exactly one of SerialPolicy,
+// ReusePolicy and AllocationPolicy. It panics otherwise, which fails the
+// plugin at load.
 func Register(p any) {
-	if serialPolicy != nil || reusePolicy != nil {
+	if serialPolicy != nil || reusePolicy != nil || allocPolicy != nil {
 		panic("sdk: Register called twice")
 	}
 	s, isSerial := p.(SerialPolicy)
 	r, isReuse := p.(ReusePolicy)
+	a, isAlloc := p.(AllocationPolicy)
 	version = versionOf(p)
-	switch {
-	case isSerial && isReuse:
-		panic(fmt.Sprintf("sdk: %T implements both SerialPolicy and ReusePolicy", p))
+	switch n := btoi(isSerial) + btoi(isReuse) + btoi(isAlloc); {
+	case n > 1:
+		panic(fmt.Sprintf("sdk: %T implements more than one of SerialPolicy, ReusePolicy and AllocationPolicy", p))
 	case isSerial:
 		serialPolicy = s
 	case isReuse:
 		reusePolicy = r
+	case isAlloc:
+		allocPolicy = a
 	default:
-		panic(fmt.Sprintf("sdk: %T implements neither SerialPolicy nor ReusePolicy", p))
+		panic(fmt.Sprintf("sdk: %T implements none of SerialPolicy, ReusePolicy and AllocationPolicy", p))
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // versionOf is the ABI version p exports (Versioned, else abi.Version); it
@@ -99,6 +121,8 @@ func Kind() abi.Kind {
 		return abi.KindSerial
 	case reusePolicy != nil:
 		return abi.KindSlotReuse
+	case allocPolicy != nil:
+		return abi.KindAllocation
 	}
 	return 0
 }
@@ -158,6 +182,13 @@ func decide(n int) ([]byte, error) {
 		rdec.Reset()
 		reusePolicy.DecideReuse(&req, &rdec)
 		outBuf = abicodec.AppendReuseDecision(outBuf[:0], &rdec)
+	case allocPolicy != nil:
+		if err := abicodec.DecodeAllocationSnapshotView(in, &asnp); err != nil {
+			return nil, err
+		}
+		adec.Reset()
+		allocPolicy.DecideAllocation(&asnp, &adec)
+		outBuf = abicodec.AppendAllocationDecision(outBuf[:0], &adec)
 	default:
 		return nil, fmt.Errorf("sdk: no policy registered")
 	}
@@ -192,6 +223,20 @@ func CallReuse(p ReusePolicy, r *abi.ReuseRequest) (abi.ReuseDecision, error) {
 	p.DecideReuse(&view, &d)
 	var out abi.ReuseDecision
 	err := abicodec.DecodeReuseDecision(abicodec.AppendReuseDecision(nil, &d), &out)
+	return out, err
+}
+
+// CallAllocation is CallSerial for allocation policies.
+func CallAllocation(p AllocationPolicy, s *abi.AllocationSnapshot) (abi.AllocationDecision, error) {
+	in := abicodec.AppendAllocationSnapshot(nil, s)
+	var view abi.AllocationSnapshot
+	if err := abicodec.DecodeAllocationSnapshotView(in, &view); err != nil {
+		return abi.AllocationDecision{}, err
+	}
+	var d abi.AllocationDecision
+	p.DecideAllocation(&view, &d)
+	var out abi.AllocationDecision
+	err := abicodec.DecodeAllocationDecision(abicodec.AppendAllocationDecision(nil, &d), &out)
 	return out, err
 }
 

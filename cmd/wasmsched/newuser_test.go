@@ -36,7 +36,7 @@ func TestGroupSet_keepsWhatIsNotGiven(t *testing.T) {
 func TestGroupSet_policyMustExistAndBeSerial(t *testing.T) {
 	e := newCLIEnv(t)
 	e.ok(nil, "group", "set", "g", "--policy", "priority")
-	e.usage("policy nosuch is neither a built-in (discard, priority, reuse, wait) nor pushed in namespace clitest", "group", "set", "g", "--policy", "nosuch")
+	e.usage("policy nosuch is neither a serial built-in (discard, priority, wait) nor pushed in namespace clitest", "group", "set", "g", "--policy", "nosuch")
 	e.usage("slot-reuse policy", "group", "set", "g", "--policy", "reuse")
 	// pushed but never activated: its groups would wait forever (the API
 	// refuses it with the same message: host/api TestAPI_putGroup_policyCheck)
@@ -54,7 +54,7 @@ func TestGroupSet_policyMustExistAndBeSerial(t *testing.T) {
 		t.Fatalf("a refused set changed the group: %+v", g)
 	}
 	code, _, errs := e.cli("group", "set", "g", "--policy", "later", "--allow-unpushed")
-	if code != 0 || !strings.Contains(errs, "warning: policy later is neither a built-in") || !strings.Contains(errs, "accepted (--allow-unpushed)") {
+	if code != 0 || !strings.Contains(errs, "warning: policy later is neither a serial built-in") || !strings.Contains(errs, "accepted (--allow-unpushed)") {
 		t.Fatalf("--allow-unpushed: exit %d, stderr %q", code, errs)
 	}
 }

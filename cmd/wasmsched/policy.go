@@ -33,7 +33,9 @@ func policyCommand() *cli.Command {
 		Name:  "policy",
 		Usage: "build, inspect, test, dry-run, push, list, activate and roll back policies",
 		Description: fmt.Sprintf("A policy is a wasm plugin (ABI versions %d to %d, see abi/ABI.md).", abi.MinVersion, abi.Version) + ` Built-in names: wait,
-discard, priority (serial) and reuse (slot-reuse). Where a command takes
+discard, priority (serial), reuse (slot-reuse), and fifo, fair,
+priority-first (allocation: the order launched runs get slots in; see
+wasmsched namespace set --help). Where a command takes
 FILE|NAME, an existing file (or a path ending in .wasm) is read from disk;
 otherwise NAME is the active pushed version in the namespace's registry, or
 the embedded built-in of that name (no Redis needed for built-ins when Redis
@@ -229,9 +231,16 @@ expected and actual actions. A file holds one scenario or a list:
     "request": {"run": {"id": "x"}, "slots": [{"worker": "w1", "alive": false, "held": true}]},
     "expect": {"fail": false, "verdicts": ["reallocate"]}}
 
+   {"name": "tenant-b-first",
+    "allocation": {"free": 1, "params": {"fair_label": "tenant"},
+                   "runs": [{"id": "a1", "labels": {"tenant": "a"}}, {"id": "b1", "labels": {"tenant": "b"}}],
+                   "usage": [{"key": "tenant", "value": "a", "slots": 3}]},
+    "expect": ["b1", "a1"]}
+
 Serial actions are compared as a set keyed by run: the order of actions in
 a decision does not matter, each run gets at most one action. Verdicts are
-compared in task order. An invalid decision always fails. Snapshot fields
+compared in task order, an allocation order exactly (the runs it leaves
+out wait). An invalid decision always fails. Snapshot fields
 follow the ABI (see "JSON form" in docs/plugin-authors.md); omitted states default to WAITING (waiting)
 and RUNNING (active), slots to 1, and seqs are numbered in order when no run
 has one.
@@ -288,7 +297,7 @@ func testTable(w io.Writer, res policytool.TestResult) {
 func policyDryRunCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "dry-run",
-		Usage: "show what a policy would decide for a snapshot file or a live group, writing nothing",
+		Usage: "show what a policy would decide for a snapshot file, a live group or the live slot queue, writing nothing",
 		Description: `--policy takes a .wasm file, a built-in name (wait, discard, priority; works
 with no Redis at all) or a pushed name (its active version). The snapshot is
 read from --snapshot FILE (the JSON form in docs/plugin-authors.md; "-" = stdin; a scenario
@@ -297,17 +306,28 @@ read-only script; nothing is written). With --group the group's active
 policy decides too, and the difference is shown (per run: active's action
 vs the candidate's, "none" for no action).
 
+An allocation policy (fifo, fair, priority-first, or a pushed one) orders
+the launched runs waiting for slots: give it an allocation snapshot file
+(wasmsched namespace snapshot --allocation writes one; a scenario's
+"allocation" works too), or --allocation for the live namespace (read
+only), where the namespace's own allocation policy orders the same runs
+beside it. It prints the order, which runs fit the free slots now, and
+how many runs the candidate places differently.
+
 Prints each action with its reason and the validation verdict. Exit 0 when
 the candidate's decision is valid, 1 when it is invalid (or the policy
 trapped or timed out), 2 on bad input.
 
 Examples:
    wasmsched policy dry-run --policy priority --snapshot snap.json
-   wasmsched policy dry-run --policy mypolicy.wasm --group nightly -o json`,
+   wasmsched policy dry-run --policy mypolicy.wasm --group nightly -o json
+   wasmsched policy dry-run --policy fair --allocation
+   wasmsched policy dry-run --policy myalloc.wasm --snapshot alloc.json`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "policy", Aliases: []string{"p"}, Usage: "the candidate: `FILE|NAME`"},
-			&cli.StringFlag{Name: "snapshot", Aliases: []string{"s"}, Usage: "snapshot JSON `FILE` (- = stdin)"},
+			&cli.StringFlag{Name: "snapshot", Aliases: []string{"s"}, Usage: "snapshot JSON `FILE` (- = stdin): a group's or an allocation snapshot"},
 			&cli.StringFlag{Name: "group", Aliases: []string{"g"}, Usage: "read the live group `G` from Redis"},
+			&cli.BoolFlag{Name: "allocation", Usage: "order the live namespace's launched runs (an allocation policy)"},
 		}, sandboxFlags()...),
 		Action: func(c *cli.Context) error {
 			if err := exactArgs(c, 0, "none; use --policy and --snapshot or --group"); err != nil {
@@ -321,8 +341,11 @@ Examples:
 			if polArg == "" {
 				return usageErrorf("dry-run: --policy FILE|NAME is required")
 			}
-			if (snapFile == "") == (group == "") {
-				return usageErrorf("dry-run: give exactly one of --snapshot FILE and --group G")
+			if btoi(snapFile != "")+btoi(group != "")+btoi(c.Bool("allocation")) != 1 {
+				return usageErrorf("dry-run: give exactly one of --snapshot FILE, --group G and --allocation")
+			}
+			if c.Bool("allocation") || (snapFile != "" && isAllocationFile(snapFile)) {
+				return allocationDryRun(c, sb, polArg, snapFile)
 			}
 			var snap *abi.SerialSnapshot
 			var st *storage.Store
@@ -360,6 +383,66 @@ Examples:
 			return nil
 		},
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// isAllocationFile reports whether the snapshot file holds an allocation
+// snapshot (read once more by allocationDryRun; stdin is read there).
+func isAllocationFile(path string) bool {
+	if path == "-" {
+		return false
+	}
+	b, err := os.ReadFile(path)
+	return err == nil && policytool.IsAllocation(b)
+}
+
+// allocationDryRun is dry-run of an allocation policy: on a snapshot file,
+// or (file "") the live namespace.
+func allocationDryRun(c *cli.Context, sb policytool.Sandbox, polArg, file string) error {
+	var snap *abi.AllocationSnapshot
+	var st *storage.Store
+	closeFn := func() {}
+	var err error
+	if file == "" {
+		if st, closeFn, err = openStore(c); err != nil {
+			return err
+		}
+		if err := requireNamespace(c.Context, st); err != nil {
+			closeFn()
+			return err
+		}
+	} else {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return asUsage(err)
+		}
+		if snap, err = policytool.ParseAllocationFile(file, b); err != nil {
+			return asUsage(err)
+		}
+		if !policytool.LooksLikeFile(polArg) {
+			if st, closeFn, err = tryStore(c); err != nil {
+				return err
+			}
+		}
+	}
+	defer closeFn()
+	res, err := policytool.DryRunAllocation(c.Context, sb, st, polArg, snap)
+	if err != nil {
+		return err
+	}
+	if err := render(c, res, func(w io.Writer) { io.WriteString(w, policytool.AllocationText(res)) }); err != nil {
+		return err
+	}
+	if !res.Valid {
+		return &checkFailed{msg: fmt.Sprintf("policy %s: %s order: %s", res.Policy, res.Outcome, strings.Join(res.Errors, "; "))}
+	}
+	return nil
 }
 
 func decisionTable(w io.Writer, title string, d client.PolicyDecision) {

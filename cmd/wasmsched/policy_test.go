@@ -386,8 +386,8 @@ func TestPolicyPushGateAndRegistry(t *testing.T) {
 	for _, p := range all {
 		names = append(names, p.Name)
 	}
-	if !sort.StringsAreSorted(names) || len(all) != 5 {
-		t.Errorf("list names %v, want 5 sorted (3 pushed names over 4 built-ins + restore-safe)", names)
+	if !sort.StringsAreSorted(names) || len(all) != 8 {
+		t.Errorf("list names %v, want 8 sorted (3 pushed names over 7 built-ins + restore-safe)", names)
 	}
 	code, tab, _ := e.cli("policy", "list")
 	if code != 0 || !strings.Contains(tab, "1*") {

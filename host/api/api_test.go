@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/host/api"
 	"github.com/wasmsched/wasmsched/host/worker"
@@ -444,7 +446,7 @@ func TestAPI_policies(t *testing.T) {
 			Builtin bool   `json:"builtin"`
 		} `json:"policies"`
 	}
-	if got := e.do("GET", ns+"/policies", "", &list); got != 200 || len(list.Policies) != 4 || list.Policies[1].Name != "priority" || list.Policies[1].Active != 2 {
+	if got := e.do("GET", ns+"/policies", "", &list); got != 200 || len(list.Policies) != 7 || list.Policies[3].Name != "priority" || list.Policies[3].Active != 2 {
 		t.Fatalf("policies: %d %+v", got, list)
 	}
 	var act struct {
@@ -882,4 +884,83 @@ func TestAPI_notReplicated(t *testing.T) {
 		!strings.Contains(ae.Error, "no replica acknowledged") {
 		t.Fatalf("POST runs: %d %+v, want 503 not_replicated", got, ae)
 	}
+}
+
+// TestAPI_allocation: GET and PUT .../allocation: defaults, a fair share
+// with weights, refusals (422 for a policy that cannot allocate, 400 for a
+// malformed setting; nothing written), and the usage of a RUNNING run.
+func TestAPI_allocation(t *testing.T) {
+	e := newEnv(t, opts{})
+	ctx := context.Background()
+	type status struct {
+		Allocation client.Allocation  `json:"allocation"`
+		Free       int                `json:"free"`
+		Slots      int                `json:"slots"`
+		By         string             `json:"by"`
+		Usage      []client.SlotUsage `json:"usage"`
+		Group      []client.SlotUsage `json:"group"`
+	}
+	var got status
+	if code := e.do("GET", "/api/v1/namespaces/ns/allocation", "", &got); code != 200 || got.Allocation.Policy != "fifo" || got.By != "group" {
+		t.Fatalf("default: %d %+v", code, got)
+	}
+	var ae apiErr
+	for body, want := range map[string]int{
+		`{"policy": "wait"}`:                      422,
+		`{"policy": "nope"}`:                      422,
+		`{"policy": "fair", "weights": {"a": 0}}`: 400,
+		`{"fair_label": "Bad Key"}`:               400,
+	} {
+		if code := e.do("PUT", "/api/v1/namespaces/ns/allocation", body, &ae); code != want {
+			t.Fatalf("%s: %d %+v, want %d", body, code, ae, want)
+		}
+	}
+	if a, _ := e.st.Allocation(ctx); a.Policy != "" {
+		t.Fatalf("a refused PUT wrote %+v", a)
+	}
+	if code := e.do("PUT", "/api/v1/namespaces/ns/allocation", `{"policy": "fair", "fair_label": "tenant", "weights": {"a": 2}}`, &got); code != 200 ||
+		got.Allocation.Policy != "fair" || got.By != "tenant" || got.Allocation.Weights["a"] != 2 {
+		t.Fatalf("put fair: %d %+v", code, got)
+	}
+	// a RUNNING run of tenant a holding 2 slots
+	f := leadNS(t, e)
+	if _, err := e.st.SetGroup(ctx, "g", "wait", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.RegisterWorker(ctx, "w1", 3, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "r1", Slots: 2, Labels: []abi.Label{{Key: "tenant", Value: "a"}}}); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := e.st.GetGroup(ctx, "g")
+	if _, err := e.st.Apply(ctx, f, "g", storage.Decision{Version: g.Version, ClaimID: "c1", Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "r1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if code := e.do("GET", "/api/v1/namespaces/ns/allocation?group=g", "", &got); code != 200 || got.Free != 1 || got.Slots != 3 ||
+		fmt.Sprint(got.Usage) != "[{tenant a 2 1}]" || fmt.Sprint(got.Group) != "[{tenant a 2 1}]" {
+		t.Fatalf("usage: %d %+v", code, got)
+	}
+	var ov struct {
+		Allocation status `json:"allocation"`
+	}
+	if code := e.do("GET", "/api/v1/namespaces/ns/overview", "", &ov); code != 200 || fmt.Sprint(ov.Allocation.Usage) != "[{tenant a 2 1}]" {
+		t.Fatalf("overview: %d %+v", code, ov)
+	}
+}
+
+// leadNS makes the test the namespace's leader (lock + epoch) and returns
+// its fence.
+func leadNS(t *testing.T, e *env) storage.Fence {
+	t.Helper()
+	ctx := context.Background()
+	stamp := storage.NewIdentity("apitest:1")
+	if err := e.st.Redis().Set(ctx, e.st.Keys().Lock(), stamp, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	epoch, err := e.st.BecomeLeader(ctx, stamp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return storage.Fence{Epoch: epoch, Holder: stamp}
 }

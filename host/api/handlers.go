@@ -59,6 +59,9 @@ type overviewJSON struct {
 	Groups    int           `json:"groups"`
 	Waiting   int           `json:"waiting"`
 	Active    int           `json:"active"`
+	// Allocation: the allocation policy and the slots in use per value of
+	// its fair label (per group without one).
+	Allocation allocationJSON `json:"allocation"`
 }
 
 func (s *Server) overview(_ http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
@@ -79,6 +82,9 @@ func (s *Server) overview(_ http.ResponseWriter, r *http.Request, c *call) (int,
 	for _, g := range gs {
 		o.Waiting += g.Waiting
 		o.Active += g.Active
+	}
+	if o.Allocation, err = allocationOf(ctx, c, ""); err != nil {
+		return 0, nil, err
 	}
 	return http.StatusOK, o, nil
 }
@@ -599,4 +605,111 @@ func orString(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// --- allocation (namespace set --allocate) ---
+
+// allocationJSON is GET .../allocation: the namespace's allocation policy
+// and parameters, its capacity, the launched runs waiting for slots, and
+// the slots in use per value of the fair label (per group without one);
+// with ?group=G also that group's runs' slots per value of the fair label.
+type allocationJSON struct {
+	Allocation client.Allocation  `json:"allocation"`
+	Free       int                `json:"free"`
+	Slots      int                `json:"slots"`
+	Launched   int                `json:"launched"`
+	By         string             `json:"by"` // the fair label, or "group"
+	Usage      []client.SlotUsage `json:"usage"`
+	Group      []client.SlotUsage `json:"group,omitempty"`
+}
+
+func allocationOf(ctx context.Context, c *call, group string) (allocationJSON, error) {
+	st, err := host.ReadAllocationStatus(ctx, c.st, group)
+	if err != nil {
+		return allocationJSON{}, err
+	}
+	a, err := c.c.Allocation(ctx)
+	if err != nil {
+		return allocationJSON{}, err
+	}
+	out := allocationJSON{Allocation: a, Free: st.Free, Slots: st.Slots, Launched: st.Launched, By: "group", Usage: []client.SlotUsage{}}
+	if a.FairLabel != "" {
+		out.By = a.FairLabel
+	}
+	for _, u := range client.UsageOf(st.Usage) {
+		if u.Key == a.FairLabel {
+			out.Usage = append(out.Usage, u)
+		}
+	}
+	if group != "" {
+		out.Group = client.UsageOf(st.Group)
+	}
+	return out, nil
+}
+
+func (s *Server) getAllocation(_ http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+	g := r.URL.Query().Get("group")
+	if g != "" {
+		if err := storage.ValidateName("group", g); err != nil {
+			return 0, nil, err
+		}
+	}
+	v, err := allocationOf(r.Context(), c, g)
+	return http.StatusOK, v, err
+}
+
+type allocationPutJSON struct {
+	Policy    *string           `json:"policy"`     // absent: keep
+	FairLabel *string           `json:"fair_label"` // absent: keep
+	Weights   map[string]int    `json:"weights"`    // absent: keep; {} clears
+	Params    map[string]string `json:"params"`     // merged; "" removes one
+	Reset     bool              `json:"reset"`      // start from fifo, no parameters
+}
+
+func (s *Server) putAllocation(w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+	var body allocationPutJSON
+	if err := decodeBody(w, r, &body); err != nil {
+		return 0, nil, err
+	}
+	ctx := r.Context()
+	a := client.Allocation{Policy: storage.DefaultAllocation}
+	if !body.Reset {
+		var err error
+		if a, err = c.c.Allocation(ctx); err != nil {
+			return 0, nil, err
+		}
+	}
+	if body.Policy != nil {
+		a.Policy = host.AllocationPolicyName(*body.Policy)
+		if err := storage.ValidateName("policy", a.Policy); err != nil {
+			return 0, nil, err
+		}
+	}
+	if body.FairLabel != nil {
+		a.FairLabel = *body.FairLabel
+	}
+	if body.Weights != nil {
+		a.Weights = body.Weights
+	}
+	for k, v := range body.Params {
+		if a.Params == nil {
+			a.Params = map[string]string{}
+		}
+		if v == "" {
+			delete(a.Params, k)
+		} else {
+			a.Params[k] = v
+		}
+	}
+	if err := host.CheckAllocationPolicy(ctx, c.st, a.Policy); err != nil {
+		if errors.Is(err, host.ErrUnknownPolicy) || errors.Is(err, host.ErrNotAllocation) {
+			return 0, nil, errorf(http.StatusUnprocessableEntity, "unprocessable", "%s", err.Error())
+		}
+		return 0, nil, err
+	}
+	if err := c.c.SetAllocation(ctx, a); err != nil {
+		return 0, nil, err
+	}
+	v, err := allocationOf(ctx, c, "")
+	return http.StatusOK, v, err
 }

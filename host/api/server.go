@@ -258,6 +258,8 @@ func (s *Server) routeTable() []struct {
 		{"POST " + p + "/runs/{id}/stop", s.stop},
 		{"GET " + p + "/slots", s.slots},
 		{"GET " + p + "/lost", s.lost},
+		{"GET " + p + "/allocation", s.getAllocation},
+		{"PUT " + p + "/allocation", s.putAllocation},
 		{"GET " + p + "/series", s.series},
 		{"GET " + p + "/leader", s.leader},
 		{"GET " + p + "/policies", s.listPolicies},

@@ -54,7 +54,10 @@ func TestUI_browser(t *testing.T) {
 		t.Fatalf("group: %d", got)
 	}
 	e.do("PUT", ns+"/groups/latest", `{"policy": "priority", "max_active": 1}`, nil)
-	e.do("POST", ns+"/groups/latest/runs", `{"id": "latest-1", "duration_ms": 3600000}`, nil) // busy for the whole test
+	if got := e.do("PUT", ns+"/allocation", `{"policy": "fair", "fair_label": "tenant", "weights": {"acme": 2}}`, nil); got != 200 {
+		t.Fatalf("allocation: %d", got)
+	}
+	e.do("POST", ns+"/groups/latest/runs", `{"id": "latest-1", "duration_ms": 3600000, "labels": {"tenant": "acme"}}`, nil) // busy for the whole test
 	e.do("POST", ns+"/groups/latest/runs", `{"id": "latest-2", "priority": 5}`, nil)
 
 	allocOpts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
@@ -129,6 +132,20 @@ func TestUI_browser(t *testing.T) {
 	}
 	run("a sign-out button", chromedp.WaitVisible(chromedp.CSS("#logout")))
 	run("charts", chromedp.WaitVisible(chromedp.CSS("#ov-charts figure.chart")))
+	// slots in use per value of the fair label (latest-1 holds one, weight 2)
+	run("slots by tenant", chromedp.Navigate(e.srv.URL+"/ui/#/groups"), chromedp.Navigate(e.srv.URL+"/ui/#/"),
+		chromedp.WaitVisible(chromedp.CSS(`main[data-view="overview"]`)))
+	for i := 0; ; i++ {
+		got := strings.ToLower(strings.Join(strings.Fields(text("#ov-allocation")), " "))
+		if strings.Contains(got, "acme 1") && strings.Contains(got, "tenant slots share runs weight") && strings.HasSuffix(got, "1 2") {
+			break
+		}
+		if i == 50 {
+			t.Fatalf("overview slots by tenant: %q", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+		run("reload", chromedp.Reload())
+	}
 	shot("overview")
 
 	// the runs page, marked so a reload would be seen
@@ -199,6 +216,9 @@ func TestUI_browser(t *testing.T) {
 	run("group page", chromedp.Navigate(e.srv.URL+"/ui/#/groups/latest"),
 		chromedp.WaitVisible(chromedp.CSS(`#group-active tr[data-run="latest-1"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#group-queue tr[data-run="latest-2"]`)))
+	if got := strings.Join(strings.Fields(text("#group-allocation")), " "); !strings.Contains(got, "acme 1") {
+		t.Fatalf("group slots by tenant: %q", got)
+	}
 	run("dry-run", chromedp.SetValue(chromedp.CSS("#dryrun-policy"), "wait"), chromedp.Click(chromedp.CSS(`#dryrun-form button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#dryrun-result table`)))
 	run("timeline", chromedp.WaitReady(chromedp.CSS(`#group-timeline svg rect`))) // SVG: ready, not "visible" to chromedp

@@ -6,3 +6,4 @@ for f in badversion badkind missing badsig loop oob calls sleep v1below echo-v2 
 cd ../..
 GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false "-ldflags=-s -w" -o policies/testdata/faulty/faulty.wasm ./policies/testdata/faulty
 policies/testdata/hostile/gen.sh
+GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false "-ldflags=-s -w" -o policies/testdata/hostile-alloc/hostile-alloc.wasm ./policies/testdata/hostile-alloc

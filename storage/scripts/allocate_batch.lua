@@ -7,7 +7,8 @@
 -- no free slot left the call stops at the next misfit.
 -- KEYS[1] fence, KEYS[2] lock, KEYS[3] workers zset, KEYS[4] slots hash,
 -- KEYS[5] free zset, KEYS[6] launched zset, KEYS[7] tokens counter,
--- KEYS[8..7+n] run hash of run 1..n
+-- KEYS[8] the launched runs' index (Keys.LaunchInfo), KEYS[9..8+n] run
+-- hash of run 1..n
 -- ARGV[1] epoch, ARGV[2] holder, ARGV[3] op id (random per call),
 -- ARGV[4] slot-events channel ("" = no notification), ARGV[5] run-events
 -- channel (publish_runs: RUNNING#group#id per allocated run), ARGV[6]
@@ -28,7 +29,7 @@
 -- replay: a run whose alloc_op == op is reported "allocated" with its
 -- assignments (never allocated twice); later runs are tried again.
 -- bound: O(n · k + f): n given runs (the caller passes at most allocChunk), k slots each, f the free-zset entries read once (free_cursor)
-local n = #KEYS - 7
+local n = #KEYS - 8
 if n < 0 or #ARGV ~= 6 + n then
   return redis.error_reply('WS_INVALID allocate batch: ' .. n .. ' run keys for ' .. (#ARGV - 6) .. ' run ids')
 end
@@ -45,7 +46,7 @@ local now = now_ms()
 local free = free_cursor(KEYS[5], KEYS[3], KEYS[4], now)
 local out, notify, ev = {}, {}, {}
 for j = 1, n do
-  local id, key = ARGV[6 + j], KEYS[7 + j]
+  local id, key = ARGV[6 + j], KEYS[8 + j]
   local r = redis.call('HMGET', key, 'state', 'slots', 'alloc_op', 'assign', 'group', 'launched_at')
   if r[1] and r[3] == ARGV[3] then
     out[#out + 1] = {id, 'allocated', flat_assign(parse_assign(r[4]))}
@@ -61,6 +62,7 @@ for j = 1, n do
       end
       redis.call('HSET', key, 'state', 'RUNNING', 'started_at', now, 'assign', join_assign(as), 'alloc_op', ARGV[3])
       redis.call('ZREM', KEYS[6], id)
+      redis.call('HDEL', KEYS[8], id)
       notify[#notify + 1] = as[1].w .. '#' .. as[1].i .. '#' .. id
       ev[#ev + 1] = 'RUNNING#' .. (r[5] or '') .. '#' .. id
       out[#out + 1] = {id, 'allocated', flat_assign(as)}

@@ -7,7 +7,8 @@
 -- index (Keys.WaitInfo), KEYS[12] workers zset, KEYS[13] slots hash,
 -- KEYS[14] free zset, KEYS[15] tokens counter, KEYS[16] retire zset,
 -- KEYS[17] the group's launches list (Keys.Launches), KEYS[18] timers zset,
--- KEYS[19..18+n] run hash of action 1..n
+-- KEYS[19] the launched runs' index (Keys.LaunchInfo),
+-- KEYS[20..19+n] run hash of action 1..n
 -- ARGV[1] epoch, ARGV[2] holder, ARGV[3] group, ARGV[4] snapshot version,
 -- ARGV[5] claim id, ARGV[6] policy, ARGV[7] policy version,
 -- ARGV[8] discard_below (0 = none), ARGV[9] its reason, ARGV[10] again
@@ -61,7 +62,7 @@
 -- (README.md "Dirty contract").
 -- bound: O(n · (log m + k) + f), n actions (at most the snapshot's runs plus
 -- one), k slots each, f free-zset entries read (free_cursor)
-local n = #KEYS - 18
+local n = #KEYS - 19
 if #ARGV ~= 21 + 3 * n then
   return redis.error_reply('WS_INVALID apply: ' .. n .. ' run keys for ' .. (#ARGV - 21) .. ' action args')
 end
@@ -95,21 +96,23 @@ for j = 1, n do
     return redis.error_reply('WS_INVALID two actions on run ' .. id)
   end
   seen[id] = true
-  local a = {kind = kind, id = id, reason = reason, key = KEYS[18 + j]}
+  local a = {kind = kind, id = id, reason = reason, key = KEYS[19 + j]}
   if kind == 'launch' or kind == 'discard' then
     -- a WAITING run of this group is in its index: seq and slots at once
     local info = redis.call('HGET', KEYS[11], id)
     local seq, slots
     if info then
-      local s, _, k = string.match(info, '^(%d+),(-?%d+),(%d+),')
+      local s, p, k = string.match(info, '^(%d+),(-?%d+),(%d+),')
       seq, slots = tonumber(s), tonumber(k)
+      a.prio = p -- (a field in a multiple assignment trips the embedded store's Lua)
       a.labels = string.match(info, '^[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,(.*)$') or ''
     else
       -- not indexed (submitted before the index existed, or not WAITING)
       seq = tonumber(redis.call('ZSCORE', KEYS[4], id) or '')
       if seq then
-        local r = redis.call('HMGET', a.key, 'slots', 'labels')
+        local r = redis.call('HMGET', a.key, 'slots', 'labels', 'priority')
         slots, a.labels = tonumber(r[1] or '1'), r[2] or ''
+        a.prio = r[3]
       end
     end
     if not seq then
@@ -188,6 +191,7 @@ for _, a in ipairs(acts) do
     else
       redis.call('HSET', a.key, 'dec', dec, 'state', 'LAUNCHED', 'launched_at', nows, 'policy', ARGV[6], 'policy_version', ARGV[7])
       redis.call('ZADD', KEYS[7], a.seq, a.id)
+      redis.call('HSET', KEYS[19], a.id, a.seq .. ',' .. a.slots .. ',' .. (a.prio or '0') .. ',' .. nows .. ',' .. ARGV[3] .. ',' .. a.labels)
       queued = queued + 1
     end
   elseif a.kind == 'discard' then
@@ -202,6 +206,7 @@ for _, a in ipairs(acts) do
     redis.call('ZADD', KEYS[9], now, a.id)
     redis.call('ZREM', KEYS[5], a.id)
     redis.call('ZREM', KEYS[7], a.id)
+    redis.call('HDEL', KEYS[19], a.id)
     finished = true
     ev[#ev + 1] = 'STOPPED#' .. ARGV[3] .. '#' .. a.id
   else

@@ -3,7 +3,8 @@
 -- KEYS[5] active zset, KEYS[6] launched zset, KEYS[7] restore set,
 -- KEYS[8] slots hash, KEYS[9] free zset, KEYS[10] dirty set, KEYS[11] the
 -- group's finished zset (retention index), KEYS[12] retire zset, KEYS[13]
--- the group's delayed zset, KEYS[14] timers zset
+-- the group's delayed zset, KEYS[14] timers zset, KEYS[15] the launched
+-- runs' index (Keys.LaunchInfo)
 -- ARGV[1] epoch, ARGV[2] holder, ARGV[3] run id, ARGV[4] reason, ARGV[5] group,
 -- ARGV[6] run-events channel (publish_runs: FAILED), ARGV[7] work channel
 -- (PUBLISH of the group: the coordinator wakes; advisory)
@@ -47,6 +48,7 @@ end
 release_slots(KEYS[8], KEYS[9], ARGV[3], parse_assign(r[3]))
 redis.call('ZREM', KEYS[5], ARGV[3])
 redis.call('ZREM', KEYS[6], ARGV[3])
+redis.call('HDEL', KEYS[15], ARGV[3])
 redis.call('SREM', KEYS[7], ARGV[3])
 redis.call('HINCRBY', KEYS[4], 'version', 1)
 redis.call('SADD', KEYS[10], ARGV[5])

@@ -4,7 +4,8 @@
 -- zset (retention index), KEYS[8] the group's waiting-run index
 -- (Keys.WaitInfo), KEYS[9] retire zset, KEYS[10] the group's delayed zset
 -- (a WAITING run not due yet leaves it; the group's timer stays: due.lua
--- drops it when it fires)
+-- drops it when it fires), KEYS[11] the launched runs' index
+-- (Keys.LaunchInfo)
 -- ARGV[1] run id, ARGV[2] group, ARGV[3] reason, ARGV[4] run-events channel
 -- (publish_runs: the new state), ARGV[5] slot-events channel (a RUNNING
 -- run's task-0 slot, so its worker stops it at once), ARGV[6] work channel
@@ -38,6 +39,7 @@ elseif st == 'LAUNCHED' then
   redis.call('ZADD', KEYS[9], 'NX', now, ARGV[2])
   redis.call('ZREM', KEYS[4], ARGV[1])
   redis.call('ZREM', KEYS[5], ARGV[1])
+  if KEYS[11] then redis.call('HDEL', KEYS[11], ARGV[1]) end
 elseif st == 'RUNNING' then
   new = 'STOPPING'
   redis.call('HSET', KEYS[1], 'state', new, 'reason', ARGV[3])

@@ -65,6 +65,7 @@ const views = {
         ${chart(sr, "launches and finishes per 10 s", [["launches", "#2f6fde"], ["finishes", "#2e8b57"]])}
         ${chart(sr, "waiting and active runs", [["waiting", "#999"], ["active", "#2f6fde"]])}
         ${chart(sr, "slots in use", [["slots_used", "#e67e22"], ["slots_total", "#ccc"]])}</div>
+      ${allocationTable(o.allocation, o.allocation.usage, "ov-allocation")}
       <h2>Workers</h2>
       <table><thead><tr><th>worker</th><th>alive</th><th>slots</th><th>runs on its slots</th></tr></thead><tbody>
       ${slots.workers.map((w) => `<tr><td class="mono">${esc(w.identity)}</td><td>${w.alive ? "yes" : "<span class=error>no</span>"}</td>
@@ -88,8 +89,9 @@ const views = {
   },
 
   async group(main, name) {
-    const [g, { policies }, recent, sr] = await Promise.all([api(nsPath(`/groups/${encodeURIComponent(name)}`)), api(nsPath("/policies")),
-      api(nsPath(`/runs?group=${encodeURIComponent(name)}&limit=40`)), api(nsPath(`/series?group=${encodeURIComponent(name)}&window=1h`))]);
+    const [g, { policies }, recent, sr, al] = await Promise.all([api(nsPath(`/groups/${encodeURIComponent(name)}`)), api(nsPath("/policies")),
+      api(nsPath(`/runs?group=${encodeURIComponent(name)}&limit=40`)), api(nsPath(`/series?group=${encodeURIComponent(name)}&window=1h`)),
+      api(nsPath(`/allocation?group=${encodeURIComponent(name)}`))]);
     const runRow = (r) => `<tr data-run="${esc(r.id)}"><td>${runLink(r.id)}</td><td class=num>${r.seq}</td><td>${badge(r.state)}</td>
       <td class=num>${r.priority}</td><td>${(r.assignments || []).map((a) => `<span class=mono>${esc(a.worker)}#${a.slot}</span>`).join(" ") || "-"}</td>
       <td><a href="#/runs/${encodeURIComponent(r.id)}/explain" data-explain="${esc(r.id)}">explain</a></td></tr>`;
@@ -117,6 +119,7 @@ const views = {
       <h2>Active runs</h2>
       <table><thead><tr><th>run</th><th class=num>seq</th><th>state</th><th class=num>prio</th><th>slots</th><th></th></tr></thead>
         <tbody id="group-active">${g.active_runs.map(runRow).join("") || `<tr><td colspan=6 class=muted>none</td></tr>`}</tbody></table>
+      ${al.allocation.fair_label ? allocationTable(al, al.group || [], "group-allocation") : ""}
       <h2>Queue (${g.queue_total || 0} waiting${g.queue_truncated ? ", showing the oldest and newest" : ""})</h2>
       <table><thead><tr><th>run</th><th class=num>seq</th><th>state</th><th class=num>prio</th><th>slots</th><th></th></tr></thead>
         <tbody id="group-queue">${g.queue.map(runRow).join("") || `<tr><td colspan=6 class=muted>empty</td></tr>`}</tbody></table>
@@ -316,6 +319,20 @@ const views = {
 // chart draws a time series (GET .../series) as lines, one per [field,
 // color]: plain SVG, the x axis the last hour, gaps (no point: nothing
 // happened) drawn as zero.
+// allocationTable: the namespace's allocation policy and the slots in use
+// per value of its fair label (per group without one).
+function allocationTable(a, usage, id) {
+  const al = a.allocation, by = a.by === "group" ? "group" : a.by;
+  const weight = (v) => (al.weights && al.weights[v]) || 1;
+  const rows = usage.map((u) => `<tr><td class=mono>${esc(u.value || "(none)")}</td><td class=num>${u.slots}</td>
+    <td class=num>${a.slots ? Math.round((100 * u.slots) / a.slots) : 0}%</td><td class=num>${u.runs}</td><td class=num>${weight(u.value)}</td></tr>`).join("");
+  return `<h2>Slots by ${esc(by)}</h2>
+    <p class=muted>allocation policy <b>${esc(al.policy)}</b>${al.fair_label ? ` across label <b>${esc(al.fair_label)}</b>` : ""};
+      ${a.free} of ${a.slots} slots free; ${a.launched} launched runs waiting for slots</p>
+    <table id="${id}"><thead><tr><th>${esc(by)}</th><th class=num>slots</th><th class=num>share</th><th class=num>runs</th><th class=num>weight</th></tr></thead>
+      <tbody>${rows || `<tr><td colspan=5 class=muted>no slot in use</td></tr>`}</tbody></table>`;
+}
+
 function chart(sr, title, lines) {
   const W = 300, H = 90, now = Date.now(), t0 = now - 3600e3;
   const pts = (sr.points || []).map((p) => ({ ...p, t: new Date(p.at).getTime() }));

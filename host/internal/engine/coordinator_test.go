@@ -35,7 +35,7 @@ var (
 // keys it by its version and the module hash): closing a policy drops the
 // in-memory compiled module, and compiling a Go plugin under -race takes
 // seconds.
-func sharedWasm(t *testing.T) *policies.Runtime {
+func sharedWasm(t testing.TB) *policies.Runtime {
 	t.Helper()
 	wasmOnce.Do(func() {
 		wasmRT, wasmErr = policies.NewRuntime(context.Background(), policies.Config{
@@ -53,7 +53,7 @@ func sharedWasm(t *testing.T) *policies.Runtime {
 // renv is a redis-server, a store, a hand-made leader term and an Engine
 // whose tasks the test drives directly (Pass) or runs (Run).
 type renv struct {
-	t     *testing.T
+	t     testing.TB
 	rdb   redis.UniversalClient // the test's own client, for fault injection
 	st    *storage.Store
 	reg   *prometheus.Registry
@@ -62,7 +62,7 @@ type renv struct {
 	logs  *syncBuffer
 }
 
-func newREnv(t *testing.T, cfg Config) *renv {
+func newREnv(t testing.TB, cfg Config) *renv {
 	t.Helper()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)

@@ -288,6 +288,7 @@ func (r *Engine) workEvents(bus *leader.Bus) {
 				r.acc.touched()
 				wakeUp(r.coord.wake)
 				if r.slots.waiting.Load() {
+					r.slots.freed.Add(1)
 					wakeUp(r.slots.wake)
 				}
 				wakeUp(r.retWake)

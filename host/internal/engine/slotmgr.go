@@ -35,6 +35,8 @@ type SlotManager struct {
 	holding     atomic.Bool   // ... and held the slots for it (logged once per episode)
 	backfilling atomic.Bool   // ... and let younger runs past it (logged once per episode)
 	wake        chan struct{} // the coordinator queued launches, or slots were freed while waiting
+	freed       atomic.Int64  // work events while waiting (a finished run, a worker's slots): counted before the wake
+	full        bool          // the last pass found launched runs and no free slot (Run's goroutine only)
 
 	// While a held run blocks the queue (nothing placed), the pass is
 	// retried only when the free-slot count grew, or after a SlotInterval
@@ -46,6 +48,19 @@ type SlotManager struct {
 	blockedHead string
 	blockedFree int64
 	blockedAt   time.Time
+
+	alloc allocState // the allocation policy's inputs and fallback (allocation.go)
+}
+
+// waitWoken waits for a wake (true), the timer or ctx (false).
+func waitWoken(ctx context.Context, wake <-chan struct{}, timer <-chan time.Time) bool {
+	select {
+	case <-wake:
+		return ctx.Err() == nil
+	case <-ctx.Done():
+	case <-timer:
+	}
+	return false
 }
 
 // allocChunk is the most runs one AllocateBatch script places (bounds the
@@ -70,7 +85,9 @@ func (s *SlotManager) Run(ctx context.Context, lease *leader.Lease) error {
 	} else if err != nil && ctx.Err() == nil {
 		s.rt.log.Warn("recording max run slots failed", "err", err)
 	}
+	defer s.releaseAllocation()
 	for ctx.Err() == nil {
+		freedSeen := s.freed.Load()
 		n, err := s.Pass(ctx, lease)
 		if errors.Is(err, storage.ErrFenced) {
 			s.rt.m.fenced.WithLabelValues(s.rt.m.ns, "slots").Inc()
@@ -85,7 +102,16 @@ func (s *SlotManager) Run(ctx context.Context, lease *leader.Lease) error {
 			if s.waiting.Load() {
 				wait = s.rt.cfg.SlotInterval
 			}
-			waitWake(ctx, s.wake, wait)
+			timer := time.NewTimer(wait) // one deadline for the whole wait
+			for waitWoken(ctx, s.wake, timer.C) {
+				// Woken by the coordinator's queued launches while the last
+				// pass saw every slot taken: nothing can be placed until a
+				// slot frees (a work event) or the timer says look again.
+				if f := s.freed.Load(); f != freedSeen || !s.full {
+					break
+				}
+			}
+			timer.Stop()
 		}
 	}
 	return nil
@@ -105,35 +131,76 @@ func (s *SlotManager) Pass(ctx context.Context, lease *leader.Lease) (int, error
 		s.lastPass.Store(now.UnixNano())
 		s.rt.m.pass("slots", now)
 	}()
+	s.full = false
 	if !lease.Valid() {
 		return 0, nil
-	}
-	ids, err := s.rt.st.LaunchedRuns(ctx, s.rt.cfg.BatchSize)
-	if err != nil || len(ids) == 0 {
-		if err == nil {
-			s.waiting.Store(false) // nothing queued: nothing waits for slots
-		}
-		return 0, err
 	}
 	s.mu.Lock()
 	head, free0, at := s.blockedHead, s.blockedFree, s.blockedAt
 	s.blockedHead = ""
 	s.mu.Unlock()
-	if head == ids[0] && time.Since(at) < s.rt.cfg.SlotInterval {
-		free, err := s.rt.st.FreeSlots(ctx)
-		if err == nil && free <= free0 {
-			s.mu.Lock()
-			s.blockedHead = head // still blocked: keep the mark
-			s.mu.Unlock()
-			return 0, nil // nothing was freed since the head did not fit
+	if head != "" && time.Since(at) < s.rt.cfg.SlotInterval {
+		first, err := s.rt.st.LaunchedRuns(ctx, 1)
+		if err != nil {
+			return 0, err
+		}
+		if len(first) == 1 && first[0] == head {
+			if free, err := s.rt.st.FreeSlots(ctx); err == nil && free <= free0 {
+				s.mu.Lock()
+				s.blockedHead = head // still blocked: keep the mark
+				s.mu.Unlock()
+				return 0, nil // nothing was freed since the held run did not fit
+			}
 		}
 	}
+	k := storage.MaxAllocWindow
+	if s.alloc.free >= 0 && s.alloc.info != nil {
+		k = storage.AllocWindow(s.alloc.free)
+	}
+	// the settings only when the policy generation moved (namespace set
+	// bumps it) or every allocSettingsRecheck (a missed message)
+	gen := s.rt.set.Generation()
+	withSettings := s.alloc.setAt.IsZero() || gen != s.alloc.setGen || time.Since(s.alloc.setAt) >= allocSettingsRecheck
+	view, err := s.rt.st.AllocationState(ctx, min(k, max(1, s.rt.cfg.BatchSize/2)), withSettings)
+	if err == nil {
+		if view.SettingsRead {
+			s.alloc.settings, s.alloc.setGen, s.alloc.setAt = view.Settings, gen, time.Now()
+		} else {
+			view.Settings = s.alloc.settings
+		}
+	}
+	if err != nil || len(view.Launched) == 0 {
+		if err == nil {
+			s.waiting.Store(false) // nothing queued: nothing waits for slots
+		}
+		return 0, err
+	}
+	queueHead := view.Launched[0]
+	s.alloc.free = view.Free
+	if view.Free == 0 {
+		// Nothing can be placed: no policy call, no script. A finished
+		// run or a new worker wakes the next pass; an order made now
+		// would be stale by then (and give a slot freed meanwhile to the
+		// run it put first for a full namespace).
+		s.waiting.Store(true)
+		s.full = true
+		return 0, nil
+	}
+	ids, err := s.allocationOrder(ctx, &view)
+	if err != nil {
+		return 0, err
+	}
+	left := len(view.Launched) > len(ids) // the policy held some back: look again soon
 	n, misfits := 0, 0
 	var first, held *storage.AllocResult
 	var misfit []storage.AllocResult
 	defer func() { s.failUnfit(ctx, lease, misfit) }()
+	complete := false // a pass cut short (an error, the lease) says nothing about the queue
 	defer func() {
-		s.waiting.Store(misfits > 0)
+		if complete || misfits > 0 {
+			// the coordinator places launches itself only while nothing waits
+			s.waiting.Store(misfits > 0 || left)
+		}
 		switch {
 		case held != nil:
 			if free, ferr := s.rt.st.FreeSlots(ctx); ferr == nil && n == 0 {
@@ -141,7 +208,7 @@ func (s *SlotManager) Pass(ctx context.Context, lease *leader.Lease) (int, error
 				// the queue's head then: while it and the free count stay,
 				// nothing can be placed (the held run and the misfits
 				// before it do not fit; the rest may not pass it)
-				s.blockedHead, s.blockedFree, s.blockedAt = ids[0], free, time.Now()
+				s.blockedHead, s.blockedFree, s.blockedAt = queueHead, free, time.Now()
 				s.mu.Unlock()
 			}
 			if !s.holding.Swap(true) {
@@ -200,6 +267,7 @@ func (s *SlotManager) Pass(ctx context.Context, lease *leader.Lease) (int, error
 			}
 		}
 	}
+	complete = true
 	return n, nil
 }
 

@@ -362,6 +362,8 @@ type Scenario struct {
 	WantWake   int64                     // an expected wake, unix ms (0: none)
 	Req        *abi.ReuseRequest
 	WantReuse  expectReuse
+	Alloc      *abi.AllocationSnapshot // an allocation scenario
+	WantOrder  []string                // its expected order, run ids
 }
 
 // ParseScenarios parses one Scenario file (an object or a list); every
@@ -395,7 +397,7 @@ func ParseScenarios(file string, b []byte) ([]Scenario, error) {
 
 func parseScenario(raw json.RawMessage) (Scenario, error) {
 	var sc Scenario
-	var snapRaw, reqRaw, expRaw json.RawMessage
+	var snapRaw, reqRaw, allocRaw, expRaw json.RawMessage
 	keep := func(dst *json.RawMessage) field { return func(raw json.RawMessage) error { *dst = raw; return nil } }
 	if kindOf(raw) == "an object" {
 		var m map[string]json.RawMessage
@@ -404,16 +406,28 @@ func parseScenario(raw json.RawMessage) (Scenario, error) {
 		}
 	}
 	if err := object("", raw, map[string]field{
-		"name": strField(&sc.Name), "snapshot": keep(&snapRaw), "request": keep(&reqRaw), "expect": keep(&expRaw),
+		"name": strField(&sc.Name), "snapshot": keep(&snapRaw), "request": keep(&reqRaw), "allocation": keep(&allocRaw), "expect": keep(&expRaw),
 	}); err != nil {
 		return sc, err
 	}
 	if sc.Name == "" {
 		return sc, errors.New("name: missing")
 	}
+	if n := btoi(snapRaw != nil) + btoi(reqRaw != nil) + btoi(allocRaw != nil); n > 1 {
+		return sc, errors.New(`has more than one of "snapshot", "request" and "allocation"; want one`)
+	}
 	switch {
-	case snapRaw != nil && reqRaw != nil:
-		return sc, errors.New(`has both "snapshot" and "request"; want one`)
+	case allocRaw != nil:
+		a, err := parseAllocation("allocation", allocRaw)
+		if err != nil {
+			return sc, err
+		}
+		sc.Alloc = a
+		if expRaw == nil {
+			return sc, errors.New("expect: missing (the expected order, a list of run ids)")
+		}
+		sc.WantOrder, err = parseAllocationExpect(expRaw)
+		return sc, err
 	case snapRaw != nil:
 		snap, err := parseSnapshot("snapshot", snapRaw)
 		if err != nil {
@@ -454,7 +468,14 @@ func parseScenario(raw json.RawMessage) (Scenario, error) {
 		}
 		return sc, nil
 	}
-	return sc, errors.New(`"snapshot" (serial) or "request" (slot-reuse): missing`)
+	return sc, errors.New(`"snapshot" (serial), "request" (slot-reuse) or "allocation": missing`)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // ScenarioFiles expands paths: a directory means every *.json in it (sorted).

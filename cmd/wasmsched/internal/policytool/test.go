@@ -50,9 +50,30 @@ func Test(ctx context.Context, sb Sandbox, pol Policy, scs []Scenario) (TestResu
 	res := TestResult{Policy: pol.Label, Version: pol.SHA256, Kind: p.Kind().String(), Scenarios: []ScenarioResult{}}
 	for _, sc := range scs {
 		r := ScenarioResult{Name: sc.Name, File: filepath.ToSlash(sc.File), Diff: []string{}}
+		want := abi.KindSlotReuse
 		switch {
-		case sc.Snap != nil && p.Kind() != abi.KindSerial, sc.Req != nil && p.Kind() != abi.KindSlotReuse:
-			r.Error = fmt.Sprintf("scenario is for a %s policy, the policy is %s", map[bool]string{true: "serial", false: "slot-reuse"}[sc.Snap != nil], p.Kind())
+		case sc.Snap != nil:
+			want = abi.KindSerial
+		case sc.Alloc != nil:
+			want = abi.KindAllocation
+		}
+		switch {
+		case p.Kind() != want:
+			r.Error = fmt.Sprintf("scenario is for a %s policy, the policy is %s", want, p.Kind())
+		case sc.Alloc != nil:
+			d, err := p.DecideAllocation(ctx, sc.Alloc)
+			got := []string{}
+			if err != nil {
+				r.Error = strings.Join(decisionProblems(err), "; ")
+			} else {
+				for _, i := range d.Order {
+					got = append(got, sc.Alloc.Runs[i].ID)
+				}
+			}
+			r.Actual = map[string]any{"order": got}
+			if err == nil && !slices.Equal(got, sc.WantOrder) {
+				r.Diff = append(r.Diff, "- order ["+strings.Join(sc.WantOrder, " ")+"]", "+ order ["+strings.Join(got, " ")+"]")
+			}
 		case sc.Snap != nil:
 			d, err := p.DecideSerial(ctx, sc.Snap)
 			r.Actual = host.Actions(d)

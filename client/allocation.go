@@ -1,0 +1,75 @@
+package client
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// Allocation is how the namespace's LAUNCHED runs get slots: the
+// allocation policy (fifo when unset; the built-ins fifo, fair and
+// priority-first, or a pushed allocation policy) and its parameters.
+type Allocation struct {
+	Policy    string            `json:"policy"`
+	FairLabel string            `json:"fair_label,omitempty"` // fair: the label whose values share the slots ("" = across groups)
+	Weights   map[string]int    `json:"weights,omitempty"`    // fair: value -> weight (1..1000; a value not named weighs 1)
+	Params    map[string]string `json:"params,omitempty"`     // other parameters, for a pushed policy
+}
+
+// SlotUsage is what one group (Key "") or label value holds of the
+// namespace's slots.
+type SlotUsage struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+	Slots int    `json:"slots"`
+	Runs  int    `json:"runs"`
+}
+
+func allocationOf(s storage.AllocationSettings) Allocation {
+	return Allocation{Policy: s.PolicyName(), FairLabel: s.FairLabel, Weights: s.Weights, Params: storage.LabelsMap(s.Params)}
+}
+
+// Settings converts a to the storage form (Policy "fifo" is stored as
+// the default).
+func (a Allocation) settings() storage.AllocationSettings {
+	s := storage.AllocationSettings{Policy: a.Policy, FairLabel: a.FairLabel, Weights: a.Weights}
+	if s.Policy == storage.DefaultAllocation {
+		s.Policy = ""
+	}
+	for k, v := range a.Params {
+		s.Params = append(s.Params, abi.Label{Key: k, Value: v})
+	}
+	slices.SortFunc(s.Params, func(x, y abi.Label) int { return strings.Compare(x.Key, y.Key) })
+	return s
+}
+
+// Allocation reads the namespace's allocation settings.
+func (c *Client) Allocation(ctx context.Context) (Allocation, error) {
+	s, err := c.st.Allocation(ctx)
+	if err != nil {
+		return Allocation{}, err
+	}
+	return allocationOf(s), nil
+}
+
+// SetAllocation sets the namespace's allocation settings (storage.ErrInvalid
+// for a malformed one: nothing is written). The leader's next pass uses
+// them. It does not check that the policy exists and is an allocation
+// policy (host.CheckAllocationPolicy does; the CLI and the HTTP API call
+// it): a namespace naming one that is not allocates in launch order and
+// logs why.
+func (c *Client) SetAllocation(ctx context.Context, a Allocation) error {
+	return c.st.SetAllocation(ctx, a.settings())
+}
+
+// UsageOf converts an allocation snapshot's usage.
+func UsageOf(us []abi.SlotUsage) []SlotUsage {
+	out := make([]SlotUsage, 0, len(us))
+	for _, u := range us {
+		out = append(out, SlotUsage{Key: u.Key, Value: u.Value, Slots: int(u.Slots), Runs: int(u.Runs)})
+	}
+	return out
+}

@@ -1,0 +1,152 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// BenchmarkSlotManager_allocate is the cost of placing launched runs with
+// the allocation policy in the path (issue 26): a worker with 64 slots, 32
+// of them freed before each pass, and `launched` runs waiting (refilled
+// after each pass, untimed). "batch" is the pass before allocation
+// policies (the head of the launched zset, AllocateBackfill in seq
+// order); fifo and fair are Pass with that namespace policy. Reported per
+// allocated run: wall ns (host and round trips) and Redis CPU µs (INFO
+// used_cpu_user+sys around each pass). BENCHMARKS.md "Allocation policies".
+//
+//	go test ./host/internal/engine -run '^$' -bench SlotManager_allocate -benchtime 200x -count 5
+func BenchmarkSlotManager_allocate(b *testing.B) {
+	for _, queued := range []int{128, 10_000} {
+		for _, mode := range []string{"batch", "fifo", "fair"} {
+			b.Run(fmt.Sprintf("launched=%d/%s", queued, mode), func(b *testing.B) { benchAllocate(b, queued, mode) })
+		}
+	}
+}
+
+const benchFree = 32
+
+func benchAllocate(b *testing.B, queued int, mode string) {
+	e := newREnv(b, Config{SlotInterval: time.Second}) // as served: the live-slot count is read at most every second
+	ctx := context.Background()
+	e.worker("w1", 2*benchFree, time.Hour)
+	if mode != "batch" {
+		e.setAllocation(storage.AllocationSettings{Policy: mode, FairLabel: "tenant"})
+	}
+	seq := 0
+	queue := func(n int) {
+		const perGroup = 500
+		for n > 0 {
+			g := fmt.Sprintf("q%d", seq/perGroup)
+			k := min(n, perGroup-seq%perGroup)
+			if seq%perGroup == 0 {
+				e.group(g, "wait", 10_000)
+			}
+			reqs := make([]storage.SubmitRequest, k)
+			acts := make([]storage.Action, k)
+			for i := range reqs {
+				id := fmt.Sprintf("r%06d", seq+i)
+				reqs[i] = storage.SubmitRequest{Group: g, ID: id, Labels: []abi.Label{{Key: "tenant", Value: fmt.Sprintf("t%d", (seq+i)%10)}}}
+				acts[i] = storage.Action{Kind: storage.ActionLaunch, Run: id}
+			}
+			for _, r := range e.st.SubmitBatch(ctx, reqs) {
+				if r.Err != nil {
+					b.Fatal(r.Err)
+				}
+			}
+			gr, err := e.st.GetGroup(ctx, g)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := e.st.Apply(ctx, e.lease.Fence(), g, storage.Decision{Version: gr.Version, ClaimID: fmt.Sprintf("c%d", seq), Actions: acts, NoPlace: true}); err != nil {
+				b.Fatal(err)
+			}
+			seq += k
+			n -= k
+		}
+	}
+	queue(queued + benchFree)
+	pass := func() int {
+		if mode == "batch" {
+			ids, err := e.st.LaunchedRuns(ctx, DefaultBatchSize)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n := 0
+			for lo := 0; lo < len(ids); lo += allocChunk {
+				res, err := e.st.AllocateBackfill(ctx, e.lease.Fence(), ids[lo:min(lo+allocChunk, len(ids))], DefaultSlotGuard)
+				if err != nil {
+					b.Fatal(err)
+				}
+				full := false
+				for _, r := range res {
+					if r.Outcome == storage.AllocAllocated {
+						n++
+					}
+					full = full || (r.Outcome == storage.AllocNoSlots && r.Found == 0)
+				}
+				if full {
+					break
+				}
+			}
+			return n
+		}
+		return e.slotPass()
+	}
+	pass() // the first 32 take their slots
+	var running []storage.Run
+	var cpu float64
+	var wall time.Duration
+	allocated := 0
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		// free 32 slots, refill the queue to `queued`
+		sv, err := e.st.Slots(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		running = running[:0]
+		seen := map[string]bool{}
+		for _, w := range sv.Workers {
+			for _, s := range w.Slots {
+				if s.Run != "" && !seen[s.Run] {
+					seen[s.Run] = true
+					running = append(running, storage.Run{ID: s.Run})
+				}
+			}
+		}
+		sort.Slice(running, func(i, j int) bool { return running[i].ID < running[j].ID })
+		for _, r := range running[:min(benchFree, len(running))] {
+			e.finish(r.ID)
+		}
+		queue(benchFree)
+		before, err := e.st.ServerStats(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		n := pass()
+		wall += time.Since(t0)
+		b.StopTimer()
+		after, err := e.st.ServerStats(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n != benchFree {
+			b.Fatalf("allocated %d, want %d", n, benchFree)
+		}
+		cpu += after.CPUSeconds - before.CPUSeconds
+		allocated += n
+		b.StartTimer()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(wall.Nanoseconds())/float64(allocated), "ns/run")
+	b.ReportMetric(cpu*1e6/float64(allocated), "redis-us/run")
+}

@@ -1,0 +1,307 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// Allocation as a policy (issue 26): each slot-manager pass reads the
+// launched runs waiting for slots and the live capacity in one pipelined
+// round trip (storage.Store.AllocationState), sends them with the
+// namespace's parameters to its allocation policy (namespace set
+// --allocate; default fifo), and places the runs in the order it returns,
+// with backfill and the slot guard (allocate_batch). What a run needs of
+// the policy (group, seq, slots, priority, launch time, labels) cannot
+// change while it is LAUNCHED or RUNNING, so it is read once per run
+// (storage.Store.AllocInfos) and kept while the run waits or holds slots.
+//
+// A policy that traps, times out or returns an invalid order changes
+// nothing: the pass uses the previous policy that decided well (kept
+// loaded for that), or launch order when there is none, and the failure
+// is counted and logged once per episode, and counts toward the
+// auto-rollback of a pushed version like a serial policy's.
+
+// allocState is the slot manager's allocation memory (guarded by its mu
+// only where noted: Pass runs on one goroutine).
+type allocState struct {
+	info   map[string]abi.AllocRun // LAUNCHED and slot-holding runs read so far
+	placed map[string]struct{}     // of them, those seen holding slots (gone from info once they hold none)
+	free   int                     // free slots at the last pass (-1: unknown): sizes the next window
+	// the namespace's allocation settings, read at setAt under policy
+	// generation setGen
+	settings storage.AllocationSettings
+	setGen   int64
+	setAt    time.Time
+	good     *PolicyRef     // the last version that decided well (held)
+	failing  string         // the policy failing now ("" = none): logged once
+	last     lastAllocation // for explain and the UI (guarded by SlotManager.mu)
+}
+
+// allocSettingsRecheck is how long a pass trusts the allocation settings
+// it read while the policy generation stays (namespace set bumps it and
+// every host hears of it at once; this covers a missed message).
+const allocSettingsRecheck = 5 * time.Second
+
+// maxAllocCache bounds the runs the slot manager remembers (~150 bytes
+// each): more than any window, so a deep queue's runs are read once.
+const maxAllocCache = 50_000
+
+// lastAllocation is what the last pass saw and decided.
+type lastAllocation struct {
+	At       time.Time
+	Policy   string // the policy whose order was used
+	Version  string
+	Fallback string // the failing policy it stood in for ("" = none)
+	Usage    []abi.SlotUsage
+	Free     int
+	Slots    int
+}
+
+// allocationOrder returns the launched runs of v in the order the
+// namespace's allocation policy gives. It reads the allocation fields of
+// runs it has not seen (one pipeline).
+func (s *SlotManager) allocationOrder(ctx context.Context, v *storage.AllocationView) ([]string, error) {
+	a := &s.alloc
+	var missing []string
+	for _, id := range v.Launched {
+		if _, ok := a.info[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	for id := range v.Holding {
+		if _, ok := a.info[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		infos, err := s.rt.st.AllocInfos(ctx, missing)
+		if err != nil {
+			return nil, err
+		}
+		if a.info == nil {
+			a.info = map[string]abi.AllocRun{}
+		}
+		for _, in := range infos {
+			if in.OK {
+				a.info[in.Run.ID] = in.Run
+			}
+		}
+	}
+	snap, keep := BuildAllocationSnapshot(v, a.info)
+	// Keep what was read of a run while it waits (it may leave the
+	// window for the middle of a deep queue and come back) or holds slots;
+	// a run that held slots and holds none is done.
+	if a.placed == nil {
+		a.placed = map[string]struct{}{}
+	}
+	for id := range v.Holding {
+		a.placed[id] = struct{}{}
+	}
+	for id := range a.placed {
+		if _, ok := v.Holding[id]; !ok {
+			delete(a.placed, id)
+			delete(a.info, id)
+		}
+	}
+	if len(a.info) > maxAllocCache { // runs stopped while they waited: start over
+		a.info = keep
+	}
+	name := v.Settings.PolicyName()
+	order, used, ver, fellBack := s.decideOrder(ctx, name, snap)
+	s.mu.Lock()
+	s.alloc.last = lastAllocation{At: time.Now(), Policy: used, Version: ver, Fallback: fellBack, Usage: snap.Usage, Free: v.Free, Slots: v.Slots}
+	s.mu.Unlock()
+	out := make([]string, len(order))
+	for i, j := range order {
+		out[i] = snap.Runs[j].ID
+	}
+	return out, nil
+}
+
+// BuildAllocationSnapshot is the allocation snapshot of v, with the runs'
+// fields from info (runs missing from it are left out); keep is info
+// narrowed to the runs of v (launched or holding slots).
+func BuildAllocationSnapshot(v *storage.AllocationView, info map[string]abi.AllocRun) (snap *abi.AllocationSnapshot, keep map[string]abi.AllocRun) {
+	ids := dedupe(v.Launched)
+	snap = &abi.AllocationSnapshot{Now: v.Now.UnixMilli(), Free: uint32(v.Free), Total: uint32(v.Slots),
+		LaunchedTotal: uint32(v.Total), Oldest: uint32(min(v.Oldest, len(ids))), Workers: v.Workers,
+		Params: v.Settings.AllParams()}
+	keep = make(map[string]abi.AllocRun, len(ids)+len(v.Holding))
+	for _, id := range ids {
+		if r, ok := info[id]; ok {
+			snap.Runs = append(snap.Runs, r)
+			keep[id] = r
+		}
+	}
+	snap.Usage = usage(v.Holding, info, keep)
+	return snap, keep
+}
+
+// ReadAllocationSnapshot reads the namespace's allocation snapshot as
+// the leader's next pass would see it (a window of k oldest and k newest
+// launched runs), writing nothing: for dry-runs and explain.
+func ReadAllocationSnapshot(ctx context.Context, st *storage.Store, k int) (*abi.AllocationSnapshot, storage.AllocationSettings, error) {
+	v, err := st.AllocationState(ctx, max(k, 1), true)
+	if err != nil {
+		return nil, storage.AllocationSettings{}, err
+	}
+	ids := dedupe(v.Launched)
+	for id := range v.Holding {
+		ids = append(ids, id)
+	}
+	infos, err := st.AllocInfos(ctx, ids)
+	if err != nil {
+		return nil, v.Settings, err
+	}
+	info := make(map[string]abi.AllocRun, len(infos))
+	for _, in := range infos {
+		if in.OK {
+			info[in.Run.ID] = in.Run
+		}
+	}
+	snap, _ := BuildAllocationSnapshot(&v, info)
+	return snap, v.Settings, nil
+}
+
+// decideOrder asks policy name, else the last good version, else gives
+// launch order. It returns the order, the policy used and its version,
+// and the failing policy it stood in for.
+func (s *SlotManager) decideOrder(ctx context.Context, name string, snap *abi.AllocationSnapshot) (order []uint32, used, version, fellBack string) {
+	a := &s.alloc
+	ref, err := s.rt.set.Acquire(ctx, name)
+	var bad *PolicyRef // the version that failed (not its own fallback)
+	if err == nil {
+		t0 := time.Now()
+		var d abi.AllocationDecision
+		d, err = ref.Policy.DecideAllocation(ctx, snap)
+		s.rt.m.call(name, "allocation", time.Since(t0))
+		if err == nil {
+			ref.Succeeded()
+			if a.failing != "" {
+				s.rt.log.Info("allocation policy decides again", "policy", name, "version", ref.Version)
+				a.failing = ""
+			}
+			if a.good != ref {
+				if a.good != nil {
+					a.good.Release()
+				}
+				a.good = ref // keep the hold: the fallback while a successor fails
+			} else {
+				ref.Release()
+			}
+			return d.Order, name, ref.Version, ""
+		}
+		if ctx.Err() != nil {
+			ref.Release()
+			return launchOrder(snap), "", "", ""
+		}
+		ref.Failed(ctx, policyOutcome(err), err)
+		ref.Release()
+		bad = ref
+	}
+	if ctx.Err() != nil {
+		return launchOrder(snap), "", "", ""
+	}
+	s.outcome("policy_failed")
+	if a.failing != name {
+		a.failing = name
+		to := "launch order"
+		if a.good != nil && a.good != bad {
+			to = a.good.Name + " " + a.good.Version
+		}
+		s.rt.log.Warn("allocation policy failed; the namespace keeps allocating with its previous policy", "policy", name,
+			"outcome", policyOutcome(err), "instead", to, "err", err)
+	}
+	if a.good != nil && a.good != bad {
+		if d, gerr := a.good.Policy.DecideAllocation(ctx, snap); gerr == nil {
+			return d.Order, a.good.Name, a.good.Version, name
+		}
+	}
+	return launchOrder(snap), "launch order", "", name
+}
+
+// releaseAllocation lets go of the fallback version (end of the term).
+func (s *SlotManager) releaseAllocation() {
+	if s.alloc.good != nil {
+		s.alloc.good.Release()
+		s.alloc.good = nil
+	}
+	s.alloc.info, s.alloc.placed, s.alloc.setAt = nil, nil, time.Time{}
+}
+
+func launchOrder(snap *abi.AllocationSnapshot) []uint32 {
+	out := make([]uint32, len(snap.Runs))
+	for i := range out {
+		out[i] = uint32(i)
+	}
+	return out
+}
+
+func dedupe(ids []string) []string {
+	seen := make(map[string]struct{}, len(ids))
+	out := ids[:0:0]
+	for _, id := range ids {
+		if _, ok := seen[id]; !ok {
+			seen[id] = struct{}{}
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// usage sums the slots held per group and per label value (the groups
+// first, then label values; each by slots held, most first), at most
+// abi.MaxAllocationUsage entries. Holding runs are kept in keep.
+func usage(holding map[string]int, info, keep map[string]abi.AllocRun) []abi.SlotUsage {
+	type key struct{ k, v string }
+	sum := map[key]*abi.SlotUsage{}
+	add := func(k, v string, n int) {
+		u := sum[key{k, v}]
+		if u == nil {
+			u = &abi.SlotUsage{Key: k, Value: v}
+			sum[key{k, v}] = u
+		}
+		u.Slots += uint32(n)
+		u.Runs++
+	}
+	for id, n := range holding {
+		r, ok := info[id]
+		if !ok {
+			continue
+		}
+		keep[id] = r
+		add("", r.Group, n)
+		for _, l := range r.Labels {
+			add(l.Key, l.Value, n)
+		}
+	}
+	out := make([]abi.SlotUsage, 0, len(sum))
+	for _, u := range sum {
+		out = append(out, *u)
+	}
+	slices.SortFunc(out, func(a, b abi.SlotUsage) int {
+		if (a.Key == "") != (b.Key == "") {
+			if a.Key == "" {
+				return -1
+			}
+			return 1
+		}
+		if c := cmp.Compare(b.Slots, a.Slots); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Value, b.Value)
+	})
+	if len(out) > abi.MaxAllocationUsage {
+		out = out[:abi.MaxAllocationUsage]
+	}
+	return out
+}

@@ -1,0 +1,157 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// launchRuns submits each run to its own wait group and launches it
+// without placing it (the slot manager's work).
+func (e *renv) launchRuns(reqs ...storage.SubmitRequest) []string {
+	e.t.Helper()
+	var ids []string
+	for _, r := range reqs {
+		r.Group = "g-" + r.ID
+		e.group(r.Group, "wait", 1)
+		if _, err := e.st.Submit(context.Background(), r); err != nil {
+			e.t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	e.rt.coord.noPlace = true
+	defer func() { e.rt.coord.noPlace = false }()
+	for i := 0; i < 10 && e.pass(); i++ {
+	}
+	return ids
+}
+
+func tenantRun(id, tenant string, prio int) storage.SubmitRequest {
+	return storage.SubmitRequest{ID: id, Slots: 1, Priority: prio, Labels: []abi.Label{{Key: "tenant", Value: tenant}}}
+}
+
+func (e *renv) setAllocation(a storage.AllocationSettings) {
+	e.t.Helper()
+	if err := e.st.SetAllocation(context.Background(), a); err != nil {
+		e.t.Fatal(err)
+	}
+	// what every host's hot-swap subscription does on the change's message
+	if _, err := e.rt.set.Refresh(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// running lists which of ids are RUNNING.
+func (e *renv) running(ids []string) map[string]bool {
+	out := map[string]bool{}
+	for _, id := range ids {
+		if e.run(id).State == storage.StateRunning {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// TestSlotManager_allocationPolicy: the namespace's allocation policy
+// orders the launched runs: two free slots go to the runs it puts first.
+func TestSlotManager_allocationPolicy(t *testing.T) {
+	runs := []storage.SubmitRequest{tenantRun("a1", "a", 0), tenantRun("a2", "a", 5), tenantRun("a3", "a", 0), tenantRun("b1", "b", 9)}
+	for _, c := range []struct {
+		name string
+		set  storage.AllocationSettings
+		want []string
+	}{
+		{"default-fifo", storage.AllocationSettings{}, []string{"a1", "a2"}},
+		{"fifo", storage.AllocationSettings{Policy: "fifo"}, []string{"a1", "a2"}},
+		{"fair", storage.AllocationSettings{Policy: "fair", FairLabel: "tenant"}, []string{"a1", "b1"}},
+		{"priority-first", storage.AllocationSettings{Policy: "priority-first"}, []string{"b1", "a2"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newREnv(t, Config{})
+			e.worker("w1", 2, time.Hour)
+			ids := e.launchRuns(runs...)
+			e.setAllocation(c.set)
+			if n := e.slotPass(); n != 2 {
+				t.Fatalf("allocated %d, want 2", n)
+			}
+			got := e.running(ids)
+			for _, id := range c.want {
+				if !got[id] {
+					t.Fatalf("running %v, want %v", got, c.want)
+				}
+			}
+			e.checkSlots(ids...)
+			if f := e.metric("wasmsched_allocations_total", "outcome", "policy_failed"); f != 0 {
+				t.Fatalf("policy_failed %v", f)
+			}
+		})
+	}
+}
+
+// TestSlotManager_hostileAllocation: an allocation policy that loops,
+// traps, exhausts its memory or lies (an unknown run, a run twice, a
+// longer order than the snapshot) changes nothing it should not: every
+// pass still allocates, in the order of the previous policy that decided
+// well (priority-first here), no slot is given twice, and the failures
+// are counted.
+func TestSlotManager_hostileAllocation(t *testing.T) {
+	wasm, err := os.ReadFile("../../../policies/testdata/hostile-alloc/hostile-alloc.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newREnv(t, Config{PolicyTimeout: 50 * time.Millisecond})
+	ctx := context.Background()
+	if _, err := e.st.PushPolicy(ctx, storage.PushRequest{Name: "hostile", Kind: "allocation", Blob: wasm, Activate: true, Who: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	e.setAllocation(storage.AllocationSettings{Policy: "priority-first"})
+	modes := []string{"loop", "trap", "bomb", "unknown", "twice", "long"}
+	var all []string
+	for i, mode := range modes {
+		// two runs per mode: the higher priority one is the younger
+		low, high := tenantRun("low-"+mode, "a", 0), tenantRun("high-"+mode, "a", 10+i)
+		ids := e.launchRuns(low, high)
+		all = append(all, ids...)
+		e.worker("w-"+mode, 1, time.Hour)
+		if i == 0 {
+			// priority-first decides once, and becomes the fallback
+			if n := e.slotPass(); n != 1 {
+				t.Fatalf("allocated %d", n)
+			}
+			e.setAllocation(storage.AllocationSettings{Policy: "hostile", Params: []abi.Label{{Key: "mode", Value: mode}}})
+			e.worker("w-"+mode+"-2", 1, time.Hour)
+		} else {
+			e.setAllocation(storage.AllocationSettings{Policy: "hostile", Params: []abi.Label{{Key: "mode", Value: mode}}})
+		}
+		failed := e.metric("wasmsched_allocations_total", "outcome", "policy_failed")
+		n := e.slotPass()
+		if n != 1 {
+			t.Fatalf("%s: allocated %d, want 1", mode, n)
+		}
+		if got := e.metric("wasmsched_allocations_total", "outcome", "policy_failed"); got != failed+1 {
+			t.Fatalf("%s: policy_failed %v -> %v", mode, failed, got)
+		}
+		if r := e.running([]string{high.ID}); !r[high.ID] {
+			t.Fatalf("%s: %s not running: the fallback was not priority-first (%v)", mode, high.ID, e.running(all))
+		}
+		e.checkSlots(all...)
+	}
+	// a well-behaved mode of the same plugin decides again
+	e.setAllocation(storage.AllocationSettings{Policy: "hostile", Params: []abi.Label{{Key: "mode", Value: "reverse"}}})
+	ids := e.launchRuns(tenantRun("old", "a", 50), tenantRun("new", "a", 0))
+	e.worker("w-last", 1, time.Hour)
+	failed := e.metric("wasmsched_allocations_total", "outcome", "policy_failed")
+	if n := e.slotPass(); n < 1 {
+		t.Fatalf("allocated %d", n)
+	}
+	if !e.running(ids)["new"] {
+		t.Fatalf("reverse order not used: %v", e.running(ids))
+	}
+	if got := e.metric("wasmsched_allocations_total", "outcome", "policy_failed"); got != failed {
+		t.Fatalf("policy_failed %v -> %v", failed, got)
+	}
+}

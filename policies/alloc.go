@@ -1,0 +1,128 @@
+package policies
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/abicodec"
+	"github.com/wasmsched/wasmsched/internal/digest"
+)
+
+// DecideAllocation asks an allocation policy for the order in which the
+// runs of s get slots, and validates it (ValidateAllocation) before
+// returning it. Errors as DecideSerial's; after any error from the guest
+// its instance is thrown away.
+func (p *Policy) DecideAllocation(ctx context.Context, s *abi.AllocationSnapshot) (abi.AllocationDecision, error) {
+	if p.kind != abi.KindAllocation {
+		return abi.AllocationDecision{}, fmt.Errorf("%w: policy %q is %s, not allocation", ErrKind, p.name, p.kind)
+	}
+	inst, err := p.acquire(ctx)
+	if err != nil {
+		return abi.AllocationDecision{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		p.release(inst, true)
+		return abi.AllocationDecision{}, fmt.Errorf("policies: policy %q: call canceled: %w", p.name, err)
+	}
+	inst.enc = abicodec.AppendAllocationSnapshot(inst.enc[:0], s)
+	inst.out.Reset()
+	var out []byte
+	usable, err := inst.call(ctx, p.rt.cfg.CallTimeout, func(cctx context.Context) error {
+		in, err := inst.inputBuf(cctx, len(inst.enc))
+		if err != nil {
+			return err
+		}
+		copy(in, inst.enc)
+		out, err = inst.decideIn(cctx, len(inst.enc))
+		return err
+	})
+	if err != nil {
+		err = p.callError(ctx, inst, err)
+		p.release(inst, false)
+		return abi.AllocationDecision{}, err
+	}
+	// The claimed length is checked before anything is decoded: a guest
+	// cannot make the host allocate more than one index per run.
+	if n := abicodec.AllocationOrderLen(out); n > uint64(len(s.Runs)) {
+		var probs problems
+		probs.add("an order of %d runs for a snapshot of %d", n, len(s.Runs))
+		err = p.callError(ctx, inst, probs.err(false))
+		p.release(inst, false)
+		return abi.AllocationDecision{}, err
+	}
+	var d abi.AllocationDecision
+	if err := abicodec.DecodeAllocationDecision(out, &d); err != nil {
+		err = p.callError(ctx, inst, fmt.Errorf("%w: undecodable output: %v", ErrInvalidDecision, err))
+		p.release(inst, false)
+		return abi.AllocationDecision{}, err
+	}
+	verr := ValidateAllocation(s, &d)
+	p.release(inst, usable)
+	if verr != nil {
+		p.rt.log.Warn("policy returned an invalid decision", "policy", p.name, "version", p.version, "kind", "allocation", "err", verr)
+		return d, fmt.Errorf("policy %q (%s): %w", p.name, digest.Short(p.version), verr)
+	}
+	return d, nil
+}
+
+// ValidateAllocation checks an allocation decision against its snapshot:
+// every index names a run of the snapshot, none twice. It returns nil or a
+// *ValidationError (ErrInvalidDecision).
+func ValidateAllocation(s *abi.AllocationSnapshot, d *abi.AllocationDecision) error {
+	var probs problems
+	if len(d.Order) > len(s.Runs) {
+		probs.add("an order of %d runs for a snapshot of %d", len(d.Order), len(s.Runs))
+	}
+	seen := make([]bool, len(s.Runs))
+	for pos, i := range d.Order {
+		switch {
+		case int(i) >= len(s.Runs):
+			probs.add("order[%d]: run index %d beyond the snapshot's %d runs", pos, i, len(s.Runs))
+		case seen[i]:
+			probs.add("order[%d]: run %s (index %d) twice", pos, qid(s.Runs[i].ID), i)
+		default:
+			seen[i] = true
+		}
+	}
+	if !probs.empty() {
+		return probs.err(false)
+	}
+	return nil
+}
+
+// allocCase is one canned allocation snapshot of the conformance run.
+type allocCase struct {
+	Name     string
+	Snapshot *abi.AllocationSnapshot
+}
+
+// conformanceAllocation returns the canned snapshots every allocation
+// plugin must answer with a valid order: none waiting, no free slot, big
+// and small runs, labels and parameters, a window of a deep queue.
+func conformanceAllocation() []allocCase {
+	const now = 1_700_000_100_000
+	run := func(id, group string, seq uint64, slots uint32, prio int32, labels ...abi.Label) abi.AllocRun {
+		return abi.AllocRun{ID: id, Group: group, Seq: seq, LaunchedAt: now - 1000 + int64(seq), Priority: prio, Slots: slots, Labels: labels}
+	}
+	tenant := func(v string) abi.Label { return abi.Label{Key: "tenant", Value: v} }
+	workers := []abi.WorkerCapacity{{Worker: "w1", Slots: 4, Free: 2}, {Worker: "w2", Slots: 4, Free: 0}}
+	fair := []abi.Label{{Key: abi.ParamFairLabel, Value: "tenant"}, {Key: abi.ParamWeights, Value: "a=2,b=1"}}
+	snap := func(free uint32, runs ...abi.AllocRun) *abi.AllocationSnapshot {
+		return &abi.AllocationSnapshot{Now: now, Free: free, Total: 8, LaunchedTotal: uint32(len(runs)), Oldest: uint32(len(runs)),
+			Runs: runs, Workers: workers, Usage: []abi.SlotUsage{{Value: "g1", Slots: 6, Runs: 6}, {Key: "tenant", Value: "a", Slots: 6, Runs: 6}}}
+	}
+	withParams := func(s *abi.AllocationSnapshot) *abi.AllocationSnapshot { s.Params = fair; return s }
+	deep := snap(2, run("r1", "g1", 1, 1, 0), run("r2", "g2", 2, 1, 0), run("r9998", "g1", 9998, 1, 5), run("r9999", "g3", 9999, 2, 0))
+	deep.LaunchedTotal, deep.Oldest = 9_999, 2
+	return []allocCase{
+		{"empty", snap(2)},
+		{"one", snap(2, run("r1", "g1", 1, 1, 0))},
+		{"no-free-slot", snap(0, run("r1", "g1", 1, 1, 0), run("r2", "g1", 2, 1, 0))},
+		{"big-and-small", snap(2, run("r1", "g1", 1, 3, 0), run("r2", "g2", 2, 1, 0), run("r3", "g2", 3, 1, 0))},
+		{"priorities", snap(2, run("r1", "g1", 1, 1, -5), run("r2", "g1", 2, 1, 9), run("r3", "g2", 3, 1, 9))},
+		{"fair-labels", withParams(snap(2, run("r1", "g1", 1, 1, 0, tenant("a")), run("r2", "g1", 2, 1, 0, tenant("a")),
+			run("r3", "g2", 3, 1, 0, tenant("b")), run("r4", "g3", 4, 1, 0)))},
+		{"deep-window", deep},
+	}
+}

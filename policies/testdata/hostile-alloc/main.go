@@ -1,0 +1,71 @@
+// Command hostile-alloc is a deliberately misbehaving allocation policy
+// for the sandbox and hot-swap tests. Its behaviour is chosen by the
+// namespace's allocation parameter "mode" (namespace set --param mode=X):
+//
+//	loop:    an infinite loop (the call deadline kills it)
+//	trap:    a panic
+//	bomb:    allocates memory until the cap
+//	unknown: an order naming a run index beyond the snapshot
+//	twice:   the first run twice
+//	long:    an order longer than the snapshot (claimed in the header)
+//	reverse: (well behaved) the newest run first
+//
+// any other value (or none) orders like fifo.
+//
+// Build (from the repository root; policies/testdata/build.sh):
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false "-ldflags=-s -w" -o policies/testdata/hostile-alloc/hostile-alloc.wasm ./policies/testdata/hostile-alloc
+package main
+
+import (
+	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/abi/sdk"
+)
+
+type hostile struct{}
+
+var (
+	spin uint64
+	sink [][]byte
+)
+
+func (hostile) DecideAllocation(s *abi.AllocationSnapshot, d *abi.AllocationDecision) {
+	mode, _ := s.Param("mode")
+	switch mode {
+	case "loop":
+		for {
+			spin++
+		}
+	case "trap":
+		panic("hostile-alloc: deliberate panic")
+	case "bomb":
+		for {
+			sink = append(sink, make([]byte, 1<<20))
+		}
+	case "unknown":
+		d.Order = append(d.Order, uint32(len(s.Runs)+7))
+		return
+	case "twice":
+		if len(s.Runs) > 0 {
+			d.Order = append(d.Order, 0, 0)
+		}
+		return
+	case "long":
+		for i := 0; i <= len(s.Runs)+1; i++ {
+			d.Order = append(d.Order, uint32(i%max(len(s.Runs), 1)))
+		}
+		return
+	case "reverse":
+		for i := len(s.Runs) - 1; i >= 0; i-- {
+			d.Order = append(d.Order, uint32(i))
+		}
+		return
+	}
+	for i := range s.Runs {
+		d.Order = append(d.Order, uint32(i))
+	}
+}
+
+func init() { sdk.Register(hostile{}) }
+
+func main() {}
