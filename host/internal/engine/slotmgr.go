@@ -49,7 +49,8 @@ type SlotManager struct {
 	blockedFree int64
 	blockedAt   time.Time
 
-	alloc allocState // the allocation policy's inputs and fallback (allocation.go)
+	alloc  allocState // the allocation policy's inputs and fallback (allocation.go); under passMu
+	passMu sync.Mutex // one pass at a time (Run makes them one after another; a caller of Pass may not)
 }
 
 // waitWoken waits for a wake (true), the timer or ctx (false).
@@ -131,6 +132,8 @@ func (s *SlotManager) Pass(ctx context.Context, lease *leader.Lease) (int, error
 		s.lastPass.Store(now.UnixNano())
 		s.rt.m.pass("slots", now)
 	}()
+	s.passMu.Lock()
+	defer s.passMu.Unlock()
 	s.full = false
 	if !lease.Valid() {
 		return 0, nil
