@@ -17,29 +17,8 @@ func (p *Policy) DecideAllocation(ctx context.Context, s *abi.AllocationSnapshot
 	if p.kind != abi.KindAllocation {
 		return abi.AllocationDecision{}, fmt.Errorf("%w: policy %q is %s, not allocation", ErrKind, p.name, p.kind)
 	}
-	inst, err := p.acquire(ctx)
+	inst, out, usable, err := p.decideRecord(ctx, func(b []byte) []byte { return abicodec.AppendAllocationSnapshot(b, s) })
 	if err != nil {
-		return abi.AllocationDecision{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		p.release(inst, true)
-		return abi.AllocationDecision{}, fmt.Errorf("policies: policy %q: call canceled: %w", p.name, err)
-	}
-	inst.enc = abicodec.AppendAllocationSnapshot(inst.enc[:0], s)
-	inst.out.Reset()
-	var out []byte
-	usable, err := inst.call(ctx, p.rt.cfg.CallTimeout, func(cctx context.Context) error {
-		in, err := inst.inputBuf(cctx, len(inst.enc))
-		if err != nil {
-			return err
-		}
-		copy(in, inst.enc)
-		out, err = inst.decideIn(cctx, len(inst.enc))
-		return err
-	})
-	if err != nil {
-		err = p.callError(ctx, inst, err)
-		p.release(inst, false)
 		return abi.AllocationDecision{}, err
 	}
 	// The claimed length is checked before anything is decoded: a guest

@@ -725,29 +725,8 @@ func (p *Policy) DecideReuse(ctx context.Context, r *abi.ReuseRequest) (abi.Reus
 	if p.kind != abi.KindSlotReuse {
 		return abi.ReuseDecision{}, fmt.Errorf("%w: policy %q is %s, not slot-reuse", ErrKind, p.name, p.kind)
 	}
-	inst, err := p.acquire(ctx)
+	inst, out, usable, err := p.decideRecord(ctx, func(b []byte) []byte { return abicodec.AppendReuseRequest(b, r) })
 	if err != nil {
-		return abi.ReuseDecision{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		p.release(inst, true)
-		return abi.ReuseDecision{}, fmt.Errorf("policies: policy %q: call canceled: %w", p.name, err)
-	}
-	inst.enc = abicodec.AppendReuseRequest(inst.enc[:0], r)
-	inst.out.Reset()
-	var out []byte
-	usable, err := inst.call(ctx, p.rt.cfg.CallTimeout, func(cctx context.Context) error {
-		in, err := inst.inputBuf(cctx, len(inst.enc))
-		if err != nil {
-			return err
-		}
-		copy(in, inst.enc)
-		out, err = inst.decideIn(cctx, len(inst.enc))
-		return err
-	})
-	if err != nil {
-		err = p.callError(ctx, inst, err)
-		p.release(inst, false)
 		return abi.ReuseDecision{}, err
 	}
 	// As in DecideSerial: counts checked against the request, the reason's
@@ -774,6 +753,39 @@ func (p *Policy) DecideReuse(ctx context.Context, r *abi.ReuseRequest) (abi.Reus
 		return d, fmt.Errorf("policy %q (%s): %w", p.name, digest.Short(p.version), verr)
 	}
 	return d, nil
+}
+
+// decideRecord is one decide call of a slot-reuse or allocation policy:
+// an instance, the input encoded by enc (appending to the instance's
+// buffer), the call under the deadline. On success the caller owns inst
+// (release it) and out aliases guest memory; on error the instance is
+// already thrown away (or returned, when ctx ended before the call).
+func (p *Policy) decideRecord(ctx context.Context, enc func([]byte) []byte) (inst *instance, out []byte, usable bool, err error) {
+	inst, err = p.acquire(ctx)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if err := ctx.Err(); err != nil {
+		p.release(inst, true)
+		return nil, nil, false, fmt.Errorf("policies: policy %q: call canceled: %w", p.name, err)
+	}
+	inst.enc = enc(inst.enc[:0])
+	inst.out.Reset()
+	usable, err = inst.call(ctx, p.rt.cfg.CallTimeout, func(cctx context.Context) error {
+		in, err := inst.inputBuf(cctx, len(inst.enc))
+		if err != nil {
+			return err
+		}
+		copy(in, inst.enc)
+		out, err = inst.decideIn(cctx, len(inst.enc))
+		return err
+	})
+	if err != nil {
+		err = p.callError(ctx, inst, err)
+		p.release(inst, false)
+		return nil, nil, false, err
+	}
+	return inst, out, usable, nil
 }
 
 // reuseVerdicts is the verdict count a reuse decision claims (0 if out is

@@ -78,7 +78,7 @@ Examples:
 			if err := requireNamespace(c.Context, st); err != nil {
 				return err
 			}
-			snap, _, err := host.AllocationSnapshot(c.Context, st)
+			as, err := host.ReadAllocationStatus(c.Context, st, "") // counts and usage, not the queue's runs
 			if err != nil {
 				return err
 			}
@@ -86,8 +86,8 @@ Examples:
 			if err != nil {
 				return err
 			}
-			v := NamespaceView{Namespace: st.Namespace(), Allocation: a, Free: int(snap.Free), Slots: int(snap.Total),
-				Launched: int(snap.LaunchedTotal), Usage: client.UsageOf(snap.Usage)}
+			v := NamespaceView{Namespace: st.Namespace(), Allocation: a, Free: as.Free, Slots: as.Slots,
+				Launched: as.Launched, Usage: client.UsageOf(as.Usage)}
 			return render(c, v, func(w io.Writer) { namespaceTable(w, v) })
 		},
 	}

@@ -38,9 +38,8 @@ type allocState struct {
 	settings storage.AllocationSettings
 	setGen   int64
 	setAt    time.Time
-	good     *PolicyRef     // the last version that decided well (held)
-	failing  string         // the policy failing now ("" = none): logged once
-	last     lastAllocation // for explain and the UI (guarded by SlotManager.mu)
+	good     *PolicyRef // the last version that decided well (held)
+	failing  string     // the policy failing now ("" = none): logged once
 }
 
 // allocSettingsRecheck is how long a pass trusts the allocation settings
@@ -51,17 +50,6 @@ const allocSettingsRecheck = 5 * time.Second
 // maxAllocCache bounds the runs the slot manager remembers (~150 bytes
 // each): more than any window, so a deep queue's runs are read once.
 const maxAllocCache = 50_000
-
-// lastAllocation is what the last pass saw and decided.
-type lastAllocation struct {
-	At       time.Time
-	Policy   string // the policy whose order was used
-	Version  string
-	Fallback string // the failing policy it stood in for ("" = none)
-	Usage    []abi.SlotUsage
-	Free     int
-	Slots    int
-}
 
 // allocationOrder returns the launched runs of v in the order the
 // namespace's allocation policy gives. It reads the allocation fields of
@@ -113,10 +101,7 @@ func (s *SlotManager) allocationOrder(ctx context.Context, v *storage.Allocation
 		a.info = keep
 	}
 	name := v.Settings.PolicyName()
-	order, used, ver, fellBack := s.decideOrder(ctx, name, snap)
-	s.mu.Lock()
-	s.alloc.last = lastAllocation{At: time.Now(), Policy: used, Version: ver, Fallback: fellBack, Usage: snap.Usage, Free: v.Free, Slots: v.Slots}
-	s.mu.Unlock()
+	order := s.decideOrder(ctx, name, snap)
 	out := make([]string, len(order))
 	for i, j := range order {
 		out[i] = snap.Runs[j].ID
@@ -170,9 +155,8 @@ func ReadAllocationSnapshot(ctx context.Context, st *storage.Store, k int) (*abi
 }
 
 // decideOrder asks policy name, else the last good version, else gives
-// launch order. It returns the order, the policy used and its version,
-// and the failing policy it stood in for.
-func (s *SlotManager) decideOrder(ctx context.Context, name string, snap *abi.AllocationSnapshot) (order []uint32, used, version, fellBack string) {
+// launch order.
+func (s *SlotManager) decideOrder(ctx context.Context, name string, snap *abi.AllocationSnapshot) []uint32 {
 	a := &s.alloc
 	ref, err := s.rt.set.Acquire(ctx, name)
 	var bad *PolicyRef // the version that failed (not its own fallback)
@@ -195,18 +179,18 @@ func (s *SlotManager) decideOrder(ctx context.Context, name string, snap *abi.Al
 			} else {
 				ref.Release()
 			}
-			return d.Order, name, ref.Version, ""
+			return d.Order
 		}
 		if ctx.Err() != nil {
 			ref.Release()
-			return launchOrder(snap), "", "", ""
+			return launchOrder(snap)
 		}
 		ref.Failed(ctx, policyOutcome(err), err)
 		ref.Release()
 		bad = ref
 	}
 	if ctx.Err() != nil {
-		return launchOrder(snap), "", "", ""
+		return launchOrder(snap)
 	}
 	s.outcome("policy_failed")
 	if a.failing != name {
@@ -220,10 +204,10 @@ func (s *SlotManager) decideOrder(ctx context.Context, name string, snap *abi.Al
 	}
 	if a.good != nil && a.good != bad {
 		if d, gerr := a.good.Policy.DecideAllocation(ctx, snap); gerr == nil {
-			return d.Order, a.good.Name, a.good.Version, name
+			return d.Order
 		}
 	}
-	return launchOrder(snap), "launch order", "", name
+	return launchOrder(snap)
 }
 
 // releaseAllocation lets go of the fallback version (end of the term).

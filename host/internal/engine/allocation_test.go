@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/rediscount"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -153,5 +154,44 @@ func TestSlotManager_hostileAllocation(t *testing.T) {
 	}
 	if got := e.metric("wasmsched_allocations_total", "outcome", "policy_failed"); got != failed {
 		t.Fatalf("policy_failed %v -> %v", failed, got)
+	}
+}
+
+// TestSlotManager_fullNoWork: while every slot is taken, the coordinator's
+// wakes (launches queued) cost the slot manager no Redis command and no
+// policy call; a work event (a slot freed) makes it pass again.
+func TestSlotManager_fullNoWork(t *testing.T) {
+	e := newREnv(t, Config{SlotInterval: time.Hour, PollInterval: time.Hour})
+	e.worker("w1", 1, time.Hour)
+	ids := e.launchRuns(tenantRun("r1", "a", 0), tenantRun("r2", "a", 0))
+	c := rediscount.New(storage.ScriptName).Hook(e.rdb)
+	stop := e.runTask(e.rt.slots.Run)
+	waitUntil(t, func() bool { return e.run("r1").State == storage.StateRunning })
+	time.Sleep(100 * time.Millisecond) // the pass after the allocation: finds no free slot
+	c.Reset()
+	for range 20 {
+		wakeUp(e.rt.slots.wake) // what an apply that queued launches does
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := c.Total(); n != 0 {
+		t.Fatalf("%d commands for 20 wakes with every slot taken: %v", n, c.Counts())
+	}
+	e.finish("r1")
+	e.rt.slots.freed.Add(1) // the work event of the report
+	wakeUp(e.rt.slots.wake)
+	waitUntil(t, func() bool { return e.run("r2").State == storage.StateRunning })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	e.checkSlots(ids...)
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for i := 0; !cond(); i++ {
+		if i == 500 {
+			t.Fatal("condition not met in 5 s")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
