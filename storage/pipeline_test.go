@@ -2,6 +2,7 @@ package storage_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -55,8 +56,13 @@ func TestStore_SnapshotApplyBatch(t *testing.T) {
 		// duplicate (the pipeline runs in order).
 		bad := launch("g3", 2, "c3")
 		bad.Decision.Actions[0].Run = "g1-b"
+		cc := &cmdCounter{}
+		e.c.AddHook(cc)
 		out := e.s.ApplyBatch(ctx, f, []storage.GroupDecision{
 			launch("g1", 2, "c1"), launch("g2", 1, "c2"), bad, {Group: "a{b"}, launch("g1", 2, "c1")})
+		if n := cc.n.Load(); n != 1 {
+			t.Fatalf("a batch of 4 valid decisions sent %d commands, want 1 (one apply call)", n)
+		}
 		switch {
 		case out[0].Err != nil || out[0].Version != 3:
 			t.Fatalf("g1 = %+v", out[0])
@@ -79,6 +85,54 @@ func TestStore_SnapshotApplyBatch(t *testing.T) {
 		}
 		if ds := ok(e.s.DirtyGroups(ctx, 0))(t); len(ds) != 2 || ds[0] != "g2" || ds[1] != "g3" {
 			t.Fatalf("dirty = %v", ds)
+		}
+	})
+}
+
+// TestStore_ApplyBatchPlaces: a batch of 20 groups' launches is two apply
+// calls (16 groups each at most) that share the free-slot cursor: the 6
+// free slots go to the first 6 launches in batch order, the other 14 queue
+// in LAUNCHED in that order; each placed run holds its own slot.
+func TestStore_ApplyBatchPlaces(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		mustNil(t, e.s.RegisterWorker(ctx, "wA", 4, time.Minute))
+		mustNil(t, e.s.RegisterWorker(ctx, "wB", 2, time.Minute))
+		var ds []storage.GroupDecision
+		for i := range 20 {
+			g := fmt.Sprintf("g%02d", i)
+			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: g, ID: g + "-a"}))(t)
+			ds = append(ds, storage.GroupDecision{Group: g, Decision: storage.Decision{Version: 1, ClaimID: "c" + g,
+				Policy: "wait", PolicyVersion: "1", Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: g + "-a"}}}})
+		}
+		mustNil(t, e.s.Load(ctx)) // the scripts cached: no NOSCRIPT round in the count
+		cc := &cmdCounter{only: "evalsha"} // (a pipeline on a new connection also sends its handshake)
+		e.c.AddHook(cc)
+		out := e.s.ApplyBatch(ctx, f, ds)
+		if n := cc.n.Load(); n != 2 {
+			t.Fatalf("20 decisions sent %d commands, want 2", n)
+		}
+		slots := map[string]bool{}
+		for i, r := range out {
+			run := ok(e.s.GetRun(ctx, ds[i].Group+"-a"))(t)
+			want, queued := storage.StateRunning, 0
+			if i >= 6 {
+				want, queued = storage.StateLaunched, 1
+			}
+			if r.Err != nil || r.Version != 2 || r.Queued != queued || run.State != want {
+				t.Fatalf("%s: %+v, run %s, want %s", ds[i].Group, r, run.State, want)
+			}
+			if want == storage.StateRunning {
+				a := run.Assignments[0]
+				slots[fmt.Sprintf("%s#%d", a.Worker, a.Slot)] = true
+			}
+		}
+		if len(slots) != 6 {
+			t.Fatalf("placed runs hold %d distinct slots, want 6", len(slots))
+		}
+		l := ok(e.s.LaunchedRuns(ctx, 0))(t)
+		if len(l) != 14 || l[0] != "g06-a" || l[13] != "g19-a" {
+			t.Fatalf("launched = %v", l)
 		}
 	})
 }

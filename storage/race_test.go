@@ -131,15 +131,30 @@ func TestStore_RaceAllocate(t *testing.T) {
 	})
 }
 
-// cmdCounter counts commands sent (pipelines count each command).
-type cmdCounter struct{ n atomic.Int64 }
+// cmdCounter counts commands sent (pipelines count each command), or
+// only those named only.
+type cmdCounter struct {
+	n    atomic.Int64
+	only string
+}
+
+func (c *cmdCounter) add(cmd redis.Cmder) {
+	if c.only == "" || cmd.Name() == c.only {
+		c.n.Add(1)
+	}
+}
 
 func (c *cmdCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (c *cmdCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
+	return func(ctx context.Context, cmd redis.Cmder) error { c.add(cmd); return next(ctx, cmd) }
 }
 func (c *cmdCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(int64(len(cmds))); return next(ctx, cmds) }
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			c.add(cmd)
+		}
+		return next(ctx, cmds)
+	}
 }
 
 // TestStore_RoundTrips: a snapshot+apply cycle over a group of 50 runs (a

@@ -930,7 +930,14 @@ func (s *Store) SubmitReplay(ctx context.Context, r SubmitRequest) (Run, bool, e
 	if err != nil {
 		return Run{}, false, err
 	}
+	c = s.submitCalls([]scriptCall{c})[0]
 	v, err := s.run(ctx, "submit", "submit", c.keys, c.args...)
+	if err == nil {
+		var vs []any
+		var es []error
+		vs, es = callResults("submit", []int{1}, []any{v}, []error{nil})
+		v, err = vs[0], es[0]
+	}
 	if err != nil {
 		return Run{}, false, err
 	}
@@ -1007,11 +1014,14 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 		maxa = strconv.Itoa(r.Retry.MaxAttempts)
 	}
 	k := s.k
+	idem := "0"
+	if r.IdempotencyKey != "" {
+		idem = "1"
+	}
 	c := scriptCall{
-		keys: []string{k.Seq(), k.Groups(), k.Group(r.Group), k.Waiting(r.Group), k.Dirty(), k.Run(r.ID), k.Runs(), k.GroupGen(), k.WaitInfo(r.Group),
-			k.Delayed(r.Group), k.Timers()},
-		args: []any{r.Group, r.ID, r.Slots, r.Priority, r.Payload, r.Duration.Milliseconds(), newID("op-"), k.WorkEvents(), k.RunEvents(),
-			nb, timeout, maxa, r.Retry.backoff(), Retry{Base: DefaultRetryBase, Cap: DefaultRetryCap}.backoff(), encodeLabels(labels)},
+		keys: []string{k.Group(r.Group), k.Waiting(r.Group), k.WaitInfo(r.Group), k.Delayed(r.Group), k.Run(r.ID)},
+		args: []any{idem, r.Group, r.ID, r.Slots, r.Priority, r.Payload, r.Duration.Milliseconds(), newID("op-"),
+			nb, timeout, maxa, r.Retry.backoff(), encodeLabels(labels)},
 	}
 	if r.IdempotencyKey != "" {
 		c.keys = append(c.keys, k.Idempotency(digest.SHA256([]byte(r.IdempotencyKey))))
@@ -1019,9 +1029,65 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 		if explicitID {
 			explicit = "1"
 		}
-		c.args = append(c.args, IdempotencyTTL.Milliseconds(), k.RunPrefix(), r.fingerprint(), explicit)
+		c.args = append(c.args, IdempotencyTTL.Milliseconds(), r.fingerprint(), explicit)
 	}
 	return r, c, nil
+}
+
+// submitShared is what every run of a submit call shares: its first keys
+// and args (submit.lua's header).
+func (s *Store) submitShared() scriptCall {
+	k := s.k
+	return scriptCall{
+		keys: []string{k.Seq(), k.Groups(), k.Dirty(), k.Runs(), k.GroupGen(), k.Timers()},
+		args: []any{k.WorkEvents(), k.RunEvents(), Retry{Base: DefaultRetryBase, Cap: DefaultRetryCap}.backoff(), k.RunPrefix()},
+	}
+}
+
+// submitRunsPerCall bounds the runs one submit call carries (the clock and
+// the call's messages are paid once: issue 23).
+const submitRunsPerCall = 64
+
+// submitCalls packs parts (submitCall's) into calls of up to
+// submitRunsPerCall runs each.
+func (s *Store) submitCalls(parts []scriptCall) []scriptCall {
+	var calls []scriptCall
+	for i, p := range parts {
+		if i%submitRunsPerCall == 0 {
+			sh := s.submitShared()
+			calls = append(calls, sh)
+		}
+		c := &calls[len(calls)-1]
+		c.keys = append(c.keys, p.keys...)
+		c.args = append(c.args, p.args...)
+	}
+	return calls
+}
+
+// callResults spreads the results of calls of n[j] parts each (a call's
+// error is each of its parts'; a part's error reply is mapped by
+// scriptErr with op).
+func callResults(op string, n []int, vals []any, errs []error) ([]any, []error) {
+	var ov []any
+	var oe []error
+	for j, cnt := range n {
+		rs, _ := vals[j].([]any)
+		for m := range cnt {
+			switch {
+			case errs[j] != nil:
+				ov, oe = append(ov, nil), append(oe, errs[j])
+			case m >= len(rs):
+				ov, oe = append(ov, nil), append(oe, fmt.Errorf("storage: %s: %d results for %d parts", op, len(rs), cnt))
+			default:
+				if e, ok := rs[m].(error); ok {
+					ov, oe = append(ov, nil), append(oe, scriptErr(op, e))
+					continue
+				}
+				ov, oe = append(ov, rs[m]), append(oe, nil)
+			}
+		}
+	}
+	return ov, oe
 }
 
 // fingerprint names what a request asks for (not its run id: submit.lua
@@ -1057,10 +1123,10 @@ type SubmitResult struct {
 	Err error
 }
 
-// SubmitBatch is Submit for many runs: one submit script per run (same
-// checks, same replay rule), all sent in ONE pipelined round trip, in
-// order (seqs follow the order). Errors are per run (ErrDuplicate,
-// ErrInvalid), never for the batch.
+// SubmitBatch is Submit for many runs (same checks, same replay rule):
+// submit calls of up to submitRunsPerCall runs each, all sent in ONE
+// pipelined round trip, in order (seqs follow the order). Errors are per
+// run (ErrDuplicate, ErrInvalid, ErrConflict), never for the batch.
 func (s *Store) SubmitBatch(ctx context.Context, reqs []SubmitRequest) []SubmitResult {
 	out := make([]SubmitResult, len(reqs))
 	filled := make([]SubmitRequest, len(reqs)) // with defaults (generated id, slots 1)
@@ -1079,7 +1145,13 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []SubmitRequest) []SubmitR
 		calls = append(calls, c)
 		pos = append(pos, i)
 	}
+	calls = s.submitCalls(calls)
+	n := make([]int, len(calls))
+	for j := range n {
+		n[j] = min(submitRunsPerCall, len(pos)-j*submitRunsPerCall)
+	}
 	vals, errs := s.runPipe(ctx, "submit", "submit", calls)
+	vals, errs = callResults("submit", n, vals, errs)
 	for j, i := range pos {
 		if errs[j] != nil {
 			out[i].Err = errs[j]
@@ -1504,15 +1576,8 @@ type Decision struct {
 // ErrNotFound, ErrBadState, ErrInvalid. Zero actions settles the group
 // (removes it from dirty if still at d.Version; no bump).
 func (s *Store) Apply(ctx context.Context, f Fence, group string, d Decision) (int64, error) {
-	call, err := s.applyCall(f, group, d)
-	if err != nil {
-		return 0, err
-	}
-	v, err := s.run(ctx, "apply", "apply", call.keys, call.args...)
-	if err != nil {
-		return 0, err
-	}
-	return parseApply(v).Version, nil
+	r := s.ApplyBatch(ctx, f, []GroupDecision{{Group: group, Decision: d}})[0]
+	return r.Version, r.Err
 }
 
 func parseApply(v any) ApplyResult {
@@ -1523,7 +1588,24 @@ func parseApply(v any) ApplyResult {
 	return ApplyResult{Version: toInt64(a[0]), Queued: int(toInt64(a[1]))}
 }
 
-func (s *Store) applyCall(f Fence, group string, d Decision) (scriptCall, error) {
+// applyGroupsPerCall bounds the groups one apply call carries: the fence,
+// the clock and the free-slot cursor are paid once per call (issue 23:
+// ~10 µs of Redis time a group), while a call of 16 groups still holds
+// Redis well under a millisecond.
+const applyGroupsPerCall = 16
+
+// applyShared is what every group of an apply call shares: its first keys
+// and args (apply.lua's header).
+func (s *Store) applyShared(f Fence) ([]string, []any) {
+	k := s.k
+	keys := []string{k.Fence(), k.Lock(), k.Dirty(), k.Launched(), k.Drain(), k.Workers(), k.Slots(), k.Free(), k.Tokens(),
+		k.Retire(), k.Timers(), k.LaunchInfo()}
+	args := append(f.args(), DecisionsKept, k.RunEvents(), k.SlotEvents(), k.WorkEvents(), abi.MinWakeInterval, abi.MaxWakeAhead)
+	return keys, args
+}
+
+// applyPart is one group's share of an apply call (its keys and args).
+func (s *Store) applyPart(group string, d Decision) (scriptCall, error) {
 	const op = "apply"
 	if err := ValidateName("group", group); err != nil {
 		return scriptCall{}, err
@@ -1532,16 +1614,14 @@ func (s *Store) applyCall(f Fence, group string, d Decision) (scriptCall, error)
 	if d.Below < 0 {
 		return scriptCall{}, invalid(op, "discard_below %d is negative", d.Below)
 	}
-	keys := make([]string, 0, 19+len(d.Actions))
-	keys = append(keys, k.Fence(), k.Lock(), k.Group(group), k.Waiting(group), k.Active(group), k.Dirty(), k.Launched(),
-		k.Drain(), k.Finished(group), k.Decisions(group), k.WaitInfo(group), k.Workers(), k.Slots(), k.Free(), k.Tokens(), k.Retire(),
-		k.Launches(group), k.Timers(), k.LaunchInfo())
-	args := make([]any, 0, 21+3*len(d.Actions))
+	keys := make([]string, 0, 7+len(d.Actions))
+	keys = append(keys, k.Group(group), k.Waiting(group), k.Active(group), k.Finished(group), k.Decisions(group),
+		k.WaitInfo(group), k.Launches(group))
+	args := make([]any, 0, 14+3*len(d.Actions))
 	hist := 0
 	if d.History {
 		hist = abi.MaxLaunches
 	}
-	args = append(args, f.args()...)
 	again := 0
 	if d.Again {
 		again = 1
@@ -1550,9 +1630,8 @@ func (s *Store) applyCall(f Fence, group string, d Decision) (scriptCall, error)
 	if d.NoPlace {
 		place = "0"
 	}
-	args = append(args, group, d.Version, d.ClaimID, d.Policy, d.PolicyVersion, d.Below, d.BelowReason, again,
-		d.PolicySHA256, d.PolicyRegistry, DecisionsKept, k.RunEvents(), k.SlotEvents(), place,
-		max(d.WakeAt, 0), k.WorkEvents(), abi.MinWakeInterval, abi.MaxWakeAhead, hist)
+	args = append(args, len(d.Actions), group, d.Version, d.ClaimID, d.Policy, d.PolicyVersion, d.Below, d.BelowReason, again,
+		d.PolicySHA256, d.PolicyRegistry, place, max(d.WakeAt, 0), hist)
 	for _, a := range d.Actions {
 		if err := ValidateName("run", a.Run); err != nil {
 			return scriptCall{}, fmt.Errorf("storage: %s: %w", op, err)
@@ -1584,32 +1663,49 @@ type ApplyResult struct {
 	Err     error
 }
 
-// ApplyBatch applies every decision with its own fenced, version-checked
-// apply script (exactly Apply's semantics, one script per group), all sent
-// in ONE pipelined round trip. Results are in order and independent: one
-// group's ErrStale, ErrDuplicate, ErrFenced or ErrInvalid leaves the
-// others as they are (each script validates its own fence). NOSCRIPT is
-// handled as in every call (reload, resend the failed ones).
+// ApplyBatch applies every decision (exactly Apply's semantics: fenced,
+// version-checked, per group), all sent in ONE pipelined round trip of
+// apply calls of up to applyGroupsPerCall groups each (a call checks the
+// fence and reads the clock once for its groups). Results are in order
+// and independent: one group's ErrStale, ErrDuplicate or ErrInvalid leaves
+// the others as they are; ErrFenced is every group's of the call. NOSCRIPT
+// is handled as in every call (reload, resend the failed ones).
 func (s *Store) ApplyBatch(ctx context.Context, f Fence, ds []GroupDecision) []ApplyResult {
 	out := make([]ApplyResult, len(ds))
-	calls := make([]scriptCall, 0, len(ds))
-	pos := make([]int, 0, len(ds))
+	sk, sa := s.applyShared(f)
+	var (
+		calls []scriptCall
+		pos   [][]int // the decisions of each call
+	)
 	for i, gd := range ds {
-		c, err := s.applyCall(f, gd.Group, gd.Decision)
+		part, err := s.applyPart(gd.Group, gd.Decision)
 		if err != nil {
 			out[i].Err = err
 			continue
 		}
-		calls = append(calls, c)
-		pos = append(pos, i)
+		if len(pos) == 0 || len(pos[len(pos)-1]) == applyGroupsPerCall {
+			calls = append(calls, scriptCall{keys: slices.Clone(sk), args: slices.Clone(sa)})
+			pos = append(pos, nil)
+		}
+		c := &calls[len(calls)-1]
+		c.keys = append(c.keys, part.keys...)
+		c.args = append(c.args, part.args...)
+		pos[len(pos)-1] = append(pos[len(pos)-1], i)
+	}
+	n := make([]int, len(pos))
+	for j, idx := range pos {
+		n[j] = len(idx)
 	}
 	vals, errs := s.runPipe(ctx, "apply", "apply", calls)
-	for j, i := range pos {
-		if errs[j] != nil {
-			out[i].Err = errs[j]
-			continue
+	vals, errs = callResults("apply", n, vals, errs)
+	m := 0
+	for _, idx := range pos {
+		for _, i := range idx {
+			if out[i].Err = errs[m]; out[i].Err == nil {
+				out[i] = parseApply(vals[m])
+			}
+			m++
 		}
-		out[i] = parseApply(vals[j])
 	}
 	return out
 }

@@ -221,6 +221,10 @@ func (s *Store) runPipe(ctx context.Context, op, name string, calls []scriptCall
 	if len(calls) == 0 {
 		return vals, errs
 	}
+	if len(calls) == 1 { // no pipeline for one call (one round trip either way)
+		vals[0], errs[0] = s.run(ctx, op, name, calls[0].keys, calls[0].args...)
+		return vals, errs
+	}
 	sc := scripts[name]
 	if sc == nil {
 		for i := range errs {

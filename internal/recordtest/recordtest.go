@@ -102,7 +102,7 @@ func Check(tb testing.TB, name string, got []byte) {
 
 var (
 	reTime  = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$`)
-	reToken = regexp.MustCompile(`^\d{13}-\d+$`)
+	reToken = regexp.MustCompile(`^\d{13}-\d+(\.\d+)?$`)
 	reSHA   = regexp.MustCompile(`\b[0-9a-f]{64}\b|\b[0-9a-f]{12}\b`)
 )
 

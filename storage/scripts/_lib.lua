@@ -14,7 +14,9 @@
 --   64: a caller that needs few slots asks for a small window), taken
 --   slots must be ZREMed by the caller (the cursor accounts for them);
 --   writes nothing.
--- new_token(ktokens, now): a fresh assignment token "now-counter", unique forever.
+-- new_token(ktokens, now): a fresh assignment token "now-counter", unique
+--   forever. ktokens is the counter's key, or {key = it, n = 0} for a
+--   script that makes many tokens: one INCR for all of them ("now-counter.n").
 -- claim_slot(kslots, kfree, ktokens, s, run, task, now): assign free slot s
 --   ({w, i, f}) to task of run with a fresh token; returns {w, i, tok, task}.
 -- release_slots(kslots, kfree, run, as): free every slot of assignments as
@@ -34,13 +36,16 @@
 --   its group's waiting-run index (Keys.WaitInfo): "seq,prio,slots,sub",
 --   then ",attempt,max_attempts,not_before,labels" only when a run has
 --   labels, a retry policy or a not_before (storage.parseWaitInfo).
--- new_run(K, A): write a new WAITING run, with K and A laid out as
---   submit.lua's KEYS[1..11] and ARGV[1..15] (its checks done by the
---   caller): the group made if new (its run defaults read), the run hash,
---   runs; a due run into waiting + index, version+1, dirty, PUBLISH of the
---   group; a run with not_before ahead parked (PUBLISH storage.TimerEvent);
---   its WAITING run event. Returns seq, now, due (1|0), timeout_ms,
---   max_attempts.
+-- new_run(K, A[, pub, now]): write a new WAITING run, with K and A laid
+--   out as submit.lua's single-run K[1..11] and A[1..15] (its checks done
+--   by the caller): the group made if new (its run defaults read), the
+--   run hash, runs; a due run into waiting + index, version+1, dirty,
+--   PUBLISH of the group; a run with not_before ahead parked (PUBLISH
+--   storage.TimerEvent); its WAITING run event. With pub (a table), the
+--   three messages are not sent but collected for the caller to send once
+--   for many runs (pub.work = a group to PUBLISH on the work channel,
+--   pub.timer = true, pub.ev = run events), and now (ms) is the caller's
+--   clock. Returns seq, now, due (1|0), timeout_ms, max_attempts.
 -- park(kdelayed, ktimers, group, id, due): a WAITING run waits in the
 --   group's delayed zset until due (ms); the group's timer is lowered to
 --   due (ZADD LT adds it when absent).
@@ -155,6 +160,11 @@ local function free_cursor(kfree, kworkers, kslots, now, win)
   return c
 end
 local function new_token(ktokens, now)
+  if type(ktokens) == 'table' then
+    ktokens.base = ktokens.base or redis.call('INCR', ktokens.key)
+    ktokens.n = ktokens.n + 1
+    return string.format('%d', now) .. '-' .. ktokens.base .. '.' .. ktokens.n
+  end
   return string.format('%d', now) .. '-' .. redis.call('INCR', ktokens)
 end
 local function claim_slot(kslots, kfree, ktokens, s, run, task, now)
@@ -197,13 +207,14 @@ local function window_of(kgroup, kwaiting, defwin)
   local lo = tonumber(g[5]) or 0
   local from = '-inf'
   if lo > 0 then from = string.format('%d', lo) end
-  local total = redis.call('ZCOUNT', kwaiting, from, '+inf')
-  local ids
-  if total <= 2 * k then
-    ids = redis.call('ZRANGEBYSCORE', kwaiting, from, '+inf', 'LIMIT', 0, 2 * k)
-    return g, total, #ids, ids
+  -- one read when the window holds the whole queue (the count is then
+  -- the read's), else the count and the newest part too
+  local ids = redis.call('ZRANGEBYSCORE', kwaiting, from, '+inf', 'LIMIT', 0, 2 * k + 1)
+  if #ids <= 2 * k then
+    return g, #ids, #ids, ids
   end
-  ids = redis.call('ZRANGEBYSCORE', kwaiting, from, '+inf', 'LIMIT', 0, k)
+  local total = redis.call('ZCOUNT', kwaiting, from, '+inf')
+  for i = #ids, k + 1, -1 do ids[i] = nil end
   local oldest = #ids
   local newest = redis.call('ZREVRANGEBYSCORE', kwaiting, '+inf', from, 'LIMIT', 0, k)
   for i = #newest, 1, -1 do ids[#ids + 1] = newest[i] end
@@ -242,7 +253,7 @@ local function winfo(seq, prio, slots, sub, att, maxa, nb, labels)
   end
   return e
 end
-local function new_run(K, A)
+local function new_run(K, A, pub, now)
   local slots = tonumber(A[3]) or 1
   local gd = redis.call('HMGET', K[3], 'name', 'run_timeout_ms', 'max_attempts', 'backoff', 'paused')
   if not gd[1] then
@@ -250,7 +261,7 @@ local function new_run(K, A)
     redis.call('HSET', K[3], 'name', A[1], 'policy', 'wait', 'max_active', 1, 'version', 0,
       'gen', redis.call('INCR', K[8]))
   end
-  local now = now_ms()
+  now = now or now_ms()
   local seq = redis.call('INCR', K[1])
   local f = {'id', A[2], 'group', A[1], 'seq', seq, 'state', 'WAITING',
     'slots', slots, 'priority', A[4], 'payload', A[5], 'duration_ms', A[6],
@@ -277,12 +288,16 @@ local function new_run(K, A)
     redis.call('HINCRBY', K[3], 'version', 1)
     if gd[5] ~= '1' then -- a paused group is not decided: nothing to wake
       redis.call('SADD', K[5], A[1])
-      redis.call('PUBLISH', A[8], A[1])
+      if pub then pub.work = A[1] else redis.call('PUBLISH', A[8], A[1]) end
     end
   else
     park(K[10], K[11], A[1], A[2], nb)
-    redis.call('PUBLISH', A[8], '#timer') -- storage.TimerEvent
+    if pub then pub.timer = true else redis.call('PUBLISH', A[8], '#timer') end -- storage.TimerEvent
   end
-  publish_runs(A[9], {'WAITING#' .. A[1] .. '#' .. A[2]})
+  if pub then
+    pub.ev[#pub.ev + 1] = 'WAITING#' .. A[1] .. '#' .. A[2]
+  else
+    publish_runs(A[9], {'WAITING#' .. A[1] .. '#' .. A[2]})
+  end
   return seq, now, due, tonumber(timeout) or 0, maxa
 end

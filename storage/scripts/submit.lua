@@ -1,23 +1,36 @@
--- submit: add a WAITING run to a group (client write, unfenced).
--- KEYS[1] seq, KEYS[2] groups set, KEYS[3] group hash, KEYS[4] waiting zset,
--- KEYS[5] dirty set, KEYS[6] run hash, KEYS[7] runs zset, KEYS[8] the
--- group incarnation counter (Keys.GroupGen), KEYS[9] the group's
--- waiting-run index (Keys.WaitInfo), KEYS[10] the group's delayed zset,
--- KEYS[11] timers zset, KEYS[12] (optional) the idempotency key's key
--- (Keys.Idempotency)
--- ARGV[1] group, ARGV[2] run id, ARGV[3] slots (>= 1), ARGV[4] priority,
--- ARGV[5] payload, ARGV[6] duration_ms, ARGV[7] op id (random per call),
--- ARGV[8] work channel (PUBLISH of the group: the coordinator wakes; advisory),
--- ARGV[9] run-events channel (publish_runs: WAITING#group#id),
--- ARGV[10] not_before ms (0 = none; at or before now = none),
--- ARGV[11] timeout_ms ('' = the group's run_timeout_ms, if any),
--- ARGV[12] max_attempts ('' = the group's, else 1), ARGV[13] backoff
--- "base_ms,cap_ms" ('' = the group's, else ARGV[14]), ARGV[14] the default
--- backoff, ARGV[15] labels (storage.encodeLabels; '' = none), ARGV[16]
--- the idempotency key's lifetime in ms, ARGV[17] run-hash key prefix
--- (Keys.RunPrefix), ARGV[18] the request's fingerprint (its group and run
--- settings), ARGV[19] '1' when the caller chose ARGV[2] (the last four
--- with KEYS[12] only)
+-- submit: add WAITING runs to groups (client write, unfenced). One call
+-- carries one or more runs (storage.SubmitBatch sends up to 64 a call):
+-- the clock is read once, and the call's messages go out once (one PUBLISH
+-- on the work channel, one of storage.TimerEvent if a run was parked, one
+-- of all the run events); each run is checked and written on its own (its
+-- error leaves it alone and the others go on).
+-- KEYS (shared): [1] seq, [2] groups set, [3] dirty set, [4] runs zset,
+-- [5] the group incarnation counter (Keys.GroupGen), [6] timers zset; then
+-- per run: its group's hash, waiting zset, waiting-run index
+-- (Keys.WaitInfo) and delayed zset, the run hash, and (when its args say
+-- so) the idempotency key's key (Keys.Idempotency)
+-- ARGV (shared): [1] work channel (PUBLISH of a group: the coordinator
+-- wakes; advisory), [2] run-events channel (publish_runs: WAITING#group#id
+-- of each run), [3] the default backoff, [4] run-hash key prefix
+-- (Keys.RunPrefix); then per run: '1' with an idempotency key ('0'
+-- without), group, run id, slots (>= 1), priority, payload, duration_ms,
+-- op id (random per call), not_before ms (0 = none; at or before now =
+-- none), timeout_ms ('' = the group's run_timeout_ms, if any),
+-- max_attempts ('' = the group's, else 1), backoff "base_ms,cap_ms" ('' =
+-- the group's, else the default), labels (storage.encodeLabels; '' =
+-- none); with an idempotency key three more: its lifetime in ms, the
+-- request's fingerprint (its group and run settings), '1' when the caller
+-- chose the run id
+-- returns: per run, in order, its result (below) or its error reply
+-- per run, in the single-run layout submit_one reads: K[1] seq, K[2]
+-- groups, K[3] group hash, K[4] waiting, K[5] dirty, K[6] run hash, K[7]
+-- runs, K[8] group gen, K[9] waiting-run index, K[10] delayed, K[11]
+-- timers, K[12] (optional) idempotency key; A[1] group, A[2] run id, A[3]
+-- slots, A[4] priority, A[5] payload, A[6] duration_ms, A[7] op id, A[8]
+-- work channel, A[9] run-events channel, A[10] not_before, A[11]
+-- timeout_ms, A[12] max_attempts, A[13] backoff, A[14] the default
+-- backoff, A[15] labels, A[16] the idempotency key's lifetime, A[17]
+-- run-hash prefix, A[18] fingerprint, A[19] '1' = the caller chose the id
 -- returns: {seq, submitted_at_ms, replayed (0|1), run id, due (1 = in the
 -- waiting zset, 0 = delayed until not_before), timeout_ms, max_attempts}
 -- (a replay returns the first three and the id)
@@ -36,33 +49,68 @@
 -- written), WS_INVALID
 -- replay: a retried call (same op id) finds its own run and returns it, replayed = 1.
 -- bound: O(log n) (one run, its group's waiting zset)
-local slots = tonumber(ARGV[3])
-if not slots or slots < 1 then
-  return redis.error_reply('WS_INVALID run ' .. ARGV[2] .. ': slots must be >= 1')
+local pub = {ev = {}}
+local clock
+local function now_ms_once()
+  clock = clock or now_ms()
+  return clock
 end
-if KEYS[12] then
-  local v = redis.call('GET', KEYS[12])
-  if v then
-    local prev, fp = string.match(v, '^([^\31]*)\31?(.*)$')
-    local r = redis.call('HMGET', ARGV[17] .. prev, 'seq', 'submitted_at', 'group')
-    if r[1] then
-      if fp ~= ARGV[18] or (ARGV[19] == '1' and prev ~= ARGV[2]) then
-        return redis.error_reply('WS_CONFLICT the idempotency key was used for run ' .. prev .. ' (group ' ..
-          tostring(r[3]) .. ') with another request; reuse it only for the same request')
+local function submit_one(K, A)
+  local slots = tonumber(A[3])
+  if not slots or slots < 1 then
+    return redis.error_reply('WS_INVALID run ' .. A[2] .. ': slots must be >= 1')
+  end
+  if K[12] then
+    local v = redis.call('GET', K[12])
+    if v then
+      local prev, fp = string.match(v, '^([^\31]*)\31?(.*)$')
+      local r = redis.call('HMGET', A[17] .. prev, 'seq', 'submitted_at', 'group')
+      if r[1] then
+        if fp ~= A[18] or (A[19] == '1' and prev ~= A[2]) then
+          return redis.error_reply('WS_CONFLICT the idempotency key was used for run ' .. prev .. ' (group ' ..
+            tostring(r[3]) .. ') with another request; reuse it only for the same request')
+        end
+        return {tonumber(r[1]), tonumber(r[2]), 1, prev, 1}
       end
-      return {tonumber(r[1]), tonumber(r[2]), 1, prev, 1}
     end
   end
-end
-local r = redis.call('HMGET', KEYS[6], 'op', 'seq', 'submitted_at', 'id')
-if r[4] then
-  if r[1] == ARGV[7] then
-    return {tonumber(r[2]), tonumber(r[3]), 1, ARGV[2], 1}
+  local r = redis.call('HMGET', K[6], 'op', 'seq', 'submitted_at', 'id')
+  if r[4] then
+    if r[1] == A[7] then
+      return {tonumber(r[2]), tonumber(r[3]), 1, A[2], 1}
+    end
+    return redis.error_reply('WS_DUP run ' .. A[2] .. ' already exists')
   end
-  return redis.error_reply('WS_DUP run ' .. ARGV[2] .. ' already exists')
+  local seq, now, due, timeout, maxa = new_run(K, A, pub, now_ms_once())
+  if K[12] then
+    redis.call('SET', K[12], A[2] .. '\31' .. A[18], 'PX', A[16])
+  end
+  return {seq, now, 0, A[2], due, timeout, maxa}
 end
-local seq, now, due, timeout, maxa = new_run(KEYS, ARGV)
-if KEYS[12] then
-  redis.call('SET', KEYS[12], ARGV[2] .. '\31' .. ARGV[18], 'PX', ARGV[16])
+local out = {}
+local rk, ra = 7, 5 -- the next run's first key and arg
+while ra <= #ARGV do
+  local idem = ARGV[ra] == '1'
+  local na, nk = 13, 5
+  if idem then na, nk = 16, 6 end
+  if ra + na - 1 > #ARGV or rk + nk - 1 > #KEYS then
+    return redis.error_reply('WS_INVALID submit: run ' .. #out + 1 .. ': the keys or args do not match')
+  end
+  local K = {KEYS[1], KEYS[2], KEYS[rk], KEYS[rk + 1], KEYS[3], KEYS[rk + 4], KEYS[4], KEYS[5], KEYS[rk + 2],
+    KEYS[rk + 3], KEYS[6]}
+  local A = {ARGV[ra + 1], ARGV[ra + 2], ARGV[ra + 3], ARGV[ra + 4], ARGV[ra + 5], ARGV[ra + 6], ARGV[ra + 7],
+    ARGV[1], ARGV[2], ARGV[ra + 8], ARGV[ra + 9], ARGV[ra + 10], ARGV[ra + 11], ARGV[3], ARGV[ra + 12]}
+  if idem then
+    K[12] = KEYS[rk + 5]
+    A[16], A[17], A[18], A[19] = ARGV[ra + 13], ARGV[4], ARGV[ra + 14], ARGV[ra + 15]
+  end
+  out[#out + 1] = submit_one(K, A)
+  rk, ra = rk + nk, ra + na
 end
-return {seq, now, 0, ARGV[2], due, timeout, maxa}
+if rk ~= #KEYS + 1 then
+  return redis.error_reply('WS_INVALID submit: ' .. (#KEYS + 1 - rk) .. ' keys left over')
+end
+if pub.work then redis.call('PUBLISH', ARGV[1], pub.work) end
+if pub.timer then redis.call('PUBLISH', ARGV[1], '#timer') end -- storage.TimerEvent
+publish_runs(ARGV[2], pub.ev)
+return out

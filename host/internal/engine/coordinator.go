@@ -521,6 +521,8 @@ func (c *Coordinator) decideBatch(ctx context.Context, lease *leader.Lease, grou
 // the others read in one pipelined round trip.
 func (c *Coordinator) snapshots(ctx context.Context, groups []string) []storage.SnapshotResult {
 	offered := c.takeOffered(groups)
+	c.rt.countN("snapshots.handed_back", len(offered))
+	c.rt.countN("snapshots.read", len(groups)-len(offered))
 	if len(offered) == 0 {
 		return c.rt.st.SnapshotBatch(ctx, groups)
 	}

@@ -73,9 +73,19 @@ func NewBus(client Subscriber, log *slog.Logger) *Bus {
 
 // Subscribe adds a listener of channel and returns its events and a
 // function that removes it (call it once). The first event is Subscribed
-// once Redis has confirmed the subscription.
+// once Redis has confirmed the subscription. Its buffer holds busBuffer
+// events (SubscribeBuffered for a listener whose events carry data).
 func (b *Bus) Subscribe(channel string) (<-chan BusEvent, func()) {
-	l := &busListener{ch: make(chan BusEvent, busBuffer)}
+	return b.SubscribeBuffered(channel, busBuffer)
+}
+
+// SubscribeBuffered is Subscribe with a buffer of n events (at least
+// busBuffer): for a listener that must not lose events in a burst because
+// they carry what it would otherwise read from Redis (the engine's
+// work-events listener: a report's message holds the group's next
+// snapshot, and go-redis hands over a socket's worth of messages at once).
+func (b *Bus) SubscribeBuffered(channel string, n int) (<-chan BusEvent, func()) {
+	l := &busListener{ch: make(chan BusEvent, max(n, busBuffer))}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.subs[channel] == nil {

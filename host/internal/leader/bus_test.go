@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strconv"
 	"testing"
 	"time"
 
@@ -113,5 +114,53 @@ func TestBus_Subscribe(t *testing.T) {
 	defer unA3()
 	if ev := next(t, a3, "a3"); !ev.Subscribed {
 		t.Fatalf("a3: %+v, want Subscribed", ev)
+	}
+}
+
+// TestBus_SubscribeBuffered: a burst of 1,000 messages published while the
+// listeners read nothing reaches a listener with a buffer of 2,048 whole
+// and in order; a default listener of the same channel keeps its first 16
+// (events past a full buffer are dropped, never blocking the others).
+func TestBus_SubscribeBuffered(t *testing.T) {
+	r := redistest.Start(t)
+	c := r.Client(t)
+	ctx := context.Background()
+	b := NewBus(c, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	big, unBig := b.SubscribeBuffered("w", 2048)
+	defer unBig()
+	small, unSmall := b.Subscribe("w")
+	defer unSmall()
+	for name, ch := range map[string]<-chan BusEvent{"big": big, "small": small} {
+		if ev := next(t, ch, name); !ev.Subscribed {
+			t.Fatalf("%s: first event %+v, want Subscribed", name, ev)
+		}
+	}
+	// small's buffer may hold big's SUBSCRIBE confirmation too (and vice
+	// versa): read both until the burst's first message
+	const n = 1000
+	pipe := c.Pipeline()
+	for i := range n {
+		pipe.Publish(ctx, "w", strconv.Itoa(i))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the burst delivered", func() bool { return len(big) >= n })
+	got := 0
+	for len(big) > 0 {
+		ev := <-big
+		if ev.Subscribed {
+			continue
+		}
+		if ev.Payload != strconv.Itoa(got) {
+			t.Fatalf("big: message %d is %q", got, ev.Payload)
+		}
+		got++
+	}
+	if got != n {
+		t.Fatalf("big got %d of %d messages", got, n)
+	}
+	if l := len(small); l != busBuffer {
+		t.Fatalf("small holds %d events, want its buffer's %d (the rest dropped)", l, busBuffer)
 	}
 }
