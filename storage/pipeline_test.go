@@ -105,7 +105,7 @@ func TestStore_ApplyBatchPlaces(t *testing.T) {
 			ds = append(ds, storage.GroupDecision{Group: g, Decision: storage.Decision{Version: 1, ClaimID: "c" + g,
 				Policy: "wait", PolicyVersion: "1", Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: g + "-a"}}}})
 		}
-		mustNil(t, e.s.Load(ctx)) // the scripts cached: no NOSCRIPT round in the count
+		mustNil(t, e.s.Load(ctx))          // the scripts cached: no NOSCRIPT round in the count
 		cc := &cmdCounter{only: "evalsha"} // (a pipeline on a new connection also sends its handshake)
 		e.c.AddHook(cc)
 		out := e.s.ApplyBatch(ctx, f, ds)
