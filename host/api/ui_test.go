@@ -99,6 +99,12 @@ func TestUI_browser(t *testing.T) {
 	text := func(sel string) string {
 		t.Helper()
 		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		// a re-render between the query and the read replaces the node
+		// ("No node with given id found"): read the new one
+		for try := 0; err != nil && strings.Contains(err.Error(), "No node with given id") && try < 5; try++ {
+			time.Sleep(50 * time.Millisecond)
+			s, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		}
 		if err != nil {
 			t.Fatalf("text of %s: %v\n(main: %.2000s)", sel, err, dump())
 		}
