@@ -20,7 +20,13 @@ func TestStore_SnapshotApplyBatch(t *testing.T) {
 			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: g, ID: g + "-a", Priority: 3, Payload: "p"}))(t)
 			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: g, ID: g + "-b", Slots: 2}))(t)
 		}
+		mustNil(t, e.s.Load(ctx))
+		sc := &cmdCounter{only: "evalsha"}
+		e.c.AddHook(sc)
 		res := e.s.SnapshotBatch(ctx, []string{"g1", "nope", "g2", "a{b", "g3"})
+		if n := sc.n.Load(); n != 1 {
+			t.Fatalf("a snapshot batch of 4 valid groups sent %d scripts, want 1 (one call)", n)
+		}
 		if len(res) != 5 || !errors.Is(res[1].Err, storage.ErrNotFound) || !errors.Is(res[3].Err, storage.ErrInvalid) {
 			t.Fatalf("per-group errors = %+v", res)
 		}
@@ -56,7 +62,7 @@ func TestStore_SnapshotApplyBatch(t *testing.T) {
 		// duplicate (the pipeline runs in order).
 		bad := launch("g3", 2, "c3")
 		bad.Decision.Actions[0].Run = "g1-b"
-		cc := &cmdCounter{}
+		cc := &cmdCounter{only: "evalsha"}
 		e.c.AddHook(cc)
 		out := e.s.ApplyBatch(ctx, f, []storage.GroupDecision{
 			launch("g1", 2, "c1"), launch("g2", 1, "c2"), bad, {Group: "a{b"}, launch("g1", 2, "c1")})

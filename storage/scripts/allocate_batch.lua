@@ -44,6 +44,7 @@ for j = 1, n do
 end
 local now = now_ms()
 local free = free_cursor(KEYS[5], KEYS[3], KEYS[4], now)
+local tok = {key = KEYS[7], n = 0} -- one INCR for the call's tokens
 local out, notify, ev = {}, {}, {}
 for j = 1, n do
   local id, key = ARGV[6 + j], KEYS[8 + j]
@@ -58,7 +59,7 @@ for j = 1, n do
     if got then
       local as = {}
       for task, s in ipairs(got) do
-        as[#as + 1] = claim_slot(KEYS[4], KEYS[5], KEYS[7], s, id, task - 1, now)
+        as[#as + 1] = claim_slot(KEYS[4], KEYS[5], tok, s, id, task - 1, now)
       end
       redis.call('HSET', key, 'state', 'RUNNING', 'started_at', now, 'assign', join_assign(as), 'alloc_op', ARGV[3])
       redis.call('ZREM', KEYS[6], id)

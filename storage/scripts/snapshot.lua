@@ -1,7 +1,9 @@
--- snapshot: a group, its active runs and a bounded window of its waiting
--- runs, in one round trip (read-only).
--- KEYS[1] group hash, KEYS[2] waiting zset, KEYS[3] active zset, KEYS[4]
--- the group's waiting-run index (Keys.WaitInfo), KEYS[5] the group's
+-- snapshot: groups, each with its active runs and a bounded window of its
+-- waiting runs, in one round trip (read-only). One call reads one or more
+-- groups (storage.SnapshotBatch sends up to 16 a call: the clock is read
+-- once); the reply is one result (below) or error per group, in order.
+-- KEYS, five per group: [1] group hash, [2] waiting zset, [3] active zset,
+-- [4] the group's waiting-run index (Keys.WaitInfo), [5] the group's
 -- launches list (Keys.Launches)
 -- ARGV[1] run-hash key prefix (Keys.RunPrefix, same hash tag; see RATIONALE.md),
 -- ARGV[2] default window (runs per side, DefaultWindow), ARGV[3] '1' = the
@@ -9,7 +11,7 @@
 -- fields, ARGV[4] launches to return (abi.MaxLaunches), ARGV[5..] run
 -- fields to return of each active run (and of each waiting one without
 -- the index)
--- returns: {{policy, max_active, version, window, discard_below, gen,
+-- returns, per group: {{policy, max_active, version, window, discard_below, gen,
 -- paused ('1': the group is paused: the leader decides nothing), params,
 -- wake_at, hist}, now_ms, {active runs}, waiting, waiting_total, n_oldest,
 -- {launches, newest first: when hist = '1'}}; each active run = HMGET
@@ -24,10 +26,6 @@
 -- errors: WS_NOT_FOUND (no such group)
 -- bound: O(log n + k) for the waiting zset of n runs, plus the active runs
 -- and ARGV[4] launches
-local g, total, oldest, ids = window_of(KEYS[1], KEYS[2], tonumber(ARGV[2]))
-if not g[1] then
-  return redis.error_reply('WS_NOT_FOUND group does not exist')
-end
 local fields = {}
 for i = 5, #ARGV do fields[#fields + 1] = ARGV[i] end
 local function load(ids, out)
@@ -36,26 +34,42 @@ local function load(ids, out)
   end
   return out
 end
-local waiting
-if ARGV[3] == '1' then
-  local info = {}
-  for at = 1, #ids, 1000 do -- unpack is bounded: HMGET 1,000 at a time
-    for _, v in ipairs(redis.call('HMGET', KEYS[4], unpack(ids, at, math.min(at + 999, #ids)))) do
-      info[#info + 1] = v
-    end
+local now
+local function snapshot_one(K)
+  local g, total, oldest, ids = window_of(K[1], K[2], tonumber(ARGV[2]))
+  if not g[1] then
+    return redis.error_reply('WS_NOT_FOUND group does not exist')
   end
-  for i, v in ipairs(info) do
-    if not v then
-      local r = redis.call('HMGET', ARGV[1] .. ids[i], 'seq', 'priority', 'slots', 'submitted_at', 'attempt',
-        'max_attempts', 'not_before', 'labels')
-      info[i] = winfo(r[1] or '0', r[2], r[3], r[4], r[5], r[6], r[7], r[8])
+  local waiting
+  if ARGV[3] == '1' then
+    local info = {}
+    for at = 1, #ids, 1000 do -- unpack is bounded: HMGET 1,000 at a time
+      for _, v in ipairs(redis.call('HMGET', K[4], unpack(ids, at, math.min(at + 999, #ids)))) do
+        info[#info + 1] = v
+      end
     end
+    for i, v in ipairs(info) do
+      if not v then
+        local r = redis.call('HMGET', ARGV[1] .. ids[i], 'seq', 'priority', 'slots', 'submitted_at', 'attempt',
+          'max_attempts', 'not_before', 'labels')
+        info[i] = winfo(r[1] or '0', r[2], r[3], r[4], r[5], r[6], r[7], r[8])
+      end
+    end
+    waiting = {ids, info}
+  else
+    waiting = load(ids, {})
   end
-  waiting = {ids, info}
-else
-  waiting = load(ids, {})
+  local launches = {}
+  local nl = tonumber(ARGV[4]) or 0
+  if nl > 0 and g[10] == '1' then launches = redis.call('LRANGE', K[5], 0, nl - 1) end
+  return {g, now, load(redis.call('ZRANGE', K[3], 0, -1), {}), waiting, total, oldest, launches}
 end
-local launches = {}
-local nl = tonumber(ARGV[4]) or 0
-if nl > 0 and g[10] == '1' then launches = redis.call('LRANGE', KEYS[5], 0, nl - 1) end
-return {g, now_ms(), load(redis.call('ZRANGE', KEYS[3], 0, -1), {}), waiting, total, oldest, launches}
+if #KEYS == 0 or #KEYS % 5 ~= 0 then
+  return redis.error_reply('WS_INVALID snapshot: ' .. #KEYS .. ' keys, want five per group')
+end
+now = now_ms()
+local res = {}
+for at = 1, #KEYS, 5 do
+  res[#res + 1] = snapshot_one({KEYS[at], KEYS[at + 1], KEYS[at + 2], KEYS[at + 3], KEYS[at + 4]})
+end
+return res
