@@ -223,3 +223,62 @@ func TestStore_ReportBatch(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_BatchBounds: what one call may carry is bounded by its work,
+// not only by its groups. A snapshot call stops after the group that took
+// its reads to 2,048 runs (windows of 1,000: three groups a call, the
+// fourth read by a second call, every snapshot whole); an apply call
+// carries at most 512 actions (three decisions discarding 300 runs each
+// go in three calls), all applied.
+func TestStore_BatchBounds(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		groups := []string{"b1", "b2", "b3", "b4"}
+		for _, g := range groups {
+			ok(e.s.SetGroupSettings(ctx, g, storage.GroupSettings{Window: 1000}))(t)
+			var reqs []storage.SubmitRequest
+			for i := range 1000 {
+				reqs = append(reqs, storage.SubmitRequest{Group: g, ID: fmt.Sprintf("%s-%04d", g, i)})
+			}
+			for _, r := range e.s.SubmitBatch(ctx, reqs) {
+				mustNil(t, r.Err)
+			}
+		}
+		mustNil(t, e.s.Load(ctx))
+		cc := &cmdCounter{only: "evalsha"}
+		e.c.AddHook(cc)
+		snaps := e.s.SnapshotBatch(ctx, groups)
+		if n := cc.n.Load(); n != 2 {
+			t.Fatalf("4 snapshots of 1,000 runs took %d calls, want 2 (the read budget)", n)
+		}
+		var ds []storage.GroupDecision
+		for i, r := range snaps {
+			if r.Err != nil || r.Snapshot.Group.Name != groups[i] || len(r.Snapshot.Waiting) != 1000 || r.Snapshot.WaitingTotal != 1000 {
+				t.Fatalf("snapshot %d: %v, %d waiting of %d", i, r.Err, len(r.Snapshot.Waiting), r.Snapshot.WaitingTotal)
+			}
+			if i == 3 {
+				break
+			}
+			var acts []storage.Action
+			for _, w := range r.Snapshot.Waiting[:300] {
+				acts = append(acts, storage.Action{Kind: storage.ActionDiscard, Run: w.ID})
+			}
+			ds = append(ds, storage.GroupDecision{Group: groups[i], Decision: storage.Decision{Version: r.Snapshot.Group.Version,
+				ClaimID: "c" + groups[i], Actions: acts}})
+		}
+		cc.n.Store(0)
+		for i, r := range e.s.ApplyBatch(ctx, f, ds) {
+			if r.Err != nil {
+				t.Fatalf("apply %d: %v", i, r.Err)
+			}
+		}
+		if n := cc.n.Load(); n != 3 {
+			t.Fatalf("3 decisions of 300 actions took %d apply calls, want 3 (512 actions a call)", n)
+		}
+		for _, g := range groups[:3] {
+			if r := ok(e.s.GetRun(ctx, g+"-0299"))(t); r.State != storage.StateDiscarded {
+				t.Fatalf("%s-0299 = %s, want DISCARDED", g, r.State)
+			}
+		}
+	})
+}

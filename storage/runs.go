@@ -930,8 +930,8 @@ func (s *Store) SubmitReplay(ctx context.Context, r SubmitRequest) (Run, bool, e
 	if err != nil {
 		return Run{}, false, err
 	}
-	c = s.submitCalls([]scriptCall{c})[0]
-	v, err := s.run(ctx, "submit", "submit", c.keys, c.args...)
+	cs, _ := packCalls(s.submitShared, []scriptCall{c}, 1, nil, 0)
+	v, err := s.run(ctx, "submit", "submit", cs[0].keys, cs[0].args...)
 	if err == nil {
 		var vs []any
 		var es []error
@@ -1048,21 +1048,35 @@ func (s *Store) submitShared() scriptCall {
 // the call's messages are paid once: issue 23).
 const submitRunsPerCall = 64
 
-// submitCalls packs parts (submitCall's) into calls of up to
-// submitRunsPerCall runs each.
-func (s *Store) submitCalls(parts []scriptCall) []scriptCall {
+// packCalls packs parts, in order, into calls of one script: each call is
+// head() (its shared keys and args) followed by its parts' keys and args,
+// at most perCall parts and, with weights, parts weighing at most
+// maxWeight together (a heavier part goes alone). It returns the calls and
+// how many parts each carries (callResults spreads their replies).
+func packCalls(head func() scriptCall, parts []scriptCall, perCall int, weights []int, maxWeight int) ([]scriptCall, []int) {
 	var calls []scriptCall
+	var n []int
+	w := 0
 	for i, p := range parts {
-		if i%submitRunsPerCall == 0 {
-			sh := s.submitShared()
-			calls = append(calls, sh)
+		pw := 0
+		if weights != nil {
+			pw = weights[i]
+		}
+		if len(n) == 0 || n[len(n)-1] == perCall || (maxWeight > 0 && w > 0 && w+pw > maxWeight) {
+			calls, n, w = append(calls, head()), append(n, 0), 0
 		}
 		c := &calls[len(calls)-1]
 		c.keys = append(c.keys, p.keys...)
 		c.args = append(c.args, p.args...)
+		n[len(n)-1]++
+		w += pw
 	}
-	return calls
+	return calls, n
 }
+
+// errNotReached is a part's result when its call stopped before it (a
+// snapshot call's read budget): send it again.
+var errNotReached = errors.New("storage: not reached by its call")
 
 // callResults spreads the results of calls of n[j] parts each (a call's
 // error is each of its parts'; a part's error reply is mapped by
@@ -1077,7 +1091,7 @@ func callResults(op string, n []int, vals []any, errs []error) ([]any, []error) 
 			case errs[j] != nil:
 				ov, oe = append(ov, nil), append(oe, errs[j])
 			case m >= len(rs):
-				ov, oe = append(ov, nil), append(oe, fmt.Errorf("storage: %s: %d results for %d parts", op, len(rs), cnt))
+				ov, oe = append(ov, nil), append(oe, errNotReached)
 			default:
 				if e, ok := rs[m].(error); ok {
 					ov, oe = append(ov, nil), append(oe, scriptErr(op, e))
@@ -1145,11 +1159,7 @@ func (s *Store) SubmitBatch(ctx context.Context, reqs []SubmitRequest) []SubmitR
 		calls = append(calls, c)
 		pos = append(pos, i)
 	}
-	calls = s.submitCalls(calls)
-	n := make([]int, len(calls))
-	for j := range n {
-		n[j] = min(submitRunsPerCall, len(pos)-j*submitRunsPerCall)
-	}
+	calls, n := packCalls(s.submitShared, calls, submitRunsPerCall, nil, 0)
 	vals, errs := s.runPipe(ctx, "submit", "submit", calls)
 	vals, errs = callResults("submit", n, vals, errs)
 	for j, i := range pos {
@@ -1355,7 +1365,9 @@ func (s *Store) Snapshot(ctx context.Context, group string) (Snapshot, error) {
 
 // snapshotGroupsPerCall bounds the groups one snapshot call reads (the
 // clock and the call are paid once; 16 windows of 32 runs hold Redis well
-// under a millisecond).
+// under a millisecond); snapshot.lua also stops a call after the group
+// that took its reads past 2,048 runs (big windows), and SnapshotBatch
+// sends the rest again.
 const snapshotGroupsPerCall = 16
 
 // DecisionFields are the run fields SnapshotBatch reads: the ones a policy
@@ -1503,34 +1515,40 @@ type SnapshotResult struct {
 // ErrInvalid), never for the batch.
 func (s *Store) SnapshotBatch(ctx context.Context, groups []string) []SnapshotResult {
 	out := make([]SnapshotResult, len(groups))
-	calls := make([]scriptCall, 0, len(groups))
-	pos := make([]int, 0, len(groups))
+	var parts []scriptCall
+	var pos []int
+	var args []any
 	for i, g := range groups {
 		if err := ValidateName("group", g); err != nil {
 			out[i].Err = err
 			continue
 		}
 		c := s.snapshotCall(g, true, decisionFieldArgs)
-		if len(pos)%snapshotGroupsPerCall == 0 {
-			calls = append(calls, c)
-		} else {
-			last := &calls[len(calls)-1]
-			last.keys = append(last.keys, c.keys...)
-		}
+		args = c.args // the same for every group: the call's head
+		parts = append(parts, scriptCall{keys: c.keys})
 		pos = append(pos, i)
 	}
-	n := make([]int, len(calls))
-	for j := range n {
-		n[j] = min(snapshotGroupsPerCall, len(pos)-j*snapshotGroupsPerCall)
-	}
-	vals, errs := s.runPipe(ctx, "snapshot", "snapshot", calls)
-	vals, errs = callResults("snapshot", n, vals, errs)
-	for j, i := range pos {
-		if errs[j] != nil {
-			out[i].Err = errs[j]
-			continue
+	head := func() scriptCall { return scriptCall{args: args} }
+	// A call stops after the group that took it past its read budget
+	// (snapshot.lua): the groups it did not reach go again, the first of
+	// each call is always read.
+	for len(parts) > 0 {
+		calls, n := packCalls(head, parts, snapshotGroupsPerCall, nil, 0)
+		vals, errs := s.runPipe(ctx, "snapshot", "snapshot", calls)
+		vals, errs = callResults("snapshot", n, vals, errs)
+		var again []scriptCall
+		var againPos []int
+		for j, i := range pos {
+			switch {
+			case errors.Is(errs[j], errNotReached):
+				again, againPos = append(again, parts[j]), append(againPos, i)
+			case errs[j] != nil:
+				out[i].Err = errs[j]
+			default:
+				out[i].Snapshot = parseSnapshot(groups[i], vals[j], parseDecisionRun, true)
+			}
 		}
-		out[i].Snapshot = parseSnapshot(groups[i], vals[j], parseDecisionRun, true)
+		parts, pos = again, againPos
 	}
 	return out
 }
@@ -1615,6 +1633,11 @@ func parseApply(v any) ApplyResult {
 // Redis well under a millisecond.
 const applyGroupsPerCall = 16
 
+// applyActionsPerCall bounds the actions one apply call carries (a group
+// with a big window may decide thousands of runs at once: such a decision
+// goes in a call of its own, as before batching).
+const applyActionsPerCall = 512
+
 // applyShared is what every group of an apply call shares: its first keys
 // and args (apply.lua's header).
 func (s *Store) applyShared(f Fence) ([]string, []any) {
@@ -1686,7 +1709,8 @@ type ApplyResult struct {
 
 // ApplyBatch applies every decision (exactly Apply's semantics: fenced,
 // version-checked, per group), all sent in ONE pipelined round trip of
-// apply calls of up to applyGroupsPerCall groups each (a call checks the
+// apply calls of up to applyGroupsPerCall groups and applyActionsPerCall
+// actions each (a call checks the
 // fence and reads the clock once for its groups). Results are in order
 // and independent: one group's ErrStale, ErrDuplicate or ErrInvalid leaves
 // the others as they are; ErrFenced is every group's of the call. NOSCRIPT
@@ -1694,9 +1718,11 @@ type ApplyResult struct {
 func (s *Store) ApplyBatch(ctx context.Context, f Fence, ds []GroupDecision) []ApplyResult {
 	out := make([]ApplyResult, len(ds))
 	sk, sa := s.applyShared(f)
+	head := func() scriptCall { return scriptCall{keys: slices.Clone(sk), args: slices.Clone(sa)} }
 	var (
-		calls []scriptCall
-		pos   [][]int // the decisions of each call
+		parts   []scriptCall
+		weights []int
+		pos     []int
 	)
 	for i, gd := range ds {
 		part, err := s.applyPart(gd.Group, gd.Decision)
@@ -1704,28 +1730,14 @@ func (s *Store) ApplyBatch(ctx context.Context, f Fence, ds []GroupDecision) []A
 			out[i].Err = err
 			continue
 		}
-		if len(pos) == 0 || len(pos[len(pos)-1]) == applyGroupsPerCall {
-			calls = append(calls, scriptCall{keys: slices.Clone(sk), args: slices.Clone(sa)})
-			pos = append(pos, nil)
-		}
-		c := &calls[len(calls)-1]
-		c.keys = append(c.keys, part.keys...)
-		c.args = append(c.args, part.args...)
-		pos[len(pos)-1] = append(pos[len(pos)-1], i)
+		parts, weights, pos = append(parts, part), append(weights, len(gd.Decision.Actions)), append(pos, i)
 	}
-	n := make([]int, len(pos))
-	for j, idx := range pos {
-		n[j] = len(idx)
-	}
+	calls, n := packCalls(head, parts, applyGroupsPerCall, weights, applyActionsPerCall)
 	vals, errs := s.runPipe(ctx, "apply", "apply", calls)
 	vals, errs = callResults("apply", n, vals, errs)
-	m := 0
-	for _, idx := range pos {
-		for _, i := range idx {
-			if out[i].Err = errs[m]; out[i].Err == nil {
-				out[i] = parseApply(vals[m])
-			}
-			m++
+	for j, i := range pos {
+		if out[i].Err = errs[j]; out[i].Err == nil {
+			out[i] = parseApply(vals[j])
 		}
 	}
 	return out

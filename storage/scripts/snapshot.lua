@@ -1,7 +1,10 @@
 -- snapshot: groups, each with its active runs and a bounded window of its
 -- waiting runs, in one round trip (read-only). One call reads one or more
 -- groups (storage.SnapshotBatch sends up to 16 a call: the clock is read
--- once); the reply is one result (below) or error per group, in order.
+-- once); the reply is one result (below) or error per group, in order,
+-- and stops after the group that took the call's reads (active and
+-- window runs) to 2,048 or more: the groups after it are not in the reply
+-- (the caller sends them again; the first group is always read).
 -- KEYS, five per group: [1] group hash, [2] waiting zset, [3] active zset,
 -- [4] the group's waiting-run index (Keys.WaitInfo), [5] the group's
 -- launches list (Keys.Launches)
@@ -62,14 +65,18 @@ local function snapshot_one(K)
   local launches = {}
   local nl = tonumber(ARGV[4]) or 0
   if nl > 0 and g[10] == '1' then launches = redis.call('LRANGE', K[5], 0, nl - 1) end
-  return {g, now, load(redis.call('ZRANGE', K[3], 0, -1), {}), waiting, total, oldest, launches}
+  local active = load(redis.call('ZRANGE', K[3], 0, -1), {})
+  return {g, now, active, waiting, total, oldest, launches}, #active + #ids
 end
 if #KEYS == 0 or #KEYS % 5 ~= 0 then
   return redis.error_reply('WS_INVALID snapshot: ' .. #KEYS .. ' keys, want five per group')
 end
 now = now_ms()
-local res = {}
+local res, read = {}, 0
 for at = 1, #KEYS, 5 do
-  res[#res + 1] = snapshot_one({KEYS[at], KEYS[at + 1], KEYS[at + 2], KEYS[at + 3], KEYS[at + 4]})
+  if read >= 2048 then break end -- the read budget: the caller sends the rest again
+  local r, n = snapshot_one({KEYS[at], KEYS[at + 1], KEYS[at + 2], KEYS[at + 3], KEYS[at + 4]})
+  res[#res + 1] = r
+  read = read + (n or 0)
 end
 return res

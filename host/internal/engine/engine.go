@@ -261,6 +261,10 @@ func newEngine(ctx context.Context, st *storage.Store, reg prometheus.Registerer
 // reports (each handing back its group's next snapshot) must not overflow
 // it, or those groups read their snapshots again (issue 23: with the
 // default 16, three quarters of a 10,000-run bench's events were dropped).
+// Bound: a message is a group name or a handed-back snapshot of at most 64
+// runs (report.lua), a few KiB: at most ~32 MiB held while the listener
+// stalls; past that, events are dropped as before (the groups read their
+// snapshots).
 const workEventsBuffer = 8192
 
 // workEvents wakes the coordinator on every message of the namespace's
