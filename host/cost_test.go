@@ -263,6 +263,12 @@ func TestCost_commandsPerRun(t *testing.T) {
 				t.Errorf("snapshots: %d handed back, %d read in %d snapshot calls, want at least %d handed back",
 					hb, rd, sc, runs/2)
 			}
+			// and most of those by reference: nothing but the report
+			// changed the group since the leader's apply, so the leader
+			// has the snapshot already and the report reads no window
+			if ref := cnt["snapshots.by_reference"]; ref < runs/2 {
+				t.Errorf("snapshots: %d handed back by reference, want at least %d", ref, runs/2)
+			}
 			if n := w["HMGET"]; n < runs || n > runs+runs/10 {
 				t.Errorf("the worker's pickup reads: %d HMGET, want %d (one per run) or a few more", n, runs)
 			}

@@ -143,10 +143,39 @@ func (w *RunWatch) Close() error {
 	return err
 }
 
+// WorkRef is a report's hand-back by reference (report.lua): the group is
+// at Version, one past the version the leader's last apply left it at,
+// nothing but that report changed it since, and it has no active run; Now
+// is the report's clock. A leader that kept the view its apply left (the
+// snapshot it decided, less the runs the decision took) has the group's
+// snapshot at Version without reading it.
+type WorkRef struct {
+	Group   string
+	Version int64
+	Now     time.Time
+}
+
+// ParseWorkRef parses a work-events message that is a WorkRef; ok is
+// false for any other message.
+func ParseWorkRef(payload string) (ref WorkRef, ok bool) {
+	group, rest, found := strings.Cut(payload, "\x1f=")
+	if !found {
+		return ref, false
+	}
+	vs, ms, found := strings.Cut(rest, "\x1f")
+	v, err1 := strconv.ParseInt(vs, 10, 64)
+	n, err2 := strconv.ParseInt(ms, 10, 64)
+	if !found || err1 != nil || err2 != nil || group == "" {
+		return ref, false
+	}
+	return WorkRef{Group: group, Version: v, Now: msTime(n)}, true
+}
+
 // ParseWorkEvent parses a work-events message: a group's name, or (from a
 // report that left the group without an active run) the group's name and
 // its next snapshot, in the decision view SnapshotBatch reads (report.lua
-// documents the form). sn is nil for a bare name or a malformed snapshot.
+// documents the form). sn is nil for a bare name, a WorkRef or a malformed
+// snapshot.
 func ParseWorkEvent(payload string) (group string, sn *Snapshot) {
 	group, rest, ok := strings.Cut(payload, "\x1f")
 	if !ok {

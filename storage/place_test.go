@@ -366,11 +366,92 @@ func TestStore_Report_handsBackTheSnapshot(t *testing.T) {
 				t.Fatalf("waiting %d: %+v, SnapshotBatch %+v", i, a, b)
 			}
 		}
-		// an unindexed waiting run: the name alone (the leader reads it)
+		// an unindexed waiting run: the name alone (the leader reads it);
+		// the submit after the launch rules the reference out
 		launch(t, e, f, "g", "r2")
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "r5"}))(t)
+		if _, err := ps.ReceiveMessage(ctx); err != nil { // the submit's
+			t.Fatal(err)
+		}
 		mustNil(t, e.c.HDel(ctx, e.s.Keys().WaitInfo("g"), "r3").Err())
 		if g, sn := report("r2"); g != "g" || sn != nil {
 			t.Fatalf("with an unindexed run in the window: %q %+v, want the name alone", g, sn)
+		}
+	})
+}
+
+// TestStore_Report_handsBackAReference: a report that is the only change
+// to its group since the leader's apply, leaving no active run, hands
+// back a reference (the group, its version, the clock), not the snapshot;
+// anything else in between (a submit, a pending wake, launch history, a
+// settle) gets the snapshot or the name as before.
+func TestStore_Report_handsBackAReference(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		mustNil(t, e.s.RegisterWorker(ctx, "wA", 4, time.Minute))
+		for i := range 6 {
+			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: fmt.Sprintf("r%d", i)}))(t)
+		}
+		ps := e.s.Subscribe(ctx, e.s.Keys().WorkEvents())
+		defer ps.Close()
+		if _, err := ps.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		report := func(id string) string {
+			t.Helper()
+			r := ok(e.s.GetRun(ctx, id))(t)
+			mustNil(t, e.s.Report(ctx, "wA", id, r.Assignments[0].Token, storage.StateSucceeded, ""))
+			m, err := ps.ReceiveMessage(ctx)
+			mustNil(t, err)
+			return m.Payload
+		}
+		apply := func(d storage.Decision) {
+			t.Helper()
+			d.Version = ok(e.s.GetGroup(ctx, "g"))(t).Version
+			d.ClaimID = fmt.Sprint("c", d.Version)
+			ok(e.s.Apply(ctx, f, "g", d))(t)
+		}
+		launchOne := func(id string) storage.Decision {
+			return storage.Decision{Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: id}}}
+		}
+
+		apply(launchOne("r0"))
+		p := report("r0")
+		ref, isRef := storage.ParseWorkRef(p)
+		g := ok(e.s.GetGroup(ctx, "g"))(t)
+		if !isRef || ref.Group != "g" || ref.Version != g.Version || ref.Now.IsZero() {
+			t.Fatalf("the only change since the apply: %q (%+v, %v), want a reference at version %d", p, ref, isRef, g.Version)
+		}
+		if name, sn := storage.ParseWorkEvent(p); name != "g" || sn != nil {
+			t.Fatalf("ParseWorkEvent(%q) = %q %v, want the name alone", p, name, sn)
+		}
+
+		// a submit between the apply and the report: the snapshot
+		apply(launchOne("r1"))
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "r9"}))(t)
+		if _, err := ps.ReceiveMessage(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if p := report("r1"); func() bool { _, ok := storage.ParseWorkRef(p); return ok }() {
+			t.Fatalf("with a submit in between: %q, want no reference", p)
+		} else if _, sn := storage.ParseWorkEvent(p); sn == nil {
+			t.Fatalf("with a submit in between: %q, want the snapshot", p)
+		}
+
+		// a wake pending: the snapshot (a reference would hide the wake)
+		d := launchOne("r2")
+		d.WakeAt = time.Now().Add(time.Hour).UnixMilli()
+		apply(d)
+		if p := report("r2"); func() bool { _, ok := storage.ParseWorkRef(p); return ok }() {
+			t.Fatalf("with a wake pending: %q, want no reference", p)
+		}
+
+		// launch history kept: no reference (its snapshot reads launches)
+		e2 := launchOne("r3")
+		e2.History = true
+		apply(e2)
+		if p := report("r3"); func() bool { _, ok := storage.ParseWorkRef(p); return ok }() {
+			t.Fatalf("with launch history: %q, want no reference", p)
 		}
 	})
 }

@@ -44,8 +44,11 @@
 --   storage.TimerEvent); its WAITING run event. With pub (a table), the
 --   three messages are not sent but collected for the caller to send once
 --   for many runs (pub.work = a group to PUBLISH on the work channel,
---   pub.timer = true, pub.ev = run events), and now (ms) is the caller's
---   clock. Returns seq, now, due (1|0), timeout_ms, max_attempts.
+--   pub.timer = true, pub.ev = run events), and so are the groups to mark
+--   dirty (pub.dirty, a list that is also a set: one SADD for them), and
+--   now (ms) is the caller's clock; pub.seqs (optional) is how many runs
+--   the call may write: their seqs come from one INCRBY of it.
+--   Returns seq, now, due (1|0), timeout_ms, max_attempts.
 -- park(kdelayed, ktimers, group, id, due): a WAITING run waits in the
 --   group's delayed zset until due (ms); the group's timer is lowered to
 --   due (ZADD LT adds it when absent).
@@ -262,7 +265,16 @@ local function new_run(K, A, pub, now)
       'gen', redis.call('INCR', K[8]))
   end
   now = now or now_ms()
-  local seq = redis.call('INCR', K[1])
+  local seq
+  if pub and pub.seqs then
+    -- the call's seqs: one INCRBY of its runs for all of them (a run that
+    -- is not written leaves a gap: seqs order, they do not count)
+    if not pub.seq then pub.seq = redis.call('INCRBY', K[1], pub.seqs) - pub.seqs end
+    pub.seq = pub.seq + 1
+    seq = pub.seq
+  else
+    seq = redis.call('INCR', K[1])
+  end
   local f = {'id', A[2], 'group', A[1], 'seq', seq, 'state', 'WAITING',
     'slots', slots, 'priority', A[4], 'payload', A[5], 'duration_ms', A[6],
     'submitted_at', now, 'op', A[7]}
@@ -287,8 +299,13 @@ local function new_run(K, A, pub, now)
     redis.call('HSET', K[9], A[2], winfo(seq, A[4], slots, now, 1, maxa, 0, A[15]))
     redis.call('HINCRBY', K[3], 'version', 1)
     if gd[5] ~= '1' then -- a paused group is not decided: nothing to wake
-      redis.call('SADD', K[5], A[1])
-      if pub then pub.work = A[1] else redis.call('PUBLISH', A[8], A[1]) end
+      if pub then
+        pub.work = A[1]
+        if not pub.dirty[A[1]] then pub.dirty[A[1]] = true; pub.dirty[#pub.dirty + 1] = A[1] end
+      else
+        redis.call('SADD', K[5], A[1])
+        redis.call('PUBLISH', A[8], A[1])
+      end
     end
   else
     park(K[10], K[11], A[1], A[2], nb)

@@ -47,7 +47,8 @@
 -- also sets policy and policy_version, the launching version), the group's
 -- decisions list gets the decision's summary (newest first; trimmed to
 -- the decisions kept once it is twice as long: readers read the first that many),
--- version+1, last_claim = claim, SREM dirty (unless again). A discard_below
+-- version+1, last_claim = claim, dv = the new version (report.lua), SREM
+-- dirty (unless again). A discard_below
 -- above the group's raises it (discard_below, discard_reason) and SADDs the
 -- group to drain: the leader discards the covered runs in chunks
 -- (drain.lua); they leave every snapshot at once.
@@ -81,9 +82,10 @@
 -- launches kept, A[22..] per action: kind, run id, reason.
 -- S: what the groups of one call share (the clock, read once; the free
 -- cursor with its worker-liveness cache; the batch's launch count, for
--- the cursor's window; the token counter, one INCR; the run events and
--- slot announcements, each one PUBLISH for the call)
-local S = {need = 0, ev = {}, notify = {}, tok = {key = KEYS[9], n = 0}}
+-- the cursor's window; the token counter, one INCR; the groups leaving
+-- dirty, one SREM; the run events and slot announcements, each one
+-- PUBLISH for the call)
+local S = {need = 0, ev = {}, notify = {}, tok = {key = KEYS[9], n = 0}, settled = {}}
 function S.now()
   S.t = S.t or now_ms()
   return S.t
@@ -168,7 +170,7 @@ local function apply_one(K, A, n)
     acts[j] = a
   end
   if n == 0 and below == 0 then
-    redis.call('SREM', K[6], A[3])
+    S.settled[#S.settled + 1] = A[3]
     if A[17] ~= '0' then set_wake(K, A, S.now()) end
     return {tonumber(g[1]), 0}
   end
@@ -266,9 +268,11 @@ local function apply_one(K, A, n)
     redis.call('SADD', K[8], A[3])
   end
   local v = tonumber(g[1]) + 1
-  redis.call('HSET', K[3], 'version', v, 'last_claim', A[5])
+  -- dv: the version this apply left (a report one version later hands
+  -- back a reference to the leader's own view: report.lua)
+  redis.call('HSET', K[3], 'version', v, 'last_claim', A[5], 'dv', v)
   if A[10] ~= '1' then
-    redis.call('SREM', K[6], A[3])
+    S.settled[#S.settled + 1] = A[3]
   end
   return {v, queued}
 end
@@ -301,6 +305,9 @@ end
 local out = {}
 for i, c in ipairs(calls) do
   out[i] = apply_one(c[1], c[2], c[3])
+end
+if #S.settled > 0 then
+  redis.call('SREM', KEYS[3], unpack(S.settled)) -- out of dirty: one SREM for the call's groups
 end
 publish_runs(ARGV[4], S.ev)
 if #S.notify > 0 then

@@ -18,7 +18,13 @@
 -- discard_below<US>gen<US>now<US>waiting_total<US>n_oldest<US>Pparams"
 -- then "<US>id<RS>index entry" per window run (storage.ParseWorkEvent); the
 -- leader decides from it without a snapshot script (the apply's version
--- check makes it safe). Otherwise it is the group's name.
+-- check makes it safe). When nothing but this report changed the group
+-- since the leader's last apply (its dv, written by apply.lua, is the
+-- version before this report's), no wake is pending and no launch history
+-- is kept, the message is the reference "group<US>=version<US>now"
+-- instead (storage.ParseWorkRef): the leader has that snapshot already
+-- (what it decided, less what the decision took), at this version with no
+-- active run. Otherwise it is the group's name.
 -- Retries: a FAILED outcome of a run with attempts left (attempt <
 -- max_attempts) is not final: the run goes back to WAITING under its id,
 -- attempt+1, not_before = now + backoff (retry_at), parked in the delayed
@@ -93,10 +99,15 @@ end
 release_slots(KEYS[2], KEYS[3], ARGV[2], as)
 redis.call('ZREM', KEYS[5], ARGV[2])
 redis.call('SREM', KEYS[7], ARGV[2])
-redis.call('HINCRBY', KEYS[4], 'version', 1)
+local v = redis.call('HINCRBY', KEYS[4], 'version', 1)
 redis.call('SADD', KEYS[8], ARGV[6])
 local msg = ARGV[6]
-if ARGV[9] and redis.call('ZCARD', KEYS[5]) == 0 then
+local d = ARGV[9] and redis.call('ZCARD', KEYS[5]) == 0 and redis.call('HMGET', KEYS[4], 'dv', 'hist', 'wake_at')
+if d and d[1] and tonumber(d[1]) == v - 1 and d[2] ~= '1' and not d[3] then
+  -- only this report changed the group since the leader's apply: the
+  -- leader's own view of it, at version v, with no active run
+  msg = ARGV[6] .. '\31=' .. v .. '\31' .. fin
+elseif d then
   local g, total, oldest, ids = window_of(KEYS[4], KEYS[10], tonumber(ARGV[9]))
   if g[1] and g[7] ~= '1' and g[10] ~= '1' and #ids <= 64 then
     local info = #ids > 0 and redis.call('HMGET', KEYS[11], unpack(ids)) or {}

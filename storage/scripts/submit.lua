@@ -1,6 +1,7 @@
 -- submit: add WAITING runs to groups (client write, unfenced). One call
 -- carries one or more runs (storage.SubmitBatch sends up to 64 a call):
--- the clock is read once, and the call's messages go out once (one PUBLISH
+-- the clock is read once, the seqs come from one INCRBY, the groups to
+-- decide go into dirty in one SADD, and the call's messages go out once (one PUBLISH
 -- on the work channel, one of storage.TimerEvent if a run was parked, one
 -- of all the run events); each run is checked and written on its own (its
 -- error leaves it alone and the others go on).
@@ -49,7 +50,7 @@
 -- written), WS_INVALID
 -- replay: a retried call (same op id) finds its own run and returns it, replayed = 1.
 -- bound: O(log n) (one run, its group's waiting zset)
-local pub = {ev = {}}
+local pub = {ev = {}, dirty = {}}
 local clock
 local function now_ms_once()
   clock = clock or now_ms()
@@ -89,6 +90,12 @@ local function submit_one(K, A)
 end
 local out = {}
 local rk, ra = 7, 5 -- the next run's first key and arg
+local runs = 0 -- the call's runs, for the one INCRBY of their seqs
+while ra <= #ARGV do
+  runs = runs + 1
+  ra = ra + (ARGV[ra] == '1' and 16 or 13)
+end
+pub.seqs, ra = runs, 5
 while ra <= #ARGV do
   local idem = ARGV[ra] == '1'
   local na, nk = 13, 5
@@ -110,6 +117,7 @@ end
 if rk ~= #KEYS + 1 then
   return redis.error_reply('WS_INVALID submit: ' .. (#KEYS + 1 - rk) .. ' keys left over')
 end
+if #pub.dirty > 0 then redis.call('SADD', KEYS[3], unpack(pub.dirty)) end
 if pub.work then redis.call('PUBLISH', ARGV[1], pub.work) end
 if pub.timer then redis.call('PUBLISH', ARGV[1], '#timer') end -- storage.TimerEvent
 publish_runs(ARGV[2], pub.ev)

@@ -50,6 +50,15 @@ type Coordinator struct {
 	// apply's version check refuses it if the group moved on since).
 	leading atomic.Bool
 	offered map[string]storage.Snapshot // under mu
+
+	// views holds, by group, the view this host's last apply left (the
+	// snapshot it decided less the runs the decision took, at the version
+	// the apply returned) while it leads, for a report's hand-back by
+	// reference (storage.WorkRef); refs holds a reference that came before
+	// its apply's view was kept (the worker's report can beat the apply's
+	// reply). Both under mu, both bounded by maxOffered.
+	views map[string]storage.Snapshot
+	refs  map[string]storage.WorkRef
 }
 
 // maxOffered bounds the offered snapshots held (the oldest are not
@@ -65,6 +74,10 @@ func (c *Coordinator) offer(sn storage.Snapshot) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.offerLocked(sn)
+}
+
+func (c *Coordinator) offerLocked(sn storage.Snapshot) {
 	if c.offered == nil {
 		c.offered = map[string]storage.Snapshot{}
 	}
@@ -75,6 +88,104 @@ func (c *Coordinator) offer(sn storage.Snapshot) {
 	default:
 		c.offered[sn.Group.Name] = sn
 	}
+}
+
+// offerRef turns a report's hand-back by reference into an offered
+// snapshot when the view the last apply left is the one it refers to
+// (one version before it); a reference that came first waits for that
+// view (keepView). Only while leading.
+func (c *Coordinator) offerRef(ref storage.WorkRef) {
+	if !c.leading.Load() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.views[ref.Group]
+	switch {
+	case ok && v.Group.Version == ref.Version-1:
+		delete(c.views, ref.Group)
+		c.offerLocked(viewAt(v, ref))
+		c.rt.count("snapshots.by_reference")
+	case ok && v.Group.Version >= ref.Version:
+		// an older report's reference: the view is newer
+	default:
+		if c.refs == nil {
+			c.refs = map[string]storage.WorkRef{}
+		}
+		if cur, had := c.refs[ref.Group]; (had && cur.Version < ref.Version) || (!had && len(c.refs) < maxOffered) {
+			c.refs[ref.Group] = ref
+		}
+	}
+}
+
+// viewAt is view v as of the report ref refers to: at its version and
+// clock, with no active run (the report ended the last one).
+func viewAt(v storage.Snapshot, ref storage.WorkRef) storage.Snapshot {
+	v.Group.Version = ref.Version
+	v.Now = ref.Now
+	v.Active = []storage.Run{}
+	return v
+}
+
+// keepView keeps the view an applied decision left: sn, the snapshot it
+// was decided on, less the runs it launched or discarded, at version (the
+// apply's reply). A decision whose view a reference could not stand for
+// drops the group's view instead: a truncated window (the next window
+// differs), a discard_below, a wake (set or pending), launch history, a
+// paused group. A reference that already came for it is offered at once.
+func (c *Coordinator) keepView(sn storage.Snapshot, d storage.Decision, version int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	group := sn.Group.Name
+	if o, ok := c.offered[group]; ok && o.Group.Version < version {
+		// handed back before this apply (a pass read the group before the
+		// message came): deciding it would only be refused as stale
+		delete(c.offered, group)
+	}
+	if !c.leading.Load() || sn.Truncated() || d.Below > 0 || d.WakeAt != 0 || !sn.Group.WakeAt.IsZero() ||
+		d.History || len(sn.Launches) > 0 || sn.Group.Paused {
+		delete(c.views, group)
+		return
+	}
+	taken := make(map[string]bool, len(d.Actions))
+	for _, a := range d.Actions {
+		if a.Kind == storage.ActionLaunch || a.Kind == storage.ActionDiscard {
+			taken[a.Run] = true
+		}
+	}
+	v := sn
+	v.Waiting = make([]storage.Run, 0, len(sn.Waiting)-min(len(taken), len(sn.Waiting)))
+	for _, r := range sn.Waiting {
+		if !taken[r.ID] {
+			v.Waiting = append(v.Waiting, r)
+		}
+	}
+	v.WaitingTotal, v.WaitingOldest = len(v.Waiting), len(v.Waiting)
+	v.Group.Waiting = len(v.Waiting)
+	v.Group.Version = version
+	if ref, ok := c.refs[group]; ok {
+		delete(c.refs, group)
+		if ref.Version == version+1 {
+			delete(c.views, group)
+			c.offerLocked(viewAt(v, ref))
+			c.rt.count("snapshots.by_reference")
+			return
+		}
+	}
+	if c.views == nil {
+		c.views = map[string]storage.Snapshot{}
+	}
+	if _, had := c.views[group]; had || len(c.views) < maxOffered {
+		c.views[group] = v
+	}
+}
+
+// dropView forgets the group's view (its apply failed or its outcome is
+// unknown).
+func (c *Coordinator) dropView(group string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.views, group)
 }
 
 // takeOffered removes and returns the offered snapshots of groups.
@@ -125,7 +236,7 @@ func (c *Coordinator) Run(ctx context.Context, lease *leader.Lease) error {
 	defer func() {
 		c.leading.Store(false)
 		c.mu.Lock()
-		c.offered = nil
+		c.offered, c.views, c.refs = nil, nil, nil
 		c.mu.Unlock()
 	}()
 	quiet := tailPolls // empty passes since the last pass that did work
@@ -412,6 +523,7 @@ func (c *Coordinator) decideBatch(ctx context.Context, lease *leader.Lease, grou
 	type pending struct {
 		policy, version string
 		waits           []time.Duration // of its launches: submit to the snapshot's now
+		sn              storage.Snapshot
 	}
 	var (
 		ds      []storage.GroupDecision
@@ -435,7 +547,7 @@ func (c *Coordinator) decideBatch(ctx context.Context, lease *leader.Lease, grou
 		}
 		if ok {
 			ds = append(ds, storage.GroupDecision{Group: group, Decision: d})
-			meta = append(meta, pending{policy: d.Policy, version: ver, waits: launchWaits(sn, d.Actions)})
+			meta = append(meta, pending{policy: d.Policy, version: ver, waits: launchWaits(sn, d.Actions), sn: sn})
 		}
 	}
 	if len(ds) == 0 {
@@ -463,6 +575,11 @@ func (c *Coordinator) decideBatch(ctx context.Context, lease *leader.Lease, grou
 	var fenced error
 	for i, r := range res {
 		group, d, policy, ver, err := ds[i].Group, ds[i].Decision, meta[i].policy, meta[i].version, r.Err
+		if err == nil && len(d.Actions)+int(min(d.Below, 1)) > 0 {
+			c.keepView(meta[i].sn, d, r.Version) // a settle writes no dv
+		} else {
+			c.dropView(group)
+		}
 		switch {
 		case err == nil || errors.Is(err, storage.ErrDuplicate):
 			c.succeed(group)

@@ -294,6 +294,8 @@ func (r *Engine) workEvents(bus *leader.Bus) {
 				}
 				if _, sn := storage.ParseWorkEvent(ev.Payload); sn != nil {
 					r.coord.offer(*sn)
+				} else if ref, ok := storage.ParseWorkRef(ev.Payload); ok {
+					r.coord.offerRef(ref)
 				}
 				r.acc.touched()
 				wakeUp(r.coord.wake)

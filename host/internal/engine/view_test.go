@@ -1,0 +1,135 @@
+package engine
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// TestCoordinator_viewByReference: after a pass launched a group's oldest
+// run, the report of that run (the only change since) hands back a
+// reference, and the snapshot the coordinator makes of it from the view
+// its apply left is the one SnapshotBatch reads then: group, version,
+// window, totals, no active run.
+func TestCoordinator_viewByReference(t *testing.T) {
+	ctx := context.Background()
+	e := newREnv(t, Config{})
+	c := e.rt.coord
+	c.leading.Store(true)
+	e.group("gv", "wait", 1)
+	e.worker("w1", 4, time.Hour)
+	for _, id := range []string{"v-1", "v-2", "v-3"} {
+		e.submit("gv", id, 1)
+	}
+	if r := e.st.SubmitBatch(ctx, []storage.SubmitRequest{{Group: "gv", ID: "v-4", Priority: 7,
+		Labels: []abi.Label{{Key: "tier", Value: "gold"}}}})[0]; r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	e.settle()
+	e.wantStates([]string{"v-1", "v-2"}, storage.StateRunning, storage.StateWaiting)
+	ps := e.st.Subscribe(ctx, e.st.Keys().WorkEvents())
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.finish("v-1")
+	m, err := ps.ReceiveMessage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, ok := storage.ParseWorkRef(m.Payload)
+	if !ok {
+		t.Fatalf("the report's message %q: want a reference", m.Payload)
+	}
+	c.offerRef(ref)
+	got := c.takeOffered([]string{"gv"})["gv"]
+	want := e.st.SnapshotBatch(ctx, []string{"gv"})[0]
+	if want.Err != nil {
+		t.Fatal(want.Err)
+	}
+	w := want.Snapshot
+	if got.Now.IsZero() || !reflect.DeepEqual(got.Group, w.Group) || !reflect.DeepEqual(got.Waiting, w.Waiting) ||
+		len(got.Active) != 0 || len(w.Active) != 0 || got.WaitingTotal != w.WaitingTotal ||
+		got.WaitingOldest != w.WaitingOldest || len(got.Launches) != len(w.Launches) {
+		t.Fatalf("by reference:\n%+v\nSnapshotBatch reads:\n%+v", got, w)
+	}
+	// the next pass decides from it: v-2 runs
+	e.settle()
+	e.wantStates([]string{"v-2"}, storage.StateRunning)
+}
+
+// TestCoordinator_offerRef: a reference becomes an offered snapshot only
+// for the view one version before it, whether it comes after the apply's
+// view was kept or before; a view a reference cannot stand for is not
+// kept; none of it while not leading.
+func TestCoordinator_offerRef(t *testing.T) {
+	e := newREnv(t, Config{})
+	c := e.rt.coord
+	now := time.UnixMilli(1_700_000_000_000)
+	sn := func() storage.Snapshot {
+		return storage.Snapshot{Group: storage.Group{Name: "g", Policy: "wait", MaxActive: 1, Version: 5, Waiting: 2},
+			Now: now, Active: []storage.Run{}, WaitingTotal: 2, WaitingOldest: 2,
+			Waiting: []storage.Run{{ID: "a", Seq: 1}, {ID: "b", Seq: 2}}}
+	}
+	launchA := storage.Decision{Version: 5, Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "a"}}}
+	ref := func(v int64) storage.WorkRef {
+		return storage.WorkRef{Group: "g", Version: v, Now: now.Add(time.Second)}
+	}
+	offered := func() (storage.Snapshot, bool) {
+		s, ok := c.takeOffered([]string{"g"})["g"]
+		return s, ok
+	}
+	check := func(name string, s storage.Snapshot, ok bool, version int64) {
+		t.Helper()
+		if !ok || s.Group.Version != version || len(s.Waiting) != 1 || s.Waiting[0].ID != "b" || s.WaitingTotal != 1 ||
+			s.Group.Waiting != 1 || len(s.Active) != 0 || !s.Now.Equal(now.Add(time.Second)) {
+			t.Fatalf("%s: offered %v %+v, want b alone at version %d", name, ok, s, version)
+		}
+	}
+
+	c.keepView(sn(), launchA, 6)
+	if _, ok := offered(); ok {
+		t.Fatal("not leading: a view was kept")
+	}
+	c.leading.Store(true)
+
+	c.keepView(sn(), launchA, 6)
+	c.offerRef(ref(7))
+	s, ok := offered()
+	check("reference after the view", s, ok, 7)
+
+	c.offerRef(ref(9)) // comes before its apply's reply
+	c.keepView(sn(), launchA, 8)
+	s, ok = offered()
+	check("reference before the view", s, ok, 9)
+
+	c.keepView(sn(), launchA, 6)
+	c.offerRef(ref(8)) // something else changed the group too
+	if s, ok := offered(); ok {
+		t.Fatalf("a reference two versions past the view: offered %+v", s)
+	}
+
+	for name, mod := range map[string]func(*storage.Snapshot, *storage.Decision){
+		"truncated":     func(s *storage.Snapshot, _ *storage.Decision) { s.WaitingTotal = 9 },
+		"discard_below": func(_ *storage.Snapshot, d *storage.Decision) { d.Below = 2 },
+		"wake asked":    func(_ *storage.Snapshot, d *storage.Decision) { d.WakeAt = 1 },
+		"wake pending":  func(s *storage.Snapshot, _ *storage.Decision) { s.Group.WakeAt = now },
+		"history":       func(_ *storage.Snapshot, d *storage.Decision) { d.History = true },
+		"paused":        func(s *storage.Snapshot, _ *storage.Decision) { s.Group.Paused = true },
+	} {
+		s, d := sn(), launchA
+		mod(&s, &d)
+		c.keepView(s, d, 10)
+		c.offerRef(ref(11))
+		if got, ok := offered(); ok {
+			t.Fatalf("%s: a view was kept and offered %+v", name, got)
+		}
+		c.mu.Lock()
+		delete(c.refs, "g")
+		c.mu.Unlock()
+	}
+}
