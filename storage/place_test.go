@@ -384,7 +384,8 @@ func TestStore_Report_handsBackTheSnapshot(t *testing.T) {
 // to its group since the leader's apply, leaving no active run, hands
 // back a reference (the group, its version, the clock), not the snapshot;
 // anything else in between (a submit, a pending wake, launch history, a
-// settle) gets the snapshot or the name as before.
+// decision the leader keeps no view of) gets the snapshot or the name as
+// before.
 func TestStore_Report_handsBackAReference(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		f := e.lead(t, "L#1#a")
@@ -401,9 +402,13 @@ func TestStore_Report_handsBackAReference(t *testing.T) {
 			t.Helper()
 			r := ok(e.s.GetRun(ctx, id))(t)
 			mustNil(t, e.s.Report(ctx, "wA", id, r.Assignments[0].Token, storage.StateSucceeded, ""))
-			m, err := ps.ReceiveMessage(ctx)
-			mustNil(t, err)
-			return m.Payload
+			for {
+				m, err := ps.ReceiveMessage(ctx)
+				mustNil(t, err)
+				if m.Payload != storage.TimerEvent { // an apply's wake
+					return m.Payload
+				}
+			}
 		}
 		apply := func(d storage.Decision) {
 			t.Helper()
@@ -412,7 +417,7 @@ func TestStore_Report_handsBackAReference(t *testing.T) {
 			ok(e.s.Apply(ctx, f, "g", d))(t)
 		}
 		launchOne := func(id string) storage.Decision {
-			return storage.Decision{Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: id}}}
+			return storage.Decision{View: true, Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: id}}}
 		}
 
 		apply(launchOne("r0"))
@@ -452,6 +457,17 @@ func TestStore_Report_handsBackAReference(t *testing.T) {
 		apply(e2)
 		if p := report("r3"); func() bool { _, ok := storage.ParseWorkRef(p); return ok }() {
 			t.Fatalf("with launch history: %q, want no reference", p)
+		}
+
+		// the leader keeps no view of this decision (a truncated window,
+		// say): the apply clears dv, no reference
+		e3 := launchOne("r4")
+		e3.View = false
+		apply(e3)
+		if p := report("r4"); func() bool { _, ok := storage.ParseWorkRef(p); return ok }() {
+			t.Fatalf("a decision without View: %q, want no reference", p)
+		} else if _, sn := storage.ParseWorkEvent(p); sn == nil {
+			t.Fatalf("a decision without View: %q, want the snapshot", p)
 		}
 	})
 }

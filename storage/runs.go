@@ -1602,6 +1602,12 @@ type Decision struct {
 	// policy that reads them (ABI v4, not a built-in). A decision without
 	// it drops the history.
 	History bool
+	// View says the leader keeps the view this decision leaves (the
+	// snapshot less what the decision takes): the apply records the
+	// version it leaves (the group's dv), and a report that is the only
+	// change after it hands back a reference instead of the snapshot
+	// (ParseWorkRef). Without it dv is cleared.
+	View bool
 	// NoPlace leaves every launch LAUNCHED for the slot manager (the
 	// leader sets it while a LAUNCHED run waits for slots, so none
 	// overtakes it); by default a launch takes its slots at once when they
@@ -1661,7 +1667,7 @@ func (s *Store) applyPart(group string, d Decision) (scriptCall, error) {
 	keys := make([]string, 0, 7+len(d.Actions))
 	keys = append(keys, k.Group(group), k.Waiting(group), k.Active(group), k.Finished(group), k.Decisions(group),
 		k.WaitInfo(group), k.Launches(group))
-	args := make([]any, 0, 14+3*len(d.Actions))
+	args := make([]any, 0, 15+3*len(d.Actions))
 	hist := 0
 	if d.History {
 		hist = abi.MaxLaunches
@@ -1675,7 +1681,7 @@ func (s *Store) applyPart(group string, d Decision) (scriptCall, error) {
 		place = "0"
 	}
 	args = append(args, len(d.Actions), group, d.Version, d.ClaimID, d.Policy, d.PolicyVersion, d.Below, d.BelowReason, again,
-		d.PolicySHA256, d.PolicyRegistry, place, max(d.WakeAt, 0), hist)
+		d.PolicySHA256, d.PolicyRegistry, place, max(d.WakeAt, 0), hist, boolArg(d.View))
 	for _, a := range d.Actions {
 		if err := ValidateName("run", a.Run); err != nil {
 			return scriptCall{}, fmt.Errorf("storage: %s: %w", op, err)
@@ -2057,4 +2063,12 @@ func (s *Store) runGroup(ctx context.Context, op, id string) (string, error) {
 		return "", fmt.Errorf("storage: %s: run %s: %w", op, id, err)
 	}
 	return g, nil
+}
+
+// boolArg is a script's flag argument: "1" or "0".
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }

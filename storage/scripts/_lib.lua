@@ -47,7 +47,10 @@
 --   pub.timer = true, pub.ev = run events), and so are the groups to mark
 --   dirty (pub.dirty, a list that is also a set: one SADD for them), and
 --   now (ms) is the caller's clock; pub.seqs (optional) is how many runs
---   the call may write: their seqs come from one INCRBY of it.
+--   the call may write: their seqs come from one INCRBY of it; with
+--   pub.groups (a table) a group's run defaults are read once a call, and
+--   with pub.bump (a table) the version bumps are counted there (key ->
+--   due runs, the keys also as a list) for the caller's one HINCRBY a group.
 --   Returns seq, now, due (1|0), timeout_ms, max_attempts.
 -- park(kdelayed, ktimers, group, id, due): a WAITING run waits in the
 --   group's delayed zset until due (ms); the group's timer is lowered to
@@ -258,11 +261,18 @@ local function winfo(seq, prio, slots, sub, att, maxa, nb, labels)
 end
 local function new_run(K, A, pub, now)
   local slots = tonumber(A[3]) or 1
-  local gd = redis.call('HMGET', K[3], 'name', 'run_timeout_ms', 'max_attempts', 'backoff', 'paused')
-  if not gd[1] then
-    redis.call('SADD', K[2], A[1])
-    redis.call('HSET', K[3], 'name', A[1], 'policy', 'wait', 'max_active', 1, 'version', 0,
-      'gen', redis.call('INCR', K[8]))
+  -- the group's run defaults: read once a call per group (nothing else in
+  -- the call writes them)
+  local gd = pub and pub.groups and pub.groups[K[3]]
+  if not gd then
+    gd = redis.call('HMGET', K[3], 'name', 'run_timeout_ms', 'max_attempts', 'backoff', 'paused')
+    if not gd[1] then
+      redis.call('SADD', K[2], A[1])
+      redis.call('HSET', K[3], 'name', A[1], 'policy', 'wait', 'max_active', 1, 'version', 0,
+        'gen', redis.call('INCR', K[8]))
+      gd = {A[1]}
+    end
+    if pub and pub.groups then pub.groups[K[3]] = gd end
   end
   now = now or now_ms()
   local seq
@@ -297,7 +307,13 @@ local function new_run(K, A, pub, now)
   if due == 1 then
     redis.call('ZADD', K[4], seq, A[2])
     redis.call('HSET', K[9], A[2], winfo(seq, A[4], slots, now, 1, maxa, 0, A[15]))
-    redis.call('HINCRBY', K[3], 'version', 1)
+    if pub and pub.bump then
+      -- one HINCRBY a group for the call (pub.bump: key -> runs, and the keys in order)
+      if not pub.bump[K[3]] then pub.bump[K[3]] = 0; pub.bump[#pub.bump + 1] = K[3] end
+      pub.bump[K[3]] = pub.bump[K[3]] + 1
+    else
+      redis.call('HINCRBY', K[3], 'version', 1)
+    end
     if gd[5] ~= '1' then -- a paused group is not decided: nothing to wake
       if pub then
         pub.work = A[1]

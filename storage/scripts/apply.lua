@@ -25,8 +25,9 @@
 -- free slots), wake ms (0 = none: the policy asks to be decided again
 -- then), launches kept (abi.MaxLaunches; 0: the deciding policy does not
 -- read them: none recorded, and the group's list and hist flag are
--- dropped); then per action: kind ("launch"|"discard"|"stop"), run id,
--- reason
+-- dropped), view ('1' = the leader keeps the view this decision leaves:
+-- dv is written, else cleared); then per action: kind
+-- ("launch"|"discard"|"stop"), run id, reason
 -- returns: per group, in order, {the group's version after the apply,
 -- launches left LAUNCHED (for the slot manager)} or that group's error
 -- reply
@@ -47,8 +48,8 @@
 -- also sets policy and policy_version, the launching version), the group's
 -- decisions list gets the decision's summary (newest first; trimmed to
 -- the decisions kept once it is twice as long: readers read the first that many),
--- version+1, last_claim = claim, dv = the new version (report.lua), SREM
--- dirty (unless again). A discard_below
+-- version+1, last_claim = claim, dv = the new version when view = '1'
+-- (report.lua; '' otherwise), SREM dirty (unless again). A discard_below
 -- above the group's raises it (discard_below, discard_reason) and SADDs the
 -- group to drain: the leader discards the covered runs in chunks
 -- (drain.lua); they leave every snapshot at once.
@@ -79,7 +80,7 @@
 -- sha256, A[12] registry version, A[13] decisions kept, A[14] run-events
 -- channel, A[15] slot-events channel, A[16] place, A[17] wake ms, A[18]
 -- work channel, A[19] min wake interval, A[20] wake horizon, A[21]
--- launches kept, A[22..] per action: kind, run id, reason.
+-- launches kept, A[22] view, A[23..] per action: kind, run id, reason.
 -- S: what the groups of one call share (the clock, read once; the free
 -- cursor with its worker-liveness cache; the batch's launch count, for
 -- the cursor's window; the token counter, one INCR; the groups leaving
@@ -120,7 +121,7 @@ local function apply_one(K, A, n)
   local covered = tonumber(g[3]) or 0
   local seen, acts = {}, {}
   for j = 1, n do
-    local kind, id, reason = A[19 + 3 * j], A[20 + 3 * j], A[21 + 3 * j]
+    local kind, id, reason = A[20 + 3 * j], A[21 + 3 * j], A[22 + 3 * j]
     if seen[id] then
       return redis.error_reply('WS_INVALID two actions on run ' .. id)
     end
@@ -268,9 +269,10 @@ local function apply_one(K, A, n)
     redis.call('SADD', K[8], A[3])
   end
   local v = tonumber(g[1]) + 1
-  -- dv: the version this apply left (a report one version later hands
-  -- back a reference to the leader's own view: report.lua)
-  redis.call('HSET', K[3], 'version', v, 'last_claim', A[5], 'dv', v)
+  -- dv: the version this apply left when the leader keeps the view it
+  -- left (a report one version later hands back a reference to it:
+  -- report.lua), else none
+  redis.call('HSET', K[3], 'version', v, 'last_claim', A[5], 'dv', A[22] == '1' and v or '')
   if A[10] ~= '1' then
     S.settled[#S.settled + 1] = A[3]
   end
@@ -282,7 +284,7 @@ local gk, ga = 13, 9 -- the next group's first key and arg
 local calls = {}
 while ga <= #ARGV do
   local n = tonumber(ARGV[ga])
-  if not n or n < 0 or ga + 13 + 3 * n > #ARGV or gk + 6 + n > #KEYS then
+  if not n or n < 0 or ga + 14 + 3 * n > #ARGV or gk + 6 + n > #KEYS then
     return redis.error_reply('WS_INVALID apply: group ' .. #calls + 1 .. ' has ' .. tostring(ARGV[ga]) ..
       ' actions; the keys or args do not match')
   end
@@ -291,13 +293,13 @@ while ga <= #ARGV do
   for j = 1, n do K[19 + j] = KEYS[gk + 6 + j] end
   local A = {ARGV[1], ARGV[2], ARGV[ga + 1], ARGV[ga + 2], ARGV[ga + 3], ARGV[ga + 4], ARGV[ga + 5], ARGV[ga + 6],
     ARGV[ga + 7], ARGV[ga + 8], ARGV[ga + 9], ARGV[ga + 10], ARGV[3], ARGV[4], ARGV[5], ARGV[ga + 11], ARGV[ga + 12],
-    ARGV[6], ARGV[7], ARGV[8], ARGV[ga + 13]}
-  for j = 1, 3 * n do A[21 + j] = ARGV[ga + 13 + j] end
+    ARGV[6], ARGV[7], ARGV[8], ARGV[ga + 13], ARGV[ga + 14]}
+  for j = 1, 3 * n do A[22 + j] = ARGV[ga + 14 + j] end
   calls[#calls + 1] = {K, A, n}
   for j = 1, n do
-    if A[19 + 3 * j] == 'launch' then S.need = S.need + 1 end
+    if A[20 + 3 * j] == 'launch' then S.need = S.need + 1 end
   end
-  gk, ga = gk + 7 + n, ga + 14 + 3 * n
+  gk, ga = gk + 7 + n, ga + 15 + 3 * n
 end
 if gk ~= #KEYS + 1 then
   return redis.error_reply('WS_INVALID apply: ' .. (#KEYS + 1 - gk) .. ' keys left over')

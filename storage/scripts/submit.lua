@@ -1,7 +1,9 @@
 -- submit: add WAITING runs to groups (client write, unfenced). One call
 -- carries one or more runs (storage.SubmitBatch sends up to 64 a call):
--- the clock is read once, the seqs come from one INCRBY, the groups to
--- decide go into dirty in one SADD, and the call's messages go out once (one PUBLISH
+-- the clock is read once, the seqs come from one INCRBY, a group's run
+-- defaults are read once and its version bumped once (by its due runs),
+-- the groups to decide go into dirty in one SADD, and the call's messages
+-- go out once (one PUBLISH
 -- on the work channel, one of storage.TimerEvent if a run was parked, one
 -- of all the run events); each run is checked and written on its own (its
 -- error leaves it alone and the others go on).
@@ -50,7 +52,7 @@
 -- written), WS_INVALID
 -- replay: a retried call (same op id) finds its own run and returns it, replayed = 1.
 -- bound: O(log n) (one run, its group's waiting zset)
-local pub = {ev = {}, dirty = {}}
+local pub = {ev = {}, dirty = {}, groups = {}, bump = {}}
 local clock
 local function now_ms_once()
   clock = clock or now_ms()
@@ -117,6 +119,7 @@ end
 if rk ~= #KEYS + 1 then
   return redis.error_reply('WS_INVALID submit: ' .. (#KEYS + 1 - rk) .. ' keys left over')
 end
+for _, k in ipairs(pub.bump) do redis.call('HINCRBY', k, 'version', pub.bump[k]) end
 if #pub.dirty > 0 then redis.call('SADD', KEYS[3], unpack(pub.dirty)) end
 if pub.work then redis.call('PUBLISH', ARGV[1], pub.work) end
 if pub.timer then redis.call('PUBLISH', ARGV[1], '#timer') end -- storage.TimerEvent

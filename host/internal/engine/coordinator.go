@@ -127,12 +127,24 @@ func viewAt(v storage.Snapshot, ref storage.WorkRef) storage.Snapshot {
 	return v
 }
 
+// viewable reports whether the view decision d leaves of snapshot sn (sn
+// less the runs d takes) can stand for the group's next snapshot after a
+// report: not when the window is truncated (the next window shows more
+// runs), with a discard_below (drain removes runs without a version bump),
+// a wake set or pending (a fired wake clears wake_at without one), launch
+// history (snapshots carry the launches), a paused group; and only while
+// this host leads (Decision.View: the apply then records the version it
+// leaves, the reference's anchor).
+func (c *Coordinator) viewable(sn storage.Snapshot, d storage.Decision) bool {
+	return c.leading.Load() && !sn.Truncated() && d.Below == 0 && d.WakeAt == 0 && sn.Group.WakeAt.IsZero() &&
+		!d.History && len(sn.Launches) == 0 && !sn.Group.Paused
+}
+
 // keepView keeps the view an applied decision left: sn, the snapshot it
 // was decided on, less the runs it launched or discarded, at version (the
-// apply's reply). A decision whose view a reference could not stand for
-// drops the group's view instead: a truncated window (the next window
-// differs), a discard_below, a wake (set or pending), launch history, a
-// paused group. A reference that already came for it is offered at once.
+// apply's reply), when the decision was made viewable (Decision.View);
+// otherwise it drops the group's view. A reference that already came for
+// it is offered at once.
 func (c *Coordinator) keepView(sn storage.Snapshot, d storage.Decision, version int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -142,8 +154,7 @@ func (c *Coordinator) keepView(sn storage.Snapshot, d storage.Decision, version 
 		// message came): deciding it would only be refused as stale
 		delete(c.offered, group)
 	}
-	if !c.leading.Load() || sn.Truncated() || d.Below > 0 || d.WakeAt != 0 || !sn.Group.WakeAt.IsZero() ||
-		d.History || len(sn.Launches) > 0 || sn.Group.Paused {
+	if !d.View || !c.leading.Load() {
 		delete(c.views, group)
 		return
 	}
@@ -736,6 +747,7 @@ func (c *Coordinator) decideOne(ctx context.Context, lease *leader.Lease, sn sto
 	for i, a := range dec.Actions {
 		d.Actions[i] = storage.Action{Kind: storage.ActionKind(a.Kind.String()), Run: a.Run, Reason: a.Reason}
 	}
+	d.View = c.viewable(sn, d)
 	return d, ref.Version, true, nil
 }
 

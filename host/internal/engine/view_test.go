@@ -75,7 +75,7 @@ func TestCoordinator_offerRef(t *testing.T) {
 			Now: now, Active: []storage.Run{}, WaitingTotal: 2, WaitingOldest: 2,
 			Waiting: []storage.Run{{ID: "a", Seq: 1}, {ID: "b", Seq: 2}}}
 	}
-	launchA := storage.Decision{Version: 5, Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "a"}}}
+	launchA := storage.Decision{Version: 5, View: true, Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "a"}}}
 	ref := func(v int64) storage.WorkRef {
 		return storage.WorkRef{Group: "g", Version: v, Now: now.Add(time.Second)}
 	}
@@ -91,11 +91,18 @@ func TestCoordinator_offerRef(t *testing.T) {
 		}
 	}
 
+	if c.viewable(sn(), launchA) {
+		t.Fatal("not leading: viewable")
+	}
 	c.keepView(sn(), launchA, 6)
+	c.offerRef(ref(7))
 	if _, ok := offered(); ok {
 		t.Fatal("not leading: a view was kept")
 	}
 	c.leading.Store(true)
+	if !c.viewable(sn(), launchA) {
+		t.Fatal("leading, an untruncated window, a plain launch: not viewable")
+	}
 
 	c.keepView(sn(), launchA, 6)
 	c.offerRef(ref(7))
@@ -113,6 +120,15 @@ func TestCoordinator_offerRef(t *testing.T) {
 		t.Fatalf("a reference two versions past the view: offered %+v", s)
 	}
 
+	c.keepView(sn(), storage.Decision{Version: 5, Actions: launchA.Actions}, 6) // not View
+	c.offerRef(ref(7))
+	if s, ok := offered(); ok {
+		t.Fatalf("a decision without View: offered %+v", s)
+	}
+	c.mu.Lock()
+	delete(c.refs, "g")
+	c.mu.Unlock()
+
 	for name, mod := range map[string]func(*storage.Snapshot, *storage.Decision){
 		"truncated":     func(s *storage.Snapshot, _ *storage.Decision) { s.WaitingTotal = 9 },
 		"discard_below": func(_ *storage.Snapshot, d *storage.Decision) { d.Below = 2 },
@@ -122,7 +138,12 @@ func TestCoordinator_offerRef(t *testing.T) {
 		"paused":        func(s *storage.Snapshot, _ *storage.Decision) { s.Group.Paused = true },
 	} {
 		s, d := sn(), launchA
+		d.View = false
 		mod(&s, &d)
+		if c.viewable(s, d) {
+			t.Fatalf("%s: viewable", name)
+		}
+		d.View = c.viewable(s, d)
 		c.keepView(s, d, 10)
 		c.offerRef(ref(11))
 		if got, ok := offered(); ok {

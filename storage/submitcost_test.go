@@ -1,0 +1,109 @@
+package storage_test
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/wasmsched/wasmsched/internal/redistest"
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// innerCalls reads INFO commandstats: calls per command, the commands
+// scripts run included (a go-redis hook sees only the EVALSHA).
+func innerCalls(t *testing.T, e *env) map[string]int {
+	t.Helper()
+	info, err := e.c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, m := range regexp.MustCompile(`cmdstat_([a-z|]+):calls=(\d+)`).FindAllStringSubmatch(info, -1) {
+		n, _ := strconv.Atoi(m[2])
+		out[m[1]] = n
+	}
+	return out
+}
+
+// TestStore_SubmitBatch_perGroupOnce: a submit call reads a group's run
+// defaults once and bumps its version once (by its due runs), takes its
+// seqs from one INCRBY and marks its groups dirty in one SADD, whatever the
+// number of runs; what it writes is what run-by-run submits write
+// (versions, seqs in order, dirty, the waiting zsets). On its own
+// redis-server: the counts are the server's.
+func TestStore_SubmitBatch_perGroupOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	e := newEnv(t, "redis", srv.URL())
+	ok(e.s.SetGroup(ctx, "h", "wait", 1))(t)
+	var reqs []storage.SubmitRequest
+	for i := range 40 {
+		g := "g"
+		if i%4 == 3 {
+			g = "h"
+		}
+		reqs = append(reqs, storage.SubmitRequest{Group: g, ID: fmt.Sprintf("r%02d", i)})
+	}
+	hv := ok(e.s.GetGroup(ctx, "h"))(t).Version
+	mustNil(t, e.c.ConfigResetStat(ctx).Err())
+	res := e.s.SubmitBatch(ctx, reqs)
+	calls := innerCalls(t, e)
+	var last int64
+	for i, r := range res {
+		if r.Err != nil || r.Run.Seq <= last {
+			t.Fatalf("run %d: %+v (seq after %d)", i, r, last)
+		}
+		last = r.Run.Seq
+	}
+	// 40 runs: one existence read each, one defaults read a group
+	if calls["hmget"] != 40+2 || calls["hincrby"] != 2 || calls["incrby"] != 1 || calls["evalsha"] != 1 {
+		t.Errorf("one call of 40 runs over 2 groups: %d HMGET (want 42), %d HINCRBY (2), %d INCRBY (1), %d EVALSHA (1)",
+			calls["hmget"], calls["hincrby"], calls["incrby"], calls["evalsha"])
+	}
+	// SADD: the new group g into the groups set, then dirty once
+	if calls["sadd"] != 2 {
+		t.Errorf("%d SADD, want 2 (g into the groups set, the call's groups into dirty)", calls["sadd"])
+	}
+	if g := ok(e.s.GetGroup(ctx, "g"))(t); g.Version != 30 || g.Waiting != 30 {
+		t.Errorf("group g: version %d, %d waiting, want 30 and 30", g.Version, g.Waiting)
+	}
+	if h := ok(e.s.GetGroup(ctx, "h"))(t); h.Version != hv+10 || h.Waiting != 10 {
+		t.Errorf("group h: version %d, %d waiting, want %d and 10", h.Version, h.Waiting, hv+10)
+	}
+	if d := ok(e.s.DirtyGroups(ctx, 0))(t); len(d) != 2 {
+		t.Errorf("dirty %v, want g and h", d)
+	}
+}
+
+// TestStore_ApplyBatch_oneSREM: an apply call of many groups' decisions
+// takes them out of dirty in one SREM (settles and decisions alike), and
+// each applied group is out of dirty after it.
+func TestStore_ApplyBatch_oneSREM(t *testing.T) {
+	srv := redistest.Start(t)
+	e := newEnv(t, "redis", srv.URL())
+	f := e.lead(t, "L#1#a")
+	mustNil(t, e.s.RegisterWorker(ctx, "wA", 8, time.Hour))
+	var ds []storage.GroupDecision
+	for i := range 6 {
+		g := fmt.Sprintf("g%d", i)
+		r := ok(e.s.Submit(ctx, storage.SubmitRequest{Group: g}))(t)
+		d := storage.Decision{Version: ok(e.s.GetGroup(ctx, g))(t).Version, ClaimID: "c" + g}
+		if i%2 == 0 { // half launch, half settle
+			d.Actions = []storage.Action{{Kind: storage.ActionLaunch, Run: r.ID}}
+		}
+		ds = append(ds, storage.GroupDecision{Group: g, Decision: d})
+	}
+	mustNil(t, e.c.ConfigResetStat(ctx).Err())
+	for i, r := range e.s.ApplyBatch(ctx, f, ds) {
+		if r.Err != nil {
+			t.Fatalf("group %d: %v", i, r.Err)
+		}
+	}
+	if calls := innerCalls(t, e); calls["srem"] != 1 || calls["evalsha"] != 1 {
+		t.Errorf("one apply call of 6 groups: %d SREM, %d EVALSHA, want 1 and 1", calls["srem"], calls["evalsha"])
+	}
+	if d := ok(e.s.DirtyGroups(ctx, 0))(t); len(d) != 0 {
+		t.Errorf("dirty after the apply: %v", d)
+	}
+}
