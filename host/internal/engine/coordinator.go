@@ -109,10 +109,13 @@ func (c *Coordinator) offerRef(ref storage.WorkRef) {
 	case ok && v.Group.Version >= ref.Version:
 		// an older report's reference: the view is newer
 	default:
-		if c.refs == nil {
+		cur, had := c.refs[ref.Group]
+		if c.refs == nil || (!had && len(c.refs) >= maxOffered) {
+			// references are hints: a full map (of groups not decided
+			// since) starts over rather than refusing the new ones
 			c.refs = map[string]storage.WorkRef{}
 		}
-		if cur, had := c.refs[ref.Group]; (had && cur.Version < ref.Version) || (!had && len(c.refs) < maxOffered) {
+		if !had || cur.Version < ref.Version {
 			c.refs[ref.Group] = ref
 		}
 	}
@@ -133,11 +136,17 @@ func viewAt(v storage.Snapshot, ref storage.WorkRef) storage.Snapshot {
 // runs), with a discard_below (drain removes runs without a version bump),
 // a wake set or pending (a fired wake clears wake_at without one), launch
 // history (snapshots carry the launches), a paused group; and only while
-// this host leads (Decision.View: the apply then records the version it
-// leaves, the reference's anchor).
+// this host leads and has room to keep it (Decision.View: the apply then
+// records the version it leaves, the reference's anchor).
 func (c *Coordinator) viewable(sn storage.Snapshot, d storage.Decision) bool {
-	return c.leading.Load() && !sn.Truncated() && d.Below == 0 && d.WakeAt == 0 && sn.Group.WakeAt.IsZero() &&
-		!d.History && len(sn.Launches) == 0 && !sn.Group.Paused
+	if !c.leading.Load() || sn.Truncated() || d.Below != 0 || d.WakeAt != 0 || !sn.Group.WakeAt.IsZero() ||
+		d.History || len(sn.Launches) > 0 || sn.Group.Paused {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, had := c.views[sn.Group.Name]
+	return had || len(c.views) < maxOffered // room to keep it: else its reports hand back snapshots
 }
 
 // keepView keeps the view an applied decision left: sn, the snapshot it

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -152,5 +153,20 @@ func TestCoordinator_offerRef(t *testing.T) {
 		c.mu.Lock()
 		delete(c.refs, "g")
 		c.mu.Unlock()
+	}
+
+	// no room for more views: a new group's decision is not viewable (its
+	// reports hand back snapshots), a group that has one still is
+	c.keepView(sn(), launchA, 6)
+	c.mu.Lock()
+	for i := len(c.views); i < maxOffered; i++ {
+		c.views[fmt.Sprint("other", i)] = storage.Snapshot{}
+	}
+	c.mu.Unlock()
+	other := sn()
+	other.Group.Name = "new"
+	if c.viewable(other, launchA) || !c.viewable(sn(), launchA) {
+		t.Fatalf("with %d views: new group viewable %v, g viewable %v, want false and true", maxOffered,
+			c.viewable(other, launchA), c.viewable(sn(), launchA))
 	}
 }
