@@ -107,3 +107,31 @@ func TestStore_ApplyBatch_oneSREM(t *testing.T) {
 		t.Errorf("dirty after the apply: %v", d)
 	}
 }
+
+// TestStore_SubmitBatch_failedRunKeepsTheBumps: a command that fails in
+// the middle of a submit call (a run key holding a string) fails the call,
+// and the runs written before it still got their group's version bump and
+// dirty mark (collected for one HINCRBY and one SADD at the end: written
+// even then), so no decision made before them passes the version check.
+func TestStore_SubmitBatch_failedRunKeepsTheBumps(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		ok(e.s.SetGroup(ctx, "g", "wait", 1))(t)
+		v0 := ok(e.s.GetGroup(ctx, "g"))(t).Version
+		mustNil(t, e.c.Set(ctx, e.s.Keys().Run("r2"), "not a hash", 0).Err())
+		res := e.s.SubmitBatch(ctx, []storage.SubmitRequest{{Group: "g", ID: "r0"}, {Group: "g", ID: "r1"},
+			{Group: "g", ID: "r2"}, {Group: "g", ID: "r3"}})
+		for i, r := range res {
+			if r.Err == nil {
+				t.Fatalf("run %d: no error from a call that failed at r2", i)
+			}
+		}
+		g := ok(e.s.GetGroup(ctx, "g"))(t)
+		if g.Version != v0+2 || g.Waiting != 2 {
+			t.Errorf("after the failed call: version %d, %d waiting, want %d and 2 (r0, r1 written and counted)",
+				g.Version, g.Waiting, v0+2)
+		}
+		if d := ok(e.s.DirtyGroups(ctx, 0))(t); len(d) != 1 || d[0] != "g" {
+			t.Errorf("dirty %v, want g", d)
+		}
+	})
+}

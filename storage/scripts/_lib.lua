@@ -23,9 +23,12 @@
 --   that still holds run#token#task (a slot reassigned since is left alone);
 --   a draining worker's slot is freed but not offered again (not put back
 --   in free: Keys.Draining, derived from kfree's prefix).
--- window_of(kgroup, kwaiting, defwin): a group's decision fields {policy,
---   max_active, version, window, discard_below, gen, paused, params,
---   wake_at, hist ('1': its launches are recorded, apply.lua)} (g[1] nil: no group),
+-- group_view(kgroup): a group's decision fields {policy, max_active,
+--   version, window, discard_below, gen, paused, params, wake_at, hist
+--   ('1': its launches are recorded, apply.lua), dv (the version the
+--   leader's last viewable apply left, apply.lua)}, one HMGET.
+-- window_of(kgroup, kwaiting, defwin[, g]): a group's decision fields
+--   (group_view; g: already read) (g[1] nil: no group),
 --   its waiting total and the ids of its snapshot window, oldest part first
 --   (n_oldest of them; snapshot.lua's window rule); reads only.
 -- publish_runs(chan, ev): one PUBLISH on chan of the run events in ev, a
@@ -203,9 +206,12 @@ local function publish_runs(chan, ev)
     redis.call('PUBLISH', chan, table.concat(ev, ' '))
   end
 end
-local function window_of(kgroup, kwaiting, defwin)
-  local g = redis.call('HMGET', kgroup, 'policy', 'max_active', 'version', 'window', 'discard_below', 'gen', 'paused',
-    'params', 'wake_at', 'hist')
+local function group_view(kgroup)
+  return redis.call('HMGET', kgroup, 'policy', 'max_active', 'version', 'window', 'discard_below', 'gen', 'paused',
+    'params', 'wake_at', 'hist', 'dv')
+end
+local function window_of(kgroup, kwaiting, defwin, g)
+  g = g or group_view(kgroup)
   if not g[1] then return g, 0, 0, {} end
   local k = tonumber(g[4]) or 0
   if k <= 0 then k = defwin end

@@ -102,13 +102,14 @@ redis.call('SREM', KEYS[7], ARGV[2])
 local v = redis.call('HINCRBY', KEYS[4], 'version', 1)
 redis.call('SADD', KEYS[8], ARGV[6])
 local msg = ARGV[6]
-local d = ARGV[9] and redis.call('ZCARD', KEYS[5]) == 0 and redis.call('HMGET', KEYS[4], 'dv', 'hist', 'wake_at')
-if d and d[1] and tonumber(d[1]) == v - 1 and d[2] ~= '1' and not d[3] then
-  -- only this report changed the group since the leader's apply: the
-  -- leader's own view of it, at version v, with no active run
+local gv = ARGV[9] and redis.call('ZCARD', KEYS[5]) == 0 and group_view(KEYS[4])
+if gv and tonumber(gv[11] or '') == v - 1 and gv[10] ~= '1' and not gv[9] then
+  -- only this report changed the group since the leader's apply (dv), no
+  -- launch history, no wake pending: the leader's own view of it, at
+  -- version v, with no active run
   msg = ARGV[6] .. '\31=' .. v .. '\31' .. fin
-elseif d then
-  local g, total, oldest, ids = window_of(KEYS[4], KEYS[10], tonumber(ARGV[9]))
+elseif gv then
+  local g, total, oldest, ids = window_of(KEYS[4], KEYS[10], tonumber(ARGV[9]), gv)
   if g[1] and g[7] ~= '1' and g[10] ~= '1' and #ids <= 64 then
     local info = #ids > 0 and redis.call('HMGET', KEYS[11], unpack(ids)) or {}
     local parts = {ARGV[6], g[1], g[2] or '', g[3] or '', g[4] or '', g[5] or '', g[6] or '', fin, total, oldest,

@@ -16,7 +16,7 @@
 -- the index)
 -- returns, per group: {{policy, max_active, version, window, discard_below, gen,
 -- paused ('1': the group is paused: the leader decides nothing), params,
--- wake_at, hist}, now_ms, {active runs}, waiting, waiting_total, n_oldest,
+-- wake_at, hist, dv}, now_ms, {active runs}, waiting, waiting_total, n_oldest,
 -- {launches, newest first: when hist = '1'}}; each active run = HMGET
 -- of the fields; waiting = with the index {{ids}, {index entries}} (a run
 -- the index lacks, submitted before it existed, gets its entry built from

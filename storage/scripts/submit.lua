@@ -91,37 +91,47 @@ local function submit_one(K, A)
   return {seq, now, 0, A[2], due, timeout, maxa}
 end
 local out = {}
-local rk, ra = 7, 5 -- the next run's first key and arg
-local runs = 0 -- the call's runs, for the one INCRBY of their seqs
+-- the layout first, whole (nothing is written for a call that does not
+-- match it), and the call's runs, for the one INCRBY of their seqs
+local rk, ra, runs = 7, 5, 0
 while ra <= #ARGV do
-  runs = runs + 1
-  ra = ra + (ARGV[ra] == '1' and 16 or 13)
-end
-pub.seqs, ra = runs, 5
-while ra <= #ARGV do
-  local idem = ARGV[ra] == '1'
   local na, nk = 13, 5
-  if idem then na, nk = 16, 6 end
+  if ARGV[ra] == '1' then na, nk = 16, 6 end
   if ra + na - 1 > #ARGV or rk + nk - 1 > #KEYS then
-    return redis.error_reply('WS_INVALID submit: run ' .. #out + 1 .. ': the keys or args do not match')
+    return redis.error_reply('WS_INVALID submit: run ' .. runs + 1 .. ': the keys or args do not match')
   end
-  local K = {KEYS[1], KEYS[2], KEYS[rk], KEYS[rk + 1], KEYS[3], KEYS[rk + 4], KEYS[4], KEYS[5], KEYS[rk + 2],
-    KEYS[rk + 3], KEYS[6]}
-  local A = {ARGV[ra + 1], ARGV[ra + 2], ARGV[ra + 3], ARGV[ra + 4], ARGV[ra + 5], ARGV[ra + 6], ARGV[ra + 7],
-    ARGV[1], ARGV[2], ARGV[ra + 8], ARGV[ra + 9], ARGV[ra + 10], ARGV[ra + 11], ARGV[3], ARGV[ra + 12]}
-  if idem then
-    K[12] = KEYS[rk + 5]
-    A[16], A[17], A[18], A[19] = ARGV[ra + 13], ARGV[4], ARGV[ra + 14], ARGV[ra + 15]
-  end
-  out[#out + 1] = submit_one(K, A)
-  rk, ra = rk + nk, ra + na
+  runs, rk, ra = runs + 1, rk + nk, ra + na
 end
 if rk ~= #KEYS + 1 then
   return redis.error_reply('WS_INVALID submit: ' .. (#KEYS + 1 - rk) .. ' keys left over')
 end
+pub.seqs, rk, ra = runs, 7, 5
+-- the runs, under pcall: the version bumps and dirty marks the call
+-- collected are written even when a run's command fails (a written run is
+-- never left without its group's version bump)
+local done, err = pcall(function()
+  while ra <= #ARGV do
+    local idem = ARGV[ra] == '1'
+    local na, nk = 13, 5
+    if idem then na, nk = 16, 6 end
+    local K = {KEYS[1], KEYS[2], KEYS[rk], KEYS[rk + 1], KEYS[3], KEYS[rk + 4], KEYS[4], KEYS[5], KEYS[rk + 2],
+      KEYS[rk + 3], KEYS[6]}
+    local A = {ARGV[ra + 1], ARGV[ra + 2], ARGV[ra + 3], ARGV[ra + 4], ARGV[ra + 5], ARGV[ra + 6], ARGV[ra + 7],
+      ARGV[1], ARGV[2], ARGV[ra + 8], ARGV[ra + 9], ARGV[ra + 10], ARGV[ra + 11], ARGV[3], ARGV[ra + 12]}
+    if idem then
+      K[12] = KEYS[rk + 5]
+      A[16], A[17], A[18], A[19] = ARGV[ra + 13], ARGV[4], ARGV[ra + 14], ARGV[ra + 15]
+    end
+    out[#out + 1] = submit_one(K, A)
+    rk, ra = rk + nk, ra + na
+  end
+end)
 for _, k in ipairs(pub.bump) do redis.call('HINCRBY', k, 'version', pub.bump[k]) end
 if #pub.dirty > 0 then redis.call('SADD', KEYS[3], unpack(pub.dirty)) end
 if pub.work then redis.call('PUBLISH', ARGV[1], pub.work) end
 if pub.timer then redis.call('PUBLISH', ARGV[1], '#timer') end -- storage.TimerEvent
 publish_runs(ARGV[2], pub.ev)
+if not done then
+  return redis.error_reply(type(err) == 'table' and tostring(err.err) or tostring(err))
+end
 return out

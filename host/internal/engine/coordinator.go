@@ -61,6 +61,11 @@ type Coordinator struct {
 	refs  map[string]storage.WorkRef
 }
 
+// maxViewRuns bounds the window of a view kept (the runs a report would
+// hand back at most, report.lua): views hold at most maxOffered ·
+// maxViewRuns runs.
+const maxViewRuns = 64
+
 // maxOffered bounds the offered snapshots held (the oldest are not
 // special: past the bound new ones are dropped, those groups read a
 // snapshot as before).
@@ -135,12 +140,13 @@ func viewAt(v storage.Snapshot, ref storage.WorkRef) storage.Snapshot {
 // report: not when the window is truncated (the next window shows more
 // runs), with a discard_below (drain removes runs without a version bump),
 // a wake set or pending (a fired wake clears wake_at without one), launch
-// history (snapshots carry the launches), a paused group; and only while
-// this host leads and has room to keep it (Decision.View: the apply then
-// records the version it leaves, the reference's anchor).
+// history (snapshots carry the launches), a paused group, a window of
+// more than maxViewRuns; and only while this host leads and has room to
+// keep it (Decision.View: the apply then records the version it leaves,
+// the reference's anchor).
 func (c *Coordinator) viewable(sn storage.Snapshot, d storage.Decision) bool {
-	if !c.leading.Load() || sn.Truncated() || d.Below != 0 || d.WakeAt != 0 || !sn.Group.WakeAt.IsZero() ||
-		d.History || len(sn.Launches) > 0 || sn.Group.Paused {
+	if !c.leading.Load() || sn.Truncated() || len(sn.Waiting) > maxViewRuns || d.Below != 0 || d.WakeAt != 0 ||
+		!sn.Group.WakeAt.IsZero() || d.History || len(sn.Launches) > 0 || sn.Group.Paused {
 		return false
 	}
 	c.mu.Lock()
@@ -595,7 +601,7 @@ func (c *Coordinator) decideBatch(ctx context.Context, lease *leader.Lease, grou
 	var fenced error
 	for i, r := range res {
 		group, d, policy, ver, err := ds[i].Group, ds[i].Decision, meta[i].policy, meta[i].version, r.Err
-		if err == nil && len(d.Actions)+int(min(d.Below, 1)) > 0 {
+		if err == nil && len(d.Actions) > 0 {
 			c.keepView(meta[i].sn, d, r.Version) // a settle writes no dv
 		} else {
 			c.dropView(group)

@@ -137,6 +137,12 @@ func TestCoordinator_offerRef(t *testing.T) {
 		"wake pending":  func(s *storage.Snapshot, _ *storage.Decision) { s.Group.WakeAt = now },
 		"history":       func(_ *storage.Snapshot, d *storage.Decision) { d.History = true },
 		"paused":        func(s *storage.Snapshot, _ *storage.Decision) { s.Group.Paused = true },
+		"big window": func(s *storage.Snapshot, _ *storage.Decision) {
+			for i := len(s.Waiting); i <= maxViewRuns; i++ {
+				s.Waiting = append(s.Waiting, storage.Run{ID: fmt.Sprint("w", i), Seq: int64(i + 1)})
+			}
+			s.WaitingTotal, s.WaitingOldest = len(s.Waiting), len(s.Waiting)
+		},
 	} {
 		s, d := sn(), launchA
 		d.View = false
