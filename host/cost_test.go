@@ -231,8 +231,10 @@ func TestCost_commandsPerRun(t *testing.T) {
 				table(h, runs), table(w, runs), table(c, runs))
 			cnt := e.h.Status().Runtime.Counters
 			t.Logf("engine counters %v", cnt)
-			if n := all["script report"]; n != runs {
-				t.Errorf("report: %d, want %d (one per run)", n, runs)
+			// A worker's reports go as report calls of up to 32 runs (each
+			// run reported once: waitAllFinal saw every run final).
+			if n := all["script report"]; n > runs || n < (runs+31)/32 {
+				t.Errorf("report: %d calls for %d runs, want %d..%d", n, runs, (runs+31)/32, runs)
 			}
 			if n, want := all["script submit"], int64((runs+63)/64); n != want {
 				t.Errorf("submit: %d calls, want %d (a batch's runs 64 a call)", n, want)

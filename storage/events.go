@@ -143,6 +143,21 @@ func (w *RunWatch) Close() error {
 	return err
 }
 
+// WorkEventSep separates the messages of several groups in one
+// work-events message: a report call of many runs (report.lua) sends its
+// groups' messages as one PUBLISH.
+const WorkEventSep = "\x1c"
+
+// SplitWorkEvents returns the messages one work-events message carries:
+// itself, or the groups' messages of a report call (WorkEventSep), each
+// for ParseWorkEvent / ParseWorkRef.
+func SplitWorkEvents(payload string) []string {
+	if !strings.Contains(payload, WorkEventSep) {
+		return []string{payload}
+	}
+	return strings.Split(payload, WorkEventSep)
+}
+
 // WorkRef is a report's hand-back by reference (report.lua): the group is
 // at Version, one past the version the leader's last apply left it at,
 // nothing but that report changed it since, and it has no active run; Now

@@ -272,3 +272,56 @@ func TestStore_LatestDecisions(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_ExpireBatch_sharedChunk: an expire call of many groups is
+// fenced once and removes at most its chunk (ExpireChunk) of runs in all:
+// the groups it did not finish, or did not reach, say More, and the next
+// rounds go on until every due run is gone (200 due runs in each of
+// three groups: 200 + 56 + 0, then 144 + 112, then 88).
+func TestStore_ExpireBatch_sharedChunk(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		groups := []string{"a", "b", "c"}
+		for _, g := range groups {
+			var reqs []storage.SubmitRequest
+			for i := range 200 {
+				reqs = append(reqs, storage.SubmitRequest{Group: g, ID: fmt.Sprintf("%s-%03d", g, i)})
+			}
+			for _, r := range e.s.SubmitBatch(ctx, reqs) {
+				mustNil(t, r.Err)
+			}
+			d := storage.Decision{Version: ok(e.s.GetGroup(ctx, g))(t).Version, ClaimID: "c-" + g}
+			for _, r := range reqs {
+				d.Actions = append(d.Actions, storage.Action{Kind: storage.ActionDiscard, Run: r.ID})
+			}
+			mustNil(t, e.s.ApplyBatch(ctx, f, []storage.GroupDecision{{Group: g, Decision: d}})[0].Err)
+		}
+		time.Sleep(15 * time.Millisecond)
+		mustNil(t, e.s.Load(ctx))
+		cc := &cmdCounter{only: "evalsha"}
+		e.c.AddHook(cc)
+		for round, want := range [][3]int{{200, 56, 0}, {0, 144, 112}, {0, 0, 88}} {
+			res := e.s.ExpireBatch(ctx, f, groups, 10*time.Millisecond)
+			for i, r := range res {
+				if r.Err != nil || r.Removed != want[i] {
+					t.Fatalf("round %d, group %s: %+v, want %d removed", round, groups[i], r, want[i])
+				}
+			}
+			if more := []bool{res[0].More, res[1].More, res[2].More}; round == 0 && (more[0] || !more[1] || !more[2]) ||
+				round == 2 && (more[0] || more[1] || more[2]) {
+				t.Fatalf("round %d: more %v", round, more)
+			}
+		}
+		if n := cc.n.Load(); n != 3 {
+			t.Errorf("3 rounds of 3 groups took %d calls, want 3 (one a round)", n)
+		}
+		if n := ok(e.c.ZCard(ctx, e.s.Keys().Runs()).Result())(t); n != 0 {
+			t.Errorf("%d runs left in the runs index, want 0", n)
+		}
+		// a stale fence: every group of the call is fenced, nothing removed
+		if res := e.s.ExpireBatch(ctx, storage.Fence{Epoch: f.Epoch - 1, Holder: f.Holder}, groups, time.Millisecond); !errors.Is(res[0].Err, storage.ErrFenced) ||
+			!errors.Is(res[2].Err, storage.ErrFenced) {
+			t.Errorf("stale epoch: %+v, want ErrFenced for each group", res)
+		}
+	})
+}

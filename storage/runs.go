@@ -1778,17 +1778,12 @@ func (s *Store) Expire(ctx context.Context, f Fence, group string, def time.Dura
 	if chunk <= 0 {
 		chunk = ExpireChunk
 	}
-	k := s.k
-	v, err := s.run(ctx, "expire", "expire", []string{k.Fence(), k.Lock(), k.Group(group), k.Finished(group), k.Runs(), k.Retire()},
-		append(f.args(), k.RunPrefix(), def.Milliseconds(), chunk, group)...)
-	if err != nil {
-		return 0, false, err
-	}
-	return chunkReply("expire", v)
+	r := s.expireCalls(ctx, f, []string{group}, def, chunk)[0]
+	return r.Removed, r.More, r.Err
 }
 
 // chunkReply parses the {done, more (0|1)} reply of a chunked script
-// (expire, drain).
+// (drain).
 func chunkReply(op string, v any) (int, bool, error) {
 	a, _ := v.([]any)
 	if len(a) < 2 {
@@ -1918,9 +1913,19 @@ type ExpireResult struct {
 	Err     error
 }
 
-// ExpireBatch is Expire (one chunk) for many groups, one fenced script per
-// group, all in ONE pipelined round trip; results are in order.
+// ExpireBatch is Expire (one chunk) for many groups: calls of up to
+// expireGroupsPerCall groups (fenced once a call, its chunk of
+// ExpireChunk runs shared by its groups, expire.lua), all in ONE pipelined
+// round trip; results are in order (a group its call's chunk did not
+// reach says More).
 func (s *Store) ExpireBatch(ctx context.Context, f Fence, groups []string, def time.Duration) []ExpireResult {
+	return s.expireCalls(ctx, f, groups, def, ExpireChunk)
+}
+
+// expireGroupsPerCall is how many groups one expire call carries at most.
+const expireGroupsPerCall = 32
+
+func (s *Store) expireCalls(ctx context.Context, f Fence, groups []string, def time.Duration, chunk int) []ExpireResult {
 	out := make([]ExpireResult, len(groups))
 	if def < 0 {
 		for i := range out {
@@ -1929,20 +1934,34 @@ func (s *Store) ExpireBatch(ctx context.Context, f Fence, groups []string, def t
 		return out
 	}
 	k := s.k
-	calls := make([]scriptCall, 0, len(groups))
+	head := func() scriptCall {
+		return scriptCall{keys: []string{k.Fence(), k.Lock(), k.Runs(), k.Retire()},
+			args: append(f.args(), k.RunPrefix(), def.Milliseconds(), chunk)}
+	}
+	parts := make([]scriptCall, 0, len(groups))
 	pos := make([]int, 0, len(groups))
 	for i, g := range groups {
 		if err := ValidateName("group", g); err != nil {
 			out[i].Err = err
 			continue
 		}
-		calls = append(calls, scriptCall{keys: []string{k.Fence(), k.Lock(), k.Group(g), k.Finished(g), k.Runs(), k.Retire()},
-			args: append(f.args(), k.RunPrefix(), def.Milliseconds(), ExpireChunk, g)})
+		parts = append(parts, scriptCall{keys: []string{k.Group(g), k.Finished(g)}, args: []any{g}})
 		pos = append(pos, i)
 	}
-	s.pipeReplies(ctx, "expire", "expire", calls, pos, 2, func(i int, err error) { out[i].Err = err }, func(i int, a []any) {
+	calls, n := packCalls(head, parts, expireGroupsPerCall, nil, 0)
+	vals, errs := s.runPipe(ctx, "expire", "expire", calls)
+	vals, errs = callResults("expire", n, vals, errs)
+	for j, i := range pos {
+		if out[i].Err = errs[j]; out[i].Err != nil {
+			continue
+		}
+		a, _ := vals[j].([]any)
+		if len(a) < 2 {
+			out[i].Err = fmt.Errorf("storage: expire: unexpected reply %v", vals[j])
+			continue
+		}
 		out[i] = ExpireResult{Removed: int(toInt64(a[0])), More: toInt64(a[1]) == 1}
-	})
+	}
 	return out
 }
 

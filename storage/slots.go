@@ -380,31 +380,49 @@ func reportCheck(identity string, r ReportReq) error {
 }
 
 // ReportBatch is Report for many runs of worker identity whose groups the
-// caller knows (a worker has them from the run records): one
-// report script per run (same checks, same replay rule), all sent in ONE
-// pipelined round trip. Errors are per run, in order (ErrNotOwner,
-// ErrNotFound, ErrBadState, ErrInvalid...): one refused report does not
-// affect the others.
+// caller knows (a worker has them from the run records): the reports go
+// in report calls of up to reportsPerCall (one script call carries many:
+// its clock, draining checks and shared writes once, report.lua), all
+// sent in ONE pipelined round trip; each report keeps Report's checks and
+// replay rule. Errors are per run, in order (ErrNotOwner, ErrNotFound,
+// ErrBadState, ErrInvalid...): one refused report does not affect the
+// others.
 func (s *Store) ReportBatch(ctx context.Context, identity string, reps []ReportReq) []error {
 	errs := make([]error, len(reps))
-	calls := make([]scriptCall, 0, len(reps))
+	parts := make([]scriptCall, 0, len(reps))
 	pos := make([]int, 0, len(reps))
 	for i, r := range reps {
 		if err := reportCheck(identity, r); err != nil {
 			errs[i] = err
 			continue
 		}
-		calls = append(calls, s.reportCall(identity, r))
+		parts = append(parts, s.reportPart(r))
 		pos = append(pos, i)
 	}
-	_, perrs := s.runPipe(ctx, "report", "report", calls)
+	calls, n := packCalls(func() scriptCall { return s.reportHead(identity) }, parts, reportsPerCall, nil, 0)
+	vals, perrs := s.runPipe(ctx, "report", "report", calls)
+	_, perrs = callResults("report", n, vals, perrs)
 	for j, i := range pos {
 		errs[i] = perrs[j]
 	}
 	return errs
 }
 
-func (s *Store) reportCall(identity string, r ReportReq) scriptCall {
+// reportsPerCall is how many reports one report call carries at most (a
+// worker's pipeline of reports goes as calls of this many).
+const reportsPerCall = 32
+
+// reportHead is a report call's shared keys and args (report.lua).
+func (s *Store) reportHead(identity string) scriptCall {
+	k := s.k
+	return scriptCall{
+		keys: []string{k.Slots(), k.Free(), k.Retire(), k.Restore(), k.Dirty(), k.Timers()},
+		args: []any{identity, k.WorkEvents(), k.RunEvents(), DefaultWindow},
+	}
+}
+
+// reportPart is one report's keys and args in a report call.
+func (s *Store) reportPart(r ReportReq) scriptCall {
 	if len(r.Reason) > MaxStopReason {
 		// a handler's error can be anything: the run (and each of its
 		// recorded attempts) keeps its first MaxStopReason bytes
@@ -417,17 +435,13 @@ func (s *Store) reportCall(identity string, r ReportReq) scriptCall {
 		code = strconv.Itoa(*r.ExitCode)
 	}
 	return scriptCall{
-		keys: []string{k.Run(r.Run), k.Slots(), k.Free(), k.Group(g), k.Active(g), k.Retire(), k.Restore(), k.Dirty(), k.Finished(g),
-			k.Waiting(g), k.WaitInfo(g), k.Delayed(g), k.Timers()},
-		args: []any{identity, r.Run, r.Token, string(r.Outcome), r.Reason, g, k.WorkEvents(), k.RunEvents(), DefaultWindow,
-			r.Result, r.Output, code},
+		keys: []string{k.Run(r.Run), k.Group(g), k.Active(g), k.Finished(g), k.Waiting(g), k.WaitInfo(g), k.Delayed(g)},
+		args: []any{r.Run, r.Token, string(r.Outcome), r.Reason, g, r.Result, r.Output, code},
 	}
 }
 
 func (s *Store) report(ctx context.Context, identity, g, runID, token string, outcome State, reason string) error {
-	c := s.reportCall(identity, ReportReq{Group: g, Run: runID, Token: token, Outcome: outcome, Reason: reason})
-	_, err := s.run(ctx, "report", "report", c.keys, c.args...)
-	return err
+	return s.ReportBatch(ctx, identity, []ReportReq{{Group: g, Run: runID, Token: token, Outcome: outcome, Reason: reason}})[0]
 }
 
 // LaunchedRuns returns up to limit (<= 0: all) LAUNCHED runs waiting for

@@ -135,3 +135,52 @@ func TestStore_SubmitBatch_failedRunKeepsTheBumps(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_AllocateBatch_deferredRemovals: an allocate call takes its
+// slots out of free, and its runs out of launched and the launched index,
+// in one ZREM, ZREM and HDEL at its end; its free-slot cursor reads past
+// the slots it took (still in free until then) window after window: 100
+// runs of one slot on 100 free slots (windows of 64) all get a slot, each
+// its own, and free is empty after it.
+func TestStore_AllocateBatch_deferredRemovals(t *testing.T) {
+	srv := redistest.Start(t)
+	e := newEnv(t, "redis", srv.URL())
+	f := e.lead(t, "L#1#a")
+	mustNil(t, e.s.RegisterWorker(ctx, "wA", 100, time.Hour))
+	ok(e.s.SetGroup(ctx, "g", "wait", 100))(t)
+	var ids []string
+	for i := range 100 {
+		id := fmt.Sprintf("r%03d", i)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: id}))(t)
+		ids = append(ids, id)
+	}
+	v := ok(e.s.GetGroup(ctx, "g"))(t).Version
+	d := storage.Decision{Version: v, ClaimID: "c", NoPlace: true}
+	for _, id := range ids {
+		d.Actions = append(d.Actions, storage.Action{Kind: storage.ActionLaunch, Run: id})
+	}
+	mustNil(t, e.s.ApplyBatch(ctx, f, []storage.GroupDecision{{Group: "g", Decision: d}})[0].Err)
+	mustNil(t, e.c.ConfigResetStat(ctx).Err())
+	res := ok(e.s.AllocateBatch(ctx, f, ids))(t)
+	calls := innerCalls(t, e)
+	used := map[int]bool{}
+	for _, r := range res {
+		if r.Outcome != storage.AllocAllocated || len(r.Assignments) != 1 || used[r.Assignments[0].Slot] {
+			t.Fatalf("%s: %+v (slots used %d)", r.Run, r, len(used))
+		}
+		used[r.Assignments[0].Slot] = true
+	}
+	if len(res) != 100 || calls["zrem"] != 2 || calls["hdel"] != 1 || calls["evalsha"] != 1 {
+		t.Errorf("one call of %d runs: %d ZREM, %d HDEL, %d EVALSHA, want 2, 1 and 1", len(res), calls["zrem"], calls["hdel"], calls["evalsha"])
+	}
+	// each free slot read and checked once: two windows, one HGET a slot
+	if calls["zrange"] != 2 || calls["hget"] != 100 {
+		t.Errorf("the cursor read %d windows and checked %d slots, want 2 and 100", calls["zrange"], calls["hget"])
+	}
+	if n := ok(e.c.ZCard(ctx, e.s.Keys().Free()).Result())(t); n != 0 {
+		t.Errorf("%d slots left in free, want 0", n)
+	}
+	if n := ok(e.c.ZCard(ctx, e.s.Keys().Launched()).Result())(t); n != 0 {
+		t.Errorf("%d runs left in launched, want 0", n)
+	}
+}

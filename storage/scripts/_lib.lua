@@ -12,17 +12,26 @@
 --   found is given back, so a smaller run may still take it); each free
 --   zset entry is read and checked once per script (windows of win, default
 --   64: a caller that needs few slots asks for a small window), taken
---   slots must be ZREMed by the caller (the cursor accounts for them);
---   writes nothing.
+--   slots must be ZREMed by the caller (the cursor accounts for them;
+--   deferred = true: the caller ZREMs them at its end, in one call, and
+--   the cursor reads past them); writes nothing.
 -- new_token(ktokens, now): a fresh assignment token "now-counter", unique
 --   forever. ktokens is the counter's key, or {key = it, n = 0} for a
 --   script that makes many tokens: one INCR for all of them ("now-counter.n").
--- claim_slot(kslots, kfree, ktokens, s, run, task, now): assign free slot s
+-- claim_slot(kslots, kfree, ktokens, s, run, task, now[, taken]): assign free slot s
 --   ({w, i, f}) to task of run with a fresh token; returns {w, i, tok, task}.
--- release_slots(kslots, kfree, run, as): free every slot of assignments as
+--   With taken (a list) the slot is not ZREMed from kfree but added to it,
+--   for the caller's one ZREM (call_many; a slot left in kfree by a call
+--   that failed before it is skipped by every reader: its value is not '').
+-- call_many(cmd, key, list): cmd key list... in calls of at most 512
+--   members (a variadic ZREM, HDEL, SREM of a script's collected members).
+-- release_slots(kslots, kfree, run, as[, S]): free every slot of assignments as
 --   that still holds run#token#task (a slot reassigned since is left alone);
 --   a draining worker's slot is freed but not offered again (not put back
---   in free: Keys.Draining, derived from kfree's prefix).
+--   in free: Keys.Draining, derived from kfree's prefix). With S (a table a
+--   script's many releases share: {drain = {}, free = {}}) each worker's
+--   draining check is read once (S.drain) and the slots to offer again are
+--   collected in S.free (score, member pairs) for the caller's one ZADD.
 -- group_view(kgroup): a group's decision fields {policy, max_active,
 --   version, window, discard_below, gen, paused, params, wake_at, hist
 --   ('1': its launches are recorded, apply.lua), dv (the version the
@@ -58,10 +67,11 @@
 -- park(kdelayed, ktimers, group, id, due): a WAITING run waits in the
 --   group's delayed zset until due (ms); the group's timer is lowered to
 --   due (ZADD LT adds it when absent).
--- retry_at(att, maxa, backoff, fin): when attempt att + 1 of a run whose
+-- retry_at(att, maxa, backoff, fin[, salt]): when attempt att + 1 of a run whose
 --   attempt att failed at fin (ms) is due, nil when att >= maxa. backoff
 --   is "base_ms,cap_ms": min(cap, base·2^(att-1)), half of it fixed and
---   half spread by the clock's microseconds (equal jitter).
+--   half spread by the clock's microseconds and salt (a script retrying
+--   many runs at once gives each its own: equal jitter).
 -- attempt_log(hist, n, worker, started, fin, outcome, reason): the run's
 --   attempts field with attempt n appended (entries 0x1e-separated, fields
 --   n, worker, started_ms, finished_ms, outcome, reason 0x1f-separated;
@@ -116,9 +126,9 @@ local function pick_free(kfree, kworkers, kslots, k, now, alive)
     off = off + win
   end
 end
-local function free_cursor(kfree, kworkers, kslots, now, win)
+local function free_cursor(kfree, kworkers, kslots, now, win, deferred)
   win = win or 64
-  local c = {buf = {}, i = 1, read = 0, taken = 0, eof = false, alive = {}, back = {}}
+  local c = {buf = {}, i = 1, read = 0, taken = 0, eof = false, alive = {}, back = {}, deferred = deferred}
   local function nextfree()
     if #c.back > 0 then
       local s = c.back[#c.back]
@@ -128,8 +138,9 @@ local function free_cursor(kfree, kworkers, kslots, now, win)
     while true do
       if c.i > #c.buf then
         if c.eof then return nil end
-        -- entries already read and taken are gone from the zset
-        local from = c.read - c.taken
+        -- entries already read and taken are gone from the zset (unless
+        -- their ZREM is deferred to the caller's one call)
+        local from = c.deferred and c.read or c.read - c.taken
         c.buf = redis.call('ZRANGE', kfree, from, from + win - 1)
         c.i = 1
         c.read = c.read + #c.buf
@@ -176,20 +187,35 @@ local function new_token(ktokens, now)
   end
   return string.format('%d', now) .. '-' .. redis.call('INCR', ktokens)
 end
-local function claim_slot(kslots, kfree, ktokens, s, run, task, now)
+local function claim_slot(kslots, kfree, ktokens, s, run, task, now, taken)
   local tok = new_token(ktokens, now)
   redis.call('HSET', kslots, s.f, run .. '#' .. tok .. '#' .. task)
-  redis.call('ZREM', kfree, s.f)
+  if taken then taken[#taken + 1] = s.f else redis.call('ZREM', kfree, s.f) end
   return {w = s.w, i = s.i, tok = tok, task = task}
 end
-local function release_slots(kslots, kfree, run, as)
+local function call_many(cmd, key, list)
+  for i = 1, #list, 512 do
+    redis.call(cmd, key, unpack(list, i, math.min(i + 511, #list)))
+  end
+end
+local function release_slots(kslots, kfree, run, as, S)
   local kdrain = string.sub(kfree, 1, #kfree - 4) .. 'draining'
   for _, a in ipairs(as) do
     local f = a.w .. '#' .. a.i
     if redis.call('HGET', kslots, f) == run .. '#' .. a.tok .. '#' .. a.task then
       redis.call('HSET', kslots, f, '')
-      if redis.call('SISMEMBER', kdrain, a.w) == 0 then
-        redis.call('ZADD', kfree, 0, f)
+      local d = S and S.drain[a.w]
+      if d == nil then
+        d = redis.call('SISMEMBER', kdrain, a.w)
+        if S then S.drain[a.w] = d end
+      end
+      if d == 0 then
+        if S then
+          S.free[#S.free + 1] = 0
+          S.free[#S.free + 1] = f
+        else
+          redis.call('ZADD', kfree, 0, f)
+        end
       end
     end
   end
@@ -238,7 +264,7 @@ local function park(kdelayed, ktimers, group, id, due)
   redis.call('ZADD', kdelayed, d, id)
   redis.call('ZADD', ktimers, 'LT', d, group)
 end
-local function retry_at(att, maxa, backoff, fin)
+local function retry_at(att, maxa, backoff, fin, salt)
   if att >= maxa then return nil end
   local base, cap = string.match(backoff or '', '^(%d+),(%d+)$')
   base, cap = tonumber(base) or 1000, tonumber(cap) or 600000
@@ -246,7 +272,7 @@ local function retry_at(att, maxa, backoff, fin)
   if d > cap then d = cap end
   local half = math.floor(d / 2)
   local us = tonumber(redis.call('TIME')[2])
-  return fin + half + (us * 7919) % (d - half + 1)
+  return fin + half + (us * 7919 + (salt or 0) * 104729) % (d - half + 1)
 end
 local function attempt_log(hist, n, worker, started, fin, outcome, reason)
   local e = table.concat({n, worker, started or '', fin, outcome, (string.gsub(reason or '', '[\30\31]', ' '))}, '\31')

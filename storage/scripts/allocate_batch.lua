@@ -23,7 +23,10 @@
 -- errors (nothing written): WS_FENCED, WS_INVALID (arity, a run id twice)
 -- writes, per allocated run (as allocate.lua): slot values run#token#task,
 -- free zset, run RUNNING + started_at + assign + alloc_op, removed from
--- launched; then one PUBLISH on ARGV[4] of "worker#index#run" for each
+-- launched (the call's taken slots out of free, its runs out of launched
+-- and the launched index, in one ZREM, ZREM and HDEL at its end; the runs
+-- go under pcall, so a command failing halfway still leaves what the
+-- runs before it took consistent; the call then fails); then one PUBLISH on ARGV[4] of "worker#index#run" for each
 -- allocated run's task-0 slot, space-separated (storage.ParseSlotEvents:
 -- the worker picks the run up at once instead of at its next heartbeat).
 -- replay: a run whose alloc_op == op is reported "allocated" with its
@@ -43,39 +46,49 @@ for j = 1, n do
   seen[id] = true
 end
 local now = now_ms()
-local free = free_cursor(KEYS[5], KEYS[3], KEYS[4], now)
+local free = free_cursor(KEYS[5], KEYS[3], KEYS[4], now, nil, true)
 local tok = {key = KEYS[7], n = 0} -- one INCR for the call's tokens
-local out, notify, ev = {}, {}, {}
-for j = 1, n do
-  local id, key = ARGV[6 + j], KEYS[8 + j]
-  local r = redis.call('HMGET', key, 'state', 'slots', 'alloc_op', 'assign', 'group', 'launched_at')
-  if r[1] and r[3] == ARGV[3] then
-    out[#out + 1] = {id, 'allocated', flat_assign(parse_assign(r[4]))}
-  elseif r[1] ~= 'LAUNCHED' then
-    out[#out + 1] = {id, 'skipped', r[1] or ''}
-  else
-    local k = tonumber(r[2]) or 1
-    local got, found = free.take(k)
-    if got then
-      local as = {}
-      for task, s in ipairs(got) do
-        as[#as + 1] = claim_slot(KEYS[4], KEYS[5], tok, s, id, task - 1, now)
-      end
-      redis.call('HSET', key, 'state', 'RUNNING', 'started_at', now, 'assign', join_assign(as), 'alloc_op', ARGV[3])
-      redis.call('ZREM', KEYS[6], id)
-      redis.call('HDEL', KEYS[8], id)
-      notify[#notify + 1] = as[1].w .. '#' .. as[1].i .. '#' .. id
-      ev[#ev + 1] = 'RUNNING#' .. (r[5] or '') .. '#' .. id
-      out[#out + 1] = {id, 'allocated', flat_assign(as)}
+-- the slots taken (out of free) and the runs allocated (out of launched
+-- and its index): one ZREM, ZREM and HDEL for the call, written even
+-- when a command fails halfway (pcall)
+local out, notify, ev, taken, gone = {}, {}, {}, {}, {}
+local done, err = pcall(function()
+  for j = 1, n do
+    local id, key = ARGV[6 + j], KEYS[8 + j]
+    local r = redis.call('HMGET', key, 'state', 'slots', 'alloc_op', 'assign', 'group', 'launched_at')
+    if r[1] and r[3] == ARGV[3] then
+      out[#out + 1] = {id, 'allocated', flat_assign(parse_assign(r[4]))}
+    elseif r[1] ~= 'LAUNCHED' then
+      out[#out + 1] = {id, 'skipped', r[1] or ''}
     else
-      local held = now - (tonumber(r[6]) or now) >= guard
-      out[#out + 1] = {id, 'no_slots', k, found, held and 1 or 0}
-      if held or found == 0 then break end -- nothing after it can fit
+      local k = tonumber(r[2]) or 1
+      local got, found = free.take(k)
+      if got then
+        local as = {}
+        for task, s in ipairs(got) do
+          as[#as + 1] = claim_slot(KEYS[4], KEYS[5], tok, s, id, task - 1, now, taken)
+        end
+        redis.call('HSET', key, 'state', 'RUNNING', 'started_at', now, 'assign', join_assign(as), 'alloc_op', ARGV[3])
+        gone[#gone + 1] = id
+        notify[#notify + 1] = as[1].w .. '#' .. as[1].i .. '#' .. id
+        ev[#ev + 1] = 'RUNNING#' .. (r[5] or '') .. '#' .. id
+        out[#out + 1] = {id, 'allocated', flat_assign(as)}
+      else
+        local held = now - (tonumber(r[6]) or now) >= guard
+        out[#out + 1] = {id, 'no_slots', k, found, held and 1 or 0}
+        if held or found == 0 then break end -- nothing after it can fit
+      end
     end
   end
-end
+end)
+call_many('ZREM', KEYS[5], taken)
+call_many('ZREM', KEYS[6], gone)
+call_many('HDEL', KEYS[8], gone)
 if ARGV[4] ~= '' and #notify > 0 then
   redis.call('PUBLISH', ARGV[4], table.concat(notify, ' '))
 end
 publish_runs(ARGV[5], ev)
+if not done then
+  return redis.error_reply(type(err) == 'table' and tostring(err.err) or tostring(err))
+end
 return out

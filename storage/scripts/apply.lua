@@ -86,7 +86,7 @@
 -- the cursor's window; the token counter, one INCR; the groups leaving
 -- dirty, one SREM; the run events and slot announcements, each one
 -- PUBLISH for the call)
-local S = {need = 0, ev = {}, notify = {}, tok = {key = KEYS[9], n = 0}, settled = {}}
+local S = {need = 0, ev = {}, notify = {}, tok = {key = KEYS[9], n = 0}, settled = {}, taken = {}}
 function S.now()
   S.t = S.t or now_ms()
   return S.t
@@ -199,7 +199,7 @@ local function apply_one(K, A, n)
       ev[#ev + 1] = 'LAUNCHED#' .. A[3] .. '#' .. a.id
       local got
       if place then
-        S.free = S.free or free_cursor(K[14], K[12], K[13], now, math.min(S.need + 4, 64))
+        S.free = S.free or free_cursor(K[14], K[12], K[13], now, math.min(S.need + 4, 64), true)
         free = S.free
         got = free.take(a.slots)
         place = got ~= nil -- the first misfit queues, and every launch after it
@@ -209,7 +209,7 @@ local function apply_one(K, A, n)
       if got then
         local as = {}
         for task, s in ipairs(got) do
-          as[#as + 1] = claim_slot(K[13], K[14], S.tok, s, a.id, task - 1, now)
+          as[#as + 1] = claim_slot(K[13], K[14], S.tok, s, a.id, task - 1, now, S.taken)
         end
         redis.call('HSET', a.key, 'dec', dec, 'state', 'RUNNING', 'launched_at', nows, 'started_at', nows,
           'assign', join_assign(as), 'policy', A[6], 'policy_version', A[7])
@@ -309,8 +309,9 @@ for i, c in ipairs(calls) do
   out[i] = apply_one(c[1], c[2], c[3])
 end
 if #S.settled > 0 then
-  redis.call('SREM', KEYS[3], unpack(S.settled)) -- out of dirty: one SREM for the call's groups
+  call_many('SREM', KEYS[3], S.settled) -- out of dirty: one SREM for the call's groups
 end
+call_many('ZREM', KEYS[8], S.taken) -- the slots placed on: out of free in one ZREM
 publish_runs(ARGV[4], S.ev)
 if #S.notify > 0 then
   redis.call('PUBLISH', ARGV[5], table.concat(S.notify, ' '))

@@ -1,18 +1,33 @@
--- report: the task-0 worker reports a run's outcome (worker write, token-guarded).
--- KEYS[1] run hash, KEYS[2] slots hash, KEYS[3] free zset, KEYS[4] group hash,
--- KEYS[5] active zset, KEYS[6] retire zset, KEYS[7] restore set, KEYS[8] dirty set,
--- KEYS[9] the group's finished zset (retention index), KEYS[10] the group's
--- waiting zset, KEYS[11] the group's waiting-run index (Keys.WaitInfo),
--- KEYS[12] the group's delayed zset, KEYS[13] timers zset
--- ARGV[1] worker identity, ARGV[2] run id, ARGV[3] token, ARGV[4] outcome
--- (SUCCEEDED|FAILED|STOPPED), ARGV[5] reason, ARGV[6] group, ARGV[7] work
--- channel (PUBLISH of the group: the coordinator wakes; advisory), ARGV[8]
--- run-events channel (publish_runs: the run's final state), ARGV[9] the
--- default window (storage.DefaultWindow), ARGV[10] the run's result (''
--- = none), ARGV[11] the tail of its output, ARGV[12] its exit code (''
--- = none): each written only when given (the attempt's, also on a retry)
--- The work-events message carries the group's next snapshot when the group
--- has no active run left, a small window (at most 64 runs, all indexed)
+-- report: task-0 workers report their runs' outcomes (worker write,
+-- token-guarded). One call carries the reports of one worker (ReportBatch
+-- sends a pipeline's reports as a few calls of up to 32): the clock, each
+-- slot owner's draining check and the call's shared writes are read and
+-- made once a call (the freed slots back into free in one ZADD, the
+-- groups into dirty in one SADD and into retire in one ZADD NX, the runs
+-- out of restore in one SREM, one PUBLISH of the run events, one PUBLISH
+-- on the work channel of every reported group's message, 0x1c-separated
+-- (storage.SplitWorkEvents)); each report is checked and written on its
+-- own (its error leaves it alone and the others go on).
+-- KEYS (shared): [1] slots hash, [2] free zset, [3] retire zset, [4]
+-- restore set, [5] dirty set, [6] timers zset; then per report: the run
+-- hash, its group's hash, active zset, finished zset (retention index),
+-- waiting zset, waiting-run index (Keys.WaitInfo) and delayed zset
+-- ARGV (shared): [1] worker identity, [2] work channel (the coordinator
+-- wakes; advisory), [3] run-events channel (publish_runs: each run's new
+-- state), [4] the default window (storage.DefaultWindow); then per report:
+-- run id, token, outcome (SUCCEEDED|FAILED|STOPPED), reason, group, the
+-- run's result ('' = none), the tail of its output, its exit code ('' =
+-- none): each written only when given (the attempt's, also on a retry)
+-- report_one (in the single-report layout K and A below): K[1] run hash,
+-- K[2] slots, K[3] free, K[4] group hash, K[5] active, K[6] retire, K[7]
+-- restore, K[8] dirty, K[9] finished, K[10] waiting, K[11] waiting-run
+-- index, K[12] delayed, K[13] timers; A[1] identity, A[2] run id, A[3]
+-- token, A[4] outcome, A[5] reason, A[6] group, A[7] work channel, A[8]
+-- run-events channel, A[9] default window, A[10] result, A[11] output,
+-- A[12] exit code.
+-- A group's message (the last of its reports in the call) is its next
+-- snapshot when the group has no active run left, a small window (at most
+-- 64 runs, all indexed)
 -- and no launch history (hist: its snapshot carries launches):
 -- "group<US>policy<US>max_active<US>version<US>window<US>
 -- discard_below<US>gen<US>now<US>waiting_total<US>n_oldest<US>Pparams"
@@ -32,95 +47,147 @@
 -- as for a final report; reason says which attempt failed. A run with
 -- max_attempts > 1 records every attempt in its attempts field
 -- (attempt_log). A STOPPED run is never retried.
--- returns: 1 (0 = replay of an accepted report, nothing written)
--- errors (nothing written): WS_NOT_FOUND, WS_INVALID, WS_NOT_OWNER (not the
--- task-0 worker + token), WS_BAD_STATE (run not RUNNING/STOPPING)
+-- returns: per report, in order, 1 (0 = replay of an accepted report,
+-- nothing written) or its error reply
+-- errors (per report, nothing written for it): WS_NOT_FOUND, WS_INVALID,
+-- WS_NOT_OWNER (not the task-0 worker + token), WS_BAD_STATE (run not
+-- RUNNING/STOPPING); WS_INVALID (the whole call, nothing written: the
+-- keys and args do not match)
 -- writes: state, finished_at, reason, report_token; releases every slot of
 -- the run whose value is still run#token#task; removes from active and
 -- restore (a RUNNING or STOPPING run is never in launched); group
--- version+1, dirty; the group into retire (unless there).
+-- version+1, dirty; the group into retire (unless there). The reports
+-- run under pcall: a command failing halfway still leaves the shared
+-- writes of the reports before it made (the call then fails; a retry
+-- replays them).
 -- replay: a retried report finds report_token == token on the final run and returns 0.
 -- A STOPPING run always ends STOPPED (the state machine has no other way
 -- out of STOPPING): a SUCCEEDED or FAILED report for it is recorded as
 -- STOPPED, the reported outcome kept in the reason.
--- bound: O(k + log n), k the slots of the run, n the group's waiting runs (a window of at most 64 read)
-local o = ARGV[4]
-if o ~= 'SUCCEEDED' and o ~= 'FAILED' and o ~= 'STOPPED' then
-  return redis.error_reply('WS_INVALID outcome ' .. o .. ' (want SUCCEEDED, FAILED or STOPPED)')
+-- bound: O(r · (k + log n)), r reports, k the slots of each run, n its group's waiting runs (a window of at most 64 read)
+local S = {drain = {}, free = {}, dirty = {}, retire = {}, restore = {}, ev = {}, msg = {}, timer = false}
+function S.now()
+  S.t = S.t or now_ms()
+  return S.t
 end
-local r = redis.call('HMGET', KEYS[1], 'state', 'group', 'assign', 'report_token', 'attempt', 'max_attempts',
-  'backoff', 'started_at', 'attempts')
-if not r[1] or r[2] ~= ARGV[6] then
-  return redis.error_reply('WS_NOT_FOUND run ' .. ARGV[2] .. ' does not exist')
+local function mark(list, v)
+  if not list[v] then list[v] = true; list[#list + 1] = v end
 end
-if r[4] and r[4] == ARGV[3] then return 0 end
-local as = parse_assign(r[3])
-local owner = false
-for _, a in ipairs(as) do
-  if a.task == 0 and a.w == ARGV[1] and a.tok == ARGV[3] then owner = true end
-end
-if not owner then
-  return redis.error_reply('WS_NOT_OWNER worker ' .. ARGV[1] .. ' token ' .. ARGV[3] .. ' does not hold task 0 of run ' .. ARGV[2])
-end
-if r[1] ~= 'RUNNING' and r[1] ~= 'STOPPING' then
-  return redis.error_reply('WS_BAD_STATE report run ' .. ARGV[2] .. ': run is ' .. r[1] .. ', want RUNNING or STOPPING')
-end
-local reason = ARGV[5]
-if r[1] == 'STOPPING' and o ~= 'STOPPED' then
-  reason = 'stop requested; the run had already finished ' .. o .. (reason ~= '' and (': ' .. reason) or '')
-  o = 'STOPPED'
-end
-local fin = now_ms()
-local att, maxa = tonumber(r[5]) or 1, tonumber(r[6]) or 1
-local retry = o == 'FAILED' and retry_at(att, maxa, r[7], fin)
--- the fields written with the new state (in its one HSET): the attempt's
--- record (runs with retries) and what it produced
-local hist = {}
-if maxa > 1 then
-  hist = {'attempts', attempt_log(r[9], att, ARGV[1], r[8], fin, o, reason)}
-end
-for j, f in ipairs({'result', 'output', 'exit_code'}) do
-  local v = ARGV[9 + j]
-  if v and v ~= '' then hist[#hist + 1] = f; hist[#hist + 1] = v end
-end
-if retry then
-  redis.call('HSET', KEYS[1], 'state', 'WAITING', 'attempt', att + 1, 'not_before', string.format('%d', retry),
-    'reason', 'attempt ' .. att .. ' of ' .. maxa .. ' failed' .. (reason ~= '' and (': ' .. reason) or ''),
-    'report_token', ARGV[3], unpack(hist))
-  redis.call('HDEL', KEYS[1], 'assign', 'launched_at', 'started_at')
-  park(KEYS[12], KEYS[13], ARGV[6], ARGV[2], retry)
-  redis.call('PUBLISH', ARGV[7], '#timer')
-  o = 'WAITING'
-else
-  redis.call('HSET', KEYS[1], 'state', o, 'finished_at', fin, 'reason', reason, 'report_token', ARGV[3], unpack(hist))
-  redis.call('ZADD', KEYS[9], fin, ARGV[2])
-  redis.call('ZADD', KEYS[6], 'NX', fin, ARGV[6])
-end
-release_slots(KEYS[2], KEYS[3], ARGV[2], as)
-redis.call('ZREM', KEYS[5], ARGV[2])
-redis.call('SREM', KEYS[7], ARGV[2])
-local v = redis.call('HINCRBY', KEYS[4], 'version', 1)
-redis.call('SADD', KEYS[8], ARGV[6])
-local msg = ARGV[6]
-local gv = ARGV[9] and redis.call('ZCARD', KEYS[5]) == 0 and group_view(KEYS[4])
-if gv and tonumber(gv[11] or '') == v - 1 and gv[10] ~= '1' and not gv[9] then
-  -- only this report changed the group since the leader's apply (dv), no
-  -- launch history, no wake pending: the leader's own view of it, at
-  -- version v, with no active run
-  msg = ARGV[6] .. '\31=' .. v .. '\31' .. fin
-elseif gv then
-  local g, total, oldest, ids = window_of(KEYS[4], KEYS[10], tonumber(ARGV[9]), gv)
-  if g[1] and g[7] ~= '1' and g[10] ~= '1' and #ids <= 64 then
-    local info = #ids > 0 and redis.call('HMGET', KEYS[11], unpack(ids)) or {}
-    local parts = {ARGV[6], g[1], g[2] or '', g[3] or '', g[4] or '', g[5] or '', g[6] or '', fin, total, oldest,
-      'P' .. (g[8] or '')}
-    for i, id in ipairs(ids) do
-      if not info[i] then parts = nil break end -- not indexed: the leader reads a snapshot
-      parts[#parts + 1] = id .. '\30' .. info[i]
-    end
-    if parts then msg = table.concat(parts, '\31') end
+local function report_one(K, A, salt)
+  local o = A[4]
+  if o ~= 'SUCCEEDED' and o ~= 'FAILED' and o ~= 'STOPPED' then
+    return redis.error_reply('WS_INVALID outcome ' .. o .. ' (want SUCCEEDED, FAILED or STOPPED)')
   end
+  local r = redis.call('HMGET', K[1], 'state', 'group', 'assign', 'report_token', 'attempt', 'max_attempts',
+    'backoff', 'started_at', 'attempts')
+  if not r[1] or r[2] ~= A[6] then
+    return redis.error_reply('WS_NOT_FOUND run ' .. A[2] .. ' does not exist')
+  end
+  if r[4] and r[4] == A[3] then return 0 end
+  local as = parse_assign(r[3])
+  local owner = false
+  for _, a in ipairs(as) do
+    if a.task == 0 and a.w == A[1] and a.tok == A[3] then owner = true end
+  end
+  if not owner then
+    return redis.error_reply('WS_NOT_OWNER worker ' .. A[1] .. ' token ' .. A[3] .. ' does not hold task 0 of run ' .. A[2])
+  end
+  if r[1] ~= 'RUNNING' and r[1] ~= 'STOPPING' then
+    return redis.error_reply('WS_BAD_STATE report run ' .. A[2] .. ': run is ' .. r[1] .. ', want RUNNING or STOPPING')
+  end
+  local reason = A[5]
+  if r[1] == 'STOPPING' and o ~= 'STOPPED' then
+    reason = 'stop requested; the run had already finished ' .. o .. (reason ~= '' and (': ' .. reason) or '')
+    o = 'STOPPED'
+  end
+  local fin = S.now()
+  local att, maxa = tonumber(r[5]) or 1, tonumber(r[6]) or 1
+  local retry = o == 'FAILED' and retry_at(att, maxa, r[7], fin, salt)
+  -- the fields written with the new state (in its one HSET): the attempt's
+  -- record (runs with retries) and what it produced
+  local hist = {}
+  if maxa > 1 then
+    hist = {'attempts', attempt_log(r[9], att, A[1], r[8], fin, o, reason)}
+  end
+  for j, f in ipairs({'result', 'output', 'exit_code'}) do
+    local v = A[9 + j]
+    if v and v ~= '' then hist[#hist + 1] = f; hist[#hist + 1] = v end
+  end
+  if retry then
+    redis.call('HSET', K[1], 'state', 'WAITING', 'attempt', att + 1, 'not_before', string.format('%d', retry),
+      'reason', 'attempt ' .. att .. ' of ' .. maxa .. ' failed' .. (reason ~= '' and (': ' .. reason) or ''),
+      'report_token', A[3], unpack(hist))
+    redis.call('HDEL', K[1], 'assign', 'launched_at', 'started_at')
+    park(K[12], K[13], A[6], A[2], retry)
+    S.timer = true -- one PUBLISH of storage.TimerEvent for the call
+    o = 'WAITING'
+  else
+    redis.call('HSET', K[1], 'state', o, 'finished_at', fin, 'reason', reason, 'report_token', A[3], unpack(hist))
+    redis.call('ZADD', K[9], fin, A[2])
+    mark(S.retire, A[6])
+  end
+  release_slots(K[2], K[3], A[2], as, S)
+  redis.call('ZREM', K[5], A[2])
+  S.restore[#S.restore + 1] = A[2]
+  local v = redis.call('HINCRBY', K[4], 'version', 1)
+  mark(S.dirty, A[6])
+  local msg = A[6]
+  local gv = A[9] and redis.call('ZCARD', K[5]) == 0 and group_view(K[4])
+  if gv and tonumber(gv[11] or '') == v - 1 and gv[10] ~= '1' and not gv[9] then
+    -- only this report changed the group since the leader's apply (dv), no
+    -- launch history, no wake pending: the leader's own view of it, at
+    -- version v, with no active run
+    msg = A[6] .. '\31=' .. v .. '\31' .. fin
+  elseif gv then
+    local g, total, oldest, ids = window_of(K[4], K[10], tonumber(A[9]), gv)
+    if g[1] and g[7] ~= '1' and g[10] ~= '1' and #ids <= 64 then
+      local info = #ids > 0 and redis.call('HMGET', K[11], unpack(ids)) or {}
+      local parts = {A[6], g[1], g[2] or '', g[3] or '', g[4] or '', g[5] or '', g[6] or '', fin, total, oldest,
+        'P' .. (g[8] or '')}
+      for i, id in ipairs(ids) do
+        if not info[i] then parts = nil break end -- not indexed: the leader reads a snapshot
+        parts[#parts + 1] = id .. '\30' .. info[i]
+      end
+      if parts then msg = table.concat(parts, '\31') end
+    end
+  end
+  -- a group's last report in the call names its message (an earlier one
+  -- is out of date by then)
+  local at = S.msg[A[6]]
+  if not at then at = #S.msg + 1; S.msg[A[6]] = at end
+  S.msg[at] = msg
+  S.ev[#S.ev + 1] = o .. '#' .. A[6] .. '#' .. A[2]
+  return 1
 end
-redis.call('PUBLISH', ARGV[7], msg)
-publish_runs(ARGV[8], {o .. '#' .. ARGV[6] .. '#' .. ARGV[2]})
-return 1
+
+-- the layout first, whole (nothing is written for a call that does not match it)
+local nrep = (#ARGV - 4) / 8
+if nrep ~= math.floor(nrep) or #KEYS ~= 6 + 7 * nrep then
+  return redis.error_reply('WS_INVALID report: ' .. #KEYS .. ' keys and ' .. #ARGV .. ' args do not make whole reports')
+end
+local out = {}
+local done, err = pcall(function()
+  for j = 1, nrep do
+    local k, a = 6 + 7 * (j - 1), 4 + 8 * (j - 1)
+    local K = {KEYS[k + 1], KEYS[1], KEYS[2], KEYS[k + 2], KEYS[k + 3], KEYS[3], KEYS[4], KEYS[5], KEYS[k + 4],
+      KEYS[k + 5], KEYS[k + 6], KEYS[k + 7], KEYS[6]}
+    local A = {ARGV[1], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[2], ARGV[3], ARGV[4],
+      ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]}
+    out[j] = report_one(K, A, j)
+  end
+end)
+if #S.free > 0 then redis.call('ZADD', KEYS[2], unpack(S.free)) end
+if #S.retire > 0 then
+  local z = {}
+  for _, g in ipairs(S.retire) do z[#z + 1] = S.now(); z[#z + 1] = g end
+  redis.call('ZADD', KEYS[3], 'NX', unpack(z))
+end
+if #S.restore > 0 then redis.call('SREM', KEYS[4], unpack(S.restore)) end
+if #S.dirty > 0 then redis.call('SADD', KEYS[5], unpack(S.dirty)) end
+if S.timer then redis.call('PUBLISH', ARGV[2], '#timer') end -- storage.TimerEvent
+if #S.msg > 0 then redis.call('PUBLISH', ARGV[2], table.concat(S.msg, '\28')) end
+publish_runs(ARGV[3], S.ev)
+if not done then
+  return redis.error_reply(type(err) == 'table' and tostring(err.err) or tostring(err))
+end
+return out

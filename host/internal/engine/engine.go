@@ -292,15 +292,18 @@ func (r *Engine) workEvents(bus *leader.Bus) {
 					wakeUp(r.timerWake)
 					continue
 				}
-				if _, sn := storage.ParseWorkEvent(ev.Payload); sn != nil {
-					r.coord.offer(*sn)
-				} else if ref, ok := storage.ParseWorkRef(ev.Payload); ok {
-					r.coord.offerRef(ref)
+				msgs := storage.SplitWorkEvents(ev.Payload)
+				for _, m := range msgs {
+					if _, sn := storage.ParseWorkEvent(m); sn != nil {
+						r.coord.offer(*sn)
+					} else if ref, ok := storage.ParseWorkRef(m); ok {
+						r.coord.offerRef(ref)
+					}
 				}
 				r.acc.touched()
 				wakeUp(r.coord.wake)
 				if r.slots.waiting.Load() {
-					r.slots.freed.Add(1)
+					r.slots.freed.Add(int64(len(msgs)))
 					wakeUp(r.slots.wake)
 				}
 				wakeUp(r.retWake)
