@@ -85,14 +85,14 @@ local function parse_assign(s)
   if not s or s == '' then return out end
   for e in string.gmatch(s, '[^,]+') do
     local w, i, tok, task = string.match(e, '^(.*)#(%d+)#([^#]+)#(%d+)$')
-    if w then out[#out + 1] = {w = w, i = i, tok = tok, task = tonumber(task)} end
+    if w then out[#out + 1] = {w = w, i = i, tok = tok, task = tonumber(task), ts = task} end
   end
   return out
 end
 local function join_assign(list)
   local parts = {}
   for _, a in ipairs(list) do
-    parts[#parts + 1] = a.w .. '#' .. a.i .. '#' .. a.tok .. '#' .. a.task
+    parts[#parts + 1] = a.w .. '#' .. a.i .. '#' .. a.tok .. '#' .. (a.ts or string.format('%d', a.task))
   end
   return table.concat(parts, ',')
 end
@@ -181,17 +181,20 @@ local function free_cursor(kfree, kworkers, kslots, now, win, deferred)
 end
 local function new_token(ktokens, now)
   if type(ktokens) == 'table' then
-    ktokens.base = ktokens.base or redis.call('INCR', ktokens.key)
+    -- "now-base." once a call, then the counter (string.format: a number
+    -- concatenated is formatted with %.14g, slower)
+    ktokens.pre = ktokens.pre or string.format('%d-%d.', now, redis.call('INCR', ktokens.key))
     ktokens.n = ktokens.n + 1
-    return string.format('%d', now) .. '-' .. ktokens.base .. '.' .. ktokens.n
+    return ktokens.pre .. string.format('%d', ktokens.n)
   end
-  return string.format('%d', now) .. '-' .. redis.call('INCR', ktokens)
+  return string.format('%d-%d', now, redis.call('INCR', ktokens))
 end
 local function claim_slot(kslots, kfree, ktokens, s, run, task, now, taken)
   local tok = new_token(ktokens, now)
-  redis.call('HSET', kslots, s.f, run .. '#' .. tok .. '#' .. task)
+  local ts = string.format('%d', task)
+  redis.call('HSET', kslots, s.f, run .. '#' .. tok .. '#' .. ts)
   if taken then taken[#taken + 1] = s.f else redis.call('ZREM', kfree, s.f) end
-  return {w = s.w, i = s.i, tok = tok, task = task}
+  return {w = s.w, i = s.i, tok = tok, task = task, ts = ts}
 end
 local function call_many(cmd, key, list)
   for i = 1, #list, 512 do
@@ -202,7 +205,7 @@ local function release_slots(kslots, kfree, run, as, S)
   local kdrain = string.sub(kfree, 1, #kfree - 4) .. 'draining'
   for _, a in ipairs(as) do
     local f = a.w .. '#' .. a.i
-    if redis.call('HGET', kslots, f) == run .. '#' .. a.tok .. '#' .. a.task then
+    if redis.call('HGET', kslots, f) == run .. '#' .. a.tok .. '#' .. (a.ts or string.format('%d', a.task)) then
       redis.call('HSET', kslots, f, '')
       local d = S and S.drain[a.w]
       if d == nil then
@@ -317,9 +320,18 @@ local function new_run(K, A, pub, now)
   else
     seq = redis.call('INCR', K[1])
   end
-  local f = {'id', A[2], 'group', A[1], 'seq', seq, 'state', 'WAITING',
-    'slots', slots, 'priority', A[4], 'payload', A[5], 'duration_ms', A[6],
-    'submitted_at', now, 'op', A[7]}
+  -- decimal strings once (a number passed to redis.call or concatenated
+  -- is formatted with %.14g each time, slower)
+  local seqs = string.format('%d', seq)
+  local nows = pub and pub.nows
+  if not nows or pub.nowt ~= now then
+    nows = string.format('%d', now)
+    if pub then pub.nows, pub.nowt = nows, now end
+  end
+  local slotss = string.format('%d', slots)
+  local f = {'id', A[2], 'group', A[1], 'seq', seqs, 'state', 'WAITING',
+    'slots', slotss, 'priority', A[4], 'payload', A[5], 'duration_ms', A[6],
+    'submitted_at', nows, 'op', A[7]}
   local timeout = A[11] ~= '' and A[11] or gd[2]
   if timeout and timeout ~= '0' then f[#f + 1] = 'timeout_ms'; f[#f + 1] = timeout end
   local maxa = tonumber(A[12] ~= '' and A[12] or gd[3]) or 1
@@ -335,10 +347,10 @@ local function new_run(K, A, pub, now)
     f[#f + 1] = 'not_before'; f[#f + 1] = string.format('%d', nb)
   end
   redis.call('HSET', K[6], unpack(f))
-  redis.call('ZADD', K[7], seq, A[2])
+  redis.call('ZADD', K[7], seqs, A[2])
   if due == 1 then
-    redis.call('ZADD', K[4], seq, A[2])
-    redis.call('HSET', K[9], A[2], winfo(seq, A[4], slots, now, 1, maxa, 0, A[15]))
+    redis.call('ZADD', K[4], seqs, A[2])
+    redis.call('HSET', K[9], A[2], winfo(seqs, A[4], slotss, nows, '1', maxa, '0', A[15]))
     if pub and pub.bump then
       -- one HINCRBY a group for the call (pub.bump: key -> runs, and the keys in order)
       if not pub.bump[K[3]] then pub.bump[K[3]] = 0; pub.bump[#pub.bump + 1] = K[3] end

@@ -46,6 +46,7 @@ for j = 1, n do
   seen[id] = true
 end
 local now = now_ms()
+local nows = string.format('%d', now)
 local free = free_cursor(KEYS[5], KEYS[3], KEYS[4], now, nil, true)
 local tok = {key = KEYS[7], n = 0} -- one INCR for the call's tokens
 -- the slots taken (out of free) and the runs allocated (out of launched
@@ -68,7 +69,7 @@ local done, err = pcall(function()
         for task, s in ipairs(got) do
           as[#as + 1] = claim_slot(KEYS[4], KEYS[5], tok, s, id, task - 1, now, taken)
         end
-        redis.call('HSET', key, 'state', 'RUNNING', 'started_at', now, 'assign', join_assign(as), 'alloc_op', ARGV[3])
+        redis.call('HSET', key, 'state', 'RUNNING', 'started_at', nows, 'assign', join_assign(as), 'alloc_op', ARGV[3])
         gone[#gone + 1] = id
         notify[#notify + 1] = as[1].w .. '#' .. as[1].i .. '#' .. id
         ev[#ev + 1] = 'RUNNING#' .. (r[5] or '') .. '#' .. id

@@ -135,6 +135,7 @@ local function apply_one(K, A, n)
         local s, p, k = string.match(info, '^(%d+),(-?%d+),(%d+),')
         seq, slots = tonumber(s), tonumber(k)
         a.prio = p -- (a field in a multiple assignment trips the embedded store's Lua)
+        a.seqs = s -- its decimal form, for the writes (a number is formatted with %.14g each time)
         a.labels = string.match(info, '^[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,(.*)$') or ''
       else
         -- not indexed (submitted before the index existed, or not WAITING)
@@ -156,6 +157,7 @@ local function apply_one(K, A, n)
         return redis.error_reply('WS_BAD_STATE ' .. kind .. ' run ' .. id .. ': covered by the group\'s discard_below ' .. covered)
       end
       a.seq, a.slots, a.st = seq, slots or 1, 'WAITING'
+      a.seqs = a.seqs or string.format('%d', seq)
     elseif kind == 'stop' then
       local r = redis.call('HMGET', a.key, 'state', 'group')
       if not r[1] or r[2] ~= A[3] then
@@ -195,7 +197,7 @@ local function apply_one(K, A, n)
       hist[#hist + 1] = nows .. ',' .. a.labels
       gone[#gone + 1] = a.id
       redis.call('ZREM', K[4], a.id)
-      redis.call('ZADD', K[5], a.seq, a.id)
+      redis.call('ZADD', K[5], a.seqs, a.id)
       ev[#ev + 1] = 'LAUNCHED#' .. A[3] .. '#' .. a.id
       local got
       if place then
@@ -217,20 +219,21 @@ local function apply_one(K, A, n)
         ev[#ev + 1] = 'RUNNING#' .. A[3] .. '#' .. a.id
       else
         redis.call('HSET', a.key, 'dec', dec, 'state', 'LAUNCHED', 'launched_at', nows, 'policy', A[6], 'policy_version', A[7])
-        redis.call('ZADD', K[7], a.seq, a.id)
-        redis.call('HSET', K[19], a.id, a.seq .. ',' .. a.slots .. ',' .. (a.prio or '0') .. ',' .. nows .. ',' .. A[3] .. ',' .. a.labels)
+        redis.call('ZADD', K[7], a.seqs, a.id)
+        redis.call('HSET', K[19], a.id, a.seqs .. ',' .. string.format('%d', a.slots) .. ',' .. (a.prio or '0') .. ',' .. nows .. ',' ..
+          A[3] .. ',' .. a.labels)
         queued = queued + 1
       end
     elseif a.kind == 'discard' then
       redis.call('HSET', a.key, 'dec', dec, 'state', 'DISCARDED', 'finished_at', nows, 'reason', a.reason)
       gone[#gone + 1] = a.id
       redis.call('ZREM', K[4], a.id)
-      redis.call('ZADD', K[9], now, a.id)
+      redis.call('ZADD', K[9], nows, a.id)
       finished = true
       ev[#ev + 1] = 'DISCARDED#' .. A[3] .. '#' .. a.id
     elseif a.st == 'LAUNCHED' then
       redis.call('HSET', a.key, 'dec', dec, 'state', 'STOPPED', 'finished_at', nows, 'reason', a.reason)
-      redis.call('ZADD', K[9], now, a.id)
+      redis.call('ZADD', K[9], nows, a.id)
       redis.call('ZREM', K[5], a.id)
       redis.call('ZREM', K[7], a.id)
       redis.call('HDEL', K[19], a.id)
@@ -254,13 +257,13 @@ local function apply_one(K, A, n)
     redis.call('DEL', K[17])
   end
   if finished then
-    redis.call('ZADD', K[16], 'NX', now, A[3])
+    redis.call('ZADD', K[16], 'NX', nows, A[3])
   end
   for _, e in ipairs(ev) do S.ev[#S.ev + 1] = e end
   for _, e in ipairs(notify) do S.notify[#S.notify + 1] = e end
   local kept = math.max(tonumber(A[13]) or 20, 1)
-  local dl = redis.call('LPUSH', K[10], table.concat({now, A[5], A[1], A[6], A[7], A[12],
-    counts.launch, counts.discard, counts.stop, below}, '\31'))
+  local dl = redis.call('LPUSH', K[10], table.concat({nows, A[5], A[1], A[6], A[7], A[12],
+    string.format('%d\31%d\31%d\31%d', counts.launch, counts.discard, counts.stop, below)}, '\31'))
   if dl > 2 * kept then
     redis.call('LTRIM', K[10], 0, kept - 1)
   end
@@ -269,10 +272,11 @@ local function apply_one(K, A, n)
     redis.call('SADD', K[8], A[3])
   end
   local v = tonumber(g[1]) + 1
+  local vs = string.format('%d', v)
   -- dv: the version this apply left when the leader keeps the view it
   -- left (a report one version later hands back a reference to it:
   -- report.lua), else none
-  redis.call('HSET', K[3], 'version', v, 'last_claim', A[5], 'dv', A[22] == '1' and v or '')
+  redis.call('HSET', K[3], 'version', vs, 'last_claim', A[5], 'dv', A[22] == '1' and vs or '')
   if A[10] ~= '1' then
     S.settled[#S.settled + 1] = A[3]
   end

@@ -66,8 +66,10 @@
 -- STOPPED, the reported outcome kept in the reason.
 -- bound: O(r · (k + log n)), r reports, k the slots of each run, n its group's waiting runs (a window of at most 64 read)
 local S = {drain = {}, free = {}, dirty = {}, retire = {}, restore = {}, ev = {}, msg = {}, timer = false}
+-- the clock, read once a call; S.nows its decimal form (numbers passed to
+-- redis.call or concatenated are formatted with %.14g each time: slower)
 function S.now()
-  S.t = S.t or now_ms()
+  if not S.t then S.t = now_ms(); S.nows = string.format('%d', S.t) end
   return S.t
 end
 local function mark(list, v)
@@ -122,14 +124,14 @@ local function report_one(K, A, salt)
     S.timer = true -- one PUBLISH of storage.TimerEvent for the call
     o = 'WAITING'
   else
-    redis.call('HSET', K[1], 'state', o, 'finished_at', fin, 'reason', reason, 'report_token', A[3], unpack(hist))
-    redis.call('ZADD', K[9], fin, A[2])
+    redis.call('HSET', K[1], 'state', o, 'finished_at', S.nows, 'reason', reason, 'report_token', A[3], unpack(hist))
+    redis.call('ZADD', K[9], S.nows, A[2])
     mark(S.retire, A[6])
   end
   release_slots(K[2], K[3], A[2], as, S)
   redis.call('ZREM', K[5], A[2])
   S.restore[#S.restore + 1] = A[2]
-  local v = redis.call('HINCRBY', K[4], 'version', 1)
+  local v = redis.call('HINCRBY', K[4], 'version', '1')
   mark(S.dirty, A[6])
   local msg = A[6]
   local gv = A[9] and redis.call('ZCARD', K[5]) == 0 and group_view(K[4])
@@ -137,12 +139,12 @@ local function report_one(K, A, salt)
     -- only this report changed the group since the leader's apply (dv), no
     -- launch history, no wake pending: the leader's own view of it, at
     -- version v, with no active run
-    msg = A[6] .. '\31=' .. v .. '\31' .. fin
+    msg = A[6] .. '\31=' .. string.format('%d', v) .. '\31' .. S.nows
   elseif gv then
     local g, total, oldest, ids = window_of(K[4], K[10], tonumber(A[9]), gv)
     if g[1] and g[7] ~= '1' and g[10] ~= '1' and #ids <= 64 then
       local info = #ids > 0 and redis.call('HMGET', K[11], unpack(ids)) or {}
-      local parts = {A[6], g[1], g[2] or '', g[3] or '', g[4] or '', g[5] or '', g[6] or '', fin, total, oldest,
+      local parts = {A[6], g[1], g[2] or '', g[3] or '', g[4] or '', g[5] or '', g[6] or '', S.nows, total, oldest,
         'P' .. (g[8] or '')}
       for i, id in ipairs(ids) do
         if not info[i] then parts = nil break end -- not indexed: the leader reads a snapshot
@@ -179,7 +181,7 @@ end)
 if #S.free > 0 then redis.call('ZADD', KEYS[2], unpack(S.free)) end
 if #S.retire > 0 then
   local z = {}
-  for _, g in ipairs(S.retire) do z[#z + 1] = S.now(); z[#z + 1] = g end
+  for _, g in ipairs(S.retire) do z[#z + 1] = S.nows; z[#z + 1] = g end
   redis.call('ZADD', KEYS[3], 'NX', unpack(z))
 end
 if #S.restore > 0 then redis.call('SREM', KEYS[4], unpack(S.restore)) end
