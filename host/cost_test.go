@@ -29,9 +29,10 @@ const (
 	// after its last run; the snapshot comes back with the report that
 	// freed the group), the worker's pickup read, the report, and the share
 	// of the passes' own reads and the leader's and the worker's periodic
-	// writes. 2.63 to 2.68 on an idle 2-core machine (issue 23: 4.8-4.9
-	// with a script per submit, per decision and per snapshot read).
-	maxCommandsPerRun = 3.2
+	// writes. 1.76 to 1.86 on an idle 2-core machine (2.63-2.68 with a
+	// report script per run; issue 23: 4.8-4.9 with a script per submit,
+	// per decision and per snapshot read).
+	maxCommandsPerRun = 2.3
 	// The same with fewer slots than groups: launches queue and the slot
 	// manager places them (allocate_batch, and its reads of the queue and
 	// the free count). How many passes that takes depends on how the slot
@@ -39,15 +40,16 @@ const (
 	// machine; the per-run scripts are checked exactly below. A pass that
 	// can place runs reads the allocation view (the launched window and the
 	// workers' slots: ZRANGE x2, HGETALL, TIME) and one HMGET of the
-	// launched runs' index for the runs it has not seen (issue 26): 4.38 to
-	// 4.43 on an idle machine (6.5-6.8, 7.05 loaded, before issue 23's
-	// batched calls) (a pass finding no free slot stops after the view; a
-	// queued launch does not wake one while every slot is taken).
-	maxCommandsPerRunQueued = 5.3
+	// launched runs' index for the runs it has not seen (issue 26): 3.60 to
+	// 3.80 on an idle machine (4.38-4.43 with a report script per run;
+	// 6.5-6.8, 7.05 loaded, before issue 23's batched calls) (a pass
+	// finding no free slot stops after the view; a queued launch does not
+	// wake one while every slot is taken).
+	maxCommandsPerRunQueued = 4.6
 	// A delayed run (a not_before): a run's commands plus the share of its
 	// group's due script (one per group however many runs are due) and of
-	// the timer's reads: 2.81 to 2.83.
-	maxCommandsPerRunDelayed = 3.4
+	// the timer's reads: 1.93 to 2.02 (2.81-2.83 with a report script per run).
+	maxCommandsPerRunDelayed = 2.5
 	// An idle led namespace: the lease refresh (LeaseTTL/3: 1.5/s at the
 	// default 2 s) and the tick (every 5·LeaseTTL); the safety-net polls
 	// (PollInterval, 1 min) add about 0.15/s on average, outside a few
