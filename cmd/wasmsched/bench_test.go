@@ -39,8 +39,9 @@ func TestBenchSmall(t *testing.T) {
 	if c == nil || c.USPerRun <= 0 || c.ScriptUSPerRun <= 0 || c.CPUUSPerRun <= 0 || c.CommandsPerRun < 2 {
 		t.Fatalf("bench redis cost %+v: want the time and commands per run", c)
 	}
-	if c.Commands["script report"] != 1 {
-		t.Errorf("script report per run = %v, want 1 (commands %v)", c.Commands["script report"], c.Commands)
+	// a worker's reports go as report calls of up to 32 runs: one a run at most
+	if n := c.Commands["script report"]; n < 1.0/32 || n > 1 {
+		t.Errorf("script report per run = %v, want 1/32 to 1 (commands %v)", n, c.Commands)
 	}
 	// the clients' batches of 32 go as one submit call each (64 runs a call at most)
 	if n := c.Commands["script submit"]; n < 1.0/32 || n > 0.5 {
