@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,4 +184,51 @@ func TestStore_AllocateBatch_deferredRemovals(t *testing.T) {
 	if n := ok(e.c.ZCard(ctx, e.s.Keys().Launched()).Result())(t); n != 0 {
 		t.Errorf("%d runs left in launched, want 0", n)
 	}
+}
+
+// TestStore_ApplyBatch_failedGroupLeavesTheOthers: a group whose command
+// fails at run time (its decisions list key holds a string) gets that
+// error; the call's other groups are applied all the same (versions,
+// dirty, their runs RUNNING) and the call's shared writes are made (the
+// slots it placed on out of free, one slot-events message for the runs).
+func TestStore_ApplyBatch_failedGroupLeavesTheOthers(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		mustNil(t, e.s.RegisterWorker(ctx, "wA", 8, time.Hour))
+		var ds []storage.GroupDecision
+		for _, g := range []string{"g1", "g2", "g3"} {
+			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: g, ID: g + "-r"}))(t)
+			ds = append(ds, storage.GroupDecision{Group: g, Decision: storage.Decision{
+				Version: ok(e.s.GetGroup(ctx, g))(t).Version, ClaimID: "c-" + g,
+				Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: g + "-r"}}}})
+		}
+		mustNil(t, e.c.Set(ctx, e.s.Keys().Decisions("g2"), "not a list", 0).Err())
+		slots := e.s.Subscribe(ctx, e.s.Keys().SlotEvents())
+		defer slots.Close()
+		if _, err := slots.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		res := e.s.ApplyBatch(ctx, f, ds)
+		if res[0].Err != nil || res[2].Err != nil || res[1].Err == nil {
+			t.Fatalf("results %+v, want g2's error only", res)
+		}
+		for _, g := range []string{"g1", "g3"} {
+			if r := ok(e.s.GetRun(ctx, g+"-r"))(t); r.State != storage.StateRunning {
+				t.Errorf("%s-r is %s, want RUNNING", g, r.State)
+			}
+		}
+		if d := ok(e.s.DirtyGroups(ctx, 0))(t); len(d) != 1 || d[0] != "g2" {
+			t.Errorf("dirty %v, want g2 only", d)
+		}
+		m, err := slots.ReceiveMessage(ctx)
+		mustNil(t, err)
+		if !strings.Contains(m.Payload, "#g1-r") || !strings.Contains(m.Payload, "#g3-r") {
+			t.Errorf("slot events %q, want g1-r's and g3-r's", m.Payload)
+		}
+		// g2's run holds a slot (written before its failure): two slots
+		// for g1 and g3 and g2's out of free, the rest free
+		if n := ok(e.c.ZCard(ctx, e.s.Keys().Free()).Result())(t); n != 5 {
+			t.Errorf("%d slots free, want 5", n)
+		}
+	})
 }

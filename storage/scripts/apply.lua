@@ -32,6 +32,9 @@
 -- launches left LAUNCHED (for the slot manager)} or that group's error
 -- reply
 -- errors (the whole call, nothing written): WS_FENCED, WS_INVALID (arity)
+-- a command of a group failing at run time (a corrupt key: WRONGTYPE) is
+-- that group's error reply; what it wrote before stays, the groups after
+-- it are applied and the call's shared writes are made (pcall)
 -- errors (per group, nothing written for it): WS_NOT_FOUND (group; run
 -- unknown or of another group), WS_DUP (claim == group.last_claim),
 -- WS_STALE (version), WS_INVALID (two actions on one run, unknown kind),
@@ -310,7 +313,16 @@ if gk ~= #KEYS + 1 then
 end
 local out = {}
 for i, c in ipairs(calls) do
-  out[i] = apply_one(c[1], c[2], c[3])
+  -- a group's command failing at run time (a corrupt key) is that group's
+  -- error: the groups after it are applied and the call's shared writes
+  -- below are made for every group (what the failed group wrote before
+  -- the failure stays: a script does not roll back)
+  local done, r = pcall(apply_one, c[1], c[2], c[3])
+  if done then
+    out[i] = r
+  else
+    out[i] = redis.error_reply(type(r) == 'table' and tostring(r.err) or tostring(r))
+  end
 end
 if #S.settled > 0 then
   call_many('SREM', KEYS[3], S.settled) -- out of dirty: one SREM for the call's groups
