@@ -10,6 +10,22 @@ import (
 	"github.com/wasmsched/wasmsched/storage"
 )
 
+// waitingRuns leads, registers worker wA with n slots and submits n runs
+// to group g (wait, max_active n): their ids, in order.
+func waitingRuns(t *testing.T, e *env, g string, n int) (storage.Fence, []string) {
+	t.Helper()
+	f := e.lead(t, "L#1#a")
+	mustNil(t, e.s.RegisterWorker(ctx, "wA", n, time.Hour))
+	ok(e.s.SetGroup(ctx, g, "wait", n))(t)
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("r%03d", i)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: g, ID: id}))(t)
+		ids = append(ids, id)
+	}
+	return f, ids
+}
+
 // reportSetup: groups g1..g3 (wait, max_active 2), two RUNNING runs each
 // on worker wA (six slots) and one more waiting run each; returns the
 // reports of the six runs, group by group.
@@ -182,15 +198,7 @@ func TestStore_ReportBatch_failedReportKeepsTheWrites(t *testing.T) {
 // as several calls of one pipeline, every report's error in its place.
 func TestStore_ReportBatch_manyCalls(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
-		f := e.lead(t, "L#1#a")
-		mustNil(t, e.s.RegisterWorker(ctx, "wA", 40, time.Minute))
-		ok(e.s.SetGroup(ctx, "g", "wait", 40))(t)
-		var ids []string
-		for i := range 40 {
-			id := fmt.Sprintf("r%02d", i)
-			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: id}))(t)
-			ids = append(ids, id)
-		}
+		f, ids := waitingRuns(t, e, "g", 40)
 		launch(t, e, f, "g", ids...)
 		v0 := ok(e.s.GetGroup(ctx, "g"))(t).Version
 		var reps []storage.ReportReq

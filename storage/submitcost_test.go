@@ -146,15 +146,7 @@ func TestStore_SubmitBatch_failedRunKeepsTheBumps(t *testing.T) {
 func TestStore_AllocateBatch_deferredRemovals(t *testing.T) {
 	srv := redistest.Start(t)
 	e := newEnv(t, "redis", srv.URL())
-	f := e.lead(t, "L#1#a")
-	mustNil(t, e.s.RegisterWorker(ctx, "wA", 100, time.Hour))
-	ok(e.s.SetGroup(ctx, "g", "wait", 100))(t)
-	var ids []string
-	for i := range 100 {
-		id := fmt.Sprintf("r%03d", i)
-		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: id}))(t)
-		ids = append(ids, id)
-	}
+	f, ids := waitingRuns(t, e, "g", 100)
 	v := ok(e.s.GetGroup(ctx, "g"))(t).Version
 	d := storage.Decision{Version: v, ClaimID: "c", NoPlace: true}
 	for _, id := range ids {

@@ -25,6 +25,10 @@
 --   that failed before it is skipped by every reader: its value is not '').
 -- call_many(cmd, key, list): cmd key list... in calls of at most 512
 --   members (a variadic ZREM, HDEL, SREM of a script's collected members).
+-- add_once(list, v): append v to list unless it is there (list is also
+--   the set of its values: list[v] = true).
+-- caught(err): the error reply of an error caught by pcall (a redis.call
+--   error is a table {err = message}; a Lua error a string).
 -- release_slots(kslots, kfree, run, as[, S]): free every slot of assignments as
 --   that still holds run#token#task (a slot reassigned since is left alone);
 --   a draining worker's slot is freed but not offered again (not put back
@@ -196,6 +200,12 @@ local function claim_slot(kslots, kfree, ktokens, s, run, task, now, taken)
   if taken then taken[#taken + 1] = s.f else redis.call('ZREM', kfree, s.f) end
   return {w = s.w, i = s.i, tok = tok, task = task, ts = ts}
 end
+local function add_once(list, v)
+  if not list[v] then list[v] = true; list[#list + 1] = v end
+end
+local function caught(err)
+  return redis.error_reply(type(err) == 'table' and tostring(err.err) or tostring(err))
+end
 local function call_many(cmd, key, list)
   for i = 1, #list, 512 do
     redis.call(cmd, key, unpack(list, i, math.min(i + 511, #list)))
@@ -323,11 +333,8 @@ local function new_run(K, A, pub, now)
   -- decimal strings once (a number passed to redis.call or concatenated
   -- is formatted with %.14g each time, slower)
   local seqs = string.format('%d', seq)
-  local nows = pub and pub.nows
-  if not nows or pub.nowt ~= now then
-    nows = string.format('%d', now)
-    if pub then pub.nows, pub.nowt = nows, now end
-  end
+  local nows = pub and pub.nows or string.format('%d', now) -- with pub: the call's one clock
+  if pub then pub.nows = nows end
   local slotss = string.format('%d', slots)
   local f = {'id', A[2], 'group', A[1], 'seq', seqs, 'state', 'WAITING',
     'slots', slotss, 'priority', A[4], 'payload', A[5], 'duration_ms', A[6],
@@ -361,7 +368,7 @@ local function new_run(K, A, pub, now)
     if gd[5] ~= '1' then -- a paused group is not decided: nothing to wake
       if pub then
         pub.work = A[1]
-        if not pub.dirty[A[1]] then pub.dirty[A[1]] = true; pub.dirty[#pub.dirty + 1] = A[1] end
+        add_once(pub.dirty, A[1])
       else
         redis.call('SADD', K[5], A[1])
         redis.call('PUBLISH', A[8], A[1])

@@ -26,7 +26,8 @@
 -- launched (the call's taken slots out of free, its runs out of launched
 -- and the launched index, in one ZREM, ZREM and HDEL at its end; the runs
 -- go under pcall, so a command failing halfway still leaves what the
--- runs before it took consistent; the call then fails); then one PUBLISH on ARGV[4] of "worker#index#run" for each
+-- runs before it took consistent; the call then fails); then one PUBLISH
+-- on ARGV[4] of "worker#index#run" for each
 -- allocated run's task-0 slot, space-separated (storage.ParseSlotEvents:
 -- the worker picks the run up at once instead of at its next heartbeat).
 -- replay: a run whose alloc_op == op is reported "allocated" with its
@@ -90,6 +91,6 @@ if ARGV[4] ~= '' and #notify > 0 then
 end
 publish_runs(ARGV[5], ev)
 if not done then
-  return redis.error_reply(type(err) == 'table' and tostring(err.err) or tostring(err))
+  return caught(err)
 end
 return out

@@ -321,7 +321,7 @@ for i, c in ipairs(calls) do
   if done then
     out[i] = r
   else
-    out[i] = redis.error_reply(type(r) == 'table' and tostring(r.err) or tostring(r))
+    out[i] = caught(r)
   end
 end
 if #S.settled > 0 then

@@ -72,9 +72,6 @@ function S.now()
   if not S.t then S.t = now_ms(); S.nows = string.format('%d', S.t) end
   return S.t
 end
-local function mark(list, v)
-  if not list[v] then list[v] = true; list[#list + 1] = v end
-end
 local function report_one(K, A, salt)
   local o = A[4]
   if o ~= 'SUCCEEDED' and o ~= 'FAILED' and o ~= 'STOPPED' then
@@ -126,13 +123,13 @@ local function report_one(K, A, salt)
   else
     redis.call('HSET', K[1], 'state', o, 'finished_at', S.nows, 'reason', reason, 'report_token', A[3], unpack(hist))
     redis.call('ZADD', K[9], S.nows, A[2])
-    mark(S.retire, A[6])
+    add_once(S.retire, A[6])
   end
   release_slots(K[2], K[3], A[2], as, S)
   redis.call('ZREM', K[5], A[2])
   S.restore[#S.restore + 1] = A[2]
   local v = redis.call('HINCRBY', K[4], 'version', '1')
-  mark(S.dirty, A[6])
+  add_once(S.dirty, A[6])
   local msg = A[6]
   local gv = A[9] and redis.call('ZCARD', K[5]) == 0 and group_view(K[4])
   if gv and tonumber(gv[11] or '') == v - 1 and gv[10] ~= '1' and not gv[9] then
@@ -190,6 +187,6 @@ if S.timer then redis.call('PUBLISH', ARGV[2], '#timer') end -- storage.TimerEve
 if #S.msg > 0 then redis.call('PUBLISH', ARGV[2], table.concat(S.msg, '\28')) end
 publish_runs(ARGV[3], S.ev)
 if not done then
-  return redis.error_reply(type(err) == 'table' and tostring(err.err) or tostring(err))
+  return caught(err)
 end
 return out

@@ -132,6 +132,6 @@ if pub.work then redis.call('PUBLISH', ARGV[1], pub.work) end
 if pub.timer then redis.call('PUBLISH', ARGV[1], '#timer') end -- storage.TimerEvent
 publish_runs(ARGV[2], pub.ev)
 if not done then
-  return redis.error_reply(type(err) == 'table' and tostring(err.err) or tostring(err))
+  return caught(err)
 end
 return out
