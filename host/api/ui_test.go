@@ -236,6 +236,14 @@ func TestUI_browser(t *testing.T) {
 	}
 	run("dry-run", chromedp.SetValue(chromedp.CSS("#dryrun-policy"), "wait"), chromedp.Click(chromedp.CSS(`#dryrun-form button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#dryrun-result table`)))
+	// a run event repaints the page (the new run in the queue): the dry-run's
+	// result and the chosen policy stay
+	e.do("POST", ns+"/groups/latest/runs", `{"id": "latest-3"}`, nil)
+	run("repainted", chromedp.WaitVisible(chromedp.CSS(`#group-queue tr[data-run="latest-3"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#dryrun-result table`)))
+	if got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#dryrun-policy").value`)); err != nil || got != "wait" {
+		t.Fatalf("after a repaint the dry-run policy is %q (%v)", got, err)
+	}
 	run("timeline", chromedp.WaitReady(chromedp.CSS(`#group-timeline svg rect`))) // SVG: ready, not "visible" to chromedp
 	if opts := text("#dryrun-policy"); strings.Contains(opts, "reuse") {
 		t.Fatalf("the dry-run menu offers a slot-reuse policy: %q", opts)

@@ -50,7 +50,7 @@ const views = {
     const { leader, slots } = o;
     const total = slots.free + slots.assigned;
     const pct = total ? Math.round((100 * slots.assigned) / total) : 0;
-    main.innerHTML = `<h1>Overview: ${esc(o.namespace)}</h1>
+    paint(main, `<h1>Overview: ${esc(o.namespace)}</h1>
       <div class="cards">
         <div class="card"><div class="k">leader</div><div class="v mono" id="leader-identity">${esc(leader.identity || "none")}</div>
           <div class="muted">epoch <span id="leader-epoch">${leader.epoch}</span>${leader.since ? " since " + when(leader.since) : ""}</div></div>
@@ -72,12 +72,12 @@ const views = {
         <td>${w.slots.filter((s) => s.run).length} / ${w.slots.length}</td>
         <td>${w.slots.filter((s) => s.run).map((s) => `#${s.index} ${runLink(s.run)}`).join(", ") || "-"}</td></tr>`).join("") ||
         `<tr><td colspan=4 class=muted>no workers registered</td></tr>`}
-      </tbody></table>`;
+      </tbody></table>`);
   },
 
   async groups(main) {
     const { groups } = await api(nsPath("/groups"));
-    main.innerHTML = `<h1>Groups</h1>
+    paint(main, `<h1>Groups</h1>
       <table><thead><tr><th>group</th><th>policy</th><th class=num>max_active</th><th class=num>active</th><th class=num>waiting</th><th>latest decision</th></tr></thead><tbody>
       ${groups.map((g) => {
         const d = g.latest_decision;
@@ -85,7 +85,7 @@ const views = {
           <td class=num>${g.active}</td><td class=num>${g.waiting}</td>
           <td>${d ? `${when(d.at)}: ${esc(d.policy)} ${esc(d.policy_version)}: ${d.launched} launched, ${d.discarded} discarded, ${d.stopped} stopped` : "-"}</td></tr>`;
       }).join("") || `<tr><td colspan=6 class=muted>no groups yet</td></tr>`}
-      </tbody></table>`;
+      </tbody></table>`);
   },
 
   async group(main, name) {
@@ -97,7 +97,7 @@ const views = {
       <td><a href="#/runs/${encodeURIComponent(r.id)}/explain" data-explain="${esc(r.id)}">explain</a></td></tr>`;
     // a group's detail lists are left out when empty (client.Group)
     g.active_runs = g.active_runs || []; g.queue = g.queue || []; g.decisions = g.decisions || [];
-    main.innerHTML = `<h1>Group ${esc(g.name)}</h1>
+    paint(main, `<h1>Group ${esc(g.name)}</h1>
       <dl class="kv"><dt>policy</dt><dd id="group-policy">${esc(g.policy)}${g.latest_decision ? ` <span class=mono>${esc(g.latest_decision.policy_version)}</span>` : ""}</dd><dt>max_active</dt><dd>${g.max_active}</dd>
         <dt>window</dt><dd>${g.window}</dd><dt>active / waiting</dt><dd>${g.active} / ${g.waiting}${g.delayed ? ` (+${g.delayed} not due yet)` : ""}</dd>
         ${g.run_timeout_ms || g.max_attempts > 1 ? `<dt>run defaults</dt><dd id="group-run-defaults">${g.run_timeout_ms ? "timeout " + ms(g.run_timeout_ms) : ""}${g.max_attempts > 1 ? ` ${g.max_attempts} attempts` : ""}</dd>` : ""}
@@ -115,7 +115,7 @@ const views = {
         <input name="id" placeholder="id (generated)"><input name="priority" type="number" placeholder="priority">
         <input name="duration" placeholder="duration ms (simulate)"><input name="payload" placeholder="payload">
         <input name="labels" placeholder="labels k=v k=v" title="space-separated key=value pairs">
-        <button type="submit">Submit</button><span id="submit-result" class="muted"></span></form>` : ""}
+        <button type="submit">Submit</button><span id="submit-result" class="muted" data-keep></span></form>` : ""}
       <h2>Active runs</h2>
       <table><thead><tr><th>run</th><th class=num>seq</th><th>state</th><th class=num>prio</th><th>slots</th><th></th></tr></thead>
         <tbody id="group-active">${g.active_runs.map(runRow).join("") || `<tr><td colspan=6 class=muted>none</td></tr>`}</tbody></table>
@@ -138,7 +138,7 @@ const views = {
       <h2>Dry-run another policy on this group</h2>
       <form class="inline" id="dryrun-form"><select id="dryrun-policy">${policies.filter((p) => p.kind === "serial").map((p) => `<option>${esc(p.name)}</option>`).join("")}</select>
         <button type="submit">Dry-run</button><span class="muted">read-only: nothing is written</span></form>
-      <div id="dryrun-result"></div>`;
+      <div id="dryrun-result" data-keep></div>`);
     const pairs = (text) => { // "k=v k=v" -> {k: v}
       const m = {};
       for (const p of (text || "").trim().split(/\s+/).filter(Boolean)) {
@@ -173,7 +173,7 @@ const views = {
     const sub = $("#submit-form");
     if (sub) sub.addEventListener("submit", async (e) => {
       e.preventDefault();
-      const f = new FormData(sub), out = $("#submit-result");
+      const f = new FormData(sub);
       try {
         const body = { labels: pairs(f.get("labels")) };
         if (f.get("id")) body.id = f.get("id");
@@ -181,19 +181,18 @@ const views = {
         if (f.get("duration")) body.duration_ms = Number(f.get("duration"));
         if (f.get("payload")) body.payload = f.get("payload");
         const run = await api(nsPath(`/groups/${encodeURIComponent(name)}/runs`), { method: "POST", body: JSON.stringify(body) });
-        out.innerHTML = `submitted ${runLink(run.id)}`;
-        out.dataset.run = run.id;
-      } catch (err) { out.textContent = err.message; out.className = "error"; }
+        show("submit-result", `submitted ${runLink(run.id)}`, "muted");
+      } catch (err) { show("submit-result", esc(err.message), "error"); }
     });
     $("#dryrun-form").addEventListener("submit", async (e) => {
       e.preventDefault();
-      const out = $("#dryrun-result");
+      show("dryrun-result", `<p class=muted>running ${esc($("#dryrun-policy").value)} on the group's snapshot...</p>`);
       try {
         const d = await api(nsPath(`/groups/${encodeURIComponent(name)}/dry-run`), { method: "POST", body: JSON.stringify({ policy: $("#dryrun-policy").value }) });
-        out.innerHTML = `<p>${esc(d.policy)} is <b>${esc(d.outcome)}</b>${d.errors.length ? ": " + esc(d.errors.join("; ")) : ""}; active policy ${esc(d.active.policy)}.</p>
+        show("dryrun-result", `<p>${esc(d.policy)} is <b>${esc(d.outcome)}</b>${d.errors.length ? ": " + esc(d.errors.join("; ")) : ""}; active policy ${esc(d.active.policy)}.</p>
           <table><thead><tr><th>run</th><th>active decides</th><th>candidate decides</th></tr></thead><tbody>
-          ${(d.diff || []).map((x) => `<tr><td>${esc(x.run)}</td><td>${esc(x.active)}</td><td>${esc(x.candidate)}</td></tr>`).join("") || `<tr><td colspan=3 class=diff-same>the same decision</td></tr>`}</tbody></table>`;
-      } catch (err) { out.innerHTML = `<p class=error>${esc(err.message)}</p>`; }
+          ${(d.diff || []).map((x) => `<tr><td>${esc(x.run)}</td><td>${esc(x.active)}</td><td>${esc(x.candidate)}</td></tr>`).join("") || `<tr><td colspan=3 class=diff-same>the same decision</td></tr>`}</tbody></table>`);
+      } catch (err) { show("dryrun-result", `<p class=error>${esc(err.message)}</p>`); }
     });
   },
 
@@ -201,7 +200,7 @@ const views = {
     const q = new URLSearchParams(query);
     const p = await api(nsPath(`/runs?${q}`));
     const filt = (k) => esc(q.get(k) || "");
-    main.innerHTML = `<h1>Runs</h1>
+    paint(main, `<h1>Runs</h1>
       <form class="inline" id="runs-filter"><input name="group" placeholder="group" value="${filt("group")}">
         <input name="label" placeholder="label k=v" value="${filt("label")}" title="only runs with this label (key=value)">
         <select name="state"><option value="">any state</option>${["WAITING", "LAUNCHED", "RUNNING", "STOPPING", "SUCCEEDED", "FAILED", "STOPPED", "DISCARDED"]
@@ -210,7 +209,7 @@ const views = {
       <table><thead><tr><th>run</th><th>group</th><th class=num>seq</th><th>state</th><th>policy</th><th>submitted</th><th>reason</th></tr></thead>
         <tbody id="runs-body">${p.runs.map(runsRow).join("") || `<tr><td colspan=7 class=muted>no runs</td></tr>`}</tbody></table>
       <div class="pager">${q.get("cursor") ? `<a href="#/runs">first page</a>` : ""}
-        ${p.next_cursor ? `<a id="next-page" href="#/runs?${new URLSearchParams({ ...Object.fromEntries(q), cursor: p.next_cursor })}">next page</a>` : ""}</div>`;
+        ${p.next_cursor ? `<a id="next-page" href="#/runs?${new URLSearchParams({ ...Object.fromEntries(q), cursor: p.next_cursor })}">next page</a>` : ""}</div>`);
     $("#runs-filter").addEventListener("submit", (e) => {
       e.preventDefault();
       const f = new URLSearchParams(new FormData(e.target));
@@ -222,7 +221,7 @@ const views = {
   async run(main, id) {
     const r = await api(nsPath(`/runs/${encodeURIComponent(id)}`));
     const d = r.decision;
-    main.innerHTML = `<h1>Run ${esc(r.id)} ${badge(r.state)}</h1>
+    paint(main, `<h1>Run ${esc(r.id)} ${badge(r.state)}</h1>
       <dl class="kv" id="run-record"><dt>group</dt><dd>${groupLink(r.group)}</dd><dt>seq</dt><dd>${r.seq}</dd><dt>state</dt><dd id="run-state">${badge(r.state)}</dd>
         <dt>slots</dt><dd>${r.slots}</dd><dt>priority</dt><dd>${r.priority}</dd><dt>launched by</dt><dd>${esc(r.policy || "-")} ${esc(r.policy_version)}</dd>
         <dt>submitted</dt><dd>${esc(r.submitted_at || "-")}</dd><dt>started</dt><dd>${esc(r.started_at || "-")}</dd><dt>finished</dt><dd>${esc(r.finished_at || "-")}</dd>
@@ -244,7 +243,7 @@ const views = {
         <dt>action</dt><dd>${esc(d.action)}</dd><dt>by</dt><dd>${esc(d.policy)} ${esc(d.policy_version)} (${d.policy_registry ? "registry v" + d.policy_registry : "built-in"}, sha256 <span class=mono>${esc(d.policy_sha256.slice(0, 16))}</span>)</dd>
         <dt>because</dt><dd>${esc(d.reason || "-")}</dd></dl>` : `<p class=muted>No policy decision has moved this run yet.</p>`}
       <p><a href="#/runs/${encodeURIComponent(r.id)}/explain">Explain this run</a>
-        ${["WAITING", "LAUNCHED", "RUNNING"].includes(r.state) && state.scope === "admin" ? ` · <button class="secondary" id="run-stop">Stop</button>` : ""}</p>`;
+        ${["WAITING", "LAUNCHED", "RUNNING"].includes(r.state) && state.scope === "admin" ? ` · <button class="secondary" id="run-stop">Stop</button>` : ""}</p>`);
     const stop = $("#run-stop");
     if (stop) stop.addEventListener("click", async () => {
       const reason = prompt(`Stop run ${id}? Reason (recorded with the run):`, "stopped from the web UI");
@@ -258,26 +257,26 @@ const views = {
 
   async explain(main, id) {
     const x = await api(nsPath(`/runs/${encodeURIComponent(id)}/explain`));
-    main.innerHTML = `<h1>Why is ${runLink(x.run.id)} ${badge(x.run.state)}?</h1>
+    paint(main, `<h1>Why is ${runLink(x.run.id)} ${badge(x.run.state)}?</h1>
       <div class="why" id="explain-why">${esc(x.why)}</div>
       ${x.place ? `<dl class="kv"><dt>place</dt><dd>${x.place} of ${x.waiting} waiting (1 = next)</dd>
         <dt>active</dt><dd>${(x.active || []).length} of max_active ${x.max_active}: ${(x.active || []).map((a) => runLink(a.id) + " " + badge(a.state)).join(", ") || "none"}</dd>
         <dt>policy</dt><dd>${esc(x.policy)}</dd><dt>the policy now</dt><dd>${x.now ? esc(x.now) + " " + esc(x.now_reason || "") : "no action for it"}</dd>
         <dt>in the policy's window</dt><dd>${x.in_window ? "yes" : "no"}</dd></dl>` : ""}
-      <p><a href="#/groups/${encodeURIComponent(x.run.group)}">group ${esc(x.run.group)}</a></p>`;
+      <p><a href="#/groups/${encodeURIComponent(x.run.group)}">group ${esc(x.run.group)}</a></p>`);
   },
 
   async schedules(main) {
     const { schedules } = await api(nsPath("/schedules"));
     const admin = state.scope === "admin";
-    main.innerHTML = `<h1>Schedules</h1>
+    paint(main, `<h1>Schedules</h1>
       <table><thead><tr><th>name</th><th>group</th><th>cron</th><th>zone</th><th>next</th><th>last run</th><th class=num>submitted</th><th class=num>missed</th><th></th></tr></thead>
         <tbody id="schedules-body">${schedules.map((c) => `<tr data-schedule="${esc(c.name)}"><td>${esc(c.name)}</td><td>${groupLink(c.group)}</td><td class=mono>${esc(c.cron)}</td>
           <td>${esc(c.tz || "UTC")}</td><td>${c.paused ? "paused" : esc(c.next || "-")}</td><td>${c.last_run ? runLink(c.last_run) : "-"}</td>
           <td class=num>${c.submitted}</td><td class=num>${c.missed}</td>
           <td>${admin ? `<button class="secondary" data-sched-action="${c.paused ? "resume" : "pause"}" data-name="${esc(c.name)}">${c.paused ? "Resume" : "Pause"}</button>` : ""}</td></tr>`).join("")
           || `<tr><td colspan=9 class=muted>no schedules (wasmsched schedule set NAME --group G --cron EXPR)</td></tr>`}</tbody></table>
-      <p class=muted>Of the ticks missed while no leader ran, the latest is submitted once; the others count as missed.</p>`;
+      <p class=muted>Of the ticks missed while no leader ran, the latest is submitted once; the others count as missed.</p>`);
     main.querySelectorAll("button[data-sched-action]").forEach((b) => b.addEventListener("click", async () => {
       try {
         await api(nsPath(`/schedules/${encodeURIComponent(b.dataset.name)}/${b.dataset.schedAction}`), { method: "POST", body: "{}" });
@@ -289,7 +288,7 @@ const views = {
   async policies(main) {
     const { policies } = await api(nsPath("/policies"));
     const admin = state.scope === "admin";
-    main.innerHTML = `<h1>Policies</h1>${policies.map((p) => `
+    paint(main, `<h1>Policies</h1>${policies.map((p) => `
       <h2 data-policy="${esc(p.name)}">${esc(p.name)} <span class=muted>(${esc(p.kind || "?")})</span> · active version: <span class="policy-active" data-policy-active="${esc(p.name)}">${p.active ? "v" + p.active : p.builtin ? "the built-in" : "none"}</span></h2>
       ${p.versions.length ? `<table><thead><tr><th class=num>version</th><th>sha256</th><th>pushed</th><th>by</th><th>note</th></tr></thead><tbody>
         ${p.versions.map((v) => `<tr><td class=num>v${v.version}${v.version === p.active ? " (active)" : ""}</td><td class=mono>${esc(v.sha256.slice(0, 16))}</td>
@@ -298,7 +297,7 @@ const views = {
           .map((v) => `<option value="${v}">v${v}</option>`).join("")}</select><button type="submit">Activate</button>
         ${p.versions.filter((v) => !v.deleted).length > 1 || (p.builtin && p.active) ? `<button type="button" class="secondary" data-rollback="${esc(p.name)}">Roll back</button>` : ""}</form>` : ""}
       ${p.history.length ? `<details><summary>history (${p.history.length})</summary><ul>${p.history.map((h) => `<li>${when(h.at)} ${esc(h.action)} v${h.version} by ${esc(h.who)} ${esc(h.note)}</li>`).join("")}</ul></details>` : ""}
-    `).join("")}${admin ? "" : `<p class=muted>Activate and roll back need an admin token.</p>`}`;
+    `).join("")}${admin ? "" : `<p class=muted>Activate and roll back need an admin token.</p>`}`);
     main.querySelectorAll("form[data-activate]").forEach((f) => f.addEventListener("submit", async (e) => {
       e.preventDefault();
       await api(nsPath(`/policies/${encodeURIComponent(f.dataset.activate)}/activate`), { method: "POST", body: JSON.stringify({ version: Number($("select", f).value), note: "from the web UI" }) });
@@ -400,6 +399,35 @@ function route() {
   return { name: "overview", nav: "overview", query };
 }
 
+// paint replaces a view's content. Run events re-render the page under
+// the user (debounced 250 ms), so a repaint of the same page keeps what the
+// user typed (form fields by id or form/name, and which one had focus) and
+// the results shown in elements marked data-keep (a dry-run's table, a
+// submit's link); a handler still waiting on its request writes to the
+// element on the page when it answers (show), not to the one it started on.
+function paint(main, html) {
+  const same = main.dataset.painted === location.hash;
+  const key = (el) => el.id || (el.form && el.form.id && el.name ? `${el.form.id}/${el.name}` : "");
+  const fields = same ? [...main.querySelectorAll("input, select, textarea")].map((el) => [key(el), el.value]).filter(([k]) => k) : [];
+  const kept = same ? [...main.querySelectorAll("[data-keep]")].filter((el) => el.id).map((el) => [el.id, el.innerHTML, el.className]) : [];
+  const focus = same && main.contains(document.activeElement) ? key(document.activeElement) : "";
+  main.innerHTML = html;
+  main.dataset.painted = location.hash;
+  const byKey = new Map([...main.querySelectorAll("input, select, textarea")].map((el) => [key(el), el]));
+  for (const [k, v] of fields) { const el = byKey.get(k); if (el && el.type !== "file") el.value = v; }
+  for (const [id, h, cls] of kept) { const el = document.getElementById(id); if (el) { el.innerHTML = h; el.className = cls; } }
+  if (focus && byKey.get(focus)) byKey.get(focus).focus();
+}
+
+// show writes a handler's result into the element with this id on the page
+// now (a repaint may have replaced the one the handler started on).
+function show(id, html, cls) {
+  const el = document.getElementById(id);
+  if (!el) return;
+  el.innerHTML = html;
+  if (cls !== undefined) el.className = cls;
+}
+
 // render draws the current route; one at a time (a render asked for while
 // one runs, by a run event or a hash change, runs after it), so two
 // renders never interleave their writes (the later one would replace what
@@ -422,7 +450,7 @@ async function renderOnce() {
     await views[r.name](main, r.arg, r.query);
     main.dataset.view = r.name;
   } catch (err) {
-    if (err.status !== 401) main.innerHTML = `<p class=error>${esc(err.message)}</p>`;
+    if (err.status !== 401) paint(main, `<p class=error>${esc(err.message)}</p>`);
   }
 }
 
