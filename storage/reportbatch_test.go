@@ -226,3 +226,111 @@ func TestStore_ReportBatch_manyCalls(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_Report_quietGroup: a report that leaves its group with no
+// active run, none waiting and no wake pending does not mark it dirty (a
+// decision could launch, discard or stop nothing: no settle round); its
+// version is still bumped (a decision in flight is stale) and its work
+// message is its name (the slot manager and retention wake). A run still
+// waiting, another still active or a pending wake keeps the group dirty as
+// before; a retried attempt parks and its timer dirties the group when due.
+func TestStore_Report_quietGroup(t *testing.T) {
+	cases := []struct {
+		name      string
+		runs      int  // submitted; the first two launched (max_active 2)
+		wake      bool // the launching decision asks for a wake
+		retry     bool // the first run reports FAILED with an attempt left
+		report    int  // runs reported (in order)
+		wantDirty bool
+	}{
+		{name: "last run", runs: 1, report: 1},
+		{name: "both active runs", runs: 2, report: 2},
+		{name: "one still active", runs: 2, report: 1, wantDirty: true},
+		{name: "one still waiting", runs: 3, report: 2, wantDirty: true},
+		{name: "wake pending", runs: 1, wake: true, report: 1, wantDirty: true},
+		{name: "retry parked", runs: 1, retry: true, report: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			backends(t, func(t *testing.T, e *env) {
+				f := e.lead(t, "L#1#a")
+				mustNil(t, e.s.RegisterWorker(ctx, "wA", 2, time.Minute))
+				ok(e.s.SetGroup(ctx, "g", "wait", 2))(t)
+				var ids []string
+				for i := range tc.runs {
+					id := fmt.Sprintf("r%d", i)
+					req := storage.SubmitRequest{Group: "g", ID: id}
+					if tc.retry {
+						req.Retry = storage.Retry{MaxAttempts: 2}
+					}
+					ok(e.s.Submit(ctx, req))(t)
+					ids = append(ids, id)
+				}
+				v := ok(e.s.GetGroup(ctx, "g"))(t).Version
+				d := storage.Decision{Version: v, ClaimID: "c1"}
+				for _, id := range ids[:min(2, len(ids))] {
+					d.Actions = append(d.Actions, storage.Action{Kind: storage.ActionLaunch, Run: id})
+				}
+				if tc.wake {
+					d.WakeAt = time.Now().Add(time.Hour).UnixMilli()
+				}
+				mustNil(t, e.s.ApplyBatch(ctx, f, []storage.GroupDecision{{Group: "g", Decision: d}})[0].Err)
+				if n := e.c.SCard(ctx, e.s.Keys().Dirty()).Val(); n != 0 {
+					t.Fatalf("dirty after the apply: %d", n)
+				}
+				work := e.s.Subscribe(ctx, e.s.Keys().WorkEvents())
+				defer work.Close()
+				if _, err := work.Receive(ctx); err != nil {
+					t.Fatal(err)
+				}
+				var reps []storage.ReportReq
+				for i, id := range ids[:tc.report] {
+					r := ok(e.s.GetRun(ctx, id))(t)
+					out := storage.StateSucceeded
+					if tc.retry && i == 0 {
+						out = storage.StateFailed
+					}
+					reps = append(reps, storage.ReportReq{Group: "g", Run: id, Token: r.Assignments[0].Token, Outcome: out})
+				}
+				for i, err := range e.s.ReportBatch(ctx, "wA", reps) {
+					if err != nil {
+						t.Fatalf("report %d: %v", i, err)
+					}
+				}
+				g := ok(e.s.GetGroup(ctx, "g"))(t)
+				if g.Version != v+1+int64(tc.report) {
+					t.Fatalf("version %d, want %d (the apply and each report bump it)", g.Version, v+1+int64(tc.report))
+				}
+				dirty := e.c.SIsMember(ctx, e.s.Keys().Dirty(), "g").Val()
+				if dirty != tc.wantDirty {
+					t.Fatalf("dirty = %v after the reports, want %v", dirty, tc.wantDirty)
+				}
+				m, err := work.ReceiveMessage(ctx)
+				mustNil(t, err)
+				if m.Payload == storage.TimerEvent { // (the parked retry's, first)
+					m, err = work.ReceiveMessage(ctx)
+					mustNil(t, err)
+				}
+				msgs := storage.SplitWorkEvents(m.Payload)
+				if len(msgs) != 1 {
+					t.Fatalf("work messages %q, want one", msgs)
+				}
+				if !tc.wantDirty && msgs[0] != "g" {
+					t.Fatalf("a quiet group's message is %q, want its name", msgs[0])
+				}
+				if free := ok(e.s.FreeSlots(ctx))(t); free != int64(2-min(2, tc.runs)+tc.report) {
+					t.Fatalf("free slots %d after the reports", free)
+				}
+				if tc.retry {
+					r := ok(e.s.GetRun(ctx, "r0"))(t)
+					if r.State != storage.StateWaiting || r.Attempt != 2 {
+						t.Fatalf("the retried run is %s attempt %d", r.State, r.Attempt)
+					}
+					if sc := e.c.ZScore(ctx, e.s.Keys().Timers(), "g"); sc.Err() != nil {
+						t.Fatalf("no timer for the parked retry: %v", sc.Err())
+					}
+				}
+			})
+		})
+	}
+}

@@ -56,7 +56,9 @@
 -- writes: state, finished_at, reason, report_token; releases every slot of
 -- the run whose value is still run#token#task; removes from active and
 -- restore (a RUNNING or STOPPING run is never in launched); group
--- version+1, dirty; the group into retire (unless there). The reports
+-- version+1, dirty (not when the group is left with no active run, none
+-- waiting and no wake pending: a decision could do nothing; its message
+-- is then its name); the group into retire (unless there). The reports
 -- run under pcall: a command failing halfway still leaves the shared
 -- writes of the reports before it made (the call then fails; a retry
 -- replays them).
@@ -65,7 +67,7 @@
 -- out of STOPPING): a SUCCEEDED or FAILED report for it is recorded as
 -- STOPPED, the reported outcome kept in the reason.
 -- bound: O(r · (k + log n)), r reports, k the slots of each run, n its group's waiting runs (a window of at most 64 read)
-local S = {drain = {}, free = {}, dirty = {}, retire = {}, restore = {}, ev = {}, msg = {}, timer = false}
+local S = {drain = {}, free = {}, dirty = {}, quiet = {}, retire = {}, restore = {}, ev = {}, msg = {}, timer = false}
 -- the clock, read once a call; S.nows its decimal form (numbers passed to
 -- redis.call or concatenated are formatted with %.14g each time: slower)
 function S.now()
@@ -129,9 +131,19 @@ local function report_one(K, A, salt)
   redis.call('ZREM', K[5], A[2])
   S.restore[#S.restore + 1] = A[2]
   local v = redis.call('HINCRBY', K[4], 'version', '1')
-  add_once(S.dirty, A[6])
   local msg = A[6]
-  local gv = A[9] and redis.call('ZCARD', K[5]) == 0 and group_view(K[4])
+  local gv = redis.call('ZCARD', K[5]) == 0 and group_view(K[4])
+  if gv and not gv[9] and redis.call('ZCARD', K[10]) == 0 then
+    -- nothing left to decide: no active run, none waiting, no wake
+    -- pending; the group stays out of dirty (a decision could launch,
+    -- discard or stop nothing) and its message is its name (the slot
+    -- manager and retention wake)
+    gv = nil
+    S.quiet[A[6]] = true
+  else
+    S.quiet[A[6]] = false
+  end
+  add_once(S.dirty, A[6]) -- (the group's last report in the call says whether it goes into dirty)
   if gv and tonumber(gv[11] or '') == v - 1 and gv[10] ~= '1' and not gv[9] then
     -- only this report changed the group since the leader's apply (dv), no
     -- launch history, no wake pending: the leader's own view of it, at
@@ -182,7 +194,11 @@ if #S.retire > 0 then
   redis.call('ZADD', KEYS[3], 'NX', unpack(z))
 end
 if #S.restore > 0 then redis.call('SREM', KEYS[4], unpack(S.restore)) end
-if #S.dirty > 0 then redis.call('SADD', KEYS[5], unpack(S.dirty)) end
+local dirty = {}
+for _, g in ipairs(S.dirty) do
+  if not S.quiet[g] then dirty[#dirty + 1] = g end
+end
+if #dirty > 0 then redis.call('SADD', KEYS[5], unpack(dirty)) end
 if S.timer then redis.call('PUBLISH', ARGV[2], '#timer') end -- storage.TimerEvent
 if #S.msg > 0 then redis.call('PUBLISH', ARGV[2], table.concat(S.msg, '\28')) end
 publish_runs(ARGV[3], S.ev)
