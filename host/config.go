@@ -29,8 +29,10 @@ const (
 // run while the host leads its namespace. Zero fields take defaults.
 type EngineConfig struct {
 	// Coordinators is how many batches of groups (one pipelined snapshot +
-	// apply round trip each; docs/architecture.md) are decided concurrently
-	// (1..256); also the concurrency of the failover restore. Default 8.
+	// apply round trip each; docs/architecture.md) are decided at once
+	// (1..256), one while a launched run waits for slots; the failover
+	// restore restores max(Coordinators, 8) runs at once. Default 1
+	// (RATIONALE.md "Coordinator: one batch at a time by default").
 	Coordinators int
 	// PolicyTimeout is the deadline of one policy decide call; default
 	// policies.DefaultCallTimeout.

@@ -39,13 +39,15 @@ const (
 	// manager's and the coordinator's wakes interleave, more on a loaded
 	// machine; the per-run scripts are checked exactly below. A pass that
 	// can place runs reads the allocation view (the launched window and the
-	// workers' slots: ZRANGE x2, HGETALL, TIME) and one HMGET of the
-	// launched runs' index for the runs it has not seen (issue 26): 3.60 to
-	// 3.80 on an idle machine (4.38-4.43 with a report script per run;
-	// 6.5-6.8, 7.05 loaded, before issue 23's batched calls) (a pass
-	// finding no free slot stops after the view; a queued launch does not
-	// wake one while every slot is taken).
-	maxCommandsPerRunQueued = 4.6
+	// workers' slots: ZRANGE x2, HGETALL, TIME) and sends its allocate calls
+	// in one pipeline; with the built-in fifo it reads nothing of the runs
+	// (a pushed or other policy: one HMGET of the launched runs' index for
+	// the runs it has not seen, issue 26): 3.25 to 3.56 on an idle machine
+	// (3.60-3.80 with that HMGET for fifo too; 4.38-4.43 with a report
+	// script per run; 6.5-6.8, 7.05 loaded, before issue 23's batched
+	// calls) (a pass finding no free slot stops after the view; a queued
+	// launch does not wake one while every slot is taken).
+	maxCommandsPerRunQueued = 4.3
 	// A delayed run (a not_before): a run's commands plus the share of its
 	// group's due script (one per group however many runs are due) and of
 	// the timer's reads: 1.93 to 2.02 (2.81-2.83 with a report script per run).

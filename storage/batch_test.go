@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -123,8 +124,8 @@ func TestStore_AllocateBatchReplay(t *testing.T) {
 		mustNil(t, e.s.RegisterWorker(ctx, "wA", 1, time.Minute))
 		k := e.s.Keys()
 		src := storage.ScriptSource("allocate_batch")
-		keys := []string{k.Fence(), k.Lock(), k.Workers(), k.Slots(), k.Free(), k.Launched(), k.Tokens(), k.LaunchInfo(), k.Run("ra"), k.Run("rb")}
-		args := []any{f.Epoch, f.Holder, "op-x", "", "", 0, "ra", "rb"}
+		keys := []string{k.Fence(), k.Lock(), k.Workers(), k.Slots(), k.Free(), k.Launched(), k.Tokens(), k.LaunchInfo(), k.AllocStop(), k.Run("ra"), k.Run("rb")}
+		args := []any{f.Epoch, f.Holder, "op-x", "", "", 0, "", "ra", "rb"}
 		first, err := redis.NewScript(src).Run(ctx, e.c, keys, args...).Slice()
 		mustNil(t, err)
 		before := e.dump(t)
@@ -140,6 +141,30 @@ func TestStore_AllocateBatchReplay(t *testing.T) {
 		}
 		if first[1].([]any)[1] != "no_slots" || second[1].([]any)[1] != "no_slots" {
 			t.Fatalf("first %v second %v", first, second)
+		}
+		if after := e.dump(t); before != after {
+			t.Fatalf("replay wrote: %v -> %v", before, after)
+		}
+
+		// A call of a pass (pass id set) that stopped marked the pass; its
+		// replay still reports what it allocated, and stops where the
+		// mark says (rb is not tried again).
+		e = e.fresh(t)
+		f = launched(t, e, 1, 1)
+		mustNil(t, e.s.RegisterWorker(ctx, "wA", 1, time.Minute))
+		k = e.s.Keys()
+		keys = []string{k.Fence(), k.Lock(), k.Workers(), k.Slots(), k.Free(), k.Launched(), k.Tokens(), k.LaunchInfo(), k.AllocStop(), k.Run("ra"), k.Run("rb")}
+		args = []any{f.Epoch, f.Holder, "op-y", "", "", 0, "pass-y", "ra", "rb"}
+		first, err = redis.NewScript(src).Run(ctx, e.c, keys, args...).Slice()
+		mustNil(t, err)
+		if v := e.c.Get(ctx, k.AllocStop()).Val(); v != "pass-y" || len(first) != 2 {
+			t.Fatalf("first %v, stop mark %q: want 2 results and the mark pass-y", first, v)
+		}
+		before = e.dump(t)
+		second, err = redis.NewScript(src).Run(ctx, e.c, keys, args...).Slice()
+		mustNil(t, err)
+		if len(second) != 1 || second[0].([]any)[1] != "allocated" || second[0].([]any)[2].([]any)[2] != first[0].([]any)[2].([]any)[2] {
+			t.Fatalf("replay under the mark: %v, want ra allocated again (same token) alone", second)
 		}
 		if after := e.dump(t); before != after {
 			t.Fatalf("replay wrote: %v -> %v", before, after)
@@ -307,6 +332,93 @@ func TestStore_AllocateBackfill(t *testing.T) {
 		if len(res) != 2 || res[0].Outcome != storage.AllocAllocated || len(res[0].Assignments) != 3 || res[1].Outcome != storage.AllocNoSlots {
 			t.Fatalf("after the third slot: %+v, want ra allocated 3 slots, rc no slots", res)
 		}
+	})
+}
+
+// pipeCount counts the round trips a client makes: single commands and
+// pipelines, each one.
+type pipeCount struct{ trips, cmds int }
+
+func (p *pipeCount) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (p *pipeCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { p.trips++; p.cmds++; return next(ctx, cmd) }
+}
+func (p *pipeCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		p.trips++
+		p.cmds += len(cmds)
+		return next(ctx, cmds)
+	}
+}
+
+// TestStore_AllocatePass: the calls of one pass go in one round trip and
+// give what they would give one after another: in order across calls;
+// a call that stops (a held run, no free slot) stops the calls after it
+// (their runs untouched, not in the results), even where a younger run
+// of a later call would fit; a later pass is not stopped by the mark.
+func TestStore_AllocatePass(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		t.Run("in-order", func(t *testing.T) {
+			e := e.fresh(t)
+			f := launched(t, e, 1, 1, 1, 1, 1)
+			mustNil(t, e.s.RegisterWorker(ctx, "wA", 4, time.Minute))
+			pc := &pipeCount{}
+			e.c.AddHook(pc)
+			res := ok(e.s.AllocatePass(ctx, f, []string{"ra", "rb", "rc", "rd", "re"}, 2, time.Hour))(t)
+			if pc.trips != 1 || pc.cmds != 3 {
+				t.Fatalf("%d round trips, %d commands; want 1 and 3 (three calls of at most 2 runs)", pc.trips, pc.cmds)
+			}
+			want := []storage.AllocOutcome{storage.AllocAllocated, storage.AllocAllocated, storage.AllocAllocated, storage.AllocAllocated, storage.AllocNoSlots}
+			if len(res) != len(want) {
+				t.Fatalf("results %+v, want %v", res, want)
+			}
+			for i, w := range want {
+				if res[i].Run != "r"+string(rune('a'+i)) || res[i].Outcome != w {
+					t.Fatalf("res[%d] = %+v, want r%c %s", i, res[i], 'a'+i, w)
+				}
+			}
+			if r := ok(e.s.GetRun(ctx, "re"))(t); r.State != storage.StateLaunched {
+				t.Fatalf("re = %s, want LAUNCHED (no slot left)", r.State)
+			}
+		})
+		t.Run("stopped-call-stops-the-pass", func(t *testing.T) {
+			e := e.fresh(t)
+			// 2 free slots; ra needs 3 (held at once: guard 0), rb, rc, rd 1 each
+			f := launched(t, e, 3, 1, 1, 1)
+			mustNil(t, e.s.RegisterWorker(ctx, "wA", 2, time.Minute))
+			res := ok(e.s.AllocatePass(ctx, f, []string{"ra", "rb", "rc"}, 1, 0))(t)
+			if len(res) != 1 || res[0].Run != "ra" || !res[0].Held {
+				t.Fatalf("results %+v, want ra held alone", res)
+			}
+			for _, id := range []string{"rb", "rc"} {
+				if r := ok(e.s.GetRun(ctx, id))(t); r.State != storage.StateLaunched {
+					t.Fatalf("%s = %s: a call after the held run placed it", id, r.State)
+				}
+			}
+			// a new pass is not stopped by that pass's mark; its third call
+			// finds no free slot and ends the results
+			res = ok(e.s.AllocatePass(ctx, f, []string{"rb", "rc", "rd"}, 1, time.Hour))(t)
+			if len(res) != 3 || res[0].Outcome != storage.AllocAllocated || res[1].Outcome != storage.AllocAllocated ||
+				res[2].Run != "rd" || res[2].Outcome != storage.AllocNoSlots || res[2].Found != 0 {
+				t.Fatalf("next pass: %+v, want rb and rc allocated, rd no slots (found 0)", res)
+			}
+		})
+		t.Run("errors", func(t *testing.T) {
+			e := e.fresh(t)
+			f := launched(t, e, 1)
+			e.unchanged(t, func() {
+				if _, err := e.s.AllocatePass(ctx, f, []string{"ra"}, 1, -time.Second); !errors.Is(err, storage.ErrInvalid) {
+					t.Fatalf("negative guard: %v", err)
+				}
+				if _, err := e.s.AllocatePass(ctx, f, []string{"ra", "bad id"}, 1, time.Hour); !errors.Is(err, storage.ErrInvalid) {
+					t.Fatalf("invalid id: %v", err)
+				}
+				stale := storage.Fence{Epoch: f.Epoch + 1, Holder: f.Holder}
+				if _, err := e.s.AllocatePass(ctx, stale, []string{"ra"}, 1, time.Hour); !errors.Is(err, storage.ErrFenced) {
+					t.Fatalf("stale fence: %v", err)
+				}
+			})
+		})
 	})
 }
 

@@ -136,6 +136,12 @@ func (k Keys) Launched() string { return k.p + "launched" }
 // deletes the entry.
 func (k Keys) LaunchInfo() string { return k.p + "linfo" }
 
+// AllocStop is the stop mark of the slot manager's pipelined allocation
+// pass: the pass id of the last pass whose call stopped (a held run, no
+// free slot left; allocate_batch.lua), so the pass's later calls place
+// nothing. A string with a 60 s expiry.
+func (k Keys) AllocStop() string { return k.p + "allocstop" }
+
 // Restore is the set of runs whose slots must go through the reuse decision.
 func (k Keys) Restore() string { return k.p + "restore" }
 

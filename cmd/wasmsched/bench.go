@@ -80,7 +80,7 @@ Examples:
 			&cli.DurationFlag{Name: "duration", Value: 0, Usage: "simulated run duration `D`"},
 			&cli.IntFlag{Name: "clients", Value: 16, Usage: "concurrent submitting clients `C`"},
 			&cli.IntFlag{Name: "submit-batch", Value: 32, Usage: "each client submits `N` runs per pipelined round trip (storage.SubmitBatch; the harness's load generator, not the engine: 1 = one Submit per run)"},
-			&cli.IntFlag{Name: "coordinators", Usage: "groups decided concurrently by the in-process hosts `N` (0 = the host default)", DefaultText: "the host default"},
+			&cli.IntFlag{Name: "coordinators", Usage: "batches of groups the in-process hosts decide at once, `N` (0 = the host default)", DefaultText: "the host default"},
 			&cli.DurationFlag{Name: "timeout", Value: 5 * time.Minute, Usage: "give up after `D`"},
 			&cli.DurationFlag{Name: "heartbeat-ttl", Value: 150 * time.Millisecond, Usage: "heartbeat TTL `D` of the in-process workers (they heartbeat every D/3; new runs are picked up at once via slot-events)"},
 			&cli.DurationFlag{Name: "lease-ttl", Value: host.DefaultLeaseTTL, Usage: "leader lease TTL `D` of the in-process hosts"},

@@ -75,7 +75,7 @@ Examples:
 			&cli.DurationFlag{Name: "lease-ttl", Value: host.DefaultLeaseTTL, Usage: fmt.Sprintf("leader lease TTL `D` (>= %v); refresh every D/3", host.MinLeaseTTL)},
 			&cli.StringFlag{Name: "admin-addr", Value: host.DefaultAdminAddr, Usage: "admin HTTP `ADDR` (/healthz, /readyz, /metrics); \"\" disables"},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "log `LEVEL`: debug, info, warn, error"},
-			&cli.IntFlag{Name: "coordinators", Value: host.DefaultCoordinators, Usage: fmt.Sprintf("groups decided concurrently, `N` in 1..%d", host.MaxCoordinators)},
+			&cli.IntFlag{Name: "coordinators", Value: host.DefaultCoordinators, Usage: fmt.Sprintf("batches of up to 64 groups decided and applied at once, `N` in 1..%d (one at a time while a launched run waits for slots)", host.MaxCoordinators)},
 			&cli.DurationFlag{Name: "policy-timeout", Value: policies.DefaultCallTimeout, Usage: "deadline `D` of one policy decide call (> 0)"},
 			&cli.StringFlag{Name: "policy-memory", Value: "32MiB", Usage: fmt.Sprintf("memory cap per policy instance, `BYTES` (plain or with KiB/MiB/GiB; >= %dMiB)", policies.MinMemoryLimit>>20)},
 			&cli.StringFlag{Name: "policy-max-module-size", Value: "8MiB", Usage: "largest policy module this host loads, `BYTES` (a pushed version over it is never loaded)"},

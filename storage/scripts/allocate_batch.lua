@@ -7,19 +7,26 @@
 -- no free slot left the call stops at the next misfit.
 -- KEYS[1] fence, KEYS[2] lock, KEYS[3] workers zset, KEYS[4] slots hash,
 -- KEYS[5] free zset, KEYS[6] launched zset, KEYS[7] tokens counter,
--- KEYS[8] the launched runs' index (Keys.LaunchInfo), KEYS[9..8+n] run
--- hash of run 1..n
+-- KEYS[8] the launched runs' index (Keys.LaunchInfo), KEYS[9] the pass
+-- stop mark (Keys.AllocStop), KEYS[10..9+n] run hash of run 1..n
 -- ARGV[1] epoch, ARGV[2] holder, ARGV[3] op id (random per call),
 -- ARGV[4] slot-events channel ("" = no notification), ARGV[5] run-events
 -- channel (publish_runs: RUNNING#group#id per allocated run), ARGV[6]
 -- guard ms (a misfit LAUNCHED at least this long ago is held; 0 = every
--- misfit is held: strict FIFO), ARGV[7..6+n] run ids
+-- misfit is held: strict FIFO), ARGV[7] pass id ("" = a call on its own),
+-- ARGV[8..7+n] run ids
+-- A pass (storage.AllocatePass) is several calls of one pass id in one
+-- pipeline: a call that stops (a held run, or a misfit with no free slot)
+-- sets the stop mark to the pass id (PX 60 s), and a later call of the
+-- pass that finds it places nothing (it reports its replayed runs, then
+-- ends), so the pipeline stops where the calls one after another would.
 -- returns: {{run id, "allocated", {worker, index, token, task, ...}},
 --           {run id, "skipped", state or ""},      -- not LAUNCHED (stopped, gone): nothing written
 --           {run id, "no_slots", needed, found, held}} -- a misfit: nothing written for it; held 1 = it waited
 --                                                  -- past the guard and the call stopped at it
 -- in run order; a run after a held one, or after a misfit that found no
--- free slot at all, is not in the reply (untouched).
+-- free slot at all (in this call or an earlier call of its pass), is not
+-- in the reply (untouched).
 -- errors (nothing written): WS_FENCED, WS_INVALID (arity, a run id twice)
 -- writes, per allocated run (as allocate.lua): slot values run#token#task,
 -- free zset, run RUNNING + started_at + assign + alloc_op, removed from
@@ -32,15 +39,19 @@
 -- the worker picks the run up at once instead of at its next heartbeat).
 -- replay: a run whose alloc_op == op is reported "allocated" with its
 -- assignments (never allocated twice); later runs are tried again.
--- bound: O(n · k + f): n given runs (the caller passes at most allocChunk), k slots each, f the free-zset entries read once (free_cursor)
-local n = #KEYS - 8
-if n < 0 or #ARGV ~= 6 + n then
-  return redis.error_reply('WS_INVALID allocate batch: ' .. n .. ' run keys for ' .. (#ARGV - 6) .. ' run ids')
+-- the stop mark (KEYS[9]) when a call of a pass stops.
+-- bound: O(n · k + f): n given runs (the caller passes at most storage.AllocChunk), k slots each, f the free-zset entries read once (free_cursor)
+local n = #KEYS - 9
+if n < 0 or #ARGV ~= 7 + n then
+  return redis.error_reply('WS_INVALID allocate batch: ' .. n .. ' run keys for ' .. (#ARGV - 7) .. ' run ids')
 end
 local guard = tonumber(ARGV[6]) or 0
+local pass = ARGV[7]
+-- an earlier call of this pass stopped: place nothing (replays still count)
+local stopped = pass ~= '' and redis.call('GET', KEYS[9]) == pass
 local seen = {}
 for j = 1, n do
-  local id = ARGV[6 + j]
+  local id = ARGV[7 + j]
   if seen[id] then
     return redis.error_reply('WS_INVALID allocate batch: run ' .. id .. ' twice')
   end
@@ -56,10 +67,12 @@ local tok = {key = KEYS[7], n = 0} -- one INCR for the call's tokens
 local out, notify, ev, taken, gone = {}, {}, {}, {}, {}
 local done, err = pcall(function()
   for j = 1, n do
-    local id, key = ARGV[6 + j], KEYS[8 + j]
+    local id, key = ARGV[7 + j], KEYS[9 + j]
     local r = redis.call('HMGET', key, 'state', 'slots', 'alloc_op', 'assign', 'group', 'launched_at')
     if r[1] and r[3] == ARGV[3] then
       out[#out + 1] = {id, 'allocated', flat_assign(parse_assign(r[4]))}
+    elseif stopped then
+      break
     elseif r[1] ~= 'LAUNCHED' then
       out[#out + 1] = {id, 'skipped', r[1] or ''}
     else
@@ -78,7 +91,10 @@ local done, err = pcall(function()
       else
         local held = now - (tonumber(r[6]) or now) >= guard
         out[#out + 1] = {id, 'no_slots', k, found, held and 1 or 0}
-        if held or found == 0 then break end -- nothing after it can fit
+        if held or found == 0 then -- nothing after it can fit
+          if pass ~= '' then redis.call('SET', KEYS[9], pass, 'PX', 60000) end
+          break
+        end
       end
     end
   end

@@ -78,8 +78,8 @@ func benchAllocate(b *testing.B, queued int, mode string) {
 				b.Fatal(err)
 			}
 			n := 0
-			for lo := 0; lo < len(ids); lo += allocChunk {
-				res, err := e.st.AllocateBackfill(ctx, e.lease.Fence(), ids[lo:min(lo+allocChunk, len(ids))], DefaultSlotGuard)
+			for lo := 0; lo < len(ids); lo += storage.AllocChunk {
+				res, err := e.st.AllocateBackfill(ctx, e.lease.Fence(), ids[lo:min(lo+storage.AllocChunk, len(ids))], DefaultSlotGuard)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -56,6 +56,22 @@ const maxAllocCache = 50_000
 // runs it has not seen (one pipeline).
 func (s *SlotManager) allocationOrder(ctx context.Context, v *storage.AllocationView) ([]string, error) {
 	a := &s.alloc
+	if name := v.Settings.PolicyName(); name == storage.DefaultAllocation {
+		if ref, err := s.rt.set.Acquire(ctx, name); err == nil {
+			builtin := ref.Registry == 0
+			ref.Release()
+			if builtin {
+				// The built-in fifo orders the runs as they launched
+				// (plugins/fifo): that order is the window itself, so the
+				// pass neither reads the runs' fields nor calls the
+				// plugin (RATIONALE.md "The built-in fifo allocation is
+				// launch order, computed in place"). A pushed fifo is
+				// called like any policy.
+				a.info, a.placed = nil, nil
+				return dedupe(v.Launched), nil
+			}
+		}
+	}
 	var missing []string
 	for _, id := range v.Launched {
 		if _, ok := a.info[id]; !ok {

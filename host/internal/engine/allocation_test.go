@@ -2,9 +2,13 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/internal/rediscount"
@@ -90,6 +94,85 @@ func TestSlotManager_allocationPolicy(t *testing.T) {
 				t.Fatalf("policy_failed %v", f)
 			}
 		})
+	}
+}
+
+// keyReads counts the commands naming key as their first key.
+type keyReads struct {
+	key string
+	n   atomic.Int64
+}
+
+func (k *keyReads) see(cmds ...redis.Cmder) {
+	for _, c := range cmds {
+		if a := c.Args(); len(a) > 1 && a[1] == k.key {
+			k.n.Add(1)
+		}
+	}
+}
+func (k *keyReads) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (k *keyReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, c redis.Cmder) error { k.see(c); return next(ctx, c) }
+}
+func (k *keyReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cs []redis.Cmder) error { k.see(cs...); return next(ctx, cs) }
+}
+
+// TestSlotManager_builtinFifo: the built-in fifo's order is launch order,
+// computed in place: a pass reads no run's allocation fields, calls no
+// plugin, and places the oldest runs on the free slots with its allocate
+// calls in one round trip; a pushed policy named fifo is called like any
+// other (here one that reverses the order).
+func TestSlotManager_builtinFifo(t *testing.T) {
+	e := newREnv(t, Config{})
+	var reqs []storage.SubmitRequest
+	for i := range 100 {
+		reqs = append(reqs, storage.SubmitRequest{ID: fmt.Sprintf("r%03d", i), Slots: 1})
+	}
+	ids := e.launchRuns(reqs...)
+	e.worker("w1", 80, time.Hour)
+	if err := e.st.Load(context.Background()); err != nil { // scripts cached: no NOSCRIPT resend below
+		t.Fatal(err)
+	}
+	c := rediscount.New(storage.ScriptName).Hook(e.rdb)
+	linfo := &keyReads{key: e.st.Keys().LaunchInfo()}
+	e.rdb.AddHook(linfo)
+	if n := e.slotPass(); n != 80 {
+		t.Fatalf("allocated %d, want 80", n)
+	}
+	if counts := c.Counts(); counts["script allocate_batch"] != 2 || linfo.n.Load() != 0 {
+		t.Fatalf("commands %v, %d reads of the runs' allocation fields: want 2 allocate calls (64 + 36 runs) and none",
+			counts, linfo.n.Load())
+	}
+	if calls := e.metric("wasmsched_policy_call_seconds", "policy", "fifo"); calls != 0 {
+		t.Fatalf("%v fifo plugin calls, want none", calls)
+	}
+	running := e.running(ids)
+	for i, id := range ids {
+		if running[id] != (i < 80) {
+			t.Fatalf("%s running=%v: want the 80 oldest running (%d running)", id, running[id], len(running))
+		}
+	}
+	e.checkSlots(ids...)
+
+	// a pushed fifo (the hostile plugin's reverse mode) is the plugin's order
+	wasm, err := os.ReadFile("../../../policies/testdata/hostile-alloc/hostile-alloc.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.PushPolicy(context.Background(), storage.PushRequest{Name: "fifo", Kind: "allocation", Blob: wasm, Activate: true, Who: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	e.setAllocation(storage.AllocationSettings{Params: []abi.Label{{Key: "mode", Value: "reverse"}}})
+	e.worker("w2", 1, time.Hour)
+	if n := e.slotPass(); n != 1 {
+		t.Fatalf("allocated %d, want 1", n)
+	}
+	if calls := e.metric("wasmsched_policy_call_seconds", "policy", "fifo"); calls != 1 {
+		t.Fatalf("%v pushed fifo calls, want 1", calls)
+	}
+	if r := e.running(ids); !r[ids[99]] || r[ids[80]] {
+		t.Fatalf("the pushed fifo's order (newest first) was not used: %s running %v, %s running %v", ids[99], r[ids[99]], ids[80], r[ids[80]])
 	}
 }
 

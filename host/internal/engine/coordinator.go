@@ -18,7 +18,8 @@ import (
 // Coordinator is the serial coordinator leader task. Each pass reads the
 // dirty groups (storage.Store.DirtyGroups, never a scan of all groups),
 // splits them into batches of 16-64 (pipeChunks) and decides the batches
-// concurrently (EngineConfig.Coordinators at a time): one pipeline of
+// EngineConfig.Coordinators at a time (one by default, and one while a
+// launched run waits for slots): one pipeline of
 // snapshot scripts -> each group's policy (wasm, validated) -> one pipeline
 // of fenced, version-checked apply scripts, with per-group outcomes. See Run.
 type Coordinator struct {
@@ -357,7 +358,14 @@ func (c *Coordinator) Pass(ctx context.Context, lease *leader.Lease) (bool, erro
 		return false, nil
 	}
 	var worked atomic.Bool
-	err = forEach(ctx, c.rt.cfg.Coordinators, pipeChunks(todo, c.rt.cfg.Coordinators), func(ctx context.Context, gs []string) error {
+	n := c.rt.cfg.Coordinators
+	if c.rt.slots.waiting.Load() {
+		// A launched run waits for slots: launches queue behind it, and
+		// deciding faster only lengthens the queue (each queued run costs
+		// a second script). One batch at a time until it is placed.
+		n = 1
+	}
+	err = forEach(ctx, n, pipeChunks(todo, n), func(ctx context.Context, gs []string) error {
 		did, err := c.decideBatch(ctx, lease, gs)
 		if did {
 			worked.Store(true)

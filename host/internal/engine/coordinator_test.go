@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -286,7 +287,7 @@ func (e *renv) metric(name string, labels ...string) float64 {
 					continue next
 				}
 			}
-			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
 		}
 	}
 	return sum
@@ -569,6 +570,53 @@ func TestCoordinatorManyGroupsConcurrently(t *testing.T) {
 	sort.Strings(names)
 	if fmt.Sprint(names) != "[discard fifo priority wait]" || st.Counters["decisions.applied"] < 40 || st.LastPass == nil {
 		t.Fatalf("status %+v", st)
+	}
+}
+
+// TestCoordinator_Pass_oneBatchWhileRunsWaitForSlots: with Coordinators
+// 4 a pass decides its batches 4 at a time, but while a launched run waits
+// for slots (the slot manager's last pass left one) one at a time: a
+// faster decision would only queue its launches behind it.
+func TestCoordinator_Pass_oneBatchWhileRunsWaitForSlots(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		waiting bool
+		want    func(int32) bool
+	}{
+		{"slots-free", false, func(n int32) bool { return n > 1 }},
+		{"run-waits", true, func(n int32) bool { return n == 1 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newREnv(t, Config{Coordinators: 4})
+			e.worker("w1", 400, time.Hour)
+			for g := range 256 { // 4 batches of 64
+				gn := fmt.Sprintf("g%03d", g)
+				e.group(gn, "wait", 1)
+				e.submit(gn, gn+"-1", 1)
+			}
+			// a batch calls the hook for its groups one after another: more
+			// than one call at a time is more than one batch at a time
+			var inflight, most atomic.Int32
+			var mu sync.Mutex
+			seen := map[string]bool{}
+			e.rt.coord.beforeApply = func(group string) {
+				mu.Lock()
+				seen[group] = true
+				mu.Unlock()
+				n := inflight.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				time.Sleep(time.Millisecond)
+				inflight.Add(-1)
+			}
+			e.rt.slots.waiting.Store(c.waiting)
+			if _, err := e.rt.coord.Pass(context.Background(), e.lease); err != nil {
+				t.Fatal(err)
+			}
+			if len(seen) != 256 || !c.want(most.Load()) {
+				t.Fatalf("%d groups decided, at most %d batches at once", len(seen), most.Load())
+			}
+		})
 	}
 }
 

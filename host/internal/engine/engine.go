@@ -18,7 +18,14 @@ import (
 
 // Engine defaults (zero Config fields).
 const (
-	DefaultCoordinators = 8
+	// DefaultCoordinators is how many batches of a pass are decided and
+	// applied at once: one. A pass already pipelines each batch's snapshots
+	// and applies, and one batch at a time lets the next pass's batch grow
+	// while this one applies; more at once cost Redis more per run and, on
+	// a namespace with fewer free slots than ready groups, launched past
+	// the free slots (RATIONALE.md "Coordinator: one batch at a time by
+	// default").
+	DefaultCoordinators = 1
 	// DefaultPollInterval is how long the coordinator, the slot manager,
 	// the drainer and the restore task wait for a wake-up (work-events,
 	// each other) before they look anyway: a safety net, so it is long

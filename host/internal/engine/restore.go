@@ -196,11 +196,17 @@ func union(a, b []string) []string {
 	return out
 }
 
+// restoreWidth is how many runs the failover restore restores at once at
+// least (EngineConfig.Coordinators when more): each run is its own reuse
+// decision and round trip, so they overlap (unlike the coordinator's
+// batches, which are pipelined already).
+const restoreWidth = 8
+
 func (r *Restorer) restoreRuns(ctx context.Context, lease *leader.Lease, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	return forEach(ctx, r.rt.cfg.Coordinators, ids, func(ctx context.Context, id string) error {
+	return forEach(ctx, max(r.rt.cfg.Coordinators, restoreWidth), ids, func(ctx context.Context, id string) error {
 		oc, err := r.RestoreRun(ctx, lease, id)
 		r.mu.Lock()
 		if oc == RestoreNoSlots || oc == RestoreError {

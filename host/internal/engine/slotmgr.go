@@ -14,8 +14,8 @@ import (
 
 // SlotManager is the leader task that gives LAUNCHED runs their slots: in
 // seq order, each run all of its k slots or none
-// (storage.Store.AllocateBackfill, fenced: up to allocChunk runs per
-// script). A run that does not fit is passed over and younger runs that fit
+// (storage.Store.AllocatePass, fenced: up to storage.AllocChunk runs per
+// script, the scripts of a pass pipelined in one round trip). A run that does not fit is passed over and younger runs that fit
 // take slots (backfill: one big run does not stop the namespace) until it
 // has waited SlotGuard; then the pass stops at it and the slots freed from
 // then on are held for it, so a big run is never starved by a stream of
@@ -64,11 +64,8 @@ func waitWoken(ctx context.Context, wake <-chan struct{}, timer <-chan time.Time
 	return false
 }
 
-// allocChunk is the most runs one AllocateBatch script places (bounds the
-// time Redis spends in one script: 128 took up to 5.8 ms on the 100,000
-// delayed-runs bench, 64 keeps it near 3;
-// BENCHMARKS.md "Runs in time").
-const allocChunk = 64
+// roundUp rounds n up to a multiple of m.
+func roundUp(n, m int) int { return (n + m - 1) / m * m }
 
 // LastPass is when the last pass ended (zero before the first).
 func (s *SlotManager) LastPass() time.Time { return unixNano(s.lastPass.Load()) }
@@ -230,21 +227,17 @@ func (s *SlotManager) Pass(ctx context.Context, lease *leader.Lease) (int, error
 		}
 	}()
 	full := false // a misfit found no free slot: nothing younger can fit
-	for lo := 0; lo < len(ids) && held == nil && !full; lo += allocChunk {
+	for lo := 0; lo < len(ids) && held == nil && !full; {
 		if !lease.Valid() {
 			return n, nil
 		}
-		chunk := ids[lo:min(lo+allocChunk, len(ids))]
-		res, err := s.rt.st.AllocateBackfill(ctx, lease.Fence(), chunk, s.rt.cfg.SlotGuard)
-		switch {
-		case errors.Is(err, storage.ErrFenced):
-			return n, err
-		case err != nil && ctx.Err() != nil:
-			return n, nil
-		case err != nil:
-			s.outcome("error")
-			return n, err
-		}
+		// One round trip for the runs that can take the free slots (and
+		// a chunk more, for the misfits passed over), in calls of
+		// AllocChunk: a call after one that stopped places nothing
+		// (storage.AllocatePass). Runs left after that go in the next.
+		hi := min(len(ids), lo+max(storage.AllocChunk, roundUp(view.Free+storage.AllocChunk, storage.AllocChunk)))
+		res, err := s.rt.st.AllocatePass(ctx, lease.Fence(), ids[lo:hi], storage.AllocChunk, s.rt.cfg.SlotGuard)
+		lo = hi
 		for i := range res {
 			r := &res[i]
 			switch r.Outcome {
@@ -268,6 +261,15 @@ func (s *SlotManager) Pass(ctx context.Context, lease *leader.Lease) (int, error
 				}
 				full = full || r.Found == 0
 			}
+		}
+		switch {
+		case errors.Is(err, storage.ErrFenced):
+			return n, err
+		case err != nil && ctx.Err() != nil:
+			return n, nil
+		case err != nil:
+			s.outcome("error")
+			return n, err
 		}
 	}
 	complete = true
