@@ -163,6 +163,11 @@ func testPausedLeader(t *testing.T, unchecked bool) {
 		tk, _ := st.LastTick(ctx)
 		return tk.Holder == ida && tk.Count >= 1
 	})
+	if unchecked {
+		// its stale ticks start once it has seen its own term (every
+		// TTL/3): paused before that, it would have no fence to write with
+		a.WaitLog(t, 10*time.Second, "stale ticker armed", "epoch="+itoa(l1.Epoch))
+	}
 
 	a.Stop()
 	l2 := waitLeader(t, r, "ns", 4*ttl, l1.Epoch, idb)

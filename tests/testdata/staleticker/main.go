@@ -69,6 +69,9 @@ func staleTicks(ctx context.Context, st *storage.Store, me string, every time.Du
 		case <-t.C:
 		}
 		if li, err := st.Leader(ctx); err == nil && li.Identity == me {
+			if fence.Epoch != li.Epoch {
+				log.Info("stale ticker armed", "epoch", li.Epoch) // the test pauses this host only after this line
+			}
 			fence = storage.Fence{Epoch: li.Epoch, Holder: me}
 		}
 		if fence.Holder == "" {
