@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,17 +99,22 @@ func TestUI_browser(t *testing.T) {
 	}
 	text := func(sel string) string {
 		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		// a re-render between the query and the read replaces the node
-		// ("No node with given id found"): read the new one
-		for try := 0; err != nil && strings.Contains(err.Error(), "No node with given id") && try < 5; try++ {
+		// read in one step of the page's own JS: a repaint (run events
+		// repaint the page every 250 ms at most) cannot replace the node
+		// between finding it and reading it, as it could between
+		// chromedp's query and its read (which then read "" or failed)
+		js := fmt.Sprintf(`(() => { const el = document.querySelector(%q); return el ? el.innerText : null; })()`, sel)
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			s, err := chromedp.Run(ctx, chromedp.Evaluate[*string](js))
+			if err == nil && s != nil {
+				return *s
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("text of %s: %v (no such element)\n(main: %.2000s)", sel, err, dump())
+			}
 			time.Sleep(50 * time.Millisecond)
-			s, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
 		}
-		if err != nil {
-			t.Fatalf("text of %s: %v\n(main: %.2000s)", sel, err, dump())
-		}
-		return s
 	}
 	shots := os.Getenv("WASMSCHED_UI_SCREENSHOTS")
 	shot := func(name string) {

@@ -30,9 +30,10 @@ import (
 // allocState is the slot manager's allocation memory (guarded by its mu
 // only where noted: Pass runs on one goroutine).
 type allocState struct {
-	info   map[string]abi.AllocRun // LAUNCHED and slot-holding runs read so far
-	placed map[string]struct{}     // of them, those seen holding slots (gone from info once they hold none)
-	free   int                     // free slots at the last pass (-1: unknown): sizes the next window
+	info    map[string]abi.AllocRun // LAUNCHED and slot-holding runs read so far
+	placed  map[string]struct{}     // of them, those seen holding slots (gone from info once they hold none)
+	free    int                     // free slots at the last pass (-1: unknown): sizes the next window
+	inPlace bool                    // the last pass ordered by launch itself (the built-in fifo)
 	// the namespace's allocation settings, read at setAt under policy
 	// generation setGen
 	settings storage.AllocationSettings
@@ -56,6 +57,7 @@ const maxAllocCache = 50_000
 // runs it has not seen (one pipeline).
 func (s *SlotManager) allocationOrder(ctx context.Context, v *storage.AllocationView) ([]string, error) {
 	a := &s.alloc
+	a.inPlace = false
 	if name := v.Settings.PolicyName(); name == storage.DefaultAllocation {
 		if ref, err := s.rt.set.Acquire(ctx, name); err == nil {
 			builtin := ref.Registry == 0
@@ -67,7 +69,7 @@ func (s *SlotManager) allocationOrder(ctx context.Context, v *storage.Allocation
 				// plugin (RATIONALE.md "The built-in fifo allocation is
 				// launch order, computed in place"). A pushed fifo is
 				// called like any policy.
-				a.info, a.placed = nil, nil
+				a.info, a.placed, a.inPlace = nil, nil, true
 				return dedupe(v.Launched), nil
 			}
 		}
@@ -232,7 +234,7 @@ func (s *SlotManager) releaseAllocation() {
 		s.alloc.good.Release()
 		s.alloc.good = nil
 	}
-	s.alloc.info, s.alloc.placed, s.alloc.setAt = nil, nil, time.Time{}
+	s.alloc.info, s.alloc.placed, s.alloc.setAt, s.alloc.inPlace = nil, nil, time.Time{}, false
 }
 
 func launchOrder(snap *abi.AllocationSnapshot) []uint32 {

@@ -99,14 +99,16 @@ func TestSlotManager_allocationPolicy(t *testing.T) {
 
 // keyReads counts the commands naming key as their first key.
 type keyReads struct {
-	key string
-	n   atomic.Int64
+	key  string
+	n    atomic.Int64
+	last atomic.Value // []any: the args of the last such command
 }
 
 func (k *keyReads) see(cmds ...redis.Cmder) {
 	for _, c := range cmds {
 		if a := c.Args(); len(a) > 1 && a[1] == k.key {
 			k.n.Add(1)
+			k.last.Store(a)
 		}
 	}
 }
@@ -154,6 +156,15 @@ func TestSlotManager_builtinFifo(t *testing.T) {
 		}
 	}
 	e.checkSlots(ids...)
+	// the next pass reads a window for the runs that can fit (4 x the 80
+	// free slots the last pass saw: the oldest 320 and newest 320), not
+	// the most a policy's snapshot may hold (500 and 500)
+	queue := &keyReads{key: e.st.Keys().Launched()}
+	e.rdb.AddHook(queue)
+	e.slotPass()
+	if a, _ := queue.last.Load().([]any); len(a) < 4 || fmt.Sprint(a[0], " ", a[2], " ", a[3]) != "zrange 0 639" {
+		t.Fatalf("the queue read %v, want zrange 0 639", a)
+	}
 
 	// a pushed fifo (the hostile plugin's reverse mode) is the plugin's order
 	wasm, err := os.ReadFile("../../../policies/testdata/hostile-alloc/hostile-alloc.wasm")

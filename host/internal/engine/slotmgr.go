@@ -154,7 +154,7 @@ func (s *SlotManager) Pass(ctx context.Context, lease *leader.Lease) (int, error
 		}
 	}
 	k := storage.MaxAllocWindow
-	if s.alloc.free >= 0 && s.alloc.info != nil {
+	if s.alloc.free >= 0 && (s.alloc.info != nil || s.alloc.inPlace) { // (an order in place needs no more than the runs that can fit)
 		k = storage.AllocWindow(s.alloc.free)
 	}
 	// the settings only when the policy generation moved (namespace set
