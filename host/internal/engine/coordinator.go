@@ -32,6 +32,10 @@ type Coordinator struct {
 
 	aloneWG     sync.WaitGroup
 	aloneFenced atomic.Bool // a lone decision was fenced: the next Pass returns ErrFenced
+	// more: the last pass left groups dirty that no wake will announce (a
+	// full read of dirty, a stale apply, a decision kept dirty: Again):
+	// Run passes again at once instead of waiting for a wake
+	more atomic.Bool
 
 	// wake ends an idle wait early: a group got work (Keys.WorkEvents,
 	// from submit and report, through the host's Bus).
@@ -248,7 +252,9 @@ func unixNano(n int64) time.Time {
 }
 
 // Run is the coordinator's LeaderTask: passes until ctx ends, passing
-// again at once after a pass that did work; otherwise it waits for a
+// again at once after a pass that left groups dirty no wake will announce
+// (a full read of dirty, a stale apply, Again), after another pass that
+// did work at the next wake (or tail poll); otherwise it waits for a
 // wake-up (work-events: a submit, a finished run, a stop request, group
 // settings; a policy activation), for the first backed-off group to be
 // due, or a PollInterval at most (the safety net). It returns
@@ -278,7 +284,14 @@ func (c *Coordinator) Run(ctx context.Context, lease *leader.Lease) error {
 		}
 		if worked {
 			quiet = 0
-			continue
+			if c.more.Swap(false) {
+				continue
+			}
+			// Every group the pass did not leave dirty itself gets work
+			// with a wake (a pending one ends the wait at once), so look
+			// again when woken, not right away: a read of dirty right
+			// after the pass would find nothing (one wait group: a wasted
+			// round trip per handoff). The tail polls below stay the net.
 		}
 		wait := c.idleWait(time.Now())
 		if quiet < tailPolls {
@@ -319,6 +332,9 @@ func (c *Coordinator) Pass(ctx context.Context, lease *leader.Lease) (bool, erro
 	groups, gen, err := c.rt.st.DirtyAndGeneration(ctx, c.rt.cfg.BatchSize) // one round trip
 	if err != nil {
 		return false, err
+	}
+	if len(groups) >= c.rt.cfg.BatchSize {
+		c.more.Store(true) // a full read: more may be dirty
 	}
 	changed, err := c.rt.set.refreshTo(ctx, gen)
 	if err != nil {
@@ -633,6 +649,9 @@ func (c *Coordinator) decideBatch(ctx context.Context, lease *leader.Lease, grou
 			if d.Below > 0 {
 				wakeUp(c.rt.drain.wake)
 			}
+			if d.Again {
+				c.more.Store(true) // the apply kept it dirty: the next window
+			}
 			if len(d.Actions) == 0 {
 				c.outcome(policy, ver, OutcomeSettled)
 				log.Debug("group settled", "group", group, "policy", policy, "version", ver, "group_version", d.Version)
@@ -654,6 +673,7 @@ func (c *Coordinator) decideBatch(ctx context.Context, lease *leader.Lease, grou
 			log.Debug("decision stale: group changed since its snapshot; deciding again next pass", "group", group,
 				"group_version", d.Version, "err", err)
 			worked = true // the group is still dirty: look again at once
+			c.more.Store(true)
 		case ctx.Err() != nil:
 			return worked, ctx.Err()
 		default:
