@@ -498,13 +498,7 @@ func (s *Store) AllocateBatch(ctx context.Context, f Fence, runIDs []string) ([]
 // A misfit that found no free slot (Found 0) ends the batch too: nothing
 // younger could fit.
 func (s *Store) AllocateBackfill(ctx context.Context, f Fence, runIDs []string, guard time.Duration) ([]AllocResult, error) {
-	if len(runIDs) == 0 {
-		if guard < 0 {
-			return nil, invalid("allocate batch", "negative guard %v", guard)
-		}
-		return nil, nil
-	}
-	return s.AllocatePass(ctx, f, runIDs, len(runIDs), guard)
+	return s.AllocatePass(ctx, f, runIDs, max(len(runIDs), 1), guard) // one call
 }
 
 // AllocChunk is the most runs one allocate script of an AllocatePass
