@@ -150,12 +150,46 @@ const WorkEventSep = "\x1c"
 
 // SplitWorkEvents returns the messages one work-events message carries:
 // itself, or the groups' messages of a report call (WorkEventSep), each
-// for ParseWorkEvent / ParseWorkRef.
+// for ParseWorkEvent / ParseWorkRef; a leading generation (WorkEventGen)
+// is not one of them.
 func SplitWorkEvents(payload string) []string {
+	if strings.HasPrefix(payload, WorkGenPrefix) {
+		_, payload, _ = strings.Cut(payload, WorkEventSep)
+	}
 	if !strings.Contains(payload, WorkEventSep) {
 		return []string{payload}
 	}
 	return strings.Split(payload, WorkEventSep)
+}
+
+// WorkGenPrefix starts a report call's work-events message when it hands
+// back snapshots or references (report.lua): "#gen=N" then
+// WorkEventSep, N the policy registry generation (Keys.PolicyGen) when
+// the report ran. A leader whose policies are at generation N has all it
+// needs to decide the handed-back groups (WorkEventGen).
+const WorkGenPrefix = "#gen="
+
+// WorkEventGen returns the policy generation a work-events message was
+// sent at (ok = false: the message does not say).
+func WorkEventGen(payload string) (gen int64, ok bool) {
+	rest, found := strings.CutPrefix(payload, WorkGenPrefix)
+	if !found {
+		return 0, false
+	}
+	if i := strings.Index(rest, WorkEventSep); i >= 0 {
+		rest = rest[:i]
+	}
+	gen, err := strconv.ParseInt(rest, 10, 64)
+	return gen, err == nil && gen >= 0
+}
+
+// QuietWorkEvent reports whether msg (one of SplitWorkEvents) is a
+// report's "group<US>-": the report left its group with nothing to
+// decide (no active run, none waiting, no wake pending; it is not in
+// dirty). ParseWorkEvent reads it as the group's name.
+func QuietWorkEvent(msg string) bool {
+	g, found := strings.CutSuffix(msg, "\x1f-")
+	return found && g != "" && !strings.ContainsAny(g, "\x1f\x1c")
 }
 
 // WorkRef is a report's hand-back by reference (report.lua): the group is
@@ -180,7 +214,7 @@ func ParseWorkRef(payload string) (ref WorkRef, ok bool) {
 	vs, ms, found := strings.Cut(rest, "\x1f")
 	v, err1 := strconv.ParseInt(vs, 10, 64)
 	n, err2 := strconv.ParseInt(ms, 10, 64)
-	if !found || err1 != nil || err2 != nil || group == "" {
+	if !found || err1 != nil || err2 != nil || group == "" || strings.Contains(group, WorkEventSep) {
 		return ref, false
 	}
 	return WorkRef{Group: group, Version: v, Now: msTime(n)}, true

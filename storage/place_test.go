@@ -343,7 +343,13 @@ func TestStore_Report_handsBackTheSnapshot(t *testing.T) {
 			mustNil(t, e.s.Report(ctx, "wA", id, r.Assignments[0].Token, storage.StateSucceeded, ""))
 			m, err := ps.ReceiveMessage(ctx)
 			mustNil(t, err)
-			return storage.ParseWorkEvent(m.Payload)
+			msgs := storage.SplitWorkEvents(m.Payload)
+			g, sn := storage.ParseWorkEvent(msgs[0])
+			// a hand-back comes with the policy generation it was made at
+			if gen, has := storage.WorkEventGen(m.Payload); has != (sn != nil) || gen != 0 || len(msgs) != 1 {
+				t.Fatalf("report of %s: message %q: generation %d %v, want one only with a snapshot", id, m.Payload, gen, has)
+			}
+			return g, sn
 		}
 		if g, sn := report("r0"); g != "g" || sn != nil {
 			t.Fatalf("with r1 still active: %q %+v, want the name alone", g, sn)
@@ -406,7 +412,14 @@ func TestStore_Report_handsBackAReference(t *testing.T) {
 				m, err := ps.ReceiveMessage(ctx)
 				mustNil(t, err)
 				if m.Payload != storage.TimerEvent { // an apply's wake
-					return m.Payload
+					msgs := storage.SplitWorkEvents(m.Payload)
+					_, isRef := storage.ParseWorkRef(msgs[0])
+					_, sn := storage.ParseWorkEvent(msgs[0])
+					// a hand-back comes with the policy generation it was made at
+					if gen, has := storage.WorkEventGen(m.Payload); has != (isRef || sn != nil) || gen != 0 || len(msgs) != 1 {
+						t.Fatalf("report of %s: message %q: generation %d %v, want one group, and the generation with a hand-back", id, m.Payload, gen, has)
+					}
+					return msgs[0]
 				}
 			}
 		}

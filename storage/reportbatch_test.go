@@ -60,7 +60,8 @@ func reportSetup(t *testing.T, e *env) []storage.ReportReq {
 // are read and written once, whatever the number of reports; each run and
 // group ends as run-by-run reports leave them. The work message carries
 // one message a group, 0x1c-separated (storage.SplitWorkEvents): its last
-// report's, the group's next snapshot at its final version. On its own
+// report's, the group's next snapshot at its final version, after the
+// policy generation the snapshots were made at (one GET; WorkEventGen). On its own
 // redis-server: the counts are the server's.
 func TestStore_ReportBatch_oneCall(t *testing.T) {
 	srv := redistest.Start(t)
@@ -80,6 +81,7 @@ func TestStore_ReportBatch_oneCall(t *testing.T) {
 	if _, err := runEv.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
+	mustNil(t, e.c.Set(ctx, e.s.Keys().PolicyGen(), 7, 0).Err()) // as if 7 policy versions had been pushed
 	mustNil(t, e.c.ConfigResetStat(ctx).Err())
 	for i, err := range e.s.ReportBatch(ctx, "wA", reps) {
 		if err != nil {
@@ -88,7 +90,7 @@ func TestStore_ReportBatch_oneCall(t *testing.T) {
 	}
 	calls := innerCalls(t, e)
 	for cmd, want := range map[string]int{"evalsha": 1, "time": 1, "sismember": 1, "sadd": 1, "srem": 1, "publish": 2,
-		"zadd": 6 + 2, "hincrby": 6} {
+		"zadd": 6 + 2, "hincrby": 6, "get": 1} {
 		if calls[cmd] != want {
 			t.Errorf("one call of 6 reports over 3 groups: %d %s, want %d (all: %v)", calls[cmd], strings.ToUpper(cmd), want, calls)
 		}
@@ -114,6 +116,9 @@ func TestStore_ReportBatch_oneCall(t *testing.T) {
 	msgs := storage.SplitWorkEvents(m.Payload)
 	if len(msgs) != 3 {
 		t.Fatalf("work message %q: %d group messages, want 3", m.Payload, len(msgs))
+	}
+	if gen, has := storage.WorkEventGen(m.Payload); !has || gen != 7 {
+		t.Errorf("work message %q: policy generation %d %v, want 7 (the handed-back groups' generation, one GET)", m.Payload, gen, has)
 	}
 	for i, msg := range msgs {
 		g, sn := storage.ParseWorkEvent(msg)
@@ -315,8 +320,12 @@ func TestStore_Report_quietGroup(t *testing.T) {
 				if len(msgs) != 1 {
 					t.Fatalf("work messages %q, want one", msgs)
 				}
-				if !tc.wantDirty && msgs[0] != "g" {
-					t.Fatalf("a quiet group's message is %q, want its name", msgs[0])
+				// a quiet group's message says there is nothing to decide (and
+				// reads as its name); any other is a group to decide
+				if name, sn := storage.ParseWorkEvent(msgs[0]); storage.QuietWorkEvent(msgs[0]) != !tc.wantDirty || name != "g" ||
+					(!tc.wantDirty && sn != nil) {
+					t.Fatalf("dirty %v: message %q (quiet %v, name %q), want quiet only when not dirty", tc.wantDirty, msgs[0],
+						storage.QuietWorkEvent(msgs[0]), name)
 				}
 				if free := ok(e.s.FreeSlots(ctx))(t); free != int64(2-min(2, tc.runs)+tc.report) {
 					t.Fatalf("free slots %d after the reports", free)

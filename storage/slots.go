@@ -416,7 +416,7 @@ const reportsPerCall = 32
 func (s *Store) reportHead(identity string) scriptCall {
 	k := s.k
 	return scriptCall{
-		keys: []string{k.Slots(), k.Free(), k.Retire(), k.Restore(), k.Dirty(), k.Timers()},
+		keys: []string{k.Slots(), k.Free(), k.Retire(), k.Restore(), k.Dirty(), k.Timers(), k.PolicyGen()},
 		args: []any{identity, k.WorkEvents(), k.RunEvents(), DefaultWindow},
 	}
 }

@@ -9,7 +9,8 @@
 -- (storage.SplitWorkEvents)); each report is checked and written on its
 -- own (its error leaves it alone and the others go on).
 -- KEYS (shared): [1] slots hash, [2] free zset, [3] retire zset, [4]
--- restore set, [5] dirty set, [6] timers zset; then per report: the run
+-- restore set, [5] dirty set, [6] timers zset, [7] the policy registry
+-- generation (Keys.PolicyGen); then per report: the run
 -- hash, its group's hash, active zset, finished zset (retention index),
 -- waiting zset, waiting-run index (Keys.WaitInfo) and delayed zset
 -- ARGV (shared): [1] worker identity, [2] work channel (the coordinator
@@ -39,7 +40,14 @@
 -- is kept, the message is the reference "group<US>=version<US>now"
 -- instead (storage.ParseWorkRef): the leader has that snapshot already
 -- (what it decided, less what the decision took), at this version with no
--- active run. Otherwise it is the group's name.
+-- active run. A group left with nothing to decide (below: it stays out
+-- of dirty) sends "group<US>-" (storage.QuietWorkEvent: the slot manager
+-- and retention wake, the coordinator need not). Otherwise it is the
+-- group's name. When the call hands back
+-- a snapshot or a reference, its message starts with "#gen=N", the policy
+-- registry generation at the report (storage.ParseWorkGen): a leader
+-- that holds that generation decides the handed-back groups without
+-- reading dirty or the generation again.
 -- Retries: a FAILED outcome of a run with attempts left (attempt <
 -- max_attempts) is not final: the run goes back to WAITING under its id,
 -- attempt+1, not_before = now + backoff (retry_at), parked in the delayed
@@ -136,10 +144,11 @@ local function report_one(K, A, salt)
   if gv and not gv[9] and redis.call('ZCARD', K[10]) == 0 then
     -- nothing left to decide: no active run, none waiting, no wake
     -- pending; the group stays out of dirty (a decision could launch,
-    -- discard or stop nothing) and its message is its name (the slot
+    -- discard or stop nothing) and its message says so (the slot
     -- manager and retention wake)
     gv = nil
     S.quiet[A[6]] = true
+    msg = A[6] .. '\31-' -- storage.QuietWorkEvent: nothing to decide
   else
     S.quiet[A[6]] = false
   end
@@ -149,6 +158,7 @@ local function report_one(K, A, salt)
     -- launch history, no wake pending: the leader's own view of it, at
     -- version v, with no active run
     msg = A[6] .. '\31=' .. string.format('%d', v) .. '\31' .. S.nows
+    S.handback = true
   elseif gv then
     local g, total, oldest, ids = window_of(K[4], K[10], tonumber(A[9]), gv)
     if g[1] and g[7] ~= '1' and g[10] ~= '1' and #ids <= 64 then
@@ -159,7 +169,7 @@ local function report_one(K, A, salt)
         if not info[i] then parts = nil break end -- not indexed: the leader reads a snapshot
         parts[#parts + 1] = id .. '\30' .. info[i]
       end
-      if parts then msg = table.concat(parts, '\31') end
+      if parts then msg = table.concat(parts, '\31'); S.handback = true end
     end
   end
   -- a group's last report in the call names its message (an earlier one
@@ -173,13 +183,13 @@ end
 
 -- the layout first, whole (nothing is written for a call that does not match it)
 local nrep = (#ARGV - 4) / 8
-if nrep ~= math.floor(nrep) or #KEYS ~= 6 + 7 * nrep then
+if nrep ~= math.floor(nrep) or #KEYS ~= 7 + 7 * nrep then
   return redis.error_reply('WS_INVALID report: ' .. #KEYS .. ' keys and ' .. #ARGV .. ' args do not make whole reports')
 end
 local out = {}
 local done, err = pcall(function()
   for j = 1, nrep do
-    local k, a = 6 + 7 * (j - 1), 4 + 8 * (j - 1)
+    local k, a = 7 + 7 * (j - 1), 4 + 8 * (j - 1)
     local K = {KEYS[k + 1], KEYS[1], KEYS[2], KEYS[k + 2], KEYS[k + 3], KEYS[3], KEYS[4], KEYS[5], KEYS[k + 4],
       KEYS[k + 5], KEYS[k + 6], KEYS[k + 7], KEYS[6]}
     local A = {ARGV[1], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[2], ARGV[3], ARGV[4],
@@ -200,7 +210,13 @@ for _, g in ipairs(S.dirty) do
 end
 if #dirty > 0 then redis.call('SADD', KEYS[5], unpack(dirty)) end
 if S.timer then redis.call('PUBLISH', ARGV[2], '#timer') end -- storage.TimerEvent
-if #S.msg > 0 then redis.call('PUBLISH', ARGV[2], table.concat(S.msg, '\28')) end
+if #S.msg > 0 then
+  if S.handback then
+    -- the generation the handed-back groups were reported at: first
+    table.insert(S.msg, 1, '#gen=' .. (redis.call('GET', KEYS[7]) or '0'))
+  end
+  redis.call('PUBLISH', ARGV[2], table.concat(S.msg, '\28'))
+end
 publish_runs(ARGV[3], S.ev)
 if not done then
   return caught(err)

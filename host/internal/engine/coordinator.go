@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,18 @@ type Coordinator struct {
 	// wake ends an idle wait early: a group got work (Keys.WorkEvents,
 	// from submit and report, through the host's Bus).
 	wake chan struct{}
+
+	// How the next pass finds its groups. fast: every work message since
+	// the last pass handed back a snapshot or a reference (a report's),
+	// at policy generation hintGen: if this host's policies are at it,
+	// the pass decides the offered groups without reading dirty and the
+	// generation (one round trip less a handoff). full: some message
+	// named a group without its snapshot, or a reference could not be
+	// matched: the pass reads dirty. A timeout, a lone decision's end, a
+	// stale apply or a read older than fullReadEvery read dirty too.
+	fast, full atomic.Bool
+	hintGen    atomic.Int64
+	lastRead   atomic.Int64 // unix nano of the last read of dirty
 
 	lastPass atomic.Int64 // unix nano
 
@@ -78,16 +91,18 @@ const maxOffered = 4096
 
 // offer keeps sn, a group's snapshot a report handed back, for the next
 // pass (the newest version wins). Only while leading.
-func (c *Coordinator) offer(sn storage.Snapshot) {
+// It reports whether the group has an offered snapshot now (false: not
+// leading, or no room).
+func (c *Coordinator) offer(sn storage.Snapshot) bool {
 	if !c.leading.Load() {
-		return
+		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.offerLocked(sn)
+	return c.offerLocked(sn)
 }
 
-func (c *Coordinator) offerLocked(sn storage.Snapshot) {
+func (c *Coordinator) offerLocked(sn storage.Snapshot) bool {
 	if c.offered == nil {
 		c.offered = map[string]storage.Snapshot{}
 	}
@@ -95,18 +110,22 @@ func (c *Coordinator) offerLocked(sn storage.Snapshot) {
 	switch {
 	case ok && cur.Group.Version >= sn.Group.Version:
 	case !ok && len(c.offered) >= maxOffered:
+		return false
 	default:
 		c.offered[sn.Group.Name] = sn
 	}
+	return true
 }
 
 // offerRef turns a report's hand-back by reference into an offered
 // snapshot when the view the last apply left is the one it refers to
 // (one version before it); a reference that came first waits for that
-// view (keepView). Only while leading.
-func (c *Coordinator) offerRef(ref storage.WorkRef) {
+// view (keepView). Only while leading. It reports whether the group needs
+// no read of dirty to be decided: offered, newer than the reference, or
+// waiting for its view (keepView asks for a read if it does not come).
+func (c *Coordinator) offerRef(ref storage.WorkRef) bool {
 	if !c.leading.Load() {
-		return
+		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -114,8 +133,8 @@ func (c *Coordinator) offerRef(ref storage.WorkRef) {
 	switch {
 	case ok && v.Group.Version == ref.Version-1:
 		delete(c.views, ref.Group)
-		c.offerLocked(viewAt(v, ref))
 		c.rt.count("snapshots.by_reference")
+		return c.offerLocked(viewAt(v, ref))
 	case ok && v.Group.Version >= ref.Version:
 		// an older report's reference: the view is newer
 	default:
@@ -129,6 +148,56 @@ func (c *Coordinator) offerRef(ref storage.WorkRef) {
 			c.refs[ref.Group] = ref
 		}
 	}
+	return true
+}
+
+// handedBack records what one work-events message of the listener
+// carried: every group in it handed back (offered or waiting for its
+// view, offer and offerRef) at policy generation gen, or not (all is
+// false too when the message had no generation).
+func (c *Coordinator) handedBack(all bool, gen int64) {
+	if all {
+		c.hintGen.Store(gen)
+		c.fast.Store(true)
+		return
+	}
+	c.full.Store(true)
+}
+
+// readDirty asks the next pass to read dirty (a group may be dirty that
+// no hand-back announced).
+func (c *Coordinator) readDirty() { c.full.Store(true) }
+
+// fullReadEvery bounds how long passes go on the hand-backs alone: a
+// group whose wake was lost (a full listener buffer drops messages) is
+// found by the next read of dirty.
+const fullReadEvery = 50 * time.Millisecond
+
+// offeredPass returns the groups the next pass decides from hand-backs
+// alone and their policy generation, or ok = false when the pass reads
+// dirty (see Coordinator.fast).
+func (c *Coordinator) offeredPass(now time.Time) (groups []string, gen int64, ok bool) {
+	full, fast := c.full.Swap(false), c.fast.Swap(false)
+	if full || !fast || now.Sub(unixNano(c.lastRead.Load())) > fullReadEvery {
+		return nil, 0, false
+	}
+	gen = c.hintGen.Load()
+	if !c.rt.set.at(gen) {
+		return nil, 0, false // a policy changed: read the generation (and dirty) again
+	}
+	c.mu.Lock()
+	for g := range c.offered {
+		if len(groups) == c.rt.cfg.BatchSize {
+			break
+		}
+		groups = append(groups, g)
+	}
+	c.mu.Unlock()
+	if len(groups) == 0 {
+		return nil, 0, false
+	}
+	sort.Strings(groups)
+	return groups, gen, true
 }
 
 // viewAt is view v as of the report ref refers to: at its version and
@@ -176,6 +245,10 @@ func (c *Coordinator) keepView(sn storage.Snapshot, d storage.Decision, version 
 	}
 	if !d.View || !c.leading.Load() {
 		delete(c.views, group)
+		if _, ok := c.refs[group]; ok {
+			delete(c.refs, group)
+			c.readDirty() // the reference waited for a view that will not come
+		}
 		return
 	}
 	taken := make(map[string]bool, len(d.Actions))
@@ -198,10 +271,13 @@ func (c *Coordinator) keepView(sn storage.Snapshot, d storage.Decision, version 
 		delete(c.refs, group)
 		if ref.Version == version+1 {
 			delete(c.views, group)
-			c.offerLocked(viewAt(v, ref))
+			if !c.offerLocked(viewAt(v, ref)) {
+				c.readDirty()
+			}
 			c.rt.count("snapshots.by_reference")
 			return
 		}
+		c.readDirty() // not this view's: the group is decided from a read of dirty
 	}
 	if c.views == nil {
 		c.views = map[string]storage.Snapshot{}
@@ -217,6 +293,10 @@ func (c *Coordinator) dropView(group string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.views, group)
+	if _, ok := c.refs[group]; ok {
+		delete(c.refs, group)
+		c.readDirty() // the reference waited for this view
+	}
 }
 
 // takeOffered removes and returns the offered snapshots of groups.
@@ -265,6 +345,7 @@ func (c *Coordinator) Run(ctx context.Context, lease *leader.Lease) error {
 	defer c.rt.log.Info("serial coordinator stopped", "epoch", lease.Epoch())
 	defer c.aloneWG.Wait() // lone decisions end with ctx (their calls are bounded by PolicyTimeout)
 	c.aloneFenced.Store(false)
+	c.full.Store(true) // a new term starts from a read of dirty
 	c.leading.Store(true)
 	defer func() {
 		c.leading.Store(false)
@@ -329,9 +410,16 @@ func (c *Coordinator) Pass(ctx context.Context, lease *leader.Lease) (bool, erro
 	if c.aloneFenced.Swap(false) {
 		return false, fmt.Errorf("host: coordinator: a decision of a group decided alone: %w", storage.ErrFenced)
 	}
-	groups, gen, err := c.rt.st.DirtyAndGeneration(ctx, c.rt.cfg.BatchSize) // one round trip
-	if err != nil {
-		return false, err
+	groups, gen, handed := c.offeredPass(time.Now())
+	if handed {
+		c.rt.count("passes.handed_back")
+	} else {
+		var err error
+		c.lastRead.Store(time.Now().UnixNano())
+		groups, gen, err = c.rt.st.DirtyAndGeneration(ctx, c.rt.cfg.BatchSize) // one round trip
+		if err != nil {
+			return false, err
+		}
 	}
 	if len(groups) >= c.rt.cfg.BatchSize {
 		c.more.Store(true) // a full read: more may be dirty
@@ -427,6 +515,7 @@ func (c *Coordinator) decideAlone(ctx context.Context, lease *leader.Lease, grou
 			c.mu.Lock()
 			delete(c.alone, group)
 			c.mu.Unlock()
+			c.readDirty()
 			wakeUp(c.wake) // the group may still be dirty: look again
 		}()
 		if _, err := c.decideBatch(ctx, lease, []string{group}); errors.Is(err, storage.ErrFenced) {

@@ -299,24 +299,45 @@ func (r *Engine) workEvents(bus *leader.Bus) {
 					wakeUp(r.timerWake)
 					continue
 				}
-				msgs := storage.SplitWorkEvents(ev.Payload)
-				for _, m := range msgs {
-					if _, sn := storage.ParseWorkEvent(m); sn != nil {
-						r.coord.offer(*sn)
-					} else if ref, ok := storage.ParseWorkRef(m); ok {
-						r.coord.offerRef(ref)
-					}
-				}
-				r.acc.touched()
-				wakeUp(r.coord.wake)
-				if r.slots.waiting.Load() {
-					r.slots.freed.Add(int64(len(msgs)))
-					wakeUp(r.slots.wake)
-				}
-				wakeUp(r.retWake)
+				r.workEvent(ev.Payload)
 			}
 		}
 	}()
+}
+
+// workEvent takes one work-events message (not a storage.TimerEvent):
+// the snapshots and references it hands back are offered to the
+// coordinator (with the policy generation they were made at, or a read
+// of dirty asked for), and the coordinator (unless every group in it was
+// left with nothing to decide: storage.QuietWorkEvent), the slot manager
+// while a run waits for slots, and retention are woken.
+func (r *Engine) workEvent(payload string) {
+	msgs := storage.SplitWorkEvents(payload)
+	gen, all := storage.WorkEventGen(payload) // all: every group handed back, at policy generation gen
+	decide := false                           // a group to decide (not only groups left quiet)
+	for _, m := range msgs {
+		if storage.QuietWorkEvent(m) {
+			continue
+		}
+		decide = true
+		if _, sn := storage.ParseWorkEvent(m); sn != nil {
+			all = r.coord.offer(*sn) && all
+		} else if ref, ok := storage.ParseWorkRef(m); ok {
+			all = r.coord.offerRef(ref) && all
+		} else {
+			all = false // a name: its snapshot is read
+		}
+	}
+	r.acc.touched()
+	if decide {
+		r.coord.handedBack(all, gen)
+		wakeUp(r.coord.wake)
+	}
+	if r.slots.waiting.Load() {
+		r.slots.freed.Add(int64(len(msgs)))
+		wakeUp(r.slots.wake)
+	}
+	wakeUp(r.retWake)
 }
 
 // Tasks returns the runtime's leader tasks (NewEngine registers them).

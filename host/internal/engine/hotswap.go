@@ -144,6 +144,7 @@ func (hs *hotSwap) run(ctx context.Context) {
 func (hs *hotSwap) refresh(ctx context.Context, trigger, name string) {
 	r := hs.r
 	defer wakeUp(r.coord.wake)
+	defer r.coord.readDirty()  // (runs before the wake) every group is dirty: read them
 	defer wakeUp(r.slots.wake) // a new allocation policy orders the queue at once
 	t0 := time.Now()
 	changed, err := r.set.Refresh(ctx)

@@ -435,6 +435,14 @@ func (s *PolicySet) autoRollback(ctx context.Context, r *PolicyRef, n int, outco
 	}
 }
 
+// at reports whether the set is at registry generation gen (a Refresh
+// read it, and nothing since).
+func (s *PolicySet) at(gen int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.genKnown && s.gen == gen
+}
+
 // Generation is the registry generation of the last Refresh (0 before).
 func (s *PolicySet) Generation() int64 {
 	s.mu.Lock()

@@ -42,7 +42,7 @@ func TestCoordinator_viewByReference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, ok := storage.ParseWorkRef(m.Payload)
+	ref, ok := storage.ParseWorkRef(storage.SplitWorkEvents(m.Payload)[0])
 	if !ok {
 		t.Fatalf("the report's message %q: want a reference", m.Payload)
 	}
@@ -174,5 +174,82 @@ func TestCoordinator_offerRef(t *testing.T) {
 	if c.viewable(other, launchA) || !c.viewable(sn(), launchA) {
 		t.Fatalf("with %d views: new group viewable %v, g viewable %v, want false and true", maxOffered,
 			c.viewable(other, launchA), c.viewable(sn(), launchA))
+	}
+}
+
+// TestCoordinator_Pass_handedBack: a pass after work messages that all
+// handed their groups back (here a report's reference) at the policy
+// generation this host holds decides those groups without reading dirty
+// or the generation: one round trip less a handoff. A message without
+// the generation (an older worker), a generation the host does not hold
+// (a policy pushed since), a group named without its snapshot (a
+// submit's message) or a last read of dirty older than fullReadEvery
+// each make the pass read dirty as before (a group a report left with
+// nothing to decide does not); every handoff launches the next run.
+func TestCoordinator_Pass_handedBack(t *testing.T) {
+	ctx := context.Background()
+	e := newREnv(t, Config{})
+	c := e.rt.coord
+	c.leading.Store(true)
+	e.group("gh", "wait", 1)
+	e.worker("w1", 4, time.Hour)
+	ids := []string{"h-1", "h-2", "h-3", "h-4", "h-5", "h-6", "h-7"}
+	for _, id := range ids {
+		e.submit("gh", id, 1)
+	}
+	e.settle()
+	e.wantStates(ids[:2], storage.StateRunning, storage.StateWaiting)
+	ps := e.st.Subscribe(ctx, e.st.Keys().WorkEvents())
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dirty := &keyReads{key: e.st.Keys().Dirty()}
+	e.rdb.AddHook(dirty)
+	for i, tc := range []struct {
+		name     string
+		edit     func(payload string) string // what the listener gets
+		extra    string                      // a second message after it
+		old      bool                        // the last read of dirty is older than fullReadEvery
+		wantRead bool
+	}{
+		{name: "at the host's generation", edit: func(p string) string { return p }},
+		{name: "no generation", edit: func(p string) string { return storage.SplitWorkEvents(p)[0] }, wantRead: true},
+		{name: "another generation", edit: func(p string) string {
+			return storage.WorkGenPrefix + "5" + storage.WorkEventSep + storage.SplitWorkEvents(p)[0]
+		}, wantRead: true},
+		{name: "a group named alone", edit: func(p string) string { return p }, extra: "gh", wantRead: true},
+		{name: "a quiet group", edit: func(p string) string { return p }, extra: "gq\x1f-"},
+		{name: "an old read", edit: func(p string) string { return p }, old: true, wantRead: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e.finish(ids[i])
+			m, err := ps.ReceiveMessage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gen, ok := storage.WorkEventGen(m.Payload); !ok || gen != 0 {
+				t.Fatalf("the report's message %q: want a hand-back at generation 0", m.Payload)
+			}
+			e.rt.workEvent(tc.edit(m.Payload))
+			if tc.extra != "" {
+				e.rt.workEvent(tc.extra)
+			}
+			if tc.old {
+				c.lastRead.Store(time.Now().Add(-2 * fullReadEvery).UnixNano())
+			}
+			before, handed := dirty.n.Load(), e.rt.Counts()["passes.handed_back"]
+			if !e.pass() {
+				t.Fatal("the pass did nothing")
+			}
+			reads := dirty.n.Load() - before
+			if (reads > 0) != tc.wantRead || reads > 1 {
+				t.Fatalf("the pass read dirty %d times, want a read: %v", reads, tc.wantRead)
+			}
+			if got := e.rt.Counts()["passes.handed_back"] - handed; got != map[bool]int64{false: 1, true: 0}[tc.wantRead] {
+				t.Fatalf("passes.handed_back +%d", got)
+			}
+			e.wantStates(ids[i:i+2], storage.StateSucceeded, storage.StateRunning)
+		})
 	}
 }
