@@ -240,7 +240,15 @@ func TestUI_browser(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	run("dry-run", chromedp.SetValue(chromedp.CSS("#dryrun-policy"), "wait"), chromedp.Click(chromedp.CSS(`#dryrun-form button`)),
+	// the choice is made in one step of the page's JS: chromedp.SetValue
+	// finds the node, then sets it, and a repaint in between (a run event)
+	// set a detached copy (a clean-clone failure: the dry-run ran the
+	// group's own policy)
+	run("dry-run form", chromedp.WaitVisible(chromedp.CSS("#dryrun-policy")))
+	if got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#dryrun-policy").value = "wait"`)); err != nil || got != "wait" {
+		t.Fatalf("choosing the dry-run policy: %q (%v)", got, err)
+	}
+	run("dry-run", chromedp.Click(chromedp.CSS(`#dryrun-form button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#dryrun-result table`)))
 	// a run event repaints the page (the new run in the queue): the dry-run's
 	// result and the chosen policy stay
