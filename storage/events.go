@@ -198,10 +198,104 @@ func QuietWorkEvent(msg string) bool {
 // is the report's clock. A leader that kept the view its apply left (the
 // snapshot it decided, less the runs the decision took) has the group's
 // snapshot at Version without reading it.
+//
+// For a view of a truncated window (Decision.Gap) the reference also
+// carries Gap: the runs of the window's gap the next window shows (the
+// first ViewGap.Oldest and the last ViewGap.Newest of them, by seq), which
+// the view lacks; WorkRef.View merges them in.
 type WorkRef struct {
 	Group   string
 	Version int64
 	Now     time.Time
+	Gap     []Run // ordered by seq
+}
+
+// ViewGap is what the view a decision leaves of a truncated window lacks
+// of the group's next window: the WAITING runs between seqs Lo and Hi
+// (exclusive; the runs the window left out) shift into it, the first
+// Oldest of them into its oldest part (one for each run the decision took
+// from there), the last Newest into its newest part. The zero ViewGap is
+// a whole window's: nothing lacks.
+type ViewGap struct {
+	Lo, Hi         int64
+	Oldest, Newest int
+}
+
+// LeaveView returns the view a decision that takes the runs taken
+// (launched or discarded) leaves of sn: sn less those runs, their count
+// off its waiting total, and, when sn's window is truncated, the gap the
+// report that hands the group back by reference fills (report.lua). ok is
+// false when the view cannot stand for the next window: a taken run that
+// is not in the window.
+func LeaveView(sn Snapshot, taken map[string]bool) (v Snapshot, gap ViewGap, ok bool) {
+	v = sn
+	v.Waiting = make([]Run, 0, len(sn.Waiting))
+	oldest := 0
+	for i, r := range sn.Waiting {
+		if taken[r.ID] {
+			if i < sn.WaitingOldest {
+				gap.Oldest++
+			} else {
+				gap.Newest++
+			}
+			continue
+		}
+		if i < sn.WaitingOldest {
+			oldest++
+		}
+		v.Waiting = append(v.Waiting, r)
+	}
+	if len(sn.Waiting)-len(v.Waiting) != len(taken) {
+		return Snapshot{}, ViewGap{}, false
+	}
+	v.WaitingTotal = sn.WaitingTotal - len(taken)
+	v.Group.Waiting = v.WaitingTotal
+	if !sn.Truncated() {
+		v.WaitingOldest = len(v.Waiting)
+		return v, ViewGap{}, true
+	}
+	if sn.WaitingOldest < 1 || sn.WaitingOldest >= len(sn.Waiting) {
+		return Snapshot{}, ViewGap{}, false // a truncated window has both parts
+	}
+	gap.Lo, gap.Hi = sn.Waiting[sn.WaitingOldest-1].Seq, sn.Waiting[sn.WaitingOldest].Seq
+	v.WaitingOldest = oldest
+	return v, gap, true
+}
+
+// View returns view v, left with gap (LeaveView), as the group's snapshot
+// at the reference: at its version and clock, with no active run (the
+// report ended the last one) and the runs the reference carries merged
+// into the window. ok is false when they do not fill the gap as the
+// window rule does (the leader then reads the group).
+func (ref WorkRef) View(v Snapshot, gap ViewGap) (Snapshot, bool) {
+	v.Group.Version = ref.Version
+	v.Now = ref.Now
+	v.Active = []Run{}
+	if gap == (ViewGap{}) {
+		if len(ref.Gap) != 0 || v.Truncated() {
+			return Snapshot{}, false
+		}
+		return v, true
+	}
+	for i, r := range ref.Gap {
+		if r.Seq <= gap.Lo || r.Seq >= gap.Hi || (i > 0 && r.Seq <= ref.Gap[i-1].Seq) {
+			return Snapshot{}, false
+		}
+	}
+	w := make([]Run, 0, len(v.Waiting)+len(ref.Gap))
+	w = append(w, v.Waiting[:v.WaitingOldest]...)
+	w = append(w, ref.Gap...)
+	w = append(w, v.Waiting[v.WaitingOldest:]...)
+	switch {
+	case len(w) == v.WaitingTotal: // the whole queue fits the window now
+		v.WaitingOldest = len(w)
+	case len(ref.Gap) == gap.Oldest+gap.Newest && len(w) < v.WaitingTotal:
+		v.WaitingOldest += gap.Oldest
+	default:
+		return Snapshot{}, false
+	}
+	v.Waiting = w
+	return v, true
 }
 
 // ParseWorkRef parses a work-events message that is a WorkRef; ok is
@@ -212,12 +306,24 @@ func ParseWorkRef(payload string) (ref WorkRef, ok bool) {
 		return ref, false
 	}
 	vs, ms, found := strings.Cut(rest, "\x1f")
+	ms, entries, more := strings.Cut(ms, "\x1f")
 	v, err1 := strconv.ParseInt(vs, 10, 64)
 	n, err2 := strconv.ParseInt(ms, 10, 64)
 	if !found || err1 != nil || err2 != nil || group == "" || strings.Contains(group, WorkEventSep) {
 		return ref, false
 	}
-	return WorkRef{Group: group, Version: v, Now: msTime(n)}, true
+	ref = WorkRef{Group: group, Version: v, Now: msTime(n)}
+	if more {
+		for e := range strings.SplitSeq(entries, "\x1f") {
+			id, info, ok := strings.Cut(e, "\x1e")
+			r, good := parseWaitInfo(id, info)
+			if !ok || !good {
+				return WorkRef{}, false
+			}
+			ref.Gap = append(ref.Gap, r)
+		}
+	}
+	return ref, true
 }
 
 // ParseWorkEvent parses a work-events message: a group's name, or (from a
@@ -229,6 +335,9 @@ func ParseWorkEvent(payload string) (group string, sn *Snapshot) {
 	group, rest, ok := strings.Cut(payload, "\x1f")
 	if !ok {
 		return payload, nil
+	}
+	if strings.HasPrefix(rest, "=") {
+		return group, nil // a WorkRef
 	}
 	p := strings.Split(rest, "\x1f")
 	if len(p) < 9 {

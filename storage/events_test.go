@@ -200,3 +200,66 @@ func TestStore_WatchRuns_redisRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkRef_View: a view of a truncated window (oldest 1 2, newest 8 9
+// of 9 waiting, window 2) takes the reference's runs into the parts they
+// shift into, and refuses runs that do not fill the gap as the window
+// rule does.
+func TestWorkRef_View(t *testing.T) {
+	runs := func(seqs ...int64) []storage.Run {
+		out := []storage.Run{}
+		for _, s := range seqs {
+			out = append(out, storage.Run{ID: fmt.Sprint("r", s), Seq: s})
+		}
+		return out
+	}
+	sn := storage.Snapshot{Group: storage.Group{Name: "g", Version: 4}, WaitingTotal: 9, WaitingOldest: 2,
+		Waiting: runs(1, 2, 8, 9)}
+	for _, tc := range []struct {
+		name       string
+		taken      []string
+		gap        []storage.Run
+		ok         bool
+		want       []int64
+		oldest     int
+		gapO, gapN int
+	}{
+		{name: "oldest", taken: []string{"r1"}, gap: runs(3), ok: true, want: []int64{2, 3, 8, 9}, oldest: 2, gapO: 1},
+		{name: "newest", taken: []string{"r9"}, gap: runs(7), ok: true, want: []int64{1, 2, 7, 8}, oldest: 2, gapN: 1},
+		{name: "both", taken: []string{"r1", "r9"}, gap: runs(3, 7), ok: true, want: []int64{2, 3, 7, 8}, oldest: 2, gapO: 1, gapN: 1},
+		{name: "too few", taken: []string{"r1", "r9"}, gap: runs(3), gapO: 1, gapN: 1},
+		{name: "none", taken: []string{"r1"}, gapO: 1},
+		{name: "outside the gap", taken: []string{"r1"}, gap: runs(8), gapO: 1},
+		{name: "out of order", taken: []string{"r1", "r9"}, gap: runs(7, 3), gapO: 1, gapN: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			taken := map[string]bool{}
+			for _, id := range tc.taken {
+				taken[id] = true
+			}
+			v, gap, ok := storage.LeaveView(sn, taken)
+			if !ok || gap.Lo != 2 || gap.Hi != 8 || gap.Oldest != tc.gapO || gap.Newest != tc.gapN ||
+				v.WaitingTotal != 9-len(tc.taken) {
+				t.Fatalf("LeaveView: %v %+v total %d", ok, gap, v.WaitingTotal)
+			}
+			got, ok := storage.WorkRef{Group: "g", Version: 6, Gap: tc.gap}.View(v, gap)
+			if ok != tc.ok {
+				t.Fatalf("View ok = %v, want %v (%+v)", ok, tc.ok, got)
+			}
+			if !ok {
+				return
+			}
+			var seqs []int64
+			for _, r := range got.Waiting {
+				seqs = append(seqs, r.Seq)
+			}
+			if !reflect.DeepEqual(seqs, tc.want) || got.WaitingOldest != tc.oldest || got.Group.Version != 6 || !got.Truncated() {
+				t.Fatalf("View: %v oldest %d version %d, want %v oldest %d version 6, truncated", seqs, got.WaitingOldest,
+					got.Group.Version, tc.want, tc.oldest)
+			}
+		})
+	}
+	if _, _, ok := storage.LeaveView(sn, map[string]bool{"r5": true}); ok {
+		t.Fatal("LeaveView of a run not in the window: ok")
+	}
+}

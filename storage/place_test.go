@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"sort"
 	"testing"
@@ -481,6 +482,109 @@ func TestStore_Report_handsBackAReference(t *testing.T) {
 			t.Fatalf("a decision without View: %q, want no reference", p)
 		} else if _, sn := storage.ParseWorkEvent(p); sn == nil {
 			t.Fatalf("a decision without View: %q, want the snapshot", p)
+		}
+	})
+}
+
+// TestStore_Report_referenceGap: a view of a truncated window (window 2,
+// seven runs) records its gap with the apply (Decision.Gap, from
+// LeaveView), and the report that is the only change after it hands back
+// a reference carrying the runs that shift into the next window: the
+// newest part's (a launch from there), both parts' until the window holds
+// the whole queue (a launch and a discard), and none when a run of the
+// gap is not indexed (the snapshot then). WorkRef.View of each is the
+// snapshot SnapshotBatch reads.
+func TestStore_Report_referenceGap(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		mustNil(t, e.s.RegisterWorker(ctx, "wA", 4, time.Minute))
+		ok(e.s.SetGroupSettings(ctx, "g", storage.GroupSettings{Window: 2}))(t)
+		for i := range 7 {
+			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: fmt.Sprintf("r%d", i)}))(t)
+		}
+		ps := e.s.Subscribe(ctx, e.s.Keys().WorkEvents())
+		defer ps.Close()
+		if _, err := ps.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		snapshot := func() storage.Snapshot {
+			t.Helper()
+			r := e.s.SnapshotBatch(ctx, []string{"g"})[0]
+			mustNil(t, r.Err)
+			return r.Snapshot
+		}
+		// step applies a decision of kinds (run -> kind) on the group's
+		// snapshot with its view and gap, reports the launched run and
+		// returns the report's message, the view and its gap
+		step := func(name string, kinds map[string]storage.ActionKind, launched string) (string, storage.Snapshot, storage.ViewGap) {
+			t.Helper()
+			sn := snapshot()
+			d := storage.Decision{Version: sn.Group.Version, ClaimID: name, View: true}
+			taken := map[string]bool{}
+			for _, r := range sn.Waiting {
+				if k, ok := kinds[r.ID]; ok {
+					d.Actions = append(d.Actions, storage.Action{Kind: k, Run: r.ID})
+					taken[r.ID] = true
+				}
+			}
+			v, gap, good := storage.LeaveView(sn, taken)
+			if !good || len(taken) != len(kinds) {
+				t.Fatalf("%s: the window %+v does not hold %v", name, sn.Waiting, kinds)
+			}
+			d.Gap = gap
+			v.Group.Version = ok(e.s.Apply(ctx, f, "g", d))(t)
+			r := ok(e.s.GetRun(ctx, launched))(t)
+			mustNil(t, e.s.Report(ctx, "wA", launched, r.Assignments[0].Token, storage.StateSucceeded, ""))
+			for {
+				m, err := ps.ReceiveMessage(ctx)
+				mustNil(t, err)
+				if m.Payload != storage.TimerEvent {
+					return storage.SplitWorkEvents(m.Payload)[0], v, gap
+				}
+			}
+		}
+		check := func(name, p string, v storage.Snapshot, gap storage.ViewGap, wantGap int) {
+			t.Helper()
+			ref, isRef := storage.ParseWorkRef(p)
+			if !isRef || len(ref.Gap) != wantGap {
+				t.Fatalf("%s: message %q (%+v): want a reference with %d runs", name, p, ref, wantGap)
+			}
+			if _, sn := storage.ParseWorkEvent(p); sn != nil {
+				t.Fatalf("%s: ParseWorkEvent read the reference %q as a snapshot", name, p)
+			}
+			got, good := ref.View(v, gap)
+			w := snapshot()
+			if !good || !reflect.DeepEqual(got.Group, w.Group) || !reflect.DeepEqual(got.Waiting, w.Waiting) ||
+				got.WaitingTotal != w.WaitingTotal || got.WaitingOldest != w.WaitingOldest || len(got.Active) != 0 {
+				t.Fatalf("%s: by reference (%v):\n%+v\nSnapshotBatch reads:\n%+v", name, good, got, w)
+			}
+		}
+
+		// oldest r0 r1, newest r5 r6: r6 launched, r4 shifts into the newest part
+		p, v, gap := step("newest", map[string]storage.ActionKind{"r6": storage.ActionLaunch}, "r6")
+		if gap.Oldest != 0 || gap.Newest != 1 {
+			t.Fatalf("newest: gap %+v, want 0 oldest and 1 newest", gap)
+		}
+		check("newest", p, v, gap, 1)
+
+		// a run of the gap not indexed: no reference, the snapshot (or the name)
+		// oldest r0 r1, newest r4 r5: r0 launched, r2 would shift in
+		mustNil(t, e.c.HDel(ctx, e.s.Keys().WaitInfo("g"), "r2").Err())
+		p, _, _ = step("unindexed", map[string]storage.ActionKind{"r0": storage.ActionLaunch}, "r0")
+		if _, isRef := storage.ParseWorkRef(p); isRef {
+			t.Fatalf("a gap run not indexed: %q, want no reference", p)
+		}
+
+		// oldest r1 r2 (r2 read from its hash), newest r4 r5, 5 waiting:
+		// r1 launched and r5 discarded; the 3 left fit the window whole
+		// (r3, from both ends of the gap, once)
+		p, v, gap = step("whole", map[string]storage.ActionKind{"r1": storage.ActionLaunch, "r5": storage.ActionDiscard}, "r1")
+		if gap.Oldest != 1 || gap.Newest != 1 {
+			t.Fatalf("whole: gap %+v, want 1 oldest and 1 newest", gap)
+		}
+		check("whole", p, v, gap, 1)
+		if w := snapshot(); w.Truncated() || len(w.Waiting) != 3 {
+			t.Fatalf("whole: %+v, want the 3 runs left, whole", w)
 		}
 	})
 }

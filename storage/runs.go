@@ -1341,6 +1341,19 @@ type Snapshot struct {
 	Launches []abi.Launch
 }
 
+// viewArg is apply.lua's view argument: '1' (the leader keeps the view:
+// dv is written), '1,lo,hi,oldest,newest' for a view with a gap (dv
+// records it), else '0'.
+func viewArg(d Decision) string {
+	switch {
+	case !d.View:
+		return "0"
+	case d.Gap == (ViewGap{}):
+		return "1"
+	}
+	return fmt.Sprintf("1,%d,%d,%d,%d", d.Gap.Lo, d.Gap.Hi, d.Gap.Oldest, d.Gap.Newest)
+}
+
 // Truncated reports whether the group has WAITING runs beyond the window.
 func (sn Snapshot) Truncated() bool { return sn.WaitingTotal > len(sn.Waiting) }
 
@@ -1608,6 +1621,10 @@ type Decision struct {
 	// change after it hands back a reference instead of the snapshot
 	// (ParseWorkRef). Without it dv is cleared.
 	View bool
+	// Gap is, for a View of a truncated window, what the view lacks of
+	// the next window (LeaveView): the apply records it with dv, and the
+	// report's reference carries those runs (WorkRef.Gap).
+	Gap ViewGap
 	// NoPlace leaves every launch LAUNCHED for the slot manager (the
 	// leader sets it while a LAUNCHED run waits for slots, so none
 	// overtakes it); by default a launch takes its slots at once when they
@@ -1681,7 +1698,7 @@ func (s *Store) applyPart(group string, d Decision) (scriptCall, error) {
 		place = "0"
 	}
 	args = append(args, len(d.Actions), group, d.Version, d.ClaimID, d.Policy, d.PolicyVersion, d.Below, d.BelowReason, again,
-		d.PolicySHA256, d.PolicyRegistry, place, max(d.WakeAt, 0), hist, boolArg(d.View))
+		d.PolicySHA256, d.PolicyRegistry, place, max(d.WakeAt, 0), hist, viewArg(d))
 	for _, a := range d.Actions {
 		if err := ValidateName("run", a.Run); err != nil {
 			return scriptCall{}, fmt.Errorf("storage: %s: %w", op, err)

@@ -26,7 +26,9 @@
 -- then), launches kept (abi.MaxLaunches; 0: the deciding policy does not
 -- read them: none recorded, and the group's list and hist flag are
 -- dropped), view ('1' = the leader keeps the view this decision leaves:
--- dv is written, else cleared); then per action: kind
+-- dv is written, else cleared; '1,lo,hi,oldest,newest' = a view of a
+-- truncated window: dv records its gap too, storage.ViewGap); then per
+-- action: kind
 -- ("launch"|"discard"|"stop"), run id, reason
 -- returns: per group, in order, {the group's version after the apply,
 -- launches left LAUNCHED (for the slot manager)} or that group's error
@@ -52,7 +54,8 @@
 -- decisions list gets the decision's summary (newest first; trimmed to
 -- the decisions kept once it is twice as long: readers read the first that many),
 -- version+1, last_claim = claim, dv = the new version when view = '1'
--- (report.lua; '' otherwise), SREM dirty (unless again). A discard_below
+-- (report.lua; with the view's gap after it, "v,lo,hi,oldest,newest";
+-- '' otherwise), SREM dirty (unless again). A discard_below
 -- above the group's raises it (discard_below, discard_reason) and SADDs the
 -- group to drain: the leader discards the covered runs in chunks
 -- (drain.lua); they leave every snapshot at once.
@@ -279,7 +282,14 @@ local function apply_one(K, A, n)
   -- dv: the version this apply left when the leader keeps the view it
   -- left (a report one version later hands back a reference to it:
   -- report.lua), else none
-  redis.call('HSET', K[3], 'version', vs, 'last_claim', A[5], 'dv', A[22] == '1' and vs or '')
+  -- (with the view's gap: "version,lo,hi,oldest,newest", report.lua)
+  local dv = ''
+  if A[22] == '1' then
+    dv = vs
+  elseif string.sub(A[22], 1, 2) == '1,' then
+    dv = vs .. string.sub(A[22], 2)
+  end
+  redis.call('HSET', K[3], 'version', vs, 'last_claim', A[5], 'dv', dv)
   if A[10] ~= '1' then
     S.settled[#S.settled + 1] = A[3]
   end

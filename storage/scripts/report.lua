@@ -40,7 +40,9 @@
 -- is kept, the message is the reference "group<US>=version<US>now"
 -- instead (storage.ParseWorkRef): the leader has that snapshot already
 -- (what it decided, less what the decision took), at this version with no
--- active run. A group left with nothing to decide (below: it stays out
+-- active run. For a view of a truncated window (dv "v,lo,hi,oldest,newest",
+-- storage.ViewGap) the reference goes on with the runs of the window's gap
+-- the next window shows, "<US>id<RS>index entry" each (gap_entries). A group left with nothing to decide (below: it stays out
 -- of dirty) sends "group<US>-" (storage.QuietWorkEvent: the slot manager
 -- and retention wake, the coordinator need not). Otherwise it is the
 -- group's name. When the call hands back
@@ -81,6 +83,34 @@ local S = {drain = {}, free = {}, dirty = {}, quiet = {}, retire = {}, restore =
 function S.now()
   if not S.t then S.t = now_ms(); S.nows = string.format('%d', S.t) end
   return S.t
+end
+-- gap_entries: the runs a view of a truncated window lacks (dv's gap
+-- ",lo,hi,oldest,newest", storage.ViewGap): the first oldest and the last
+-- newest WAITING runs with lo < seq < hi, each "<US>id<RS>index entry", in
+-- seq order (storage.ParseWorkRef); nil when one is not indexed or the
+-- gap does not parse (the report then hands back the snapshot).
+local function gap_entries(kwaiting, kinfo, gap)
+  local lo, hi, a, b = string.match(gap, '^,(%d+),(%d+),(%d+),(%d+)$')
+  if not lo then return nil end
+  a, b = tonumber(a), tonumber(b)
+  local ids = {}
+  if a > 0 then ids = redis.call('ZRANGEBYSCORE', kwaiting, '(' .. lo, '(' .. hi, 'LIMIT', 0, a) end
+  if b > 0 then
+    local seen = {}
+    for _, id in ipairs(ids) do seen[id] = true end
+    local nw = redis.call('ZREVRANGEBYSCORE', kwaiting, '(' .. hi, '(' .. lo, 'LIMIT', 0, b)
+    for i = #nw, 1, -1 do
+      if not seen[nw[i]] then ids[#ids + 1] = nw[i] end
+    end
+  end
+  if #ids == 0 then return '' end
+  local info = redis.call('HMGET', kinfo, unpack(ids))
+  local parts = {''}
+  for i, id in ipairs(ids) do
+    if not info[i] then return nil end
+    parts[#parts + 1] = id .. '\30' .. info[i]
+  end
+  return table.concat(parts, '\31')
 end
 local function report_one(K, A, salt)
   local o = A[4]
@@ -153,12 +183,24 @@ local function report_one(K, A, salt)
     S.quiet[A[6]] = false
   end
   add_once(S.dirty, A[6]) -- (the group's last report in the call says whether it goes into dirty)
-  if gv and tonumber(gv[11] or '') == v - 1 and gv[10] ~= '1' and not gv[9] then
+  local dv, gap
+  if gv then dv, gap = string.match(gv[11] or '', '^(%d+)(.*)$') end
+  local ref = gv and tonumber(dv or '') == v - 1 and gv[10] ~= '1' and not gv[9]
+  if ref then
     -- only this report changed the group since the leader's apply (dv), no
     -- launch history, no wake pending: the leader's own view of it, at
-    -- version v, with no active run
-    msg = A[6] .. '\31=' .. string.format('%d', v) .. '\31' .. S.nows
-    S.handback = true
+    -- version v, with no active run (and, for a view of a truncated
+    -- window, the runs of its gap the next window shows)
+    local e = gap == '' and '' or gap_entries(K[10], K[11], gap)
+    if e then
+      msg = A[6] .. '\31=' .. string.format('%d', v) .. '\31' .. S.nows .. e
+      S.handback = true
+    else
+      ref = false -- the gap's runs are not all indexed: the snapshot below
+    end
+  end
+  if ref then
+    -- the reference above
   elseif gv then
     local g, total, oldest, ids = window_of(K[4], K[10], tonumber(A[9]), gv)
     if g[1] and g[7] ~= '1' and g[10] ~= '1' and #ids <= 64 then

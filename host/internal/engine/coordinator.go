@@ -75,8 +75,16 @@ type Coordinator struct {
 	// reference (storage.WorkRef); refs holds a reference that came before
 	// its apply's view was kept (the worker's report can beat the apply's
 	// reply). Both under mu, both bounded by maxOffered.
-	views map[string]storage.Snapshot
+	views map[string]keptView
 	refs  map[string]storage.WorkRef
+}
+
+// keptView is the view an apply left (storage.LeaveView): the snapshot
+// less what the decision took, at the apply's version, and for a
+// truncated window the gap a reference fills.
+type keptView struct {
+	sn  storage.Snapshot
+	gap storage.ViewGap
 }
 
 // maxViewRuns bounds the window of a view kept (the runs a report would
@@ -131,11 +139,15 @@ func (c *Coordinator) offerRef(ref storage.WorkRef) bool {
 	defer c.mu.Unlock()
 	v, ok := c.views[ref.Group]
 	switch {
-	case ok && v.Group.Version == ref.Version-1:
+	case ok && v.sn.Group.Version == ref.Version-1:
 		delete(c.views, ref.Group)
+		sn, good := ref.View(v.sn, v.gap)
+		if !good {
+			return false // the group is read
+		}
 		c.rt.count("snapshots.by_reference")
-		return c.offerLocked(viewAt(v, ref))
-	case ok && v.Group.Version >= ref.Version:
+		return c.offerLocked(sn)
+	case ok && v.sn.Group.Version >= ref.Version:
 		// an older report's reference: the view is newer
 	default:
 		cur, had := c.refs[ref.Group]
@@ -200,33 +212,46 @@ func (c *Coordinator) offeredPass(now time.Time) (groups []string, gen int64, ok
 	return groups, gen, true
 }
 
-// viewAt is view v as of the report ref refers to: at its version and
-// clock, with no active run (the report ended the last one).
-func viewAt(v storage.Snapshot, ref storage.WorkRef) storage.Snapshot {
-	v.Group.Version = ref.Version
-	v.Now = ref.Now
-	v.Active = []storage.Run{}
-	return v
+// taken is the set of runs decision d launches or discards (they leave
+// the window).
+func taken(d storage.Decision) map[string]bool {
+	t := make(map[string]bool, len(d.Actions))
+	for _, a := range d.Actions {
+		if a.Kind == storage.ActionLaunch || a.Kind == storage.ActionDiscard {
+			t[a.Run] = true
+		}
+	}
+	return t
 }
 
 // viewable reports whether the view decision d leaves of snapshot sn (sn
-// less the runs d takes) can stand for the group's next snapshot after a
-// report: not when the window is truncated (the next window shows more
-// runs), with a discard_below (drain removes runs without a version bump),
-// a wake set or pending (a fired wake clears wake_at without one), launch
-// history (snapshots carry the launches), a paused group, a window of
-// more than maxViewRuns; and only while this host leads and has room to
-// keep it (Decision.View: the apply then records the version it leaves,
-// the reference's anchor).
-func (c *Coordinator) viewable(sn storage.Snapshot, d storage.Decision) bool {
-	if !c.leading.Load() || sn.Truncated() || len(sn.Waiting) > maxViewRuns || d.Below != 0 || d.WakeAt != 0 ||
+// less the runs d takes, storage.LeaveView) can stand for the group's
+// next snapshot after a report, and for a truncated window the gap the
+// report fills (the runs that shift into the next window): not with a
+// discard_below (drain removes runs without a version bump), a wake set
+// or pending (a fired wake clears wake_at without one), launch history
+// (snapshots carry the launches), a paused group, a decision asked again
+// on the next window (Again), a window of more than maxViewRuns; and only
+// while this host leads and has room to keep it (Decision.View: the apply
+// then records the version it leaves, the reference's anchor, and the
+// gap).
+func (c *Coordinator) viewable(sn storage.Snapshot, d storage.Decision) (bool, storage.ViewGap) {
+	if !c.leading.Load() || len(sn.Waiting) > maxViewRuns || d.Below != 0 || d.WakeAt != 0 || d.Again ||
 		!sn.Group.WakeAt.IsZero() || d.History || len(sn.Launches) > 0 || sn.Group.Paused {
-		return false
+		return false, storage.ViewGap{}
+	}
+	gap := storage.ViewGap{}
+	if sn.Truncated() {
+		_, g, ok := storage.LeaveView(sn, taken(d))
+		if !ok {
+			return false, gap
+		}
+		gap = g
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, had := c.views[sn.Group.Name]
-	return had || len(c.views) < maxOffered // room to keep it: else its reports hand back snapshots
+	return had || len(c.views) < maxOffered, gap // room to keep it: else its reports hand back snapshots
 }
 
 // keepView keeps the view an applied decision left: sn, the snapshot it
@@ -251,28 +276,22 @@ func (c *Coordinator) keepView(sn storage.Snapshot, d storage.Decision, version 
 		}
 		return
 	}
-	taken := make(map[string]bool, len(d.Actions))
-	for _, a := range d.Actions {
-		if a.Kind == storage.ActionLaunch || a.Kind == storage.ActionDiscard {
-			taken[a.Run] = true
-		}
+	v, gap, ok := storage.LeaveView(sn, taken(d))
+	if !ok || gap != d.Gap {
+		// (not so: viewable made the same view of the same snapshot)
+		delete(c.views, group)
+		c.readDirty()
+		return
 	}
-	v := sn
-	v.Waiting = make([]storage.Run, 0, len(sn.Waiting)-min(len(taken), len(sn.Waiting)))
-	for _, r := range sn.Waiting {
-		if !taken[r.ID] {
-			v.Waiting = append(v.Waiting, r)
-		}
-	}
-	v.WaitingTotal, v.WaitingOldest = len(v.Waiting), len(v.Waiting)
-	v.Group.Waiting = len(v.Waiting)
 	v.Group.Version = version
 	if ref, ok := c.refs[group]; ok {
 		delete(c.refs, group)
 		if ref.Version == version+1 {
 			delete(c.views, group)
-			if !c.offerLocked(viewAt(v, ref)) {
+			sn, good := ref.View(v, gap)
+			if !good || !c.offerLocked(sn) {
 				c.readDirty()
+				return
 			}
 			c.rt.count("snapshots.by_reference")
 			return
@@ -280,10 +299,10 @@ func (c *Coordinator) keepView(sn storage.Snapshot, d storage.Decision, version 
 		c.readDirty() // not this view's: the group is decided from a read of dirty
 	}
 	if c.views == nil {
-		c.views = map[string]storage.Snapshot{}
+		c.views = map[string]keptView{}
 	}
 	if _, had := c.views[group]; had || len(c.views) < maxOffered {
-		c.views[group] = v
+		c.views[group] = keptView{sn: v, gap: gap}
 	}
 }
 
@@ -879,7 +898,7 @@ func (c *Coordinator) decideOne(ctx context.Context, lease *leader.Lease, sn sto
 	for i, a := range dec.Actions {
 		d.Actions[i] = storage.Action{Kind: storage.ActionKind(a.Kind.String()), Run: a.Run, Reason: a.Reason}
 	}
-	d.View = c.viewable(sn, d)
+	d.View, d.Gap = c.viewable(sn, d)
 	return d, ref.Version, true, nil
 }
 

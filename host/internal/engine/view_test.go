@@ -63,6 +63,90 @@ func TestCoordinator_viewByReference(t *testing.T) {
 	e.wantStates([]string{"v-2"}, storage.StateRunning)
 }
 
+// TestCoordinator_viewByReference_truncated: in a group deeper than its
+// window, each report (the only change since the leader's apply) hands
+// back a reference with the runs that shift into the next window, and the
+// snapshot the coordinator makes of it is the one SnapshotBatch reads,
+// handoff after handoff until the window holds the whole queue (wait:
+// each launch from the oldest part; storage's
+// TestReport_referenceGap takes from the newest part).
+func TestCoordinator_viewByReference_truncated(t *testing.T) {
+	for _, window := range []int{2, 3} {
+		t.Run(fmt.Sprint("window", window), func(t *testing.T) {
+			ctx := context.Background()
+			e := newREnv(t, Config{})
+			c := e.rt.coord
+			c.leading.Store(true)
+			g := "gt"
+			if _, err := e.st.SetGroupSettings(ctx, g, storage.GroupSettings{Policy: "wait", MaxActive: 1, Window: window}); err != nil {
+				t.Fatal(err)
+			}
+			e.worker("w1", 4, time.Hour)
+			var ids []string
+			for i := range 4*window + 1 {
+				id := fmt.Sprintf("%s-%d", g, i+1)
+				ids = append(ids, id)
+				e.submit(g, id, 1)
+			}
+			e.settle()
+			ps := e.st.Subscribe(ctx, e.st.Keys().WorkEvents())
+			defer ps.Close()
+			if _, err := ps.Receive(ctx); err != nil {
+				t.Fatal(err)
+			}
+			withGap, truncated := 0, 0
+			for handoff := 1; handoff < len(ids); handoff++ {
+				running := ""
+				for i, st := range e.states(ids...) {
+					if st == storage.StateRunning {
+						running = ids[i]
+					}
+				}
+				if running == "" {
+					t.Fatalf("handoff %d: no run RUNNING", handoff)
+				}
+				e.finish(running)
+				m, err := ps.ReceiveMessage(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ref, ok := storage.ParseWorkRef(storage.SplitWorkEvents(m.Payload)[0])
+				if !ok {
+					t.Fatalf("handoff %d: the report's message %q: want a reference", handoff, m.Payload)
+				}
+				if len(ref.Gap) > 0 {
+					withGap++
+				}
+				if !c.offerRef(ref) {
+					t.Fatalf("handoff %d: reference %+v not offered", handoff, ref)
+				}
+				got := c.takeOffered([]string{g})[g]
+				want := e.st.SnapshotBatch(ctx, []string{g})[0]
+				if want.Err != nil {
+					t.Fatal(want.Err)
+				}
+				w := want.Snapshot
+				if w.Truncated() {
+					truncated++
+				}
+				if !reflect.DeepEqual(got.Group, w.Group) || !reflect.DeepEqual(got.Waiting, w.Waiting) ||
+					len(got.Active) != 0 || len(w.Active) != 0 || got.WaitingTotal != w.WaitingTotal ||
+					got.WaitingOldest != w.WaitingOldest {
+					t.Fatalf("handoff %d, by reference:\n%+v\nSnapshotBatch reads:\n%+v", handoff, got, w)
+				}
+				e.settle()
+			}
+			// 4k+1 runs, window k: the window is truncated while more
+			// than 2k wait (the first 2k handoffs); the reference of each
+			// carried a run (the one that shifts into the oldest part)
+			if truncated < 2*window-1 || withGap < 2*window {
+				t.Fatalf("%d snapshots truncated, %d references with a gap: want %d and %d", truncated, withGap,
+					2*window-1, 2*window)
+			}
+		})
+	}
+}
+
 // TestCoordinator_offerRef: a reference becomes an offered snapshot only
 // for the view one version before it, whether it comes after the apply's
 // view was kept or before; a view a reference cannot stand for is not
@@ -92,7 +176,11 @@ func TestCoordinator_offerRef(t *testing.T) {
 		}
 	}
 
-	if c.viewable(sn(), launchA) {
+	viewable := func(s storage.Snapshot, d storage.Decision) bool {
+		ok, _ := c.viewable(s, d)
+		return ok
+	}
+	if viewable(sn(), launchA) {
 		t.Fatal("not leading: viewable")
 	}
 	c.keepView(sn(), launchA, 6)
@@ -101,7 +189,7 @@ func TestCoordinator_offerRef(t *testing.T) {
 		t.Fatal("not leading: a view was kept")
 	}
 	c.leading.Store(true)
-	if !c.viewable(sn(), launchA) {
+	if !viewable(sn(), launchA) {
 		t.Fatal("leading, an untruncated window, a plain launch: not viewable")
 	}
 
@@ -131,7 +219,8 @@ func TestCoordinator_offerRef(t *testing.T) {
 	c.mu.Unlock()
 
 	for name, mod := range map[string]func(*storage.Snapshot, *storage.Decision){
-		"truncated":     func(s *storage.Snapshot, _ *storage.Decision) { s.WaitingTotal = 9 },
+		"truncated, no newest part": func(s *storage.Snapshot, _ *storage.Decision) { s.WaitingTotal = 9 },
+		"again":                     func(_ *storage.Snapshot, d *storage.Decision) { d.Again = true },
 		"discard_below": func(_ *storage.Snapshot, d *storage.Decision) { d.Below = 2 },
 		"wake asked":    func(_ *storage.Snapshot, d *storage.Decision) { d.WakeAt = 1 },
 		"wake pending":  func(s *storage.Snapshot, _ *storage.Decision) { s.Group.WakeAt = now },
@@ -147,10 +236,10 @@ func TestCoordinator_offerRef(t *testing.T) {
 		s, d := sn(), launchA
 		d.View = false
 		mod(&s, &d)
-		if c.viewable(s, d) {
+		if viewable(s, d) {
 			t.Fatalf("%s: viewable", name)
 		}
-		d.View = c.viewable(s, d)
+		d.View, d.Gap = c.viewable(s, d)
 		c.keepView(s, d, 10)
 		c.offerRef(ref(11))
 		if got, ok := offered(); ok {
@@ -166,14 +255,14 @@ func TestCoordinator_offerRef(t *testing.T) {
 	c.keepView(sn(), launchA, 6)
 	c.mu.Lock()
 	for i := len(c.views); i < maxOffered; i++ {
-		c.views[fmt.Sprint("other", i)] = storage.Snapshot{}
+		c.views[fmt.Sprint("other", i)] = keptView{}
 	}
 	c.mu.Unlock()
 	other := sn()
 	other.Group.Name = "new"
-	if c.viewable(other, launchA) || !c.viewable(sn(), launchA) {
+	if viewable(other, launchA) || !viewable(sn(), launchA) {
 		t.Fatalf("with %d views: new group viewable %v, g viewable %v, want false and true", maxOffered,
-			c.viewable(other, launchA), c.viewable(sn(), launchA))
+			viewable(other, launchA), viewable(sn(), launchA))
 	}
 }
 
