@@ -221,11 +221,11 @@ func TestCoordinator_offerRef(t *testing.T) {
 	for name, mod := range map[string]func(*storage.Snapshot, *storage.Decision){
 		"truncated, no newest part": func(s *storage.Snapshot, _ *storage.Decision) { s.WaitingTotal = 9 },
 		"again":                     func(_ *storage.Snapshot, d *storage.Decision) { d.Again = true },
-		"discard_below": func(_ *storage.Snapshot, d *storage.Decision) { d.Below = 2 },
-		"wake asked":    func(_ *storage.Snapshot, d *storage.Decision) { d.WakeAt = 1 },
-		"wake pending":  func(s *storage.Snapshot, _ *storage.Decision) { s.Group.WakeAt = now },
-		"history":       func(_ *storage.Snapshot, d *storage.Decision) { d.History = true },
-		"paused":        func(s *storage.Snapshot, _ *storage.Decision) { s.Group.Paused = true },
+		"discard_below":             func(_ *storage.Snapshot, d *storage.Decision) { d.Below = 2 },
+		"wake asked":                func(_ *storage.Snapshot, d *storage.Decision) { d.WakeAt = 1 },
+		"wake pending":              func(s *storage.Snapshot, _ *storage.Decision) { s.Group.WakeAt = now },
+		"history":                   func(_ *storage.Snapshot, d *storage.Decision) { d.History = true },
+		"paused":                    func(s *storage.Snapshot, _ *storage.Decision) { s.Group.Paused = true },
 		"big window": func(s *storage.Snapshot, _ *storage.Decision) {
 			for i := len(s.Waiting); i <= maxViewRuns; i++ {
 				s.Waiting = append(s.Waiting, storage.Run{ID: fmt.Sprint("w", i), Seq: int64(i + 1)})
