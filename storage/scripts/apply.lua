@@ -74,19 +74,9 @@
 -- (README.md "Dirty contract").
 -- bound: O(n · (log m + k) + f), n actions (at most the snapshot's runs plus
 -- one), k slots each, f free-zset entries read (free_cursor)
--- apply_one (in the single-group layout A and K below):
--- K[1] fence, K[2] lock, K[3] group hash, K[4] waiting zset, K[5] active
--- zset, K[6] dirty set, K[7] launched zset, K[8] drain set, K[9] finished
--- zset, K[10] decisions list, K[11] waiting-run index, K[12] workers zset,
--- K[13] slots hash, K[14] free zset, K[15] tokens counter, K[16] retire
--- zset, K[17] launches list, K[18] timers zset, K[19] launched runs'
--- index, K[20..19+n] run hash of action 1..n; A[1] epoch, A[2] holder,
--- A[3] group, A[4] snapshot version, A[5] claim id, A[6] policy, A[7]
--- policy version, A[8] discard_below, A[9] its reason, A[10] again, A[11]
--- sha256, A[12] registry version, A[13] decisions kept, A[14] run-events
--- channel, A[15] slot-events channel, A[16] place, A[17] wake ms, A[18]
--- work channel, A[19] min wake interval, A[20] wake horizon, A[21]
--- launches kept, A[22] view, A[23..] per action: kind, run id, reason.
+-- apply_one reads a group's keys and args where the call has them
+-- (KEYS[gk..gk + 6 + n], ARGV[ga + 1..ga + 14 + 3n], in the layout above;
+-- no table of its own), the shared ones from KEYS[1..12] and ARGV[1..8].
 -- S: what the groups of one call share (the clock, read once; the free
 -- cursor with its worker-liveness cache; the batch's launch count, for
 -- the cursor's window; the token counter, one INCR; the groups leaving
@@ -97,55 +87,60 @@ function S.now()
   S.t = S.t or now_ms()
   return S.t
 end
-local function set_wake(K, A, now)
-  local w = tonumber(A[17]) or 0
+local function set_wake(kgroup, group, wake, now)
+  local w = tonumber(wake) or 0
   if w <= 0 then return end
-  w = math.min(math.max(w, now + tonumber(A[19])), now + tonumber(A[20]))
-  local cur = tonumber(redis.call('HGET', K[3], 'wake_at') or '')
+  w = math.min(math.max(w, now + tonumber(ARGV[7])), now + tonumber(ARGV[8]))
+  local cur = tonumber(redis.call('HGET', kgroup, 'wake_at') or '')
   if cur and cur <= w then return end
   local ws = string.format('%d', w)
-  redis.call('HSET', K[3], 'wake_at', ws)
-  redis.call('ZADD', K[18], 'LT', ws, A[3])
+  redis.call('HSET', kgroup, 'wake_at', ws)
+  redis.call('ZADD', KEYS[11], 'LT', ws, group)
   S.timer = true -- one PUBLISH of storage.TimerEvent for the call
 end
--- apply_one applies one group's decision: K and A are a single group's
--- keys and args in the layout below (the shared ones copied in), n its
--- actions; returns {version, queued} or an error reply (nothing written
--- for the group).
-local function apply_one(K, A, n)
-  local below = tonumber(A[8]) or 0
-  local g = redis.call('HMGET', K[3], 'version', 'last_claim', 'discard_below', 'hist')
+-- apply_one applies one group's decision: its keys from KEYS[gk], its
+-- args from ARGV[ga + 1], n its actions; returns {version, queued} or an
+-- error reply (nothing written for the group).
+local function apply_one(gk, ga, n)
+  local kgroup, kwait, kactive, kfin, kdec, kinfo, klaunches = KEYS[gk], KEYS[gk + 1], KEYS[gk + 2], KEYS[gk + 3],
+    KEYS[gk + 4], KEYS[gk + 5], KEYS[gk + 6]
+  local group, version, claim, policy, pversion, below_a, breason, again, sha, registry, place_a, wake, keep_a, view =
+    ARGV[ga + 1], ARGV[ga + 2], ARGV[ga + 3], ARGV[ga + 4], ARGV[ga + 5], ARGV[ga + 6], ARGV[ga + 7], ARGV[ga + 8],
+    ARGV[ga + 9], ARGV[ga + 10], ARGV[ga + 11], ARGV[ga + 12], ARGV[ga + 13], ARGV[ga + 14]
+  local below = tonumber(below_a) or 0
+  local g = redis.call('HMGET', kgroup, 'version', 'last_claim', 'discard_below', 'hist')
   if not g[1] then
-    return redis.error_reply('WS_NOT_FOUND group ' .. A[3] .. ' does not exist')
+    return redis.error_reply('WS_NOT_FOUND group ' .. group .. ' does not exist')
   end
-  if A[5] ~= '' and g[2] == A[5] then
-    return redis.error_reply('WS_DUP claim ' .. A[5] .. ' already applied to group ' .. A[3])
+  if claim ~= '' and g[2] == claim then
+    return redis.error_reply('WS_DUP claim ' .. claim .. ' already applied to group ' .. group)
   end
-  if g[1] ~= A[4] then
-    return redis.error_reply('WS_STALE group ' .. A[3] .. ' is at version ' .. g[1] .. ', decision made at ' .. A[4])
+  if g[1] ~= version then
+    return redis.error_reply('WS_STALE group ' .. group .. ' is at version ' .. g[1] .. ', decision made at ' .. version)
   end
   local covered = tonumber(g[3]) or 0
   local seen, acts = {}, {}
   for j = 1, n do
-    local kind, id, reason = A[20 + 3 * j], A[21 + 3 * j], A[22 + 3 * j]
+    local kind, id, reason = ARGV[ga + 12 + 3 * j], ARGV[ga + 13 + 3 * j], ARGV[ga + 14 + 3 * j]
     if seen[id] then
       return redis.error_reply('WS_INVALID two actions on run ' .. id)
     end
     seen[id] = true
-    local a = {kind = kind, id = id, reason = reason, key = K[19 + j]}
+    local a = {kind = kind, id = id, reason = reason, key = KEYS[gk + 6 + j]}
     if kind == 'launch' or kind == 'discard' then
       -- a WAITING run of this group is in its index: seq and slots at once
-      local info = redis.call('HGET', K[11], id)
+      local info = redis.call('HGET', kinfo, id)
       local seq, slots
       if info then
-        local s, p, k = string.match(info, '^(%d+),(-?%d+),(%d+),')
+        local s, p, k, rest = string.match(info, '^(%d+),(-?%d+),(%d+),[^,]*(.*)$')
         seq, slots = tonumber(s), tonumber(k)
         a.prio = p -- (a field in a multiple assignment trips the embedded store's Lua)
         a.seqs = s -- its decimal form, for the writes (a number is formatted with %.14g each time)
-        a.labels = string.match(info, '^[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,(.*)$') or ''
+        -- the labels: after attempt, max_attempts and not_before (winfo)
+        a.labels = rest ~= '' and string.match(rest, '^,[^,]*,[^,]*,[^,]*,(.*)$') or ''
       else
         -- not indexed (submitted before the index existed, or not WAITING)
-        seq = tonumber(redis.call('ZSCORE', K[4], id) or '')
+        seq = tonumber(redis.call('ZSCORE', kwait, id) or '')
         if seq then
           local r = redis.call('HMGET', a.key, 'slots', 'labels', 'priority')
           slots, a.labels = tonumber(r[1] or '1'), r[2] or ''
@@ -154,8 +149,8 @@ local function apply_one(K, A, n)
       end
       if not seq then
         local r = redis.call('HMGET', a.key, 'state', 'group')
-        if not r[1] or r[2] ~= A[3] then
-          return redis.error_reply('WS_NOT_FOUND run ' .. id .. ' is not in group ' .. A[3])
+        if not r[1] or r[2] ~= group then
+          return redis.error_reply('WS_NOT_FOUND run ' .. id .. ' is not in group ' .. group)
         end
         return redis.error_reply('WS_BAD_STATE ' .. kind .. ' run ' .. id .. ': run is ' .. r[1] .. ', want WAITING')
       end
@@ -166,8 +161,8 @@ local function apply_one(K, A, n)
       a.seqs = a.seqs or string.format('%d', seq)
     elseif kind == 'stop' then
       local r = redis.call('HMGET', a.key, 'state', 'group')
-      if not r[1] or r[2] ~= A[3] then
-        return redis.error_reply('WS_NOT_FOUND run ' .. id .. ' is not in group ' .. A[3])
+      if not r[1] or r[2] ~= group then
+        return redis.error_reply('WS_NOT_FOUND run ' .. id .. ' is not in group ' .. group)
       end
       if r[1] ~= 'LAUNCHED' and r[1] ~= 'RUNNING' then
         return redis.error_reply('WS_BAD_STATE stop run ' .. id .. ': run is ' .. r[1] .. ', want LAUNCHED or RUNNING')
@@ -179,35 +174,35 @@ local function apply_one(K, A, n)
     acts[j] = a
   end
   if n == 0 and below == 0 then
-    S.settled[#S.settled + 1] = A[3]
-    if A[17] ~= '0' then set_wake(K, A, S.now()) end
+    S.settled[#S.settled + 1] = group
+    if wake ~= '0' then set_wake(kgroup, group, wake, S.now()) end
     return {tonumber(g[1]), 0}
   end
   local now = S.now()
-  set_wake(K, A, now)
+  set_wake(kgroup, group, wake, now)
   local hist = {}
   local counts = {launch = 0, discard = 0, stop = 0}
   local ev, notify, gone, finished = {}, {}, {}, false
   local free, queued = nil, 0
-  local place = A[16] == '1'
+  local place = place_a == '1'
   -- the decision record of each run the decision names, one field:
   -- claim, epoch, decided_at, action, policy, policy version, sha256,
   -- registry version, reason (0x1f-separated; storage.parseDecision)
   local nows = string.format('%d', now)
-  local dhead = A[5] .. '\31' .. A[1] .. '\31' .. nows .. '\31'
-  local dtail = '\31' .. A[6] .. '\31' .. A[7] .. '\31' .. A[11] .. '\31' .. A[12] .. '\31'
+  local dhead = claim .. '\31' .. ARGV[1] .. '\31' .. nows .. '\31'
+  local dtail = '\31' .. policy .. '\31' .. pversion .. '\31' .. sha .. '\31' .. registry .. '\31'
   for _, a in ipairs(acts) do
     counts[a.kind] = counts[a.kind] + 1
     local dec = dhead .. a.kind .. dtail .. a.reason
     if a.kind == 'launch' then
       hist[#hist + 1] = nows .. ',' .. a.labels
       gone[#gone + 1] = a.id
-      redis.call('ZREM', K[4], a.id)
-      redis.call('ZADD', K[5], a.seqs, a.id)
-      ev[#ev + 1] = 'LAUNCHED#' .. A[3] .. '#' .. a.id
+      redis.call('ZREM', kwait, a.id)
+      redis.call('ZADD', kactive, a.seqs, a.id)
+      ev[#ev + 1] = 'LAUNCHED#' .. group .. '#' .. a.id
       local got
       if place then
-        S.free = S.free or free_cursor(K[14], K[12], K[13], now, math.min(S.need + 4, 64), true)
+        S.free = S.free or free_cursor(KEYS[8], KEYS[6], KEYS[7], now, math.min(S.need + 4, 64), true)
         free = S.free
         got = free.take(a.slots)
         place = got ~= nil -- the first misfit queues, and every launch after it
@@ -217,65 +212,65 @@ local function apply_one(K, A, n)
       if got then
         local as = {}
         for task, s in ipairs(got) do
-          as[#as + 1] = claim_slot(K[13], K[14], S.tok, s, a.id, task - 1, now, S.taken)
+          as[#as + 1] = claim_slot(KEYS[7], KEYS[8], S.tok, s, a.id, task - 1, now, S.taken)
         end
         redis.call('HSET', a.key, 'dec', dec, 'state', 'RUNNING', 'launched_at', nows, 'started_at', nows,
-          'assign', join_assign(as), 'policy', A[6], 'policy_version', A[7])
+          'assign', join_assign(as), 'policy', policy, 'policy_version', pversion)
         notify[#notify + 1] = as[1].w .. '#' .. as[1].i .. '#' .. a.id
-        ev[#ev + 1] = 'RUNNING#' .. A[3] .. '#' .. a.id
+        ev[#ev + 1] = 'RUNNING#' .. group .. '#' .. a.id
       else
-        redis.call('HSET', a.key, 'dec', dec, 'state', 'LAUNCHED', 'launched_at', nows, 'policy', A[6], 'policy_version', A[7])
-        redis.call('ZADD', K[7], a.seqs, a.id)
-        redis.call('HSET', K[19], a.id, a.seqs .. ',' .. string.format('%d', a.slots) .. ',' .. (a.prio or '0') .. ',' .. nows .. ',' ..
-          A[3] .. ',' .. a.labels)
+        redis.call('HSET', a.key, 'dec', dec, 'state', 'LAUNCHED', 'launched_at', nows, 'policy', policy, 'policy_version', pversion)
+        redis.call('ZADD', KEYS[4], a.seqs, a.id)
+        redis.call('HSET', KEYS[12], a.id, a.seqs .. ',' .. string.format('%d', a.slots) .. ',' .. (a.prio or '0') .. ',' .. nows .. ',' ..
+          group .. ',' .. a.labels)
         queued = queued + 1
       end
     elseif a.kind == 'discard' then
       redis.call('HSET', a.key, 'dec', dec, 'state', 'DISCARDED', 'finished_at', nows, 'reason', a.reason)
       gone[#gone + 1] = a.id
-      redis.call('ZREM', K[4], a.id)
-      redis.call('ZADD', K[9], nows, a.id)
+      redis.call('ZREM', kwait, a.id)
+      redis.call('ZADD', kfin, nows, a.id)
       finished = true
-      ev[#ev + 1] = 'DISCARDED#' .. A[3] .. '#' .. a.id
+      ev[#ev + 1] = 'DISCARDED#' .. group .. '#' .. a.id
     elseif a.st == 'LAUNCHED' then
       redis.call('HSET', a.key, 'dec', dec, 'state', 'STOPPED', 'finished_at', nows, 'reason', a.reason)
-      redis.call('ZADD', K[9], nows, a.id)
-      redis.call('ZREM', K[5], a.id)
-      redis.call('ZREM', K[7], a.id)
-      redis.call('HDEL', K[19], a.id)
+      redis.call('ZADD', kfin, nows, a.id)
+      redis.call('ZREM', kactive, a.id)
+      redis.call('ZREM', KEYS[4], a.id)
+      redis.call('HDEL', KEYS[12], a.id)
       finished = true
-      ev[#ev + 1] = 'STOPPED#' .. A[3] .. '#' .. a.id
+      ev[#ev + 1] = 'STOPPED#' .. group .. '#' .. a.id
     else
       redis.call('HSET', a.key, 'dec', dec, 'state', 'STOPPING', 'reason', a.reason)
-      ev[#ev + 1] = 'STOPPING#' .. A[3] .. '#' .. a.id
+      ev[#ev + 1] = 'STOPPING#' .. group .. '#' .. a.id
     end
   end
   if #gone > 0 then
-    redis.call('HDEL', K[11], unpack(gone))
+    redis.call('HDEL', kinfo, unpack(gone))
   end
-  local keep = tonumber(A[21]) or 0
+  local keep = tonumber(keep_a) or 0
   if keep > 0 and #hist > 0 then
-    if g[4] ~= '1' then redis.call('HSET', K[3], 'hist', '1') end
-    local hl = redis.call('LPUSH', K[17], unpack(hist))
-    if hl > 2 * keep then redis.call('LTRIM', K[17], 0, keep - 1) end
+    if g[4] ~= '1' then redis.call('HSET', kgroup, 'hist', '1') end
+    local hl = redis.call('LPUSH', klaunches, unpack(hist))
+    if hl > 2 * keep then redis.call('LTRIM', klaunches, 0, keep - 1) end
   elseif keep == 0 and g[4] == '1' then
-    redis.call('HDEL', K[3], 'hist')
-    redis.call('DEL', K[17])
+    redis.call('HDEL', kgroup, 'hist')
+    redis.call('DEL', klaunches)
   end
   if finished then
-    redis.call('ZADD', K[16], 'NX', nows, A[3])
+    redis.call('ZADD', KEYS[10], 'NX', nows, group)
   end
   for _, e in ipairs(ev) do S.ev[#S.ev + 1] = e end
   for _, e in ipairs(notify) do S.notify[#S.notify + 1] = e end
-  local kept = math.max(tonumber(A[13]) or 20, 1)
-  local dl = redis.call('LPUSH', K[10], table.concat({nows, A[5], A[1], A[6], A[7], A[12],
+  local kept = math.max(tonumber(ARGV[3]) or 20, 1)
+  local dl = redis.call('LPUSH', kdec, table.concat({nows, claim, ARGV[1], policy, pversion, registry,
     string.format('%d\31%d\31%d\31%d', counts.launch, counts.discard, counts.stop, below)}, '\31'))
   if dl > 2 * kept then
-    redis.call('LTRIM', K[10], 0, kept - 1)
+    redis.call('LTRIM', kdec, 0, kept - 1)
   end
   if below > covered then
-    redis.call('HSET', K[3], 'discard_below', string.format('%d', below), 'discard_reason', A[9])
-    redis.call('SADD', K[8], A[3])
+    redis.call('HSET', kgroup, 'discard_below', string.format('%d', below), 'discard_reason', breason)
+    redis.call('SADD', KEYS[5], group)
   end
   local v = tonumber(g[1]) + 1
   local vs = string.format('%d', v)
@@ -284,14 +279,14 @@ local function apply_one(K, A, n)
   -- report.lua), else none
   -- (with the view's gap: "version,lo,hi,oldest,newest", report.lua)
   local dv = ''
-  if A[22] == '1' then
+  if view == '1' then
     dv = vs
-  elseif string.sub(A[22], 1, 2) == '1,' then
-    dv = vs .. string.sub(A[22], 2)
+  elseif string.sub(view, 1, 2) == '1,' then
+    dv = vs .. string.sub(view, 2)
   end
-  redis.call('HSET', K[3], 'version', vs, 'last_claim', A[5], 'dv', dv)
-  if A[10] ~= '1' then
-    S.settled[#S.settled + 1] = A[3]
+  redis.call('HSET', kgroup, 'version', vs, 'last_claim', claim, 'dv', dv)
+  if again ~= '1' then
+    S.settled[#S.settled + 1] = group
   end
   return {v, queued}
 end
@@ -305,16 +300,9 @@ while ga <= #ARGV do
     return redis.error_reply('WS_INVALID apply: group ' .. #calls + 1 .. ' has ' .. tostring(ARGV[ga]) ..
       ' actions; the keys or args do not match')
   end
-  local K = {KEYS[1], KEYS[2], KEYS[gk], KEYS[gk + 1], KEYS[gk + 2], KEYS[3], KEYS[4], KEYS[5], KEYS[gk + 3],
-    KEYS[gk + 4], KEYS[gk + 5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[gk + 6], KEYS[11], KEYS[12]}
-  for j = 1, n do K[19 + j] = KEYS[gk + 6 + j] end
-  local A = {ARGV[1], ARGV[2], ARGV[ga + 1], ARGV[ga + 2], ARGV[ga + 3], ARGV[ga + 4], ARGV[ga + 5], ARGV[ga + 6],
-    ARGV[ga + 7], ARGV[ga + 8], ARGV[ga + 9], ARGV[ga + 10], ARGV[3], ARGV[4], ARGV[5], ARGV[ga + 11], ARGV[ga + 12],
-    ARGV[6], ARGV[7], ARGV[8], ARGV[ga + 13], ARGV[ga + 14]}
-  for j = 1, 3 * n do A[22 + j] = ARGV[ga + 14 + j] end
-  calls[#calls + 1] = {K, A, n}
+  calls[#calls + 1] = {gk, ga, n}
   for j = 1, n do
-    if A[20 + 3 * j] == 'launch' then S.need = S.need + 1 end
+    if ARGV[ga + 12 + 3 * j] == 'launch' then S.need = S.need + 1 end
   end
   gk, ga = gk + 7 + n, ga + 15 + 3 * n
 end

@@ -19,13 +19,9 @@
 -- run id, token, outcome (SUCCEEDED|FAILED|STOPPED), reason, group, the
 -- run's result ('' = none), the tail of its output, its exit code ('' =
 -- none): each written only when given (the attempt's, also on a retry)
--- report_one (in the single-report layout K and A below): K[1] run hash,
--- K[2] slots, K[3] free, K[4] group hash, K[5] active, K[6] retire, K[7]
--- restore, K[8] dirty, K[9] finished, K[10] waiting, K[11] waiting-run
--- index, K[12] delayed, K[13] timers; A[1] identity, A[2] run id, A[3]
--- token, A[4] outcome, A[5] reason, A[6] group, A[7] work channel, A[8]
--- run-events channel, A[9] default window, A[10] result, A[11] output,
--- A[12] exit code.
+-- report_one reads a report's keys and args where the call has them
+-- (KEYS[k + 1..k + 7], ARGV[a + 1..a + 8]: no table of its own; the
+-- shared ones from KEYS[1..6] and ARGV[1..4]).
 -- A group's message (the last of its reports in the call) is its next
 -- snapshot when the group has no active run left, a small window (at most
 -- 64 runs, all indexed)
@@ -112,88 +108,98 @@ local function gap_entries(kwaiting, kinfo, gap)
   end
   return table.concat(parts, '\31')
 end
-local function report_one(K, A, salt)
-  local o = A[4]
+local produced = {'result', 'output', 'exit_code'}
+-- report_one writes report j (its keys from KEYS[k + 1], its args from
+-- ARGV[a + 1]; salt spreads its retry's jitter)
+local function report_one(k, a, salt)
+  local krun, kgroup, kactive, kfin, kwait, kinfo, kdel = KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], KEYS[k + 4],
+    KEYS[k + 5], KEYS[k + 6], KEYS[k + 7]
+  local id, tok, o, given, group = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
   if o ~= 'SUCCEEDED' and o ~= 'FAILED' and o ~= 'STOPPED' then
     return redis.error_reply('WS_INVALID outcome ' .. o .. ' (want SUCCEEDED, FAILED or STOPPED)')
   end
-  local r = redis.call('HMGET', K[1], 'state', 'group', 'assign', 'report_token', 'attempt', 'max_attempts',
-    'backoff', 'started_at', 'attempts')
-  if not r[1] or r[2] ~= A[6] then
-    return redis.error_reply('WS_NOT_FOUND run ' .. A[2] .. ' does not exist')
+  local r = redis.call('HMGET', krun, 'state', 'group', 'assign', 'report_token', 'attempt', 'max_attempts')
+  if not r[1] or r[2] ~= group then
+    return redis.error_reply('WS_NOT_FOUND run ' .. id .. ' does not exist')
   end
-  if r[4] and r[4] == A[3] then return 0 end
+  if r[4] and r[4] == tok then return 0 end
   local as = parse_assign(r[3])
   local owner = false
-  for _, a in ipairs(as) do
-    if a.task == 0 and a.w == A[1] and a.tok == A[3] then owner = true end
+  for _, x in ipairs(as) do
+    if x.task == 0 and x.w == ARGV[1] and x.tok == tok then owner = true end
   end
   if not owner then
-    return redis.error_reply('WS_NOT_OWNER worker ' .. A[1] .. ' token ' .. A[3] .. ' does not hold task 0 of run ' .. A[2])
+    return redis.error_reply('WS_NOT_OWNER worker ' .. ARGV[1] .. ' token ' .. tok .. ' does not hold task 0 of run ' .. id)
   end
   if r[1] ~= 'RUNNING' and r[1] ~= 'STOPPING' then
-    return redis.error_reply('WS_BAD_STATE report run ' .. A[2] .. ': run is ' .. r[1] .. ', want RUNNING or STOPPING')
+    return redis.error_reply('WS_BAD_STATE report run ' .. id .. ': run is ' .. r[1] .. ', want RUNNING or STOPPING')
   end
-  local reason = A[5]
+  local reason = given
   if r[1] == 'STOPPING' and o ~= 'STOPPED' then
     reason = 'stop requested; the run had already finished ' .. o .. (reason ~= '' and (': ' .. reason) or '')
     o = 'STOPPED'
   end
   local fin = S.now()
   local att, maxa = tonumber(r[5]) or 1, tonumber(r[6]) or 1
+  if maxa > 1 then -- a run with retries: its backoff and attempt log too
+    local x = redis.call('HMGET', krun, 'backoff', 'started_at', 'attempts')
+    r[7], r[8], r[9] = x[1], x[2], x[3]
+  end
   local retry = o == 'FAILED' and retry_at(att, maxa, r[7], fin, salt)
   -- the fields written with the new state (in its one HSET): the attempt's
   -- record (runs with retries) and what it produced
   local hist = {}
   if maxa > 1 then
-    hist = {'attempts', attempt_log(r[9], att, A[1], r[8], fin, o, reason)}
+    hist = {'attempts', attempt_log(r[9], att, ARGV[1], r[8], fin, o, reason)}
   end
-  for j, f in ipairs({'result', 'output', 'exit_code'}) do
-    local v = A[9 + j]
+  for j, f in ipairs(produced) do
+    local v = ARGV[a + 5 + j]
     if v and v ~= '' then hist[#hist + 1] = f; hist[#hist + 1] = v end
   end
   if retry then
-    redis.call('HSET', K[1], 'state', 'WAITING', 'attempt', att + 1, 'not_before', string.format('%d', retry),
+    redis.call('HSET', krun, 'state', 'WAITING', 'attempt', att + 1, 'not_before', string.format('%d', retry),
       'reason', 'attempt ' .. att .. ' of ' .. maxa .. ' failed' .. (reason ~= '' and (': ' .. reason) or ''),
-      'report_token', A[3], unpack(hist))
-    redis.call('HDEL', K[1], 'assign', 'launched_at', 'started_at')
-    park(K[12], K[13], A[6], A[2], retry)
+      'report_token', tok, unpack(hist))
+    redis.call('HDEL', krun, 'assign', 'launched_at', 'started_at')
+    park(kdel, KEYS[6], group, id, retry)
     S.timer = true -- one PUBLISH of storage.TimerEvent for the call
     o = 'WAITING'
   else
-    redis.call('HSET', K[1], 'state', o, 'finished_at', S.nows, 'reason', reason, 'report_token', A[3], unpack(hist))
-    redis.call('ZADD', K[9], S.nows, A[2])
-    add_once(S.retire, A[6])
+    redis.call('HSET', krun, 'state', o, 'finished_at', S.nows, 'reason', reason, 'report_token', tok, unpack(hist))
+    redis.call('ZADD', kfin, S.nows, id)
+    add_once(S.retire, group)
   end
-  release_slots(K[2], K[3], A[2], as, S)
-  redis.call('ZREM', K[5], A[2])
-  S.restore[#S.restore + 1] = A[2]
-  local v = redis.call('HINCRBY', K[4], 'version', '1')
-  local msg = A[6]
-  local gv = redis.call('ZCARD', K[5]) == 0 and group_view(K[4])
-  if gv and not gv[9] and redis.call('ZCARD', K[10]) == 0 then
+  release_slots(KEYS[1], KEYS[2], id, as, S)
+  redis.call('ZREM', kactive, id)
+  S.restore[#S.restore + 1] = id
+  local v = redis.call('HINCRBY', kgroup, 'version', '1')
+  local msg = group
+  -- (no active run left: what the group's message can be is read, the
+  -- three fields a reference needs first: wake_at, hist, dv)
+  local gq = redis.call('ZCARD', kactive) == 0 and redis.call('HMGET', kgroup, 'wake_at', 'hist', 'dv')
+  if gq and not gq[1] and redis.call('ZCARD', kwait) == 0 then
     -- nothing left to decide: no active run, none waiting, no wake
     -- pending; the group stays out of dirty (a decision could launch,
     -- discard or stop nothing) and its message says so (the slot
     -- manager and retention wake)
-    gv = nil
-    S.quiet[A[6]] = true
-    msg = A[6] .. '\31-' -- storage.QuietWorkEvent: nothing to decide
+    gq = nil
+    S.quiet[group] = true
+    msg = group .. '\31-' -- storage.QuietWorkEvent: nothing to decide
   else
-    S.quiet[A[6]] = false
+    S.quiet[group] = false
   end
-  add_once(S.dirty, A[6]) -- (the group's last report in the call says whether it goes into dirty)
+  add_once(S.dirty, group) -- (the group's last report in the call says whether it goes into dirty)
   local dv, gap
-  if gv then dv, gap = string.match(gv[11] or '', '^(%d+)(.*)$') end
-  local ref = gv and tonumber(dv or '') == v - 1 and gv[10] ~= '1' and not gv[9]
+  if gq then dv, gap = string.match(gq[3] or '', '^(%d+)(.*)$') end
+  local ref = gq and tonumber(dv or '') == v - 1 and gq[2] ~= '1' and not gq[1]
   if ref then
     -- only this report changed the group since the leader's apply (dv), no
     -- launch history, no wake pending: the leader's own view of it, at
     -- version v, with no active run (and, for a view of a truncated
     -- window, the runs of its gap the next window shows)
-    local e = gap == '' and '' or gap_entries(K[10], K[11], gap)
+    local e = gap == '' and '' or gap_entries(kwait, kinfo, gap)
     if e then
-      msg = A[6] .. '\31=' .. string.format('%d', v) .. '\31' .. S.nows .. e
+      msg = group .. '\31=' .. string.format('%d', v) .. '\31' .. S.nows .. e
       S.handback = true
     else
       ref = false -- the gap's runs are not all indexed: the snapshot below
@@ -201,11 +207,11 @@ local function report_one(K, A, salt)
   end
   if ref then
     -- the reference above
-  elseif gv then
-    local g, total, oldest, ids = window_of(K[4], K[10], tonumber(A[9]), gv)
+  elseif gq then
+    local g, total, oldest, ids = window_of(kgroup, kwait, tonumber(ARGV[4]))
     if g[1] and g[7] ~= '1' and g[10] ~= '1' and #ids <= 64 then
-      local info = #ids > 0 and redis.call('HMGET', K[11], unpack(ids)) or {}
-      local parts = {A[6], g[1], g[2] or '', g[3] or '', g[4] or '', g[5] or '', g[6] or '', S.nows, total, oldest,
+      local info = #ids > 0 and redis.call('HMGET', kinfo, unpack(ids)) or {}
+      local parts = {group, g[1], g[2] or '', g[3] or '', g[4] or '', g[5] or '', g[6] or '', S.nows, total, oldest,
         'P' .. (g[8] or '')}
       for i, id in ipairs(ids) do
         if not info[i] then parts = nil break end -- not indexed: the leader reads a snapshot
@@ -216,10 +222,10 @@ local function report_one(K, A, salt)
   end
   -- a group's last report in the call names its message (an earlier one
   -- is out of date by then)
-  local at = S.msg[A[6]]
-  if not at then at = #S.msg + 1; S.msg[A[6]] = at end
+  local at = S.msg[group]
+  if not at then at = #S.msg + 1; S.msg[group] = at end
   S.msg[at] = msg
-  S.ev[#S.ev + 1] = o .. '#' .. A[6] .. '#' .. A[2]
+  S.ev[#S.ev + 1] = o .. '#' .. group .. '#' .. id
   return 1
 end
 
@@ -231,12 +237,7 @@ end
 local out = {}
 local done, err = pcall(function()
   for j = 1, nrep do
-    local k, a = 7 + 7 * (j - 1), 4 + 8 * (j - 1)
-    local K = {KEYS[k + 1], KEYS[1], KEYS[2], KEYS[k + 2], KEYS[k + 3], KEYS[3], KEYS[4], KEYS[5], KEYS[k + 4],
-      KEYS[k + 5], KEYS[k + 6], KEYS[k + 7], KEYS[6]}
-    local A = {ARGV[1], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[2], ARGV[3], ARGV[4],
-      ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]}
-    out[j] = report_one(K, A, j)
+    out[j] = report_one(7 + 7 * (j - 1), 4 + 8 * (j - 1), j)
   end
 end)
 if #S.free > 0 then redis.call('ZADD', KEYS[2], unpack(S.free)) end

@@ -109,18 +109,25 @@ pub.seqs, rk, ra = runs, 7, 5
 -- the runs, under pcall: the version bumps and dirty marks the call
 -- collected are written even when a run's command fails (a written run is
 -- never left without its group's version bump)
+-- K and A: submit_one's layout, one table each for the call (new_run
+-- keeps neither): the shared entries here, each run's in the loop
+local K = {KEYS[1], KEYS[2], nil, nil, KEYS[3], nil, KEYS[4], KEYS[5], nil, nil, KEYS[6]}
+local A = {nil, nil, nil, nil, nil, nil, nil, ARGV[1], ARGV[2], nil, nil, nil, nil, ARGV[3], nil, nil, ARGV[4]}
 local done, err = pcall(function()
   while ra <= #ARGV do
     local idem = ARGV[ra] == '1'
     local na, nk = 13, 5
     if idem then na, nk = 16, 6 end
-    local K = {KEYS[1], KEYS[2], KEYS[rk], KEYS[rk + 1], KEYS[3], KEYS[rk + 4], KEYS[4], KEYS[5], KEYS[rk + 2],
-      KEYS[rk + 3], KEYS[6]}
-    local A = {ARGV[ra + 1], ARGV[ra + 2], ARGV[ra + 3], ARGV[ra + 4], ARGV[ra + 5], ARGV[ra + 6], ARGV[ra + 7],
-      ARGV[1], ARGV[2], ARGV[ra + 8], ARGV[ra + 9], ARGV[ra + 10], ARGV[ra + 11], ARGV[3], ARGV[ra + 12]}
+    -- the run's entries of K and A (the shared ones are set once, above)
+    K[3], K[4], K[6], K[9], K[10] = KEYS[rk], KEYS[rk + 1], KEYS[rk + 4], KEYS[rk + 2], KEYS[rk + 3]
+    for j = 1, 7 do A[j] = ARGV[ra + j] end
+    for j = 10, 13 do A[j] = ARGV[ra + j - 2] end
+    A[15] = ARGV[ra + 12]
     if idem then
       K[12] = KEYS[rk + 5]
-      A[16], A[17], A[18], A[19] = ARGV[ra + 13], ARGV[4], ARGV[ra + 14], ARGV[ra + 15]
+      A[16], A[18], A[19] = ARGV[ra + 13], ARGV[ra + 14], ARGV[ra + 15]
+    else
+      K[12] = nil
     end
     out[#out + 1] = submit_one(K, A)
     rk, ra = rk + nk, ra + na
