@@ -2101,10 +2101,3 @@ func (s *Store) runGroup(ctx context.Context, op, id string) (string, error) {
 	return g, nil
 }
 
-// boolArg is a script's flag argument: "1" or "0".
-func boolArg(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
-}
