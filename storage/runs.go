@@ -2100,4 +2100,3 @@ func (s *Store) runGroup(ctx context.Context, op, id string) (string, error) {
 	}
 	return g, nil
 }
-
