@@ -588,3 +588,46 @@ func TestStore_Report_referenceGap(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_PollAssigned_detail: a worker's pickup of a run placed by the
+// apply (PollAssigned, and Heartbeat for the tokens it has not started)
+// reads what it starts the run with: id, group, state, the assignment,
+// payload, duration, attempt, max attempts, timeout, as GetRun has them.
+func TestStore_PollAssigned_detail(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		mustNil(t, e.s.RegisterWorker(ctx, "wA", 2, time.Minute))
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "r1", Payload: "the payload", Duration: 1500 * time.Millisecond,
+			Timeout: 7 * time.Second, Retry: storage.Retry{MaxAttempts: 3}}))(t)
+		launch(t, e, f, "g", "r1")
+		full := ok(e.s.GetRun(ctx, "r1"))(t)
+		if full.State != storage.StateRunning || len(full.Assignments) != 1 {
+			t.Fatalf("r1 after the apply: %+v, want RUNNING on one slot", full)
+		}
+		a := full.Assignments[0]
+		check := func(name string, d *storage.Run) {
+			t.Helper()
+			if d == nil || d.ID != "r1" || d.Group != "g" || d.State != storage.StateRunning || d.Payload != "the payload" ||
+				d.Duration != 1500*time.Millisecond || d.Attempt != 1 || d.MaxAttempts != 3 || d.Timeout != 7*time.Second ||
+				len(d.Assignments) != 1 || d.Assignments[0] != a {
+				t.Fatalf("%s: Detail %+v, want r1's pickup fields as GetRun reads them (%+v)", name, d, full)
+			}
+		}
+		st := ok(e.s.PollAssigned(ctx, "wA", []storage.SlotEvent{{Worker: "wA", Slot: a.Slot, Run: "r1"}}))(t)
+		if len(st) != 1 {
+			t.Fatalf("PollAssigned: %+v, want r1's slot", st)
+		}
+		check("PollAssigned", st[0].Detail)
+		hb := ok(e.s.Heartbeat(ctx, "wA", time.Minute, func(tok string) bool { return tok == a.Token }))(t)
+		n := 0
+		for _, s := range hb {
+			if s.Run == "r1" {
+				check("Heartbeat", s.Detail)
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("Heartbeat: %+v, want r1's slot once", hb)
+		}
+	})
+}

@@ -89,9 +89,11 @@ type SlotState struct {
 	Token    string
 	Task     int
 	RunState State // state of Run ("" when free or the run is gone)
-	// Detail is the whole run record, read in the same round trip as
-	// RunState, only for the task-0 slots the caller asked for (Heartbeat's
-	// need); nil otherwise.
+	// Detail is what a worker starts the run with (pickupFields: id,
+	// group, state, assignments, payload, duration, attempt, max
+	// attempts, timeout; the rest of the record is not read), read in the
+	// same round trip as RunState, only for the task-0 slots the caller
+	// asked for (Heartbeat's need, PollAssigned); nil otherwise.
 	Detail *Run
 }
 
@@ -110,7 +112,7 @@ func parseSlotValue(i int, v string) SlotState {
 
 // fillRunStates reads the states of the slots' runs in one pipelined round
 // trip; for a task-0 slot whose token satisfies need (nil: none) it reads
-// the whole run record instead (SlotState.Detail).
+// what a worker starts it with instead (SlotState.Detail).
 func (s *Store) fillRunStates(ctx context.Context, sl []SlotState, need func(token string) bool) error {
 	idx := map[string][]int{}
 	full := map[string]bool{}
@@ -130,7 +132,7 @@ func (s *Store) fillRunStates(ctx context.Context, sl []SlotState, need func(tok
 	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for r := range idx {
 			if full[r] {
-				fulls[r] = p.HMGet(ctx, s.k.Run(r), runFields...)
+				fulls[r] = p.HMGet(ctx, s.k.Run(r), pickupFields...)
 			} else {
 				cmds[r] = p.HGet(ctx, s.k.Run(r), "state")
 			}
@@ -146,7 +148,7 @@ func (s *Store) fillRunStates(ctx context.Context, sl []SlotState, need func(tok
 		}
 	}
 	for r, c := range fulls {
-		run, ok := parseRun(c.Val())
+		run, ok := parsePickup(c.Val())
 		for _, i := range idx[r] {
 			if ok {
 				sl[i].RunState = run.State
@@ -163,8 +165,8 @@ func (s *Store) fillRunStates(ctx context.Context, sl []SlotState, need func(tok
 // Heartbeat extends the worker's expiry to now+ttl and returns its slots
 // with the state of each assigned run (one script + one pipelined read).
 // ErrUnknownWorker when the worker was reaped or never registered. need
-// (nil: none) selects task-0 slots, by token, whose whole run record
-// (SlotState.Detail) is read in the same pipelined read: a worker passes
+// (nil: none) selects task-0 slots, by token, whose pickup fields
+// (SlotState.Detail) are read in the same pipelined read: a worker passes
 // "tokens I have not started yet", so starting a run costs no extra round
 // trip.
 func (s *Store) Heartbeat(ctx context.Context, identity string, ttl time.Duration, need func(token string) bool) ([]SlotState, error) {
@@ -259,9 +261,28 @@ func ParseSlotEvents(payload string) []SlotEvent {
 	return out
 }
 
+// pickupFields are the run fields a worker starts a run with (the
+// worker's Run: id, group, payload, attempt, max attempts, timeout,
+// duration; the state and assignments that say the slot is still the
+// run's): a pickup reads these, not the whole record (runFields; 37
+// fields, most of them empty on a run just placed).
+var pickupFields = []string{"id", "group", "state", "assign", "payload", "duration_ms", "attempt", "max_attempts", "timeout_ms"}
+
+// parsePickup reads HMGET values of pickupFields (ok false: no run).
+func parsePickup(vals []any) (Run, bool) {
+	if len(vals) < len(pickupFields) || vals[0] == nil {
+		return Run{}, false
+	}
+	return Run{ID: str(vals[0]), Group: str(vals[1]), State: State(str(vals[2])), Assignments: parseAssign(str(vals[3])),
+		Payload: str(vals[4]), Duration: time.Duration(toInt64(vals[5])) * time.Millisecond,
+		Attempt: max(int(toInt64(vals[6])), 1), MaxAttempts: max(int(toInt64(vals[7])), 1),
+		Timeout: time.Duration(toInt64(vals[8])) * time.Millisecond}, true
+}
+
 // PollAssigned is the read-only pickup of announced assignments: for each
-// event of worker identity it reads the announced run's record, all in ONE
-// pipelined round trip (one HMGET per run). It returns the slots whose run
+// event of worker identity it reads what the worker starts the announced
+// run with (pickupFields), all in ONE pipelined round trip (one HMGET per
+// run). It returns the slots whose run
 // still records task 0 on that slot of identity (the run's assignments and
 // the slot table change together, in the same scripts), with RunState and
 // Detail set (other events are dropped: the heartbeat reconciles them).
@@ -282,7 +303,7 @@ func (s *Store) PollAssigned(ctx context.Context, identity string, evs []SlotEve
 	cs := make([]*redis.SliceCmd, 0, len(keep))
 	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, e := range keep {
-			cs = append(cs, p.HMGet(ctx, s.k.Run(e.Run), runFields...))
+			cs = append(cs, p.HMGet(ctx, s.k.Run(e.Run), pickupFields...))
 		}
 		return nil
 	})
@@ -291,7 +312,7 @@ func (s *Store) PollAssigned(ctx context.Context, identity string, evs []SlotEve
 	}
 	out := make([]SlotState, 0, len(keep))
 	for i, e := range keep {
-		r, ok := parseRun(cs[i].Val())
+		r, ok := parsePickup(cs[i].Val())
 		if !ok {
 			continue
 		}
