@@ -228,38 +228,59 @@ type ViewGap struct {
 // false when the view cannot stand for the next window: a taken run that
 // is not in the window.
 func LeaveView(sn Snapshot, taken map[string]bool) (v Snapshot, gap ViewGap, ok bool) {
-	v = sn
-	v.Waiting = make([]Run, 0, len(sn.Waiting))
-	oldest := 0
-	for i, r := range sn.Waiting {
-		if taken[r.ID] {
-			if i < sn.WaitingOldest {
-				gap.Oldest++
-			} else {
-				gap.Newest++
-			}
-			continue
-		}
-		if i < sn.WaitingOldest {
-			oldest++
-		}
-		v.Waiting = append(v.Waiting, r)
-	}
-	if len(sn.Waiting)-len(v.Waiting) != len(taken) {
+	gap, oldest, ok := viewGap(sn, taken)
+	if !ok {
 		return Snapshot{}, ViewGap{}, false
+	}
+	v = sn
+	v.Waiting = make([]Run, 0, len(sn.Waiting)-len(taken))
+	for _, r := range sn.Waiting {
+		if !taken[r.ID] {
+			v.Waiting = append(v.Waiting, r)
+		}
 	}
 	v.WaitingTotal = sn.WaitingTotal - len(taken)
 	v.Group.Waiting = v.WaitingTotal
-	if !sn.Truncated() {
-		v.WaitingOldest = len(v.Waiting)
-		return v, ViewGap{}, true
-	}
-	if sn.WaitingOldest < 1 || sn.WaitingOldest >= len(sn.Waiting) {
-		return Snapshot{}, ViewGap{}, false // a truncated window has both parts
-	}
-	gap.Lo, gap.Hi = sn.Waiting[sn.WaitingOldest-1].Seq, sn.Waiting[sn.WaitingOldest].Seq
 	v.WaitingOldest = oldest
 	return v, gap, true
+}
+
+// GapOf is LeaveView's gap and ok alone, without making the view.
+func GapOf(sn Snapshot, taken map[string]bool) (ViewGap, bool) {
+	gap, _, ok := viewGap(sn, taken)
+	return gap, ok
+}
+
+// viewGap counts what LeaveView leaves: the gap (zero for a whole
+// window), how many runs of the oldest part are left (all of them for a
+// whole window), and ok.
+func viewGap(sn Snapshot, taken map[string]bool) (gap ViewGap, oldest int, ok bool) {
+	n := 0
+	for i, r := range sn.Waiting {
+		switch {
+		case !taken[r.ID]:
+			if i < sn.WaitingOldest {
+				oldest++
+			}
+			continue
+		case i < sn.WaitingOldest:
+			gap.Oldest++
+		default:
+			gap.Newest++
+		}
+		n++
+	}
+	if n != len(taken) {
+		return ViewGap{}, 0, false
+	}
+	if !sn.Truncated() {
+		return ViewGap{}, len(sn.Waiting) - n, true
+	}
+	if sn.WaitingOldest < 1 || sn.WaitingOldest >= len(sn.Waiting) {
+		return ViewGap{}, 0, false // a truncated window has both parts
+	}
+	gap.Lo, gap.Hi = sn.Waiting[sn.WaitingOldest-1].Seq, sn.Waiting[sn.WaitingOldest].Seq
+	return gap, oldest, true
 }
 
 // View returns view v, left with gap (LeaveView), as the group's snapshot

@@ -7,8 +7,11 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -387,6 +390,40 @@ func TestStore_Report_handsBackTheSnapshot(t *testing.T) {
 	})
 }
 
+// handBackEnv leads, registers worker wA (4 slots), gives group g the
+// settings gs, submits runs r0..r(n-1) to it and subscribes to
+// work-events: the setup of the hand-back tests.
+func handBackEnv(t *testing.T, e *env, n int, gs storage.GroupSettings) (storage.Fence, *redis.PubSub) {
+	t.Helper()
+	f := e.lead(t, "L#1#a")
+	mustNil(t, e.s.RegisterWorker(ctx, "wA", 4, time.Minute))
+	ok(e.s.SetGroupSettings(ctx, "g", gs))(t)
+	for i := range n {
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: fmt.Sprintf("r%d", i)}))(t)
+	}
+	ps := e.s.Subscribe(ctx, e.s.Keys().WorkEvents())
+	t.Cleanup(func() { _ = ps.Close() })
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return f, ps
+}
+
+// reportMsg reports run id SUCCEEDED as wA and returns the work-events
+// message that followed (an apply's wake skipped).
+func reportMsg(t *testing.T, e *env, ps *redis.PubSub, id string) string {
+	t.Helper()
+	r := ok(e.s.GetRun(ctx, id))(t)
+	mustNil(t, e.s.Report(ctx, "wA", id, r.Assignments[0].Token, storage.StateSucceeded, ""))
+	for {
+		m, err := ps.ReceiveMessage(ctx)
+		mustNil(t, err)
+		if m.Payload != storage.TimerEvent {
+			return m.Payload
+		}
+	}
+}
+
 // TestStore_Report_handsBackAReference: a report that is the only change
 // to its group since the leader's apply, leaving no active run, hands
 // back a reference (the group, its version, the clock), not the snapshot;
@@ -395,34 +432,18 @@ func TestStore_Report_handsBackTheSnapshot(t *testing.T) {
 // before.
 func TestStore_Report_handsBackAReference(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
-		f := e.lead(t, "L#1#a")
-		mustNil(t, e.s.RegisterWorker(ctx, "wA", 4, time.Minute))
-		for i := range 6 {
-			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: fmt.Sprintf("r%d", i)}))(t)
-		}
-		ps := e.s.Subscribe(ctx, e.s.Keys().WorkEvents())
-		defer ps.Close()
-		if _, err := ps.Receive(ctx); err != nil {
-			t.Fatal(err)
-		}
+		f, ps := handBackEnv(t, e, 6, storage.GroupSettings{})
 		report := func(id string) string {
 			t.Helper()
-			r := ok(e.s.GetRun(ctx, id))(t)
-			mustNil(t, e.s.Report(ctx, "wA", id, r.Assignments[0].Token, storage.StateSucceeded, ""))
-			for {
-				m, err := ps.ReceiveMessage(ctx)
-				mustNil(t, err)
-				if m.Payload != storage.TimerEvent { // an apply's wake
-					msgs := storage.SplitWorkEvents(m.Payload)
-					_, isRef := storage.ParseWorkRef(msgs[0])
-					_, sn := storage.ParseWorkEvent(msgs[0])
-					// a hand-back comes with the policy generation it was made at
-					if gen, has := storage.WorkEventGen(m.Payload); has != (isRef || sn != nil) || gen != 0 || len(msgs) != 1 {
-						t.Fatalf("report of %s: message %q: generation %d %v, want one group, and the generation with a hand-back", id, m.Payload, gen, has)
-					}
-					return msgs[0]
-				}
+			m := reportMsg(t, e, ps, id)
+			msgs := storage.SplitWorkEvents(m)
+			_, isRef := storage.ParseWorkRef(msgs[0])
+			_, sn := storage.ParseWorkEvent(msgs[0])
+			// a hand-back comes with the policy generation it was made at
+			if gen, has := storage.WorkEventGen(m); has != (isRef || sn != nil) || gen != 0 || len(msgs) != 1 {
+				t.Fatalf("report of %s: message %q: generation %d %v, want one group, and the generation with a hand-back", id, m, gen, has)
 			}
+			return msgs[0]
 		}
 		apply := func(d storage.Decision) {
 			t.Helper()
@@ -487,36 +508,25 @@ func TestStore_Report_handsBackAReference(t *testing.T) {
 }
 
 // TestStore_Report_referenceGap: a view of a truncated window (window 2,
-// seven runs) records its gap with the apply (Decision.Gap, from
+// eight runs) records its gap with the apply (Decision.Gap, from
 // LeaveView), and the report that is the only change after it hands back
 // a reference carrying the runs that shift into the next window: the
 // newest part's (a launch from there), both parts' until the window holds
-// the whole queue (a launch and a discard), and none when a run of the
-// gap is not indexed (the snapshot then). WorkRef.View of each is the
-// snapshot SnapshotBatch reads.
+// the whole queue (a launch and a discard), and none when the recorded
+// gap does not parse or a run of the gap is not indexed (the snapshot
+// then). WorkRef.View of each is the snapshot SnapshotBatch reads.
 func TestStore_Report_referenceGap(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
-		f := e.lead(t, "L#1#a")
-		mustNil(t, e.s.RegisterWorker(ctx, "wA", 4, time.Minute))
-		ok(e.s.SetGroupSettings(ctx, "g", storage.GroupSettings{Window: 2}))(t)
-		for i := range 7 {
-			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: fmt.Sprintf("r%d", i)}))(t)
-		}
-		ps := e.s.Subscribe(ctx, e.s.Keys().WorkEvents())
-		defer ps.Close()
-		if _, err := ps.Receive(ctx); err != nil {
-			t.Fatal(err)
-		}
+		f, ps := handBackEnv(t, e, 8, storage.GroupSettings{Window: 2})
 		snapshot := func() storage.Snapshot {
 			t.Helper()
 			r := e.s.SnapshotBatch(ctx, []string{"g"})[0]
 			mustNil(t, r.Err)
 			return r.Snapshot
 		}
-		// step applies a decision of kinds (run -> kind) on the group's
-		// snapshot with its view and gap, reports the launched run and
-		// returns the report's message, the view and its gap
-		step := func(name string, kinds map[string]storage.ActionKind, launched string) (string, storage.Snapshot, storage.ViewGap) {
+		// decide applies a decision of kinds (run -> kind) on the group's
+		// snapshot with its view and gap, and returns the view and gap
+		decide := func(name string, kinds map[string]storage.ActionKind) (storage.Snapshot, storage.ViewGap) {
 			t.Helper()
 			sn := snapshot()
 			d := storage.Decision{Version: sn.Group.Version, ClaimID: name, View: true}
@@ -533,14 +543,19 @@ func TestStore_Report_referenceGap(t *testing.T) {
 			}
 			d.Gap = gap
 			v.Group.Version = ok(e.s.Apply(ctx, f, "g", d))(t)
-			r := ok(e.s.GetRun(ctx, launched))(t)
-			mustNil(t, e.s.Report(ctx, "wA", launched, r.Assignments[0].Token, storage.StateSucceeded, ""))
-			for {
-				m, err := ps.ReceiveMessage(ctx)
-				mustNil(t, err)
-				if m.Payload != storage.TimerEvent {
-					return storage.SplitWorkEvents(m.Payload)[0], v, gap
-				}
+			return v, gap
+		}
+		// step decides, reports the launched run and returns the report's
+		// message with the view and gap
+		step := func(name string, kinds map[string]storage.ActionKind, launched string) (string, storage.Snapshot, storage.ViewGap) {
+			t.Helper()
+			v, gap := decide(name, kinds)
+			return storage.SplitWorkEvents(reportMsg(t, e, ps, launched))[0], v, gap
+		}
+		noRef := func(name, p string) {
+			t.Helper()
+			if _, isRef := storage.ParseWorkRef(p); isRef {
+				t.Fatalf("%s: %q, want no reference", name, p)
 			}
 		}
 		check := func(name, p string, v storage.Snapshot, gap storage.ViewGap, wantGap int) {
@@ -560,25 +575,34 @@ func TestStore_Report_referenceGap(t *testing.T) {
 			}
 		}
 
-		// oldest r0 r1, newest r5 r6: r6 launched, r4 shifts into the newest part
-		p, v, gap := step("newest", map[string]storage.ActionKind{"r6": storage.ActionLaunch}, "r6")
+		// oldest r0 r1, newest r6 r7: r7 launched, r5 shifts into the newest part
+		p, v, gap := step("newest", map[string]storage.ActionKind{"r7": storage.ActionLaunch}, "r7")
 		if gap.Oldest != 0 || gap.Newest != 1 {
 			t.Fatalf("newest: gap %+v, want 0 oldest and 1 newest", gap)
 		}
 		check("newest", p, v, gap, 1)
 
-		// a run of the gap not indexed: no reference, the snapshot (or the name)
-		// oldest r0 r1, newest r4 r5: r0 launched, r2 would shift in
-		mustNil(t, e.c.HDel(ctx, e.s.Keys().WaitInfo("g"), "r2").Err())
-		p, _, _ = step("unindexed", map[string]storage.ActionKind{"r0": storage.ActionLaunch}, "r0")
-		if _, isRef := storage.ParseWorkRef(p); isRef {
-			t.Fatalf("a gap run not indexed: %q, want no reference", p)
+		// the recorded gap does not parse (a corrupt dv): the snapshot
+		// oldest r0 r1, newest r5 r6: r0 launched
+		decide("corrupt", map[string]storage.ActionKind{"r0": storage.ActionLaunch})
+		dv := ok(e.c.HGet(ctx, e.s.Keys().Group("g"), "dv").Result())(t)
+		mustNil(t, e.c.HSet(ctx, e.s.Keys().Group("g"), "dv", strings.SplitN(dv, ",", 2)[0]+",x").Err())
+		p = storage.SplitWorkEvents(reportMsg(t, e, ps, "r0"))[0]
+		noRef("a gap that does not parse", p)
+		if _, sn := storage.ParseWorkEvent(p); sn == nil {
+			t.Fatalf("a gap that does not parse: %q, want the snapshot", p)
 		}
 
-		// oldest r1 r2 (r2 read from its hash), newest r4 r5, 5 waiting:
-		// r1 launched and r5 discarded; the 3 left fit the window whole
-		// (r3, from both ends of the gap, once)
-		p, v, gap = step("whole", map[string]storage.ActionKind{"r1": storage.ActionLaunch, "r5": storage.ActionDiscard}, "r1")
+		// a run of the gap not indexed: no reference, the snapshot (or the name)
+		// oldest r1 r2, newest r5 r6: r1 launched, r3 would shift in
+		mustNil(t, e.c.HDel(ctx, e.s.Keys().WaitInfo("g"), "r3").Err())
+		p, _, _ = step("unindexed", map[string]storage.ActionKind{"r1": storage.ActionLaunch}, "r1")
+		noRef("a gap run not indexed", p)
+
+		// oldest r2 r3 (r3 read from its hash), newest r5 r6, 5 waiting:
+		// r2 launched and r6 discarded; the 3 left fit the window whole
+		// (r4, from both ends of the gap, once)
+		p, v, gap = step("whole", map[string]storage.ActionKind{"r2": storage.ActionLaunch, "r6": storage.ActionDiscard}, "r2")
 		if gap.Oldest != 1 || gap.Newest != 1 {
 			t.Fatalf("whole: gap %+v, want 1 oldest and 1 newest", gap)
 		}

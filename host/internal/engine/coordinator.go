@@ -240,13 +240,9 @@ func (c *Coordinator) viewable(sn storage.Snapshot, d storage.Decision) (bool, s
 		!sn.Group.WakeAt.IsZero() || d.History || len(sn.Launches) > 0 || sn.Group.Paused {
 		return false, storage.ViewGap{}
 	}
-	gap := storage.ViewGap{}
-	if sn.Truncated() {
-		_, g, ok := storage.LeaveView(sn, taken(d))
-		if !ok {
-			return false, gap
-		}
-		gap = g
+	gap, ok := storage.GapOf(sn, taken(d))
+	if !ok {
+		return false, gap
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
