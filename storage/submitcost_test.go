@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -57,10 +58,11 @@ func TestStore_SubmitBatch_perGroupOnce(t *testing.T) {
 		}
 		last = r.Run.Seq
 	}
-	// 40 runs: one existence read each, one defaults read a group
-	if calls["hmget"] != 40+2 || calls["hincrby"] != 2 || calls["incrby"] != 1 || calls["evalsha"] != 1 {
-		t.Errorf("one call of 40 runs over 2 groups: %d HMGET (want 42), %d HINCRBY (2), %d INCRBY (1), %d EVALSHA (1)",
-			calls["hmget"], calls["hincrby"], calls["incrby"], calls["evalsha"])
+	// 40 runs: one existence read each (an HGET: new runs), one defaults
+	// read a group (an HMGET)
+	if calls["hget"] != 40 || calls["hmget"] != 2 || calls["hincrby"] != 2 || calls["incrby"] != 1 || calls["evalsha"] != 1 {
+		t.Errorf("one call of 40 runs over 2 groups: %d HGET (want 40), %d HMGET (2), %d HINCRBY (2), %d INCRBY (1), %d EVALSHA (1)",
+			calls["hget"], calls["hmget"], calls["hincrby"], calls["incrby"], calls["evalsha"])
 	}
 	// SADD: the new group g into the groups set, then dirty once
 	if calls["sadd"] != 2 {
@@ -182,7 +184,8 @@ func TestStore_AllocateBatch_deferredRemovals(t *testing.T) {
 // fails at run time (its decisions list key holds a string) gets that
 // error; the call's other groups are applied all the same (versions,
 // dirty, their runs RUNNING) and the call's shared writes are made (the
-// slots it placed on out of free, one slot-events message for the runs).
+// slots it placed on out of free, one slot-events message for the runs,
+// the failed group's run placed before its failure included).
 func TestStore_ApplyBatch_failedGroupLeavesTheOthers(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		f := e.lead(t, "L#1#a")
@@ -214,13 +217,67 @@ func TestStore_ApplyBatch_failedGroupLeavesTheOthers(t *testing.T) {
 		}
 		m, err := slots.ReceiveMessage(ctx)
 		mustNil(t, err)
-		if !strings.Contains(m.Payload, "#g1-r") || !strings.Contains(m.Payload, "#g3-r") {
-			t.Errorf("slot events %q, want g1-r's and g3-r's", m.Payload)
+		// g2's run was placed before its group's failure: what the call
+		// wrote stays, and is announced with the rest
+		if !strings.Contains(m.Payload, "#g1-r") || !strings.Contains(m.Payload, "#g2-r") || !strings.Contains(m.Payload, "#g3-r") {
+			t.Errorf("slot events %q, want g1-r's, g2-r's and g3-r's", m.Payload)
+		}
+		if r := ok(e.s.GetRun(ctx, "g2-r"))(t); r.State != storage.StateRunning {
+			t.Errorf("g2-r is %s, want RUNNING (written before the failure)", r.State)
 		}
 		// g2's run holds a slot (written before its failure): two slots
 		// for g1 and g3 and g2's out of free, the rest free
 		if n := ok(e.c.ZCard(ctx, e.s.Keys().Free()).Result())(t); n != 5 {
 			t.Errorf("%d slots free, want 5", n)
+		}
+	})
+}
+
+// TestStore_ApplyBatch_failedActionAnnouncesWhatItWrote: a group whose
+// command fails part-way through its actions (its second run's key holds
+// a string) gets that error, and the first run it had placed is announced
+// (slot events, run events): the worker need not wait for a heartbeat to
+// find a run the apply left RUNNING on its slot.
+func TestStore_ApplyBatch_failedActionAnnouncesWhatItWrote(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		mustNil(t, e.s.RegisterWorker(ctx, "wA", 8, time.Hour))
+		ok(e.s.SetGroup(ctx, "g", "wait", 2))(t)
+		for _, id := range []string{"r1", "r2"} {
+			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: id}))(t)
+		}
+		mustNil(t, e.c.Set(ctx, e.s.Keys().Run("r2"), "not a hash", 0).Err())
+		slots := e.s.Subscribe(ctx, e.s.Keys().SlotEvents(), e.s.Keys().RunEvents())
+		defer slots.Close()
+		for range 2 {
+			if _, err := slots.Receive(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res := e.s.ApplyBatch(ctx, f, []storage.GroupDecision{{Group: "g", Decision: storage.Decision{
+			Version: ok(e.s.GetGroup(ctx, "g"))(t).Version, ClaimID: "c1",
+			Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "r1"}, {Kind: storage.ActionLaunch, Run: "r2"}}}}})
+		if len(res) != 1 || res[0].Err == nil {
+			t.Fatalf("results %+v, want g's error", res)
+		}
+		if r := ok(e.s.GetRun(ctx, "r1"))(t); r.State != storage.StateRunning {
+			t.Fatalf("r1 is %s, want RUNNING (written before the failure)", r.State)
+		}
+		got := map[string]string{}
+		wait, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		for range 2 {
+			m, err := slots.ReceiveMessage(wait)
+			if err != nil {
+				t.Fatalf("after %v: %v (want a slot-events and a run-events message)", got, err)
+			}
+			got[m.Channel] = m.Payload
+		}
+		if p := got[e.s.Keys().SlotEvents()]; !strings.Contains(p, "#r1") || strings.Contains(p, "#r2") {
+			t.Errorf("slot events %q, want r1's only", p)
+		}
+		if p := got[e.s.Keys().RunEvents()]; !strings.Contains(p, "RUNNING#g#r1") {
+			t.Errorf("run events %q, want r1 RUNNING", p)
 		}
 	})
 }

@@ -94,6 +94,10 @@ local function parse_assign(s)
   return out
 end
 local function join_assign(list)
+  if #list == 1 then -- (the common one-slot run: no table of parts)
+    local a = list[1]
+    return a.w .. '#' .. a.i .. '#' .. a.tok .. '#' .. (a.ts or string.format('%d', a.task))
+  end
   local parts = {}
   for _, a in ipairs(list) do
     parts[#parts + 1] = a.w .. '#' .. a.i .. '#' .. a.tok .. '#' .. (a.ts or string.format('%d', a.task))
@@ -212,7 +216,9 @@ local function call_many(cmd, key, list)
   end
 end
 local function release_slots(kslots, kfree, run, as, S)
-  local kdrain = string.sub(kfree, 1, #kfree - 4) .. 'draining'
+  -- (with S, the key is made once a call)
+  local kdrain = S and S.kdrain or string.sub(kfree, 1, #kfree - 4) .. 'draining'
+  if S then S.kdrain = kdrain end
   for _, a in ipairs(as) do
     local f = a.w .. '#' .. a.i
     if redis.call('HGET', kslots, f) == run .. '#' .. a.tok .. '#' .. (a.ts or string.format('%d', a.task)) then

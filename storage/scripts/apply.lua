@@ -119,14 +119,19 @@ local function apply_one(gk, ga, n)
     return redis.error_reply('WS_STALE group ' .. group .. ' is at version ' .. g[1] .. ', decision made at ' .. version)
   end
   local covered = tonumber(g[3]) or 0
-  local seen, acts = {}, {}
+  -- (tables cost a script: none for the one-action decision's duplicate
+  -- check, and each action's made whole at once, no rehash as it fills)
+  local seen, acts = n > 1 and {} or nil, {}
   for j = 1, n do
     local kind, id, reason = ARGV[ga + 12 + 3 * j], ARGV[ga + 13 + 3 * j], ARGV[ga + 14 + 3 * j]
-    if seen[id] then
-      return redis.error_reply('WS_INVALID two actions on run ' .. id)
+    if seen then
+      if seen[id] then
+        return redis.error_reply('WS_INVALID two actions on run ' .. id)
+      end
+      seen[id] = true
     end
-    seen[id] = true
-    local a = {kind = kind, id = id, reason = reason, key = KEYS[gk + 6 + j]}
+    local a = {kind = kind, id = id, reason = reason, key = KEYS[gk + 6 + j], prio = false, seqs = false, labels = '',
+      seq = 0, slots = 1, st = false}
     if kind == 'launch' or kind == 'discard' then
       -- a WAITING run of this group is in its index: seq and slots at once
       local info = redis.call('HGET', kinfo, id)
@@ -180,9 +185,12 @@ local function apply_one(gk, ga, n)
   end
   local now = S.now()
   set_wake(kgroup, group, wake, now)
-  local hist = {}
-  local counts = {launch = 0, discard = 0, stop = 0}
-  local ev, notify, gone, finished = {}, {}, {}, false
+  local keep = tonumber(keep_a) or 0
+  local hist = keep > 0 and {} or nil
+  local nlaunch, ndiscard, nstop = 0, 0, 0
+  -- the run events and slot announcements go straight into the call's
+  -- lists (what a failing command leaves written is announced too)
+  local ev, notify, gone, finished = S.ev, S.notify, {}, false
   local free, queued = nil, 0
   local place = place_a == '1'
   -- the decision record of each run the decision names, one field:
@@ -192,10 +200,10 @@ local function apply_one(gk, ga, n)
   local dhead = claim .. '\31' .. ARGV[1] .. '\31' .. nows .. '\31'
   local dtail = '\31' .. policy .. '\31' .. pversion .. '\31' .. sha .. '\31' .. registry .. '\31'
   for _, a in ipairs(acts) do
-    counts[a.kind] = counts[a.kind] + 1
     local dec = dhead .. a.kind .. dtail .. a.reason
     if a.kind == 'launch' then
-      hist[#hist + 1] = nows .. ',' .. a.labels
+      nlaunch = nlaunch + 1
+      if hist then hist[#hist + 1] = nows .. ',' .. a.labels end
       gone[#gone + 1] = a.id
       redis.call('ZREM', kwait, a.id)
       redis.call('ZADD', kactive, a.seqs, a.id)
@@ -226,6 +234,7 @@ local function apply_one(gk, ga, n)
         queued = queued + 1
       end
     elseif a.kind == 'discard' then
+      ndiscard = ndiscard + 1
       redis.call('HSET', a.key, 'dec', dec, 'state', 'DISCARDED', 'finished_at', nows, 'reason', a.reason)
       gone[#gone + 1] = a.id
       redis.call('ZREM', kwait, a.id)
@@ -233,6 +242,7 @@ local function apply_one(gk, ga, n)
       finished = true
       ev[#ev + 1] = 'DISCARDED#' .. group .. '#' .. a.id
     elseif a.st == 'LAUNCHED' then
+      nstop = nstop + 1
       redis.call('HSET', a.key, 'dec', dec, 'state', 'STOPPED', 'finished_at', nows, 'reason', a.reason)
       redis.call('ZADD', kfin, nows, a.id)
       redis.call('ZREM', kactive, a.id)
@@ -241,6 +251,7 @@ local function apply_one(gk, ga, n)
       finished = true
       ev[#ev + 1] = 'STOPPED#' .. group .. '#' .. a.id
     else
+      nstop = nstop + 1
       redis.call('HSET', a.key, 'dec', dec, 'state', 'STOPPING', 'reason', a.reason)
       ev[#ev + 1] = 'STOPPING#' .. group .. '#' .. a.id
     end
@@ -248,8 +259,7 @@ local function apply_one(gk, ga, n)
   if #gone > 0 then
     redis.call('HDEL', kinfo, unpack(gone))
   end
-  local keep = tonumber(keep_a) or 0
-  if keep > 0 and #hist > 0 then
+  if hist and #hist > 0 then
     if g[4] ~= '1' then redis.call('HSET', kgroup, 'hist', '1') end
     local hl = redis.call('LPUSH', klaunches, unpack(hist))
     if hl > 2 * keep then redis.call('LTRIM', klaunches, 0, keep - 1) end
@@ -260,11 +270,9 @@ local function apply_one(gk, ga, n)
   if finished then
     redis.call('ZADD', KEYS[10], 'NX', nows, group)
   end
-  for _, e in ipairs(ev) do S.ev[#S.ev + 1] = e end
-  for _, e in ipairs(notify) do S.notify[#S.notify + 1] = e end
   local kept = math.max(tonumber(ARGV[3]) or 20, 1)
   local dl = redis.call('LPUSH', kdec, table.concat({nows, claim, ARGV[1], policy, pversion, registry,
-    string.format('%d\31%d\31%d\31%d', counts.launch, counts.discard, counts.stop, below)}, '\31'))
+    string.format('%d\31%d\31%d\31%d', nlaunch, ndiscard, nstop, below)}, '\31'))
   if dl > 2 * kept then
     redis.call('LTRIM', kdec, 0, kept - 1)
   end

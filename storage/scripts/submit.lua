@@ -77,8 +77,10 @@ local function submit_one(K, A)
       end
     end
   end
-  local r = redis.call('HMGET', K[6], 'op', 'seq', 'submitted_at', 'id')
-  if r[4] then
+  -- a new run's hash does not exist: one HGET says so (an HMGET's reply
+  -- table costs the script more), the rest is read only for a run that does
+  if redis.call('HGET', K[6], 'id') then
+    local r = redis.call('HMGET', K[6], 'op', 'seq', 'submitted_at')
     if r[1] == A[7] then
       return {tonumber(r[2]), tonumber(r[3]), 1, A[2], 1}
     end
