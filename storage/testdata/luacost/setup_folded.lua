@@ -1,0 +1,17 @@
+-- setup.lua with the waiting-run index folded into the waiting members
+-- (for apply_folded.lua).
+-- setup once per call: N groups, each: group hash, waiting(10), winfo(10), run hash; slots hash 512
+local N = 32
+local out = 0
+for g = 1, N do
+  local kg = 'ns:group:g' .. g
+  redis.call('HSET', kg, 'name', 'g'..g, 'policy', 'wait', 'max_active', '1', 'version', '10', 'gen', '5', 'last_claim', 'c-x', 'dv', '9', 'window', '32')
+  for r = 1, 10 do
+    local id = 'r' .. g .. '-' .. r
+    redis.call('ZADD', kg .. ':waiting', r, id .. '|' .. r .. ',0,1,1796345385519,1,1,0,')
+    redis.call('HSET', kg .. ':winfo', id, r .. ',0,1,1796345385519,1,1,0,')
+    redis.call('HSET', 'ns:run:' .. id, 'id', id, 'group', 'g'..g, 'seq', r, 'state', 'WAITING', 'slots', '1', 'priority', '0', 'payload', 'p', 'duration_ms', '0', 'submitted_at', '1796345385519', 'op', 'abcdef0123456789')
+  end
+end
+for i = 1, 512 do redis.call('HSET', 'ns:slots', 'bench-worker-0#1796345385519195323#9e63a5802087dfe1#' .. i, '') end
+return 1
