@@ -1,12 +1,17 @@
 -- The keys apply.lua works on (storage/testdata/luacost/run.sh): 32 groups,
--- each a group hash, 10 waiting runs, their index entries and run hashes;
+-- each a group hash, a decision list of 5, 10 waiting runs, their index
+-- entries and run hashes;
 -- a 512-slot table.
--- setup once per call: N groups, each: group hash, waiting(10), winfo(10), run hash; slots hash 512
+-- (one call writes them all: N groups, then the slots)
 local N = 32
 local out = 0
 for g = 1, N do
   local kg = 'ns:group:g' .. g
   redis.call('HSET', kg, 'name', 'g'..g, 'policy', 'wait', 'max_active', '1', 'version', '10', 'gen', '5', 'last_claim', 'c-x', 'dv', '9', 'window', '32')
+  -- the group's decision list as a bench leaves it after its first decisions
+  for d = 1, 5 do
+    redis.call('LPUSH', kg .. ':decisions', '1796345385519\31c-g-' .. d .. '\31' .. '5\31wait\31' .. '1\31' .. '0\31' .. '1\31' .. '0\31' .. '0\31' .. '0')
+  end
   for r = 1, 10 do
     local id = 'r' .. g .. '-' .. r
     redis.call('ZADD', kg .. ':waiting', r, id)
