@@ -17,13 +17,15 @@ trap 'rm -rf "$tmp"' EXIT
 cp "$dir/apply.lua" "$tmp/all.lua"
 grep -v "'ns:run:'" "$dir/apply.lua" > "$tmp/no_run_hset.lua"
 sed "s/'dec', 'c-g-10.*'0\\\\31', 'state'/'state'/" "$dir/apply.lua" > "$tmp/no_dec_field.lua"
+sed "s/, 'launched_at', '1796345385519', 'started_at', '1796345385519'//; s/, 'policy', 'wait', 'policy_version', '1')/)/" \
+  "$dir/apply.lua" > "$tmp/run_hset_3_fields.lua"
 grep -v "'HMGET', kg" "$dir/apply.lua" > "$tmp/no_group_hmget.lua"
 grep -v "decisions" "$dir/apply.lua" > "$tmp/no_decision_lpush.lua"
 grep -v "'HSET', kg," "$dir/apply.lua" > "$tmp/no_group_hset.lua"
 cp "$dir/apply_folded.lua" "$tmp/folded.lua"
 cli() { redis-cli -p "$port" "$@"; }
 for i in $(seq 1 "$rounds"); do
-  for v in all no_run_hset no_dec_field no_group_hmget no_decision_lpush no_group_hset folded; do
+  for v in all no_run_hset no_dec_field run_hset_3_fields no_group_hmget no_decision_lpush no_group_hset folded; do
     setup=setup.lua
     [ "$v" = folded ] && setup=setup_folded.lua
     cli flushall >/dev/null
