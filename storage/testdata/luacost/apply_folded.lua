@@ -1,4 +1,4 @@
--- apply.lua without the waiting-run index: the run leaves waiting by a ZREM
+-- apply.lua without the waiting-run index (keys: setup.lua folded): the run leaves waiting by a ZREM
 -- of its longer member.
 -- the apply's commands for 32 one-launch groups, no Lua logic beyond the calls
 local r = tonumber(ARGV[1])

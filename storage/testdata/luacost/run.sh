@@ -26,10 +26,8 @@ cp "$dir/apply_folded.lua" "$tmp/folded.lua"
 cli() { redis-cli -p "$port" "$@"; }
 for i in $(seq 1 "$rounds"); do
   for v in all no_run_hset no_dec_field run_hset_3_fields no_group_hmget no_decision_lpush no_group_hset folded; do
-    setup=setup.lua
-    [ "$v" = folded ] && setup=setup_folded.lua
     cli flushall >/dev/null
-    cli eval "$(cat "$dir/$setup")" 0 >/dev/null
+    cli eval "$(cat "$dir/setup.lua")" 0 "$([ "$v" = folded ] && echo folded || echo plain)" >/dev/null
     cli config resetstat >/dev/null
     cli eval "$(cat "$tmp/$v.lua")" 0 $(( (i % 9) + 1 )) >/dev/null
     echo "$v $(cli info commandstats | grep -o 'cmdstat_eval:calls=1,usec=[0-9]*' | cut -d= -f3)"

@@ -1,7 +1,8 @@
 -- The keys apply.lua works on (storage/testdata/luacost/run.sh): 32 groups,
 -- each a group hash, a decision list of 5, 10 waiting runs, their index
 -- entries and run hashes;
--- a 512-slot table.
+-- a 512-slot table. ARGV[1] = 'folded': the waiting members carry their
+-- index entry ("id|entry", for apply_folded.lua).
 -- (one call writes them all: N groups, then the slots)
 local N = 32
 local out = 0
@@ -14,7 +15,7 @@ for g = 1, N do
   end
   for r = 1, 10 do
     local id = 'r' .. g .. '-' .. r
-    redis.call('ZADD', kg .. ':waiting', r, id)
+    redis.call('ZADD', kg .. ':waiting', r, ARGV[1] == 'folded' and id .. '|' .. r .. ',0,1,1796345385519,1,1,0,' or id)
     redis.call('HSET', kg .. ':winfo', id, r .. ',0,1,1796345385519,1,1,0,')
     redis.call('HSET', 'ns:run:' .. id, 'id', id, 'group', 'g'..g, 'seq', r, 'state', 'WAITING', 'slots', '1', 'priority', '0', 'payload', 'p', 'duration_ms', '0', 'submitted_at', '1796345385519', 'op', 'abcdef0123456789')
   end
