@@ -177,6 +177,9 @@ type Host struct {
 
 	engine *engine.Engine
 
+	// noHint: a Multi's namespace host (the Multi gives compactHint once)
+	noHint bool
+
 	mu      sync.Mutex
 	running bool
 	isReady bool
@@ -289,6 +292,9 @@ func (h *Host) Run(ctx context.Context) error {
 	h.isReady = true
 	h.mu.Unlock()
 	h.log.Info("host started", "identity", h.cfg.Identity, "lease_ttl", h.cfg.LeaseTTL)
+	if !h.noHint {
+		compactHint(ctx, h.cfg.Store, h.log)
+	}
 	err := h.elector.Run(ctx)
 	h.mu.Lock()
 	h.isReady = false

@@ -197,6 +197,7 @@ func NewMulti(ctx context.Context, cfg MultiConfig) (*Multi, error) {
 			return nil, err
 		}
 		h.elector.SetCampaignHooks(m.beginCampaign, m.endCampaign)
+		h.noHint = true
 		m.hosts = append(m.hosts, h)
 		m.byNS[ns] = h
 	}
@@ -246,6 +247,9 @@ func (m *Multi) Run(ctx context.Context) error {
 		defer a.close()
 	}
 	m.log.Info("multi-namespace host started", "namespaces", len(m.hosts), "balance", !m.cfg.Balance.Disabled)
+	if len(m.hosts) > 0 {
+		compactHint(ctx, m.hosts[0].cfg.Store, m.log)
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(m.hosts))
 	for i, h := range m.hosts {

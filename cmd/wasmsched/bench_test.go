@@ -57,6 +57,9 @@ func TestBenchSmall(t *testing.T) {
 	if res.LaunchesPerSec <= 0 || res.SubmitToRun.Max < res.SubmitToRun.P50 || !res.CleanedUp {
 		t.Fatalf("bench result %+v: want figures and cleaned_up", res)
 	}
+	if res.ListpackValue != 64 {
+		t.Errorf("hash_max_listpack_value %d, want the fresh server's 64", res.ListpackValue)
+	}
 	if !strings.HasPrefix(res.Namespace, "bench-") {
 		t.Fatalf("namespace %q: want a generated bench-<unix>", res.Namespace)
 	}

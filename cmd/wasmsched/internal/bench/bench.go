@@ -122,7 +122,11 @@ type Result struct {
 	SlotsPerWorker int    `json:"slots_per_worker"`
 	// Durable: the writes waited for a replica (the URL's durable=, auto
 	// when the master has one; docs/operations.md "What survives what").
-	Durable        bool           `json:"durable"`
+	Durable bool `json:"durable"`
+	// ListpackValue: the server's hash-max-listpack-value (0: it did not
+	// say); under storage.CompactRecordsValue every run's record is a
+	// hashtable, which costs Redis more a run (docs/operations.md "Redis").
+	ListpackValue  int            `json:"hash_max_listpack_value,omitempty"`
 	RunDurationMS  float64        `json:"run_duration_ms"`
 	Clients        int            `json:"clients"`
 	SubmitBatch    int            `json:"submit_batch"`
@@ -318,6 +322,7 @@ func Run(ctx context.Context, url string, o Options, errw io.Writer, log *slog.L
 	}
 	res := summarize(o, recs, submitTook)
 	res.Durable = e.st.Durable(context.WithoutCancel(ctx))
+	res.ListpackValue, _ = e.st.ListpackValue(context.WithoutCancel(ctx))
 	if !e.due.IsZero() {
 		res.addDue(e.due, recs)
 		res.WaitCommandsPerS, res.WaitCommands = waitRate, waitCounts

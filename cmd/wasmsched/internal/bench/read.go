@@ -186,6 +186,13 @@ func Table(w io.Writer, r *Result) {
 	fmt.Fprintf(w, "setup\t%d runs over %d groups (policy %s); %d host(s); %d worker(s) x %d slots; run duration %gms; %d clients x %d runs per pipelined submit\n",
 		r.Runs, r.Groups, r.Policy, r.Hosts, r.Workers, r.SlotsPerWorker, r.RunDurationMS, r.Clients, r.SubmitBatch)
 	fmt.Fprintf(w, "durable\t%t\t(writes wait for a replica: the URL's durable=, docs/operations.md)\n", r.Durable)
+	if r.ListpackValue > 0 {
+		note := "run records stay listpacks"
+		if r.ListpackValue < storage.CompactRecordsValue {
+			note = fmt.Sprintf("run records are hashtables; %d keeps them listpacks: docs/operations.md \"Redis\"", storage.CompactRecordsValue)
+		}
+		fmt.Fprintf(w, "hash-max-listpack-value\t%d\t(%s)\n", r.ListpackValue, note)
+	}
 	fmt.Fprintf(w, "submits/s\t%.0f\t(%.2fs; the harness's load generator, not the engine)\n", r.SubmitsPerSec, r.SubmitSeconds)
 	fmt.Fprintf(w, "launches/s\t%.0f\t(%.2fs from first submit to last RUNNING: runs made RUNNING by the engine)\n", r.LaunchesPerSec, r.LaunchSeconds)
 	fmt.Fprintf(w, "finishes/s\t%.0f\t(%.2fs from first submit to last final)\n", r.FinishesPerSec, r.FinishSeconds)
