@@ -10,7 +10,7 @@ import (
 // decision record (the claim, the policy's sha256, the reason) and its
 // assignment (the worker's identity, the slot, the token) are longer than
 // the server's default of 64 bytes, so at the default each run's hash
-// becomes a hashtable at its first launch, about twice the memory (1,464
+// becomes a hashtable at its first launch, about twice the memory (1,287
 // against 728 bytes a finished run on the 1,000-group bench) and more
 // of Redis's time a run (docs/operations.md "Redis").
 const CompactRecordsValue = 512

@@ -1,6 +1,8 @@
 package storage_test
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"testing"
@@ -49,6 +51,84 @@ func TestStore_ListpackValue(t *testing.T) {
 			if enc := ok(e.c.ObjectEncoding(ctx, e.s.Keys().Run(tc.run)).Result())(t); enc != tc.want {
 				t.Errorf("%s launched at hash-max-listpack-value %s: %s, want %s", tc.run, tc.setting, enc, tc.want)
 			}
+		}
+	})
+}
+
+func TestStore_Submit_defaultFieldsNotWritten(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		ok(e.s.SetGroup(ctx, "g", "wait", 1))(t)
+		for _, tc := range []struct {
+			name    string
+			req     storage.SubmitRequest
+			written []string
+		}{
+			{"defaults", storage.SubmitRequest{ID: "d"}, nil},
+			{"priority, payload, duration", storage.SubmitRequest{ID: "p", Priority: -3, Payload: "x", Duration: 10 * time.Millisecond},
+				[]string{"priority", "payload", "duration_ms"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				tc.req.Group = "g"
+				ok(e.s.Submit(ctx, tc.req))(t)
+				for _, f := range []string{"priority", "payload", "duration_ms"} {
+					want := slices.Contains(tc.written, f)
+					if got := ok(e.c.HExists(ctx, e.s.Keys().Run(tc.req.ID), f).Result())(t); got != want {
+						t.Errorf("field %s written %v, want %v", f, got, want)
+					}
+				}
+				r := ok(e.s.GetRun(ctx, tc.req.ID))(t)
+				if r.Priority != tc.req.Priority || r.Payload != tc.req.Payload || r.Duration != tc.req.Duration || r.Slots != 1 {
+					t.Fatalf("run %+v, want priority %d payload %q duration %v slots 1", r, tc.req.Priority, tc.req.Payload,
+						tc.req.Duration)
+				}
+			})
+		}
+	})
+}
+
+func TestStore_Report_noEmptyReason(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		mustNil(t, e.s.RegisterWorker(ctx, "wA", 4, time.Hour))
+		ok(e.s.SetGroup(ctx, "g", "wait", 4))(t)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "once"}))(t)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "again", Retry: storage.Retry{MaxAttempts: 2, Base: time.Millisecond,
+			Cap: time.Millisecond}}))(t)
+		launch := func(ids ...string) {
+			t.Helper()
+			d := storage.Decision{Version: ok(e.s.GetGroup(ctx, "g"))(t).Version, ClaimID: "c" + strings.Join(ids, "")}
+			for _, id := range ids {
+				d.Actions = append(d.Actions, storage.Action{Kind: storage.ActionLaunch, Run: id})
+			}
+			mustNil(t, e.s.ApplyBatch(ctx, f, []storage.GroupDecision{{Group: "g", Decision: d}})[0].Err)
+		}
+		report := func(id string, o storage.State, reason string) {
+			t.Helper()
+			r := ok(e.s.GetRun(ctx, id))(t)
+			mustNil(t, e.s.ReportBatch(ctx, "wA", []storage.ReportReq{{Group: "g", Run: id, Token: r.Assignments[0].Token,
+				Outcome: o, Reason: reason}})[0])
+		}
+		launch("once", "again")
+		report("once", storage.StateSucceeded, "")
+		if ok(e.c.HExists(ctx, e.s.Keys().Run("once"), "reason").Result())(t) {
+			t.Error("a run without a reason got an empty reason field")
+		}
+		// a retried run's reason is replaced by its last attempt's ('' here)
+		report("again", storage.StateFailed, "boom")
+		if r := ok(e.s.GetRun(ctx, "again"))(t); r.State != storage.StateWaiting || !strings.Contains(r.Reason, "boom") {
+			t.Fatalf("again is %s (%q), want WAITING for its second attempt", r.State, r.Reason)
+		}
+		for deadline := time.Now().Add(5 * time.Second); e.c.ZScore(ctx, e.s.Keys().Waiting("g"), "again").Err() != nil; {
+			if time.Now().After(deadline) {
+				t.Fatal("the retry was not due in 5s")
+			}
+			time.Sleep(5 * time.Millisecond)
+			mustNil(t, e.s.DueBatch(ctx, f, []string{"g"})[0].Err)
+		}
+		launch("again")
+		report("again", storage.StateSucceeded, "")
+		if r := ok(e.s.GetRun(ctx, "again"))(t); r.State != storage.StateSucceeded || r.Reason != "" {
+			t.Fatalf("again is %s with reason %q, want SUCCEEDED with none", r.State, r.Reason)
 		}
 	})
 }

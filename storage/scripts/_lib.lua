@@ -342,9 +342,14 @@ local function new_run(K, A, pub, now)
   local nows = pub and pub.nows or string.format('%d', now) -- with pub: the call's one clock
   if pub then pub.nows = nows end
   local slotss = string.format('%d', slots)
-  local f = {'id', A[2], 'group', A[1], 'seq', seqs, 'state', 'WAITING',
-    'slots', slotss, 'priority', A[4], 'payload', A[5], 'duration_ms', A[6],
-    'submitted_at', nows, 'op', A[7]}
+  local f = {'id', A[2], 'group', A[1], 'seq', seqs, 'state', 'WAITING', 'slots', slotss, 'submitted_at', nows,
+    'op', A[7]}
+  -- a field at its default is not written (every reader takes a missing
+  -- priority, payload or duration for 0, '' and 0: a hashtable-encoded
+  -- run pays some 80 bytes a field)
+  if A[4] ~= '0' and A[4] ~= '' then f[#f + 1] = 'priority'; f[#f + 1] = A[4] end
+  if A[5] ~= '' then f[#f + 1] = 'payload'; f[#f + 1] = A[5] end
+  if A[6] ~= '0' and A[6] ~= '' then f[#f + 1] = 'duration_ms'; f[#f + 1] = A[6] end
   local timeout = A[11] ~= '' and A[11] or gd[2]
   if timeout and timeout ~= '0' then f[#f + 1] = 'timeout_ms'; f[#f + 1] = timeout end
   local maxa = tonumber(A[12] ~= '' and A[12] or gd[3]) or 1

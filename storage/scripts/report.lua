@@ -59,7 +59,8 @@
 -- WS_NOT_OWNER (not the task-0 worker + token), WS_BAD_STATE (run not
 -- RUNNING/STOPPING); WS_INVALID (the whole call, nothing written: the
 -- keys and args do not match)
--- writes: state, finished_at, reason, report_token; releases every slot of
+-- writes: state, finished_at, reason (not an empty one where the run has
+-- none: no retries, no stop requested), report_token; releases every slot of
 -- the run whose value is still run#token#task; removes from active and
 -- restore (a RUNNING or STOPPING run is never in launched); group
 -- version+1, dirty (not when the group is left with no active run, none
@@ -165,7 +166,13 @@ local function report_one(k, a, salt)
     S.timer = true -- one PUBLISH of storage.TimerEvent for the call
     o = 'WAITING'
   else
-    redis.call('HSET', krun, 'state', o, 'finished_at', S.nows, 'reason', reason, 'report_token', tok, unpack(hist))
+    -- (no reason given, none to replace: none written; a run with retries
+    -- or a stop requested has one to replace)
+    if reason ~= '' or maxa > 1 or r[1] == 'STOPPING' then
+      hist[#hist + 1] = 'reason'
+      hist[#hist + 1] = reason
+    end
+    redis.call('HSET', krun, 'state', o, 'finished_at', S.nows, 'report_token', tok, unpack(hist))
     redis.call('ZADD', kfin, S.nows, id)
     add_once(S.retire, group)
   end

@@ -45,7 +45,9 @@
 -- A run with a not_before ahead waits in the group's delayed zset (its
 -- timer lowered to it; one PUBLISH of storage.TimerEvent): no snapshot
 -- sees it, the group is neither bumped nor dirty; due.lua moves it into
--- waiting when due. The run hash gets timeout_ms, max_attempts, backoff
+-- waiting when due. The run hash gets priority, payload and duration_ms
+-- only when not 0, '' and 0 (a missing one reads as that), timeout_ms,
+-- max_attempts, backoff
 -- (with max_attempts > 1) and not_before only when set.
 -- errors: WS_DUP (run id exists, submitted by another call), WS_CONFLICT
 -- (the idempotency key names a run made by another request: nothing
