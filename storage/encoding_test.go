@@ -94,21 +94,13 @@ func TestStore_Report_noEmptyReason(t *testing.T) {
 		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "once"}))(t)
 		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "again", Retry: storage.Retry{MaxAttempts: 2, Base: time.Millisecond,
 			Cap: time.Millisecond}}))(t)
-		launch := func(ids ...string) {
-			t.Helper()
-			d := storage.Decision{Version: ok(e.s.GetGroup(ctx, "g"))(t).Version, ClaimID: "c" + strings.Join(ids, "")}
-			for _, id := range ids {
-				d.Actions = append(d.Actions, storage.Action{Kind: storage.ActionLaunch, Run: id})
-			}
-			mustNil(t, e.s.ApplyBatch(ctx, f, []storage.GroupDecision{{Group: "g", Decision: d}})[0].Err)
-		}
 		report := func(id string, o storage.State, reason string) {
 			t.Helper()
 			r := ok(e.s.GetRun(ctx, id))(t)
 			mustNil(t, e.s.ReportBatch(ctx, "wA", []storage.ReportReq{{Group: "g", Run: id, Token: r.Assignments[0].Token,
 				Outcome: o, Reason: reason}})[0])
 		}
-		launch("once", "again")
+		launch(t, e, f, "g", "once", "again")
 		report("once", storage.StateSucceeded, "")
 		if ok(e.c.HExists(ctx, e.s.Keys().Run("once"), "reason").Result())(t) {
 			t.Error("a run without a reason got an empty reason field")
@@ -125,7 +117,7 @@ func TestStore_Report_noEmptyReason(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 			mustNil(t, e.s.DueBatch(ctx, f, []string{"g"})[0].Err)
 		}
-		launch("again")
+		launch(t, e, f, "g", "again")
 		report("again", storage.StateSucceeded, "")
 		if r := ok(e.s.GetRun(ctx, "again"))(t); r.State != storage.StateSucceeded || r.Reason != "" {
 			t.Fatalf("again is %s with reason %q, want SUCCEEDED with none", r.State, r.Reason)
