@@ -51,10 +51,15 @@ func TestStore_AllocateBatch(t *testing.T) {
 			})
 		})
 
-		sub := e.c.Subscribe(ctx, e.s.Keys().SlotEvents())
+		// each worker's channel, and a third worker's that gets nothing
+		mustNil(t, e.s.RegisterWorker(ctx, "wC", 1, time.Minute))
+		ok(e.s.DrainWorker(ctx, "wC"))(t) // (takes no run)
+		sub := e.c.Subscribe(ctx, e.s.Keys().SlotEvents("wA#1"), e.s.Keys().SlotEvents("wB"), e.s.Keys().SlotEvents("wC"))
 		defer sub.Close()
-		if _, err := sub.Receive(ctx); err != nil { // subscription confirmation
-			t.Fatal(err)
+		for range 3 {
+			if _, err := sub.Receive(ctx); err != nil { // subscription confirmations
+				t.Fatal(err)
+			}
 		}
 		ids := []string{"re", "ra", "rb", "rc", "rd"}
 		res := ok(e.s.AllocateBatch(ctx, f, ids))(t)
@@ -87,16 +92,33 @@ func TestStore_AllocateBatch(t *testing.T) {
 		if l := ok(e.s.LaunchedRuns(ctx, 0))(t); strings.Join(l, ",") != "rc,rd" {
 			t.Fatalf("launched = %v", l)
 		}
-		// the announcement names the task-0 slot of each allocated run
-		msg, err := sub.ReceiveMessage(ctx)
-		if err != nil {
-			t.Fatal(err)
+		// the announcements name the task-0 slot of each allocated run, one
+		// message on the channel of each worker placed on (ra on wA#1's
+		// two slots, rb on wB's), none on wC's
+		got := map[string]string{}
+		wait, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		for range 2 {
+			msg, err := sub.ReceiveMessage(wait)
+			if err != nil {
+				t.Fatalf("after %v: %v", got, err)
+			}
+			got[msg.Channel] = msg.Payload
 		}
-		evs := storage.ParseSlotEvents(msg.Payload)
-		if len(evs) != 2 || evs[0].Run != "ra" || evs[0].Worker != res[1].Assignments[0].Worker ||
-			evs[0].Slot != res[1].Assignments[0].Slot || evs[1].Run != "rb" {
-			t.Fatalf("events %q = %+v", msg.Payload, evs)
+		evs := storage.ParseSlotEvents(got[e.s.Keys().SlotEvents("wA#1")])
+		if len(evs) != 1 || evs[0].Run != "ra" || evs[0].Worker != "wA#1" || evs[0].Worker != res[1].Assignments[0].Worker ||
+			evs[0].Slot != res[1].Assignments[0].Slot {
+			t.Fatalf("wA#1's events %q = %+v, want ra's task-0 slot", got, evs)
 		}
+		if evs := storage.ParseSlotEvents(got[e.s.Keys().SlotEvents("wB")]); len(evs) != 1 || evs[0].Run != "rb" || evs[0].Worker != "wB" {
+			t.Fatalf("wB's events %q = %+v, want rb's", got, evs)
+		}
+		quiet, qcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer qcancel()
+		if m, err := sub.ReceiveMessage(quiet); err == nil {
+			t.Fatalf("a third message %q on %s, want none (wC got no run)", m.Payload, m.Channel)
+		}
+		mustNil(t, e.s.DeregisterWorker(ctx, "wC"))
 		// PollAssigned reads the announced slots and runs
 		w0 := res[1].Assignments[0].Worker
 		st := ok(e.s.PollAssigned(ctx, w0, evs))(t)

@@ -170,10 +170,24 @@ func (k Keys) Draining() string { return k.p + "draining" }
 // Free is the zset of free "worker#index".
 func (k Keys) Free() string { return k.p + "free" }
 
-// SlotEvents is the pub/sub channel allocate_batch publishes on:
-// space-separated "worker#index#run" of the task-0 slots it just assigned
-// (ParseSlotEvents).
-func (k Keys) SlotEvents() string { return k.p + "slot-events" }
+// SlotEvents is worker identity's pub/sub channel: the scripts that
+// assign or stop a run (apply, allocate_batch, request_stop) publish there
+// space-separated "worker#index#run" of the task-0 slots of identity they
+// just assigned or asked to stop (ParseSlotEvents), one message a worker a
+// call. A channel per worker: a message reaches the worker it names and no
+// other, so what an assignment costs Redis does not grow with the number
+// of workers (RATIONALE "A slot-events channel per worker").
+func (k Keys) SlotEvents(identity string) string { return k.SlotEventsPrefix() + identity }
+
+// SlotEventsPrefix is what the scripts append a worker identity to for its
+// SlotEvents channel.
+func (k Keys) SlotEventsPrefix() string { return k.p + "slot-events:" }
+
+// SharedSlotEvents is the one slot-events channel of every worker that
+// hosts before the per-worker channels published on (the same messages,
+// each worker taking the entries naming it). Workers still listen there,
+// so they can be upgraded before the hosts; nothing publishes on it now.
+func (k Keys) SharedSlotEvents() string { return k.p + "slot-events" }
 
 // WorkEvents is the pub/sub channel on which submit and report announce
 // that a group has work (payload: the group; TimerEvent when only the

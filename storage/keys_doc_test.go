@@ -18,12 +18,12 @@ func TestKeys_documented(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := storage.NewKeys("NS")
-	arg := map[string]string{"Group": "G", "Waiting": "G", "WaitInfo": "G", "Active": "G", "Finished": "G", "Decisions": "G", "Launches": "G", "GroupSeries": "G", "Delayed": "G", "Schedule": "NAME", "Run": "ID", "Worker": "ID",
+	arg := map[string]string{"Group": "G", "Waiting": "G", "WaitInfo": "G", "Active": "G", "Finished": "G", "Decisions": "G", "Launches": "G", "GroupSeries": "G", "Delayed": "G", "Schedule": "NAME", "Run": "ID", "Worker": "ID", "SlotEvents": "ID",
 		"Policy": "NAME", "PolicyVersions": "NAME", "PolicyHistory": "NAME", "PolicyActivations": "NAME", "Blob": "SHA", "Idempotency": "SHA"}
 	v := reflect.ValueOf(k)
 	for i := range v.NumMethod() {
 		m := v.Type().Method(i)
-		if m.Name == "Prefix" || m.Name == "RunPrefix" {
+		if m.Name == "Prefix" || m.Name == "RunPrefix" || m.Name == "SlotEventsPrefix" {
 			continue
 		}
 		var args []reflect.Value

@@ -45,7 +45,7 @@ func TestStore_Apply_places(t *testing.T) {
 			r.Group = "g"
 			ok(e.s.Submit(ctx, r))(t)
 		}
-		ps := e.s.Subscribe(ctx, e.s.Keys().SlotEvents())
+		ps := e.s.Subscribe(ctx, e.s.Keys().SlotEvents("wA"))
 		defer ps.Close()
 		if _, err := ps.Receive(ctx); err != nil {
 			t.Fatal(err)

@@ -786,7 +786,7 @@ func (s *Store) StopActive(ctx context.Context, name, reason string, labels ...a
 			calls = append(calls, scriptCall{
 				keys: []string{k.Run(id), k.Group(name), k.Waiting(name), k.Active(name), k.Launched(), k.Dirty(), k.Finished(name),
 					k.WaitInfo(name), k.Retire(), k.Delayed(name), k.LaunchInfo()},
-				args: []any{id, name, reason, k.RunEvents(), k.SlotEvents(), k.WorkEvents()}})
+				args: []any{id, name, reason, k.RunEvents(), k.SlotEventsPrefix(), k.WorkEvents()}})
 		}
 		_, errs := s.runPipe(ctx, op, "request_stop", calls)
 		for _, e := range errs {
@@ -1667,7 +1667,7 @@ func (s *Store) applyShared(f Fence) ([]string, []any) {
 	k := s.k
 	keys := []string{k.Fence(), k.Lock(), k.Dirty(), k.Launched(), k.Drain(), k.Workers(), k.Slots(), k.Free(), k.Tokens(),
 		k.Retire(), k.Timers(), k.LaunchInfo()}
-	args := append(f.args(), DecisionsKept, k.RunEvents(), k.SlotEvents(), k.WorkEvents(), abi.MinWakeInterval, abi.MaxWakeAhead)
+	args := append(f.args(), DecisionsKept, k.RunEvents(), k.SlotEventsPrefix(), k.WorkEvents(), abi.MinWakeInterval, abi.MaxWakeAhead)
 	return keys, args
 }
 
@@ -2080,7 +2080,7 @@ func (s *Store) RequestStop(ctx context.Context, id, reason string) (Run, error)
 	k := s.k
 	if _, err := s.run(ctx, op, "request_stop",
 		[]string{k.Run(id), k.Group(g), k.Waiting(g), k.Active(g), k.Launched(), k.Dirty(), k.Finished(g), k.WaitInfo(g), k.Retire(), k.Delayed(g), k.LaunchInfo()},
-		id, g, reason, k.RunEvents(), k.SlotEvents(), k.WorkEvents()); err != nil {
+		id, g, reason, k.RunEvents(), k.SlotEventsPrefix(), k.WorkEvents()); err != nil {
 		return Run{}, err
 	}
 	return s.GetRun(ctx, id)

@@ -230,8 +230,9 @@ func (s *Store) beat(ctx context.Context, identity string, ttl time.Duration) er
 	return err
 }
 
-// SlotEvent is one task-0 assignment announced on Keys().SlotEvents() by
-// AllocateBatch: worker identity, slot index, run id.
+// SlotEvent is one task-0 assignment (or stop request) announced on the
+// worker's Keys().SlotEvents(identity) by apply, AllocateBatch or
+// RequestStop: worker identity, slot index, run id.
 type SlotEvent struct {
 	Worker string
 	Slot   int
@@ -502,8 +503,8 @@ type AllocResult struct {
 // LAUNCHED is skipped; the first run that does not fit stops the batch
 // (AllocNoSlots, nothing written for it), so no younger run overtakes it.
 // The results are in order and end at the first AllocNoSlots; runs after it
-// are not in the results. The workers that got a task-0 slot are notified
-// on Keys().SlotEvents(). A go-redis retry finds the runs it already
+// are not in the results. The workers that got a task-0 slot are notified,
+// each on its own Keys().SlotEvents(identity). A go-redis retry finds the runs it already
 // allocated (same op id) and reports them allocated again, never twice.
 // Errors (nothing written): ErrFenced, ErrInvalid (a run id twice or invalid).
 func (s *Store) AllocateBatch(ctx context.Context, f Fence, runIDs []string) ([]AllocResult, error) {
@@ -564,7 +565,7 @@ func (s *Store) AllocatePass(ctx context.Context, f Fence, runIDs []string, perC
 		keys = append(keys, k.Fence(), k.Lock(), k.Workers(), k.Slots(), k.Free(), k.Launched(), k.Tokens(), k.LaunchInfo(), k.AllocStop())
 		args := make([]any, 0, 7+len(chunk))
 		args = append(args, f.args()...)
-		args = append(args, newID("op-"), k.SlotEvents(), k.RunEvents(), guard.Milliseconds(), pass)
+		args = append(args, newID("op-"), k.SlotEventsPrefix(), k.RunEvents(), guard.Milliseconds(), pass)
 		for _, id := range chunk {
 			keys = append(keys, k.Run(id))
 			args = append(args, id)

@@ -198,7 +198,7 @@ func TestStore_ApplyBatch_failedGroupLeavesTheOthers(t *testing.T) {
 				Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: g + "-r"}}}})
 		}
 		mustNil(t, e.c.Set(ctx, e.s.Keys().Decisions("g2"), "not a list", 0).Err())
-		slots := e.s.Subscribe(ctx, e.s.Keys().SlotEvents())
+		slots := e.s.Subscribe(ctx, e.s.Keys().SlotEvents("wA"))
 		defer slots.Close()
 		if _, err := slots.Receive(ctx); err != nil {
 			t.Fatal(err)
@@ -247,7 +247,7 @@ func TestStore_ApplyBatch_failedActionAnnouncesWhatItWrote(t *testing.T) {
 			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: id}))(t)
 		}
 		mustNil(t, e.c.Set(ctx, e.s.Keys().Run("r2"), "not a hash", 0).Err())
-		slots := e.s.Subscribe(ctx, e.s.Keys().SlotEvents(), e.s.Keys().RunEvents())
+		slots := e.s.Subscribe(ctx, e.s.Keys().SlotEvents("wA"), e.s.Keys().RunEvents())
 		defer slots.Close()
 		for range 2 {
 			if _, err := slots.Receive(ctx); err != nil {
@@ -273,7 +273,7 @@ func TestStore_ApplyBatch_failedActionAnnouncesWhatItWrote(t *testing.T) {
 			}
 			got[m.Channel] = m.Payload
 		}
-		if p := got[e.s.Keys().SlotEvents()]; !strings.Contains(p, "#r1") || strings.Contains(p, "#r2") {
+		if p := got[e.s.Keys().SlotEvents("wA")]; !strings.Contains(p, "#r1") || strings.Contains(p, "#r2") {
 			t.Errorf("slot events %q, want r1's only", p)
 		}
 		if p := got[e.s.Keys().RunEvents()]; !strings.Contains(p, "RUNNING#g#r1") {

@@ -98,6 +98,7 @@ type agent struct {
 	draining atomic.Bool         // a graceful shutdown started: no re-registration
 	lastBeat time.Time           // send time of the last successful heartbeat (main loop only)
 	events   []storage.SlotEvent // announced assignments not yet polled (under mu)
+	relisten chan string         // a new identity: its slot-events channel replaces the old one (subscribe)
 	wg       sync.WaitGroup
 }
 
@@ -202,6 +203,7 @@ func (w *agent) Run(ctx context.Context) error {
 	w.mem = newTokenMemory()
 	w.pending = map[string]*finished{}
 	w.done = make(chan *finished, 256) // room for a burst of finished runs, reported in one pipeline
+	w.relisten = make(chan string, 1)
 	w.runsDone = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "wasmsched_worker_runs_total",
 		Help: "Runs executed by this worker, by outcome (SUCCEEDED, FAILED, STOPPED, DROPPED).",
@@ -328,15 +330,22 @@ func (w *agent) stopSignal() {
 // elsewhere.
 const fullBeat = 3
 
-// subscribe listens on the namespace's slot-events channel (the slot
-// manager announces each task-0 slot it assigns: storage.ParseSlotEvents),
-// queues the events naming this worker and returns a channel that gets a
-// token when there are some, so the worker starts the run at once instead
-// of at its next heartbeat. Best effort: without the subscription (or when
-// a message is lost) the heartbeat still picks the work up.
+// subscribe listens on the worker's own slot-events channel
+// (storage.Keys.SlotEvents of its identity: the leader announces there each
+// task-0 slot of this worker it assigns or asks to stop:
+// storage.ParseSlotEvents), queues the events naming this worker and
+// returns a channel that gets a token when there are some, so the worker
+// starts the run at once instead of at its next heartbeat. A new identity
+// (a re-registration: register) moves the subscription to its channel. It
+// listens on the shared channel of older hosts too
+// (storage.Keys.SharedSlotEvents): workers upgrade before their hosts.
+// Best effort: without the subscription (or when a message is lost) the
+// heartbeat still picks the work up.
 func (w *agent) subscribe(ctx context.Context) <-chan struct{} {
 	kick := make(chan struct{}, 1)
-	ps := w.Store.Subscribe(ctx, w.Store.Keys().SlotEvents())
+	keys := w.Store.Keys()
+	on := w.Identity()
+	ps := w.Store.Subscribe(ctx, keys.SlotEvents(on), keys.SharedSlotEvents())
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
@@ -346,6 +355,20 @@ func (w *agent) subscribe(ctx context.Context) <-chan struct{} {
 			select {
 			case <-ctx.Done():
 				return
+			case id := <-w.relisten:
+				if id == on {
+					continue
+				}
+				// the new channel first: nothing published for the new
+				// identity after this is missed (what came before, the
+				// heartbeat's reconcile picks up)
+				if err := ps.Subscribe(ctx, keys.SlotEvents(id)); err != nil {
+					w.Logger.Debug("worker slot-events subscribe failed; the heartbeat picks the work up", "identity", id, "err", err)
+				}
+				if err := ps.Unsubscribe(ctx, keys.SlotEvents(on)); err != nil {
+					w.Logger.Debug("worker slot-events unsubscribe failed", "identity", on, "err", err)
+				}
+				on = id
 			case m, ok := <-ch:
 				if !ok {
 					return
@@ -466,6 +489,13 @@ func (w *agent) register(ctx context.Context) error {
 	w.mu.Lock()
 	w.identity = id
 	w.mu.Unlock()
+	// the subscriber (once it runs) moves to the new identity's channel;
+	// only the latest identity matters
+	select {
+	case <-w.relisten:
+	default:
+	}
+	w.relisten <- id
 	w.lastBeat = time.Now()
 	w.Logger.Info("worker registered", "identity", id, "slots", w.Slots, "heartbeat_ttl", w.HeartbeatTTL)
 	return nil

@@ -329,6 +329,75 @@ func TestWorkerReapedReRegistersAndDropsWork(t *testing.T) {
 	}
 }
 
+// numsub is how many clients subscribe to channel.
+func (e *wenv) numsub(channel string) int64 {
+	e.t.Helper()
+	m, err := e.rdb.PubSubNumSub(context.Background(), channel).Result()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return m[channel]
+}
+
+// TestWorker_slotEventsOwnChannel: a worker listens on its own slot-events
+// channel (storage.Keys.SlotEvents of its identity) and starts a run
+// announced there at once: its heartbeat (TTL 3 min: one a minute, the
+// first at start) could not have picked the run up in the wait. A
+// re-registration (reaped: a new identity) moves the subscription to the
+// new identity's channel.
+func TestWorker_slotEventsOwnChannel(t *testing.T) {
+	t.Run("starts-announced-run", func(t *testing.T) {
+		e := newWEnv(t)
+		w := &agent{Slots: 1, HeartbeatTTL: 3 * time.Minute}
+		e.start(w)
+		id := w.Identity()
+		e.waitFor("subscribed to its own channel", func() bool { return e.numsub(e.st.Keys().SlotEvents(id)) == 1 })
+		r, _ := e.launch(storage.SubmitRequest{ID: "r1", Duration: time.Hour})
+		e.waitFor("announced run executing", func() bool { return len(w.Running()) == 1 && w.Running()[0] == r.ID })
+	})
+	t.Run("older-hosts-shared-channel", func(t *testing.T) {
+		// a host from before the per-worker channels announces on the
+		// shared one: the worker takes the entries naming it
+		e := newWEnv(t)
+		w := &agent{Slots: 1, HeartbeatTTL: 3 * time.Minute}
+		e.start(w)
+		id := w.Identity()
+		e.waitFor("subscribed to the shared channel", func() bool { return e.numsub(e.st.Keys().SharedSlotEvents()) == 1 })
+		// the launch announces on the worker's own channel: unsubscribe
+		// there first (as an older worker would not listen), so only the
+		// shared channel's message can start the run
+		w.relisten <- "elsewhere"
+		e.waitFor("off its own channel", func() bool { return e.numsub(e.st.Keys().SlotEvents(id)) == 0 })
+		r, _ := e.launch(storage.SubmitRequest{ID: "r1", Duration: time.Hour})
+		if len(w.Running()) != 0 {
+			t.Fatalf("started before the shared message: %v", w.Running())
+		}
+		if err := e.rdb.Publish(context.Background(), e.st.Keys().SharedSlotEvents(), "other#0#x "+id+"#0#"+r.ID).Err(); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("run announced on the shared channel executing", func() bool { return len(w.Running()) == 1 && w.Running()[0] == r.ID })
+	})
+	t.Run("follows-new-identity", func(t *testing.T) {
+		e := newWEnv(t)
+		w := &agent{Slots: 1, HeartbeatTTL: 300 * time.Millisecond}
+		e.start(w)
+		old := w.Identity()
+		e.waitFor("subscribed to its own channel", func() bool { return e.numsub(e.st.Keys().SlotEvents(old)) == 1 })
+		ctx := context.Background()
+		if err := e.rdb.ZAdd(ctx, e.st.Keys().Workers(), redis.Z{Score: 1, Member: old}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.st.ReapDeadWorkers(ctx, e.fence); err != nil {
+			t.Fatal(err)
+		}
+		e.waitFor("re-registered under a new identity", func() bool { id := w.Identity(); return id != "" && id != old })
+		id := w.Identity()
+		e.waitFor("subscription moved to the new identity's channel", func() bool {
+			return e.numsub(e.st.Keys().SlotEvents(id)) == 1 && e.numsub(e.st.Keys().SlotEvents(old)) == 0
+		})
+	})
+}
+
 func TestWorkerStaleTokenReportRefused(t *testing.T) {
 	e := newWEnv(t)
 	w := &agent{Slots: 1}

@@ -44,6 +44,12 @@
 --   (group_view; g: already read) (g[1] nil: no group),
 --   its waiting total and the ids of its snapshot window, oldest part first
 --   (n_oldest of them; snapshot.lua's window rule); reads only.
+-- slot_note(n, w, e): add entry e ("worker#index#run") of worker w to n, a
+--   table of the call's slot events by worker (n[w] its entries, n[1..]
+--   the workers in the order first noted).
+-- publish_slots(prefix, n): one PUBLISH a worker of its entries in n
+--   (space-separated, storage.ParseSlotEvents) on prefix .. worker (its
+--   own channel, storage.Keys.SlotEvents); nothing when prefix is ''.
 -- publish_runs(chan, ev): one PUBLISH on chan of the run events in ev, a
 --   list of "STATE#group#id" (storage.ParseRunEvents), space-separated;
 --   nothing when chan is '' or ev is empty. Advisory: watchers (runs
@@ -245,6 +251,17 @@ local function flat_assign(list)
     out[#out + 1] = a.w; out[#out + 1] = a.i; out[#out + 1] = a.tok; out[#out + 1] = tostring(a.task)
   end
   return out
+end
+local function slot_note(n, w, e)
+  local l = n[w]
+  if not l then l = {}; n[w] = l; n[#n + 1] = w end
+  l[#l + 1] = e
+end
+local function publish_slots(prefix, n)
+  if prefix == nil or prefix == '' then return end
+  for _, w in ipairs(n) do
+    redis.call('PUBLISH', prefix .. w, table.concat(n[w], ' '))
+  end
 end
 local function publish_runs(chan, ev)
   if chan ~= nil and chan ~= '' and #ev > 0 then

@@ -10,7 +10,7 @@
 -- KEYS[8] the launched runs' index (Keys.LaunchInfo), KEYS[9] the pass
 -- stop mark (Keys.AllocStop), KEYS[10..9+n] run hash of run 1..n
 -- ARGV[1] epoch, ARGV[2] holder, ARGV[3] op id (random per call),
--- ARGV[4] slot-events channel ("" = no notification), ARGV[5] run-events
+-- ARGV[4] the slot-events channels' prefix ("" = no notification), ARGV[5] run-events
 -- channel (publish_runs: RUNNING#group#id per allocated run), ARGV[6]
 -- guard ms (a misfit LAUNCHED at least this long ago is held; 0 = every
 -- misfit is held: strict FIFO), ARGV[7] pass id ("" = a call on its own),
@@ -34,9 +34,10 @@
 -- and the launched index, in one ZREM, ZREM and HDEL at its end; the runs
 -- go under pcall, so a command failing halfway still leaves what the
 -- runs before it took consistent; the call then fails); then one PUBLISH
--- on ARGV[4] of "worker#index#run" for each
--- allocated run's task-0 slot, space-separated (storage.ParseSlotEvents:
--- the worker picks the run up at once instead of at its next heartbeat).
+-- a worker, on its channel (ARGV[4] .. worker: publish_slots), of
+-- "worker#index#run" for each of its allocated runs' task-0 slots,
+-- space-separated (storage.ParseSlotEvents: the worker picks the run up at
+-- once instead of at its next heartbeat).
 -- replay: a run whose alloc_op == op is reported "allocated" with its
 -- assignments (never allocated twice); later runs are tried again.
 -- the stop mark (KEYS[9]) when a call of a pass stops.
@@ -85,7 +86,7 @@ local done, err = pcall(function()
         end
         redis.call('HSET', key, 'state', 'RUNNING', 'started_at', nows, 'assign', join_assign(as), 'alloc_op', ARGV[3])
         gone[#gone + 1] = id
-        notify[#notify + 1] = as[1].w .. '#' .. as[1].i .. '#' .. id
+        slot_note(notify, as[1].w, as[1].w .. '#' .. as[1].i .. '#' .. id)
         ev[#ev + 1] = 'RUNNING#' .. (r[5] or '') .. '#' .. id
         out[#out + 1] = {id, 'allocated', flat_assign(as)}
       else
@@ -102,9 +103,7 @@ end)
 call_many('ZREM', KEYS[5], taken)
 call_many('ZREM', KEYS[6], gone)
 call_many('HDEL', KEYS[8], gone)
-if ARGV[4] ~= '' and #notify > 0 then
-  redis.call('PUBLISH', ARGV[4], table.concat(notify, ' '))
-end
+publish_slots(ARGV[4], notify)
 publish_runs(ARGV[5], ev)
 if not done then
   return caught(err)

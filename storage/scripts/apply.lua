@@ -13,8 +13,9 @@
 -- then the run hash of each of its n actions
 -- ARGV (shared): [1] epoch, [2] holder, [3] decisions kept per group (the
 -- decisions list's length), [4] run-events channel (publish_runs: each
--- named run's new state), [5] slot-events channel (the task-0 slot of
--- each run placed here), [6] work channel (a wake PUBLISHes
+-- named run's new state), [5] the slot-events channels' prefix (the
+-- task-0 slot of each run placed here, on its worker's channel:
+-- publish_slots), [6] work channel (a wake PUBLISHes
 -- storage.TimerEvent), [7] the wake's minimum interval ms
 -- (abi.MinWakeInterval), [8] its horizon ms (abi.MaxWakeAhead); then per
 -- group: n (its actions), group, snapshot version, claim id, policy,
@@ -62,7 +63,8 @@
 -- Placing (place = '1'; the leader passes '0' while a LAUNCHED run waits
 -- for slots, so none overtakes it): each launch takes all of its slots on
 -- live workers at once (as allocate_batch: RUNNING, started_at =
--- launched_at, assign, a fresh token per slot, one slot-events message);
+-- launched_at, assign, a fresh token per slot, one slot-events message a
+-- worker placed on);
 -- from the first launch that does not fit on, the launches queue in
 -- launched (LAUNCHED) for the slot manager, in order. Each launch goes on
 -- the launches list ("launched_ms,labels", one LPUSH per decision; trimmed
@@ -80,8 +82,8 @@
 -- S: what the groups of one call share (the clock, read once; the free
 -- cursor with its worker-liveness cache; the batch's launch count, for
 -- the cursor's window; the token counter, one INCR; the groups leaving
--- dirty, one SREM; the run events and slot announcements, each one
--- PUBLISH for the call)
+-- dirty, one SREM; the run events, one PUBLISH for the call; the slot
+-- announcements, one PUBLISH a worker placed on)
 local S = {need = 0, ev = {}, notify = {}, tok = {key = KEYS[9], n = 0}, settled = {}, taken = {}}
 function S.now()
   S.t = S.t or now_ms()
@@ -224,7 +226,7 @@ local function apply_one(gk, ga, n)
         end
         redis.call('HSET', a.key, 'dec', dec, 'state', 'RUNNING', 'launched_at', nows, 'started_at', nows,
           'assign', join_assign(as), 'policy', policy, 'policy_version', pversion)
-        notify[#notify + 1] = as[1].w .. '#' .. as[1].i .. '#' .. a.id
+        slot_note(notify, as[1].w, as[1].w .. '#' .. as[1].i .. '#' .. a.id)
         ev[#ev + 1] = 'RUNNING#' .. group .. '#' .. a.id
       else
         redis.call('HSET', a.key, 'dec', dec, 'state', 'LAUNCHED', 'launched_at', nows, 'policy', policy, 'policy_version', pversion)
@@ -335,9 +337,7 @@ if #S.settled > 0 then
 end
 call_many('ZREM', KEYS[8], S.taken) -- the slots placed on: out of free in one ZREM
 publish_runs(ARGV[4], S.ev)
-if #S.notify > 0 then
-  redis.call('PUBLISH', ARGV[5], table.concat(S.notify, ' '))
-end
+publish_slots(ARGV[5], S.notify)
 if S.timer then
   redis.call('PUBLISH', ARGV[6], '#timer') -- storage.TimerEvent
 end

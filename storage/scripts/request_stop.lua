@@ -7,8 +7,9 @@
 -- drops it when it fires), KEYS[11] the launched runs' index
 -- (Keys.LaunchInfo)
 -- ARGV[1] run id, ARGV[2] group, ARGV[3] reason, ARGV[4] run-events channel
--- (publish_runs: the new state), ARGV[5] slot-events channel (a RUNNING
--- run's task-0 slot, so its worker stops it at once), ARGV[6] work channel
+-- (publish_runs: the new state), ARGV[5] the slot-events channels' prefix
+-- (a RUNNING run's task-0 slot, on its worker's channel ARGV[5] .. worker,
+-- so the worker stops it at once), ARGV[6] work channel
 -- (PUBLISH of the group: the coordinator wakes; advisory)
 -- returns: the new state. WAITING -> DISCARDED, LAUNCHED -> STOPPED,
 -- RUNNING -> STOPPING (the worker finishes it), STOPPING -> STOPPING (no write)
@@ -45,7 +46,7 @@ elseif st == 'RUNNING' then
   redis.call('HSET', KEYS[1], 'state', new, 'reason', ARGV[3])
   for _, a in ipairs(parse_assign(r[3])) do
     if a.task == 0 and ARGV[5] and ARGV[5] ~= '' then
-      redis.call('PUBLISH', ARGV[5], a.w .. '#' .. a.i .. '#' .. ARGV[1])
+      redis.call('PUBLISH', ARGV[5] .. a.w, a.w .. '#' .. a.i .. '#' .. ARGV[1])
     end
   end
 else
