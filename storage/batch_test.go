@@ -95,16 +95,7 @@ func TestStore_AllocateBatch(t *testing.T) {
 		// the announcements name the task-0 slot of each allocated run, one
 		// message on the channel of each worker placed on (ra on wA#1's
 		// two slots, rb on wB's), none on wC's
-		got := map[string]string{}
-		wait, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		for range 2 {
-			msg, err := sub.ReceiveMessage(wait)
-			if err != nil {
-				t.Fatalf("after %v: %v", got, err)
-			}
-			got[msg.Channel] = msg.Payload
-		}
+		got := messages(t, sub, 2)
 		evs := storage.ParseSlotEvents(got[e.s.Keys().SlotEvents("wA#1")])
 		if len(evs) != 1 || evs[0].Run != "ra" || evs[0].Worker != "wA#1" || evs[0].Worker != res[1].Assignments[0].Worker ||
 			evs[0].Slot != res[1].Assignments[0].Slot {
@@ -112,6 +103,11 @@ func TestStore_AllocateBatch(t *testing.T) {
 		}
 		if evs := storage.ParseSlotEvents(got[e.s.Keys().SlotEvents("wB")]); len(evs) != 1 || evs[0].Run != "rb" || evs[0].Worker != "wB" {
 			t.Fatalf("wB's events %q = %+v, want rb's", got, evs)
+		}
+		// a stop request of a RUNNING run tells its worker, on its channel
+		ok(e.s.RequestStop(ctx, "rb", "x"))(t)
+		if got := messages(t, sub, 1); len(got) != 1 || got[e.s.Keys().SlotEvents("wB")] != "wB#0#rb" {
+			t.Fatalf("stop of rb announced %q, want wB#0#rb on wB's channel only", got)
 		}
 		quiet, qcancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		defer qcancel()

@@ -1,7 +1,6 @@
 package storage_test
 
 import (
-	"context"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -263,16 +262,7 @@ func TestStore_ApplyBatch_failedActionAnnouncesWhatItWrote(t *testing.T) {
 		if r := ok(e.s.GetRun(ctx, "r1"))(t); r.State != storage.StateRunning {
 			t.Fatalf("r1 is %s, want RUNNING (written before the failure)", r.State)
 		}
-		got := map[string]string{}
-		wait, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		for range 2 {
-			m, err := slots.ReceiveMessage(wait)
-			if err != nil {
-				t.Fatalf("after %v: %v (want a slot-events and a run-events message)", got, err)
-			}
-			got[m.Channel] = m.Payload
-		}
+		got := messages(t, slots, 2) // a slot-events and a run-events message
 		if p := got[e.s.Keys().SlotEvents("wA")]; !strings.Contains(p, "#r1") || strings.Contains(p, "#r2") {
 			t.Errorf("slot events %q, want r1's only", p)
 		}

@@ -162,6 +162,23 @@ func ok[T any](v T, err error) func(testing.TB) T {
 	}
 }
 
+// messages receives n messages on ps within 5 s and returns their
+// payloads by channel (a channel's last), failing the test on a timeout.
+func messages(t testing.TB, ps *redis.PubSub, n int) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	wait, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for range n {
+		m, err := ps.ReceiveMessage(wait)
+		if err != nil {
+			t.Fatalf("after %v: %v (want %d messages)", got, err, n)
+		}
+		got[m.Channel] = m.Payload
+	}
+	return got
+}
+
 // TestScripts_headers: every script's header names its KEYS or ARGV and
 // states its bound (storage/README.md "Scripts").
 func TestScripts_headers(t *testing.T) {

@@ -301,13 +301,7 @@ func TestWorkerReapedReRegistersAndDropsWork(t *testing.T) {
 	// Play the reaper: the worker's heartbeat expired (forced), the leader
 	// reaps it, so its slots are gone and its run awaits restore.
 	ctx := context.Background()
-	if err := e.rdb.ZAdd(ctx, e.st.Keys().Workers(), redis.Z{Score: 1, Member: old}).Err(); err != nil {
-		t.Fatal(err)
-	}
-	rp, err := e.st.ReapDeadWorkers(ctx, e.fence)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rp := e.reap(old)
 	reaped, affected := rp.Workers, rp.Affected
 	if len(reaped) != 1 || reaped[0] != old || len(affected) != 1 || affected[0] != r.ID {
 		t.Fatalf("reap: %v %v", reaped, affected)
@@ -329,6 +323,21 @@ func TestWorkerReapedReRegistersAndDropsWork(t *testing.T) {
 	}
 }
 
+// reap plays the reaper: worker id's heartbeat expired (forced) and the
+// leader reaps it (its slots gone, its runs awaiting restore).
+func (e *wenv) reap(id string) storage.Reaped {
+	e.t.Helper()
+	ctx := context.Background()
+	if err := e.rdb.ZAdd(ctx, e.st.Keys().Workers(), redis.Z{Score: 1, Member: id}).Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	rp, err := e.st.ReapDeadWorkers(ctx, e.fence)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rp
+}
+
 // numsub is how many clients subscribe to channel.
 func (e *wenv) numsub(channel string) int64 {
 	e.t.Helper()
@@ -346,26 +355,34 @@ func (e *wenv) numsub(channel string) int64 {
 // re-registration (reaped: a new identity) moves the subscription to the
 // new identity's channel.
 func TestWorker_slotEventsOwnChannel(t *testing.T) {
-	t.Run("starts-announced-run", func(t *testing.T) {
+	// listening starts a worker and waits until it listens on its own
+	// channel; a heartbeat TTL of 3 min leaves the first beat (at start)
+	// the only one in a test's waits
+	listening := func(t *testing.T, ttl time.Duration) (*wenv, *agent, string) {
 		e := newWEnv(t)
-		w := &agent{Slots: 1, HeartbeatTTL: 3 * time.Minute}
+		w := &agent{Slots: 1, HeartbeatTTL: ttl}
 		e.start(w)
 		id := w.Identity()
 		e.waitFor("subscribed to its own channel", func() bool { return e.numsub(e.st.Keys().SlotEvents(id)) == 1 })
+		return e, w, id
+	}
+	executing := func(e *wenv, w *agent, run string) {
+		e.waitFor("run "+run+" executing", func() bool { r := w.Running(); return len(r) == 1 && r[0] == run })
+	}
+	t.Run("starts-announced-run", func(t *testing.T) {
+		e, w, _ := listening(t, 3*time.Minute)
 		r, _ := e.launch(storage.SubmitRequest{ID: "r1", Duration: time.Hour})
-		e.waitFor("announced run executing", func() bool { return len(w.Running()) == 1 && w.Running()[0] == r.ID })
+		executing(e, w, r.ID)
 	})
 	t.Run("older-hosts-shared-channel", func(t *testing.T) {
 		// a host from before the per-worker channels announces on the
 		// shared one: the worker takes the entries naming it
-		e := newWEnv(t)
-		w := &agent{Slots: 1, HeartbeatTTL: 3 * time.Minute}
-		e.start(w)
-		id := w.Identity()
-		e.waitFor("subscribed to the shared channel", func() bool { return e.numsub(e.st.Keys().SharedSlotEvents()) == 1 })
-		// the launch announces on the worker's own channel: unsubscribe
-		// there first (as an older worker would not listen), so only the
-		// shared channel's message can start the run
+		e, w, id := listening(t, 3*time.Minute)
+		if n := e.numsub(e.st.Keys().SharedSlotEvents()); n != 1 {
+			t.Fatalf("%d subscribers of the shared channel, want 1", n)
+		}
+		// the launch announces on the worker's own channel: off it first
+		// (as an older worker), so only the shared message can start the run
 		w.relisten <- "elsewhere"
 		e.waitFor("off its own channel", func() bool { return e.numsub(e.st.Keys().SlotEvents(id)) == 0 })
 		r, _ := e.launch(storage.SubmitRequest{ID: "r1", Duration: time.Hour})
@@ -375,21 +392,11 @@ func TestWorker_slotEventsOwnChannel(t *testing.T) {
 		if err := e.rdb.Publish(context.Background(), e.st.Keys().SharedSlotEvents(), "other#0#x "+id+"#0#"+r.ID).Err(); err != nil {
 			t.Fatal(err)
 		}
-		e.waitFor("run announced on the shared channel executing", func() bool { return len(w.Running()) == 1 && w.Running()[0] == r.ID })
+		executing(e, w, r.ID)
 	})
 	t.Run("follows-new-identity", func(t *testing.T) {
-		e := newWEnv(t)
-		w := &agent{Slots: 1, HeartbeatTTL: 300 * time.Millisecond}
-		e.start(w)
-		old := w.Identity()
-		e.waitFor("subscribed to its own channel", func() bool { return e.numsub(e.st.Keys().SlotEvents(old)) == 1 })
-		ctx := context.Background()
-		if err := e.rdb.ZAdd(ctx, e.st.Keys().Workers(), redis.Z{Score: 1, Member: old}).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.st.ReapDeadWorkers(ctx, e.fence); err != nil {
-			t.Fatal(err)
-		}
+		e, w, old := listening(t, 300*time.Millisecond)
+		e.reap(old)
 		e.waitFor("re-registered under a new identity", func() bool { id := w.Identity(); return id != "" && id != old })
 		id := w.Identity()
 		e.waitFor("subscription moved to the new identity's channel", func() bool {

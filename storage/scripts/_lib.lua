@@ -44,9 +44,10 @@
 --   (group_view; g: already read) (g[1] nil: no group),
 --   its waiting total and the ids of its snapshot window, oldest part first
 --   (n_oldest of them; snapshot.lua's window rule); reads only.
--- slot_note(n, w, e): add entry e ("worker#index#run") of worker w to n, a
---   table of the call's slot events by worker (n[w] its entries, n[1..]
---   the workers in the order first noted).
+-- slot_note(n, s, run): add the slot-events entry "worker#index#run" of
+--   slot s ({w, i}: an assignment or a free slot) to n, a table of the
+--   call's slot events by worker (n[w] its entries, n[1..] the workers in
+--   the order first noted).
 -- publish_slots(prefix, n): one PUBLISH a worker of its entries in n
 --   (space-separated, storage.ParseSlotEvents) on prefix .. worker (its
 --   own channel, storage.Keys.SlotEvents); nothing when prefix is ''.
@@ -252,10 +253,10 @@ local function flat_assign(list)
   end
   return out
 end
-local function slot_note(n, w, e)
-  local l = n[w]
-  if not l then l = {}; n[w] = l; n[#n + 1] = w end
-  l[#l + 1] = e
+local function slot_note(n, s, run)
+  local l = n[s.w]
+  if not l then l = {}; n[s.w] = l; n[#n + 1] = s.w end
+  l[#l + 1] = s.w .. '#' .. s.i .. '#' .. run
 end
 local function publish_slots(prefix, n)
   if prefix == nil or prefix == '' then return end

@@ -86,7 +86,7 @@ local done, err = pcall(function()
         end
         redis.call('HSET', key, 'state', 'RUNNING', 'started_at', nows, 'assign', join_assign(as), 'alloc_op', ARGV[3])
         gone[#gone + 1] = id
-        slot_note(notify, as[1].w, as[1].w .. '#' .. as[1].i .. '#' .. id)
+        slot_note(notify, as[1], id)
         ev[#ev + 1] = 'RUNNING#' .. (r[5] or '') .. '#' .. id
         out[#out + 1] = {id, 'allocated', flat_assign(as)}
       else

@@ -226,7 +226,7 @@ local function apply_one(gk, ga, n)
         end
         redis.call('HSET', a.key, 'dec', dec, 'state', 'RUNNING', 'launched_at', nows, 'started_at', nows,
           'assign', join_assign(as), 'policy', policy, 'policy_version', pversion)
-        slot_note(notify, as[1].w, as[1].w .. '#' .. as[1].i .. '#' .. a.id)
+        slot_note(notify, as[1], a.id)
         ev[#ev + 1] = 'RUNNING#' .. group .. '#' .. a.id
       else
         redis.call('HSET', a.key, 'dec', dec, 'state', 'LAUNCHED', 'launched_at', nows, 'policy', policy, 'policy_version', pversion)

@@ -44,11 +44,11 @@ elseif st == 'LAUNCHED' then
 elseif st == 'RUNNING' then
   new = 'STOPPING'
   redis.call('HSET', KEYS[1], 'state', new, 'reason', ARGV[3])
+  local n = {}
   for _, a in ipairs(parse_assign(r[3])) do
-    if a.task == 0 and ARGV[5] and ARGV[5] ~= '' then
-      redis.call('PUBLISH', ARGV[5] .. a.w, a.w .. '#' .. a.i .. '#' .. ARGV[1])
-    end
+    if a.task == 0 then slot_note(n, a, ARGV[1]) end
   end
+  publish_slots(ARGV[5], n)
 else
   return redis.error_reply('WS_BAD_STATE stop run ' .. ARGV[1] .. ': run is ' .. st)
 end
