@@ -934,7 +934,7 @@ func (k killReason) result(e *execution) *finished {
 	case killShutdown:
 		return &finished{run: e.run, token: e.token, outcome: storage.StateFailed, reason: InterruptedReason}
 	case killLost:
-		return &finished{run: e.run, token: e.token, outcome: storage.StateFailed, reason: "worker lost contact with Redis for longer than its heartbeat TTL"}
+		return &finished{run: e.run, token: e.token, outcome: storage.StateFailed, reason: LostContactReason}
 	case killTimeout:
 		return &finished{run: e.run, token: e.token, outcome: storage.StateFailed, reason: storage.TimedOutReason(e.timeout)}
 	default:

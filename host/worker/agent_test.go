@@ -538,3 +538,38 @@ func countersBy(t *testing.T, reg *prometheus.Registry, name, label string) map[
 	}
 	return out
 }
+
+// TestWorkerLostContactFailsItsRuns: a worker cut off from Redis for longer
+// than its heartbeat TTL stops the runs it executes (the leader may have
+// reaped it and placed them elsewhere) and, once the link heals, reports
+// them FAILED with LostContactReason; a run it never lost contact for is
+// left alone.
+func TestWorkerLostContactFailsItsRuns(t *testing.T) {
+	e := newWEnv(t)
+	p := redistest.StartProxy(t, e.rdb.(*redis.Client).Options().Addr)
+	cut := redis.NewClient(&redis.Options{Addr: p.Addr(), ReadTimeout: 300 * time.Millisecond,
+		WriteTimeout: 300 * time.Millisecond, MaxRetries: -1})
+	t.Cleanup(func() { _ = cut.Close() })
+	st, err := storage.New(cut, "wtest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &agent{Store: st, Slots: 1, HeartbeatTTL: 300 * time.Millisecond}
+	e.start(w)
+	r, _ := e.launch(storage.SubmitRequest{ID: "r1", Duration: time.Hour})
+	e.waitFor("run executing", func() bool { return len(w.Running()) == 1 })
+
+	p.Cut(t)
+	e.waitFor("the execution given up", func() bool { return len(w.Running()) == 0 })
+	if got, _ := e.st.GetRun(context.Background(), r.ID); got.State != storage.StateRunning {
+		t.Fatalf("run %s while the worker is cut off, want RUNNING (its report cannot land)", got.State)
+	}
+	p.Heal(t)
+	got := e.waitState(r.ID, storage.StateFailed)
+	if got.Reason != LostContactReason {
+		t.Errorf("reason %q, want %q", got.Reason, LostContactReason)
+	}
+	if !strings.Contains(e.logs.String(), "worker heartbeat failed") {
+		t.Errorf("no heartbeat failure logged:\n%s", e.logs.String())
+	}
+}

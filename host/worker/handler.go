@@ -44,6 +44,13 @@ const MaxOutput = storage.MaxOutput
 // ended (retried if it has attempts left).
 const InterruptedReason = "interrupted by worker shutdown"
 
+// LostContactReason is the reason of a run the worker stopped because its
+// heartbeat could not be written for longer than its TTL: the leader may
+// have reaped the worker and placed the run's slots elsewhere, so the
+// worker gives the run up rather than risk running it twice (reported
+// FAILED; retried with attempts left).
+const LostContactReason = "worker lost contact with Redis for longer than its heartbeat TTL"
+
 // AlreadyExecutedReason is the FAILED reason of an assignment a worker
 // refuses to start because it already executed it (or a later one on the
 // same slot) and does not know the outcome: the store handed it back after
