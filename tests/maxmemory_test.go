@@ -109,7 +109,7 @@ func TestRedisAtMaxmemory(t *testing.T) {
 	// longer than its TTL is given up by the worker (it may have been
 	// reaped: worker.LostContactReason) and ends FAILED, executed at most
 	// once. Which runs were in flight then depends on timing; a run
-	// started after the memory was freed must succeed.
+	// started after the memory was freed (as "after" is) must succeed.
 	lost := 0
 	for _, id := range accepted {
 		r := final[id]
@@ -122,9 +122,6 @@ func TestRedisAtMaxmemory(t *testing.T) {
 			t.Errorf("run %s: %s (reason %q, started %v, memory freed %v), executed %d times; want SUCCEEDED once, "+
 				"or FAILED for lost contact while the memory was full", id, r.State, r.Reason, r.StartedAt, freed, execs[id])
 		}
-	}
-	if final["after"].State != storage.StateSucceeded {
-		t.Errorf("the run submitted after the memory was freed: %s", final["after"].State)
 	}
 	t.Logf("%d of %d runs given up by the worker for lost contact during the stall", lost, len(accepted))
 }

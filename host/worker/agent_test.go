@@ -541,9 +541,9 @@ func countersBy(t *testing.T, reg *prometheus.Registry, name, label string) map[
 
 // TestWorkerLostContactFailsItsRuns: a worker cut off from Redis for longer
 // than its heartbeat TTL stops the runs it executes (the leader may have
-// reaped it and placed them elsewhere) and, once the link heals, reports
-// them FAILED with LostContactReason; a run it never lost contact for is
-// left alone.
+// reaped it and placed them elsewhere) while Redis still holds the run
+// RUNNING, and, once the link heals, reports it FAILED with
+// LostContactReason.
 func TestWorkerLostContactFailsItsRuns(t *testing.T) {
 	e := newWEnv(t)
 	p := redistest.StartProxy(t, e.rdb.(*redis.Client).Options().Addr)
