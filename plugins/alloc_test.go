@@ -3,6 +3,9 @@ package plugins_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/wasmsched/wasmsched/abi"
@@ -69,3 +72,62 @@ func TestAllocationBuiltins(t *testing.T) {
 		})
 	}
 }
+
+// TestAllocationGuests: the C and Rust priority-first (plugins/<lang>/
+// priority-first, abi/c and abi/rust's allocation kind) through the host
+// path give the Go built-in's order: on the built-ins' table, on an empty
+// queue, and on random windows of up to 1,000 runs with many equal
+// priorities, labels, workers, usage and parameters around them (what the
+// SDKs decode and the policy ignores).
+func TestAllocationGuests(t *testing.T) {
+	b, _ := plugins.Builtin("priority-first")
+	goPolicy := cases.Load(t, "priority-first", b)
+	rng := rand.New(rand.NewPCG(26, 4))
+	var snaps []*abi.AllocationSnapshot
+	table := []abi.AllocRun{
+		{ID: "a1", Group: "ga", Seq: 1, Slots: 1}, {ID: "a2", Group: "ga", Seq: 2, Slots: 1, Priority: 5},
+		{ID: "a3", Group: "ga", Seq: 3, Slots: 2}, {ID: "b1", Group: "gb", Seq: 4, Slots: 1},
+		{ID: "b2", Group: "gb", Seq: 5, Slots: 1, Priority: 9}, {ID: "n1", Group: "gn", Seq: 6, Slots: 1},
+	}
+	snaps = append(snaps, &abi.AllocationSnapshot{Free: 2, Total: 6, LaunchedTotal: 6, Oldest: 6, Runs: table}, &abi.AllocationSnapshot{})
+	for _, n := range []int{1, 2, 7, 64, 333, 1000} {
+		s := &abi.AllocationSnapshot{Now: 1_700_000_000_000, Free: uint32(rng.IntN(50)), Total: 64, LaunchedTotal: uint32(n + rng.IntN(5000)),
+			Oldest: uint32(n / 2), Params: []abi.Label{{Key: abi.ParamFairLabel, Value: "tenant"}, {Key: abi.ParamWeights, Value: "a=2,b=1"}}}
+		for _, seq := range rng.Perm(5 * n)[:n] { // unique seqs, in no order (the window's two parts)
+			r := abi.AllocRun{ID: fmt.Sprintf("run-%d-%s", seq, strings.Repeat("x", rng.IntN(40))), Group: fmt.Sprintf("g%d", rng.IntN(9)),
+				Seq: uint64(seq + 1), LaunchedAt: int64(rng.IntN(1e6)), Priority: int32(rng.IntN(7) - 3), Slots: uint32(rng.IntN(4))}
+			if rng.IntN(2) == 0 {
+				r.Labels = []abi.Label{{Key: "region", Value: "eu"}, {Key: "tenant", Value: fmt.Sprint("t", rng.IntN(5))}}
+			}
+			s.Runs = append(s.Runs, r)
+		}
+		for w := range 3 {
+			s.Workers = append(s.Workers, abi.WorkerCapacity{Worker: fmt.Sprintf("w%d", w), Slots: 32, Free: uint32(w)})
+		}
+		s.Usage = []abi.SlotUsage{{Value: "g1", Slots: 9, Runs: 3}, {Key: "tenant", Value: "t2", Slots: 4, Runs: 4}}
+		snaps = append(snaps, s)
+	}
+	for _, lang := range cases.Guests {
+		t.Run(lang, func(t *testing.T) {
+			p := cases.Load(t, lang+"-priority-first", cases.GuestWasm(t, lang, "priority-first"))
+			if p.Kind() != abi.KindAllocation || p.ABIVersion() != abi.Version {
+				t.Fatalf("kind %v, ABI %d: want allocation, %d", p.Kind(), p.ABIVersion(), abi.Version)
+			}
+			for i, s := range snaps {
+				want, err := goPolicy.DecideAllocation(context.Background(), s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := p.DecideAllocation(context.Background(), s)
+				if err != nil {
+					t.Fatalf("snapshot %d (%d runs): %v", i, len(s.Runs), err)
+				}
+				if len(got.Order) != len(s.Runs) || !slices.Equal(got.Order, want.Order) {
+					t.Fatalf("snapshot %d (%d runs): order %v, the Go built-in's %v", i, len(s.Runs), head(got.Order), head(want.Order))
+				}
+			}
+		})
+	}
+}
+
+func head(o []uint32) []uint32 { return o[:min(len(o), 12)] }

@@ -4,8 +4,9 @@
  *
  * A plugin defines ONE of
  *
- *     #define WASMSCHED_SERIAL   then   void ws_decide_serial(const ws_snapshot *s, ws_decision *d);
- *     #define WASMSCHED_REUSE    then   void ws_decide_reuse(const ws_reuse_request *r, ws_reuse_decision *d);
+ *     #define WASMSCHED_SERIAL      then   void ws_decide_serial(const ws_snapshot *s, ws_decision *d);
+ *     #define WASMSCHED_REUSE       then   void ws_decide_reuse(const ws_reuse_request *r, ws_reuse_decision *d);
+ *     #define WASMSCHED_ALLOCATION  then   void ws_decide_allocation(const ws_alloc_snapshot *s, ws_alloc_decision *d);
  *
  * before including this header, in exactly one .c file; the SDK owns every
  * export (wasmsched_abi_version, wasmsched_kind, wasmsched_input,
@@ -19,8 +20,8 @@
  * source language `policy inspect` shows): plugins/c/build.sh does both.
  *
  * The layout of every record is abi/ABI.md's; a malformed input makes
- * wasmsched_decide return the error code 1 (a run id reference outside the
- * record reads as an empty id instead), and nothing reads out of bounds.
+ * wasmsched_decide return the error code 1 (a string reference outside the
+ * record reads as empty instead), and nothing reads out of bounds.
  */
 #ifndef WASMSCHED_H
 #define WASMSCHED_H
@@ -28,11 +29,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#if !defined(WASMSCHED_SERIAL) && !defined(WASMSCHED_REUSE)
-#error "define WASMSCHED_SERIAL or WASMSCHED_REUSE before including wasmsched.h"
+#if !defined(WASMSCHED_SERIAL) && !defined(WASMSCHED_REUSE) && !defined(WASMSCHED_ALLOCATION)
+#error "define WASMSCHED_SERIAL, WASMSCHED_REUSE or WASMSCHED_ALLOCATION before including wasmsched.h"
 #endif
-#if defined(WASMSCHED_SERIAL) && defined(WASMSCHED_REUSE)
-#error "a plugin is WASMSCHED_SERIAL or WASMSCHED_REUSE, not both"
+#if defined(WASMSCHED_SERIAL) + defined(WASMSCHED_REUSE) + defined(WASMSCHED_ALLOCATION) > 1
+#error "a plugin is one of WASMSCHED_SERIAL, WASMSCHED_REUSE and WASMSCHED_ALLOCATION"
 #endif
 
 #define WS_ABI_VERSION 4
@@ -107,16 +108,17 @@ static inline ws_str ws_run_id(const ws_snapshot *s, ws_run r) {
 	return id;
 }
 
-/* A string reference of the record, checked: outside it reads as empty. */
-static inline ws_str ws__view(const ws_snapshot *s, const uint8_t *field) {
+/* A string reference of the record b[0:len], checked: outside it reads as empty. */
+static inline ws_str ws__viewb(const uint8_t *b, uint32_t len, const uint8_t *field) {
 	uint64_t off = ws__u32(field), n = ws__u32(field + 4);
-	ws_str v = {(const char *)s->b, 0};
-	if (off + n <= s->len) {
-		v.p = (const char *)s->b + off;
+	ws_str v = {(const char *)b, 0};
+	if (off + n <= len) {
+		v.p = (const char *)b + off;
 		v.n = (uint32_t)n;
 	}
 	return v;
 }
+static inline ws_str ws__view(const ws_snapshot *s, const uint8_t *field) { return ws__viewb(s->b, s->len, field); }
 static inline int ws_str_eq(ws_str a, const char *z) {
 	uint32_t i = 0;
 	for (; z[i]; i++)
@@ -130,13 +132,27 @@ static inline int64_t ws_run_not_before(ws_run r) { return (int64_t)ws__u64(r.p 
 static inline uint32_t ws_run_attempt(ws_run r) { return ws__u32(r.p + 56); }
 static inline uint32_t ws_run_max_attempts(ws_run r) { return ws__u32(r.p + 60); }
 static inline uint32_t ws_run_n_labels(ws_run r) { return (uint32_t)r.p[42] | (uint32_t)r.p[43] << 8; }
-static inline ws_label ws__label(const ws_snapshot *s, const uint8_t *table, uint64_t n, uint64_t i) {
-	ws_label l = {{(const char *)s->b, 0}, {(const char *)s->b, 0}};
+static inline ws_label ws__labelb(const uint8_t *b, uint32_t len, const uint8_t *table, uint64_t n, uint64_t i) {
+	ws_label l = {{(const char *)b, 0}, {(const char *)b, 0}};
 	if (i < n) {
-		l.key = ws__view(s, table + 16 * i);
-		l.value = ws__view(s, table + 16 * i + 8);
+		l.key = ws__viewb(b, len, table + 16 * i);
+		l.value = ws__viewb(b, len, table + 16 * i + 8);
 	}
 	return l;
+}
+static inline ws_label ws__label(const ws_snapshot *s, const uint8_t *table, uint64_t n, uint64_t i) {
+	return ws__labelb(s->b, s->len, table, n, i);
+}
+/* ws__find: the value of key among count entries of a label table (of n)
+ * from first (1 and the value's view, or 0 and {0,0}). */
+static inline int ws__find(const uint8_t *b, uint32_t len, const uint8_t *table, uint64_t n, uint64_t first, uint32_t count,
+                           const char *key, ws_str *value) {
+	for (uint32_t i = 0; i < count; i++) {
+		ws_label l = ws__labelb(b, len, table, n, first + i);
+		if (ws_str_eq(l.key, key)) { *value = l.value; return 1; }
+	}
+	value->p = 0; value->n = 0;
+	return 0;
 }
 /* Label i of run r (i < ws_run_n_labels). */
 static inline ws_label ws_run_label(const ws_snapshot *s, ws_run r, uint32_t i) {
@@ -146,32 +162,27 @@ static inline ws_label ws_run_label(const ws_snapshot *s, ws_run r, uint32_t i) 
 }
 /* The value of label key of run r ({0,0} and 0 returned when it has none). */
 static inline int ws_run_label_value(const ws_snapshot *s, ws_run r, const char *key, ws_str *value) {
-	for (uint32_t i = 0, n = ws_run_n_labels(r); i < n; i++) {
-		ws_label l = ws_run_label(s, r, i);
-		if (ws_str_eq(l.key, key)) { *value = l.value; return 1; }
-	}
-	value->p = 0; value->n = 0;
-	return 0;
+	return ws__find(s->b, s->len, s->labels, s->n_labels, ws__u32(r.p + 44), ws_run_n_labels(r), key, value);
 }
 /* The group's policy parameter name (group set --param). */
 static inline int ws_snap_param(const ws_snapshot *s, const char *name, ws_str *value) {
-	for (uint32_t i = 0; i < s->n_params; i++) {
-		ws_label l = ws__label(s, s->params, s->n_params, i);
-		if (ws_str_eq(l.key, name)) { *value = l.value; return 1; }
-	}
-	value->p = 0; value->n = 0;
-	return 0;
+	return ws__find(s->b, s->len, s->params, s->n_params, 0, s->n_params, name, value);
 }
-/* A parameter as a non-negative integer (def when unset or not one). */
-static inline uint64_t ws_snap_param_u64(const ws_snapshot *s, const char *name, uint64_t def) {
-	ws_str v;
-	if (!ws_snap_param(s, name, &v) || v.n == 0 || v.n > 19) return def;
+/* v as a non-negative decimal integer (def when empty or not one). */
+static inline uint64_t ws_str_u64(ws_str v, uint64_t def) {
+	if (v.n == 0 || v.n > 19) return def;
 	uint64_t x = 0;
 	for (uint32_t i = 0; i < v.n; i++) {
 		if (v.p[i] < '0' || v.p[i] > '9') return def;
 		x = x * 10 + (uint64_t)(v.p[i] - '0');
 	}
 	return x;
+}
+/* A parameter as a non-negative integer (def when unset or not one). */
+static inline uint64_t ws_snap_param_u64(const ws_snapshot *s, const char *name, uint64_t def) {
+	ws_str v;
+	if (!ws_snap_param(s, name, &v)) return def;
+	return ws_str_u64(v, def);
 }
 /* The group's recent launches, oldest first: when (unix ms) and labels. */
 static inline uint32_t ws_snap_n_launches(const ws_snapshot *s) { return s->n_launches; }
@@ -277,6 +288,159 @@ static inline int ws__strok(const uint8_t *field, uint32_t len) {
 	return off + n <= len;
 }
 
+/* ---- allocation snapshot (tag 6) and decision (tag 7) ----
+ * The LAUNCHED runs waiting for slots, the live workers, the slots in use
+ * per group and per label value, and the namespace's parameters; the
+ * decision is the order (run indices) in which the runs get slots. */
+typedef struct {
+	const uint8_t *b; /* the record */
+	uint32_t len;
+	uint32_t n_runs, n_workers, n_usage, n_labels, n_params;
+	const uint8_t *workers, *usage, *labels, *params; /* the tables after the runs */
+} ws_alloc_snapshot;
+
+/* A run waiting for slots (48 bytes of the input). */
+typedef struct { const uint8_t *p; } ws_alloc_run;
+/* A live worker: its identity, the slots it registered, how many are free. */
+typedef struct { ws_str worker; uint32_t slots, free; } ws_alloc_worker;
+/* What one group (key empty, value the group) or one label value (key the
+ * label) holds now: slots in use over runs RUNNING or STOPPING. */
+typedef struct { ws_str key, value; uint32_t slots, runs; } ws_alloc_usage;
+
+static inline int64_t ws_alloc_now(const ws_alloc_snapshot *s) { return (int64_t)ws__u64(s->b + 8); }
+/* Free slots on live workers, and all of their slots. */
+static inline uint32_t ws_alloc_free(const ws_alloc_snapshot *s) { return ws__u32(s->b + 16); }
+static inline uint32_t ws_alloc_total(const ws_alloc_snapshot *s) { return ws__u32(s->b + 20); }
+/* The runs waiting for slots in all (>= n_runs): more than n_runs makes
+ * the runs a window, the first ws_alloc_oldest of them the queue's oldest,
+ * the rest its newest. */
+static inline uint32_t ws_alloc_launched_total(const ws_alloc_snapshot *s) {
+	uint32_t t = ws__u32(s->b + 24);
+	return t > s->n_runs ? t : s->n_runs;
+}
+static inline uint32_t ws_alloc_oldest(const ws_alloc_snapshot *s) {
+	uint32_t o = ws__u32(s->b + 28);
+	return o < s->n_runs ? o : s->n_runs;
+}
+static inline uint32_t ws_alloc_n_runs(const ws_alloc_snapshot *s) { return s->n_runs; }
+/* Run i (i < n_runs), seq ascending within each part of the window. */
+static inline ws_alloc_run ws_alloc_run_at(const ws_alloc_snapshot *s, uint32_t i) { ws_alloc_run r = {s->b + 48 + 48 * i}; return r; }
+static inline uint64_t ws_arun_seq(ws_alloc_run r) { return ws__u64(r.p); }
+static inline int64_t ws_arun_launched_at(ws_alloc_run r) { return (int64_t)ws__u64(r.p + 8); }
+static inline int32_t ws_arun_priority(ws_alloc_run r) { return (int32_t)ws__u32(r.p + 16); }
+/* The slots it needs, all at once (0 in the record reads as 1). */
+static inline uint32_t ws_arun_slots(ws_alloc_run r) { uint32_t n = ws__u32(r.p + 20); return n ? n : 1; }
+/* Its id and group (checked when read: outside the record reads as empty). */
+static inline ws_str ws_arun_id(const ws_alloc_snapshot *s, ws_alloc_run r) { return ws__viewb(s->b, s->len, r.p + 24); }
+static inline ws_str ws_arun_group(const ws_alloc_snapshot *s, ws_alloc_run r) { return ws__viewb(s->b, s->len, r.p + 32); }
+static inline uint32_t ws_arun_n_labels(ws_alloc_run r) { return (uint32_t)r.p[44] | (uint32_t)r.p[45] << 8; }
+/* Label i of run r (i < ws_arun_n_labels), sorted by key. */
+static inline ws_label ws_arun_label(const ws_alloc_snapshot *s, ws_alloc_run r, uint32_t i) {
+	uint64_t first = ws__u32(r.p + 40);
+	if (i >= ws_arun_n_labels(r)) first = s->n_labels;
+	return ws__labelb(s->b, s->len, s->labels, s->n_labels, first + i);
+}
+/* The value of label key of run r (0 and {0,0} when it has none). */
+static inline int ws_arun_label_value(const ws_alloc_snapshot *s, ws_alloc_run r, const char *key, ws_str *value) {
+	return ws__find(s->b, s->len, s->labels, s->n_labels, ws__u32(r.p + 40), ws_arun_n_labels(r), key, value);
+}
+static inline uint32_t ws_alloc_n_workers(const ws_alloc_snapshot *s) { return s->n_workers; }
+/* Live worker i (by identity; an i past the table reads as empty). */
+static inline ws_alloc_worker ws_alloc_worker_at(const ws_alloc_snapshot *s, uint32_t i) {
+	ws_alloc_worker w = {{(const char *)s->b, 0}, 0, 0};
+	if (i < s->n_workers) {
+		const uint8_t *p = s->workers + 16 * i;
+		w.worker = ws__viewb(s->b, s->len, p);
+		w.slots = ws__u32(p + 8);
+		w.free = ws__u32(p + 12);
+	}
+	return w;
+}
+static inline uint32_t ws_alloc_n_usage(const ws_alloc_snapshot *s) { return s->n_usage; }
+/* Usage entry i: the groups first, then the label values, each part most
+ * slots first (an i past the table reads as empty). */
+static inline ws_alloc_usage ws_alloc_usage_at(const ws_alloc_snapshot *s, uint32_t i) {
+	ws_alloc_usage u = {{(const char *)s->b, 0}, {(const char *)s->b, 0}, 0, 0};
+	if (i < s->n_usage) {
+		const uint8_t *p = s->usage + 24 * i;
+		u.key = ws__viewb(s->b, s->len, p);
+		u.value = ws__viewb(s->b, s->len, p + 8);
+		u.slots = ws__u32(p + 16);
+		u.runs = ws__u32(p + 20);
+	}
+	return u;
+}
+/* The slots a group (label "", value the group) or a label value holds now (0 when none). */
+static inline uint32_t ws_alloc_used(const ws_alloc_snapshot *s, const char *label, ws_str value) {
+	for (uint32_t i = 0; i < s->n_usage; i++) {
+		ws_alloc_usage u = ws_alloc_usage_at(s, i);
+		if (ws_str_eq(u.key, label) && u.value.n == value.n) {
+			uint32_t j = 0;
+			while (j < value.n && u.value.p[j] == value.p[j]) j++;
+			if (j == value.n) return u.slots;
+		}
+	}
+	return 0;
+}
+/* The namespace's allocation parameter name (namespace set --param,
+ * --fair-label, --weights), sorted by name. */
+static inline int ws_alloc_param(const ws_alloc_snapshot *s, const char *name, ws_str *value) {
+	return ws__find(s->b, s->len, s->params, s->n_params, 0, s->n_params, name, value);
+}
+static inline uint64_t ws_alloc_param_u64(const ws_alloc_snapshot *s, const char *name, uint64_t def) {
+	ws_str v;
+	if (!ws_alloc_param(s, name, &v)) return def;
+	return ws_str_u64(v, def);
+}
+
+/* ---- allocation decision writer (tag 7): the order, in place ---- */
+typedef struct {
+	uint8_t *b;      /* output record */
+	uint32_t n, max; /* indices written, the snapshot's runs */
+} ws_alloc_decision;
+/* Run i of the snapshot gets slots next. An index past the runs is
+ * dropped; one written twice makes the host refuse the whole order. */
+static inline void ws_order(ws_alloc_decision *d, uint32_t i) {
+	if (i >= d->max || d->n >= d->max) return;
+	ws__put32(d->b + 16 + 4 * d->n, i);
+	d->n++;
+}
+static inline uint32_t ws_order_len(const ws_alloc_decision *d) { return d->n; }
+/* The k-th index written (k < ws_order_len). */
+static inline uint32_t ws_order_at(const ws_alloc_decision *d, uint32_t k) { return k < d->n ? ws__u32(d->b + 16 + 4 * k) : 0; }
+
+/* ws_order_sort sorts the order written so far so that run a comes before
+ * run b when before(s, a, b): a heap sort, in place, O(n log n), not
+ * stable (break ties, by seq for one). */
+static inline void ws__sift(ws_alloc_decision *d, const ws_alloc_snapshot *s,
+                            int (*before)(const ws_alloc_snapshot *, ws_alloc_run, ws_alloc_run), uint32_t at, uint32_t n) {
+	uint8_t *o = d->b + 16;
+	for (;;) {
+		uint32_t c = 2 * at + 1;
+		if (c >= n) return;
+		/* a max-heap of "comes last": the child that comes later */
+		if (c + 1 < n && before(s, ws_alloc_run_at(s, ws__u32(o + 4 * c)), ws_alloc_run_at(s, ws__u32(o + 4 * (c + 1))))) c++;
+		uint32_t x = ws__u32(o + 4 * at), y = ws__u32(o + 4 * c);
+		if (!before(s, ws_alloc_run_at(s, x), ws_alloc_run_at(s, y))) return;
+		ws__put32(o + 4 * at, y);
+		ws__put32(o + 4 * c, x);
+		at = c;
+	}
+}
+static inline void ws_order_sort(ws_alloc_decision *d, const ws_alloc_snapshot *s,
+                                 int (*before)(const ws_alloc_snapshot *, ws_alloc_run, ws_alloc_run)) {
+	uint8_t *o = d->b + 16;
+	uint32_t n = d->n;
+	for (uint32_t i = n / 2; i > 0; i--) ws__sift(d, s, before, i - 1, n);
+	while (n > 1) {
+		n--;
+		uint32_t x = ws__u32(o), y = ws__u32(o + 4 * n);
+		ws__put32(o, y);
+		ws__put32(o + 4 * n, x);
+		ws__sift(d, s, before, 0, n);
+	}
+}
+
 #ifdef WASMSCHED_SERIAL
 /* Declared static and always inlined: the policy is compiled into the
  * export, so the decision writer's state stays in locals (wasm registers)
@@ -323,7 +487,7 @@ static inline uint32_t ws_decide_serial_buf(const uint8_t *b, uint32_t n, uint8_
 	ws__put64(d.b + 8, 1); /* flags: DecisionRunIndex */
 	return d.str;
 }
-#else
+#elif defined(WASMSCHED_REUSE)
 static inline __attribute__((always_inline)) void ws_decide_reuse(const ws_reuse_request *r, ws_reuse_decision *d);
 
 /* ws_reuse_out_size: the output room a decision of the request b[0:n]
@@ -359,6 +523,34 @@ static inline uint32_t ws_decide_reuse_buf(const uint8_t *b, uint32_t n, uint8_t
 	ws__put32(d.b + 20, 0);
 	return end + rn;
 }
+#else
+static inline __attribute__((always_inline)) void ws_decide_allocation(const ws_alloc_snapshot *s, ws_alloc_decision *d);
+
+/* ws_allocation_out_size: the output room a decision of the snapshot
+ * b[0:n] needs (one index per run), 0 if b is not a valid allocation
+ * snapshot (tag and counts; strings are checked when read). */
+static inline uint64_t ws_allocation_out_size(const uint8_t *b, uint32_t n) {
+	if (n < 48 || ws__u32(b) != 6) return 0;
+	uint64_t nr = ws__u32(b + 4), nw = ws__u32(b + 32), nu = ws__u32(b + 36);
+	uint64_t nl = ws__u32(b + 40), np = ws__u32(b + 44);
+	if (48 + 48 * nr + 16 * nw + 24 * nu + 16 * (nl + np) > n) return 0;
+	return 16 + 4 * nr;
+}
+
+/* ws_decide_allocation_buf decides the valid snapshot b[0:n] into out (at
+ * least ws_allocation_out_size bytes) and returns the decision's length. */
+static inline uint32_t ws_decide_allocation_buf(const uint8_t *b, uint32_t n, uint8_t *out) {
+	uint32_t nr = ws__u32(b + 4), nw = ws__u32(b + 32), nu = ws__u32(b + 36);
+	uint32_t nl = ws__u32(b + 40), np = ws__u32(b + 44);
+	const uint8_t *workers = b + 48 + 48 * nr, *usage = workers + 16 * nw, *labels = usage + 24 * nu;
+	ws_alloc_snapshot s = {b, n, nr, nw, nu, nl, np, workers, usage, labels, labels + 16 * nl};
+	ws_alloc_decision d = {out, 0, nr};
+	ws_decide_allocation(&s, &d);
+	ws__put32(d.b, 7);
+	ws__put32(d.b + 4, d.n);
+	ws__put64(d.b + 8, 0);
+	return 16 + 4 * d.n;
+}
 #endif
 
 #ifdef __wasm__
@@ -381,10 +573,12 @@ static inline uint8_t *ws__grow(uint32_t size, uint32_t *cap) {
 
 __attribute__((export_name("wasmsched_abi_version"))) int32_t wasmsched_abi_version(void) { return WS_ABI_VERSION; }
 
-#ifdef WASMSCHED_SERIAL
+#if defined(WASMSCHED_SERIAL)
 __attribute__((export_name("wasmsched_kind"))) int32_t wasmsched_kind(void) { return 1; }
-#else
+#elif defined(WASMSCHED_REUSE)
 __attribute__((export_name("wasmsched_kind"))) int32_t wasmsched_kind(void) { return 2; }
+#else
+__attribute__((export_name("wasmsched_kind"))) int32_t wasmsched_kind(void) { return 3; }
 #endif
 
 __attribute__((export_name("wasmsched_input"))) uint8_t *wasmsched_input(int32_t size) {
@@ -402,10 +596,12 @@ __attribute__((export_name("wasmsched_input"))) uint8_t *wasmsched_input(int32_t
 __attribute__((export_name("wasmsched_decide"))) int64_t wasmsched_decide(int32_t len) {
 	if (!ws__in || len < 8 || (uint32_t)len > ws__in_cap) return WS__FAIL;
 	uint32_t n = (uint32_t)len;
-#ifdef WASMSCHED_SERIAL
+#if defined(WASMSCHED_SERIAL)
 	uint64_t need = ws_serial_out_size(ws__in, n);
-#else
+#elif defined(WASMSCHED_REUSE)
 	uint64_t need = ws_reuse_out_size(ws__in, n);
+#else
+	uint64_t need = ws_allocation_out_size(ws__in, n);
 #endif
 	if (need == 0 || need > ((uint64_t)64 << 20)) return WS__FAIL;
 	if (need > ws__out_cap || !ws__out) {
@@ -413,10 +609,12 @@ __attribute__((export_name("wasmsched_decide"))) int64_t wasmsched_decide(int32_
 		if (!p) return WS__FAIL;
 		ws__out = p;
 	}
-#ifdef WASMSCHED_SERIAL
+#if defined(WASMSCHED_SERIAL)
 	uint32_t m = ws_decide_serial_buf(ws__in, n, ws__out);
-#else
+#elif defined(WASMSCHED_REUSE)
 	uint32_t m = ws_decide_reuse_buf(ws__in, n, ws__out);
+#else
+	uint32_t m = ws_decide_allocation_buf(ws__in, n, ws__out);
 #endif
 	return (int64_t)(((uint64_t)(uintptr_t)ws__out << 32) | m);
 }

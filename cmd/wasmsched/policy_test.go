@@ -445,17 +445,20 @@ func TestPolicyBuildExample(t *testing.T) {
 }
 
 // TestCLIPolicyBuild_languages: policy build detects a Rust crate and a C
-// directory, builds them with their toolchains, and inspect shows the
-// language each SDK wrote.
+// directory, builds them with their toolchains (serial and allocation
+// plugins), and inspect shows the language each SDK wrote.
 func TestCLIPolicyBuild_languages(t *testing.T) {
+	cTools, rustTools := []string{"clang", "wasm-ld"}, []string{"/usr/bin/cargo", "/usr/bin/rustc"}
 	for _, tc := range []struct {
-		lang, dir string
-		tools     []string
+		lang, dir, kind string
+		tools           []string
 	}{
-		{"c", "../../plugins/c/discard", []string{"clang", "wasm-ld"}},
-		{"rust", "../../plugins/rust/priority", []string{"/usr/bin/cargo", "/usr/bin/rustc"}},
+		{"c", "../../plugins/c/discard", "serial", cTools},
+		{"rust", "../../plugins/rust/priority", "serial", rustTools},
+		{"c", "../../plugins/c/priority-first", "allocation", cTools},
+		{"rust", "../../plugins/rust/priority-first", "allocation", rustTools},
 	} {
-		t.Run(tc.lang, func(t *testing.T) {
+		t.Run(tc.lang+"-"+tc.kind, func(t *testing.T) {
 			for _, tool := range tc.tools {
 				if _, err := exec.LookPath(tool); err != nil {
 					if os.Getenv("WASMSCHED_REQUIRE_GUESTS") != "" {
@@ -467,7 +470,7 @@ func TestCLIPolicyBuild_languages(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "p.wasm")
 			code, stdout, errs := noRedis(t, "policy", "build", tc.dir, "--out", out, "-o", "json")
 			var b policytool.BuildResult
-			if code != 0 || json.Unmarshal([]byte(stdout), &b) != nil || b.Language != tc.lang || b.Kind != "serial" || b.ABIVersion != abi.Version {
+			if code != 0 || json.Unmarshal([]byte(stdout), &b) != nil || b.Language != tc.lang || b.Kind != tc.kind || b.ABIVersion != abi.Version {
 				t.Fatalf("build: exit %d %s %s", code, stdout, errs)
 			}
 			code, stdout, errs = noRedis(t, "policy", "inspect", out, "-o", "json")

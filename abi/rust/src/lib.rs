@@ -1,4 +1,4 @@
-//! The wasmsched plugin SDK for Rust (ABI version 3, `abi/ABI.md`).
+//! The wasmsched plugin SDK for Rust (ABI version 4, `abi/ABI.md`).
 //!
 //! `no_std`, no dependencies, no allocator: readers are zero-copy views of
 //! the input buffer, the decision writer encodes in place, and both buffers
@@ -20,6 +20,10 @@
 //! }
 //! wasmsched_sdk::serial_policy!(Wait);
 //! ```
+//!
+//! A slot-reuse policy implements [`ReusePolicy`] (`reuse_policy!`), an
+//! allocation policy, which orders the runs waiting for slots,
+//! [`AllocationPolicy`] (`allocation_policy!`).
 //!
 //! Build with `cargo build --release --target wasm32-wasi` (see
 //! docs/sdk-rust.md); the policy logic tests natively with `cargo test
@@ -265,14 +269,7 @@ impl<'a> Snapshot<'a> {
         (0..self.np).map(|i| (view(self.rec, at + 16 * i), view(self.rec, at + 16 * i + 8))).find(|p| p.0 == name).map(|p| p.1)
     }
     /// A parameter as a non-negative integer, def when unset or not one.
-    pub fn param_u64(&self, name: &[u8], def: u64) -> u64 {
-        match self.param(name) {
-            Some(v) if !v.is_empty() && v.len() <= 19 && v.iter().all(|c| c.is_ascii_digit()) => {
-                v.iter().fold(0u64, |x, c| x * 10 + (c - b'0') as u64)
-            }
-            _ => def,
-        }
-    }
+    pub fn param_u64(&self, name: &[u8], def: u64) -> u64 { self.param(name).map(|v| parse_u64(v, def)).unwrap_or(def) }
     /// The group's recent launches, oldest first.
     #[inline(always)]
     pub fn n_launches(&self) -> usize { self.nh }
@@ -494,6 +491,276 @@ impl<'a> ReuseDecision<'a> {
     }
 }
 
+/// A run waiting for slots, of an allocation snapshot (48 bytes of the input).
+#[derive(Clone, Copy)]
+pub struct AllocRun<'a> {
+    rec: &'a [u8],
+    at: usize,
+}
+
+impl<'a> AllocRun<'a> {
+    /// Its seq: the namespace-wide submit counter (FIFO order).
+    #[inline(always)]
+    pub fn seq(&self) -> u64 { u64_at(self.rec, self.at) }
+    /// When its launch was applied (unix ms).
+    #[inline(always)]
+    pub fn launched_at(&self) -> i64 { u64_at(self.rec, self.at + 8) as i64 }
+    #[inline(always)]
+    pub fn priority(&self) -> i32 { u32_at(self.rec, self.at + 16) as i32 }
+    /// The slots it needs, all at once (0 in the record reads as 1).
+    #[inline(always)]
+    pub fn slots(&self) -> u32 { u32_at(self.rec, self.at + 20).max(1) }
+    /// Its id (checked when read: a reference outside the record reads as empty).
+    #[inline(always)]
+    pub fn id(&self) -> &'a [u8] { view(self.rec, self.at + 24) }
+    #[inline(always)]
+    pub fn group(&self) -> &'a [u8] { view(self.rec, self.at + 32) }
+    /// How many labels it has (AllocationSnapshot::run_label, label).
+    #[inline(always)]
+    pub fn n_labels(&self) -> usize { (self.rec[self.at + 44] as usize) | (self.rec[self.at + 45] as usize) << 8 }
+    #[inline(always)]
+    fn first_label(&self) -> usize { u32_at(self.rec, self.at + 40) as usize }
+    /// Its index in the snapshot's runs.
+    #[inline(always)]
+    pub fn index(&self) -> usize { (self.at - 48) / 48 }
+}
+
+/// A live worker of an allocation snapshot.
+#[derive(Clone, Copy)]
+pub struct WorkerCapacity<'a> {
+    /// Its identity.
+    pub worker: &'a [u8],
+    /// The slots it registered.
+    pub slots: u32,
+    /// Of them free now.
+    pub free: u32,
+}
+
+/// What one group (`key` empty, `value` the group) or one label value
+/// (`key` the label) holds of the namespace's slots now, over its RUNNING
+/// and STOPPING runs.
+#[derive(Clone, Copy)]
+pub struct SlotUsage<'a> {
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+    /// Slots in use.
+    pub slots: u32,
+    /// Runs holding them.
+    pub runs: u32,
+}
+
+/// An allocation snapshot (tag 6): the LAUNCHED runs waiting for slots,
+/// the live workers, the slots in use per group and per label value, and
+/// the namespace's parameters. A zero-copy view of the input.
+pub struct AllocationSnapshot<'a> {
+    rec: &'a [u8],
+    nr: usize,
+    nw: usize,
+    nu: usize,
+    nl: usize,
+    np: usize,
+}
+
+impl<'a> AllocationSnapshot<'a> {
+    /// Validates rec as an allocation snapshot (tag and counts; strings
+    /// are checked when read).
+    #[inline(always)]
+    pub fn parse(rec: &'a [u8]) -> Option<AllocationSnapshot<'a>> {
+        if rec.len() < 48 || u32_at(rec, 0) != 6 {
+            return None;
+        }
+        let (nr, nw, nu) = (u32_at(rec, 4) as usize, u32_at(rec, 32) as usize, u32_at(rec, 36) as usize);
+        let (nl, np) = (u32_at(rec, 40) as usize, u32_at(rec, 44) as usize);
+        if 48u64 + 48 * nr as u64 + 16 * nw as u64 + 24 * nu as u64 + 16 * (nl as u64 + np as u64) > rec.len() as u64 {
+            return None;
+        }
+        Some(AllocationSnapshot { rec, nr, nw, nu, nl, np })
+    }
+    /// Unix ms, Redis time.
+    #[inline(always)]
+    pub fn now(&self) -> i64 { u64_at(self.rec, 8) as i64 }
+    /// Free slots on live workers.
+    #[inline(always)]
+    pub fn free(&self) -> u32 { u32_at(self.rec, 16) }
+    /// All slots of live workers.
+    #[inline(always)]
+    pub fn total(&self) -> u32 { u32_at(self.rec, 20) }
+    /// The runs waiting for slots in all (at least n_runs): more makes the
+    /// runs a window, the first `oldest()` the queue's oldest, the rest
+    /// its newest.
+    #[inline(always)]
+    pub fn launched_total(&self) -> usize { (u32_at(self.rec, 24) as usize).max(self.nr) }
+    #[inline(always)]
+    pub fn oldest(&self) -> usize { (u32_at(self.rec, 28) as usize).min(self.nr) }
+    #[inline(always)]
+    pub fn n_runs(&self) -> usize { self.nr }
+    /// Run i (i < n_runs), seq ascending within each part of the window.
+    #[inline(always)]
+    pub fn run(&self, i: usize) -> AllocRun<'a> {
+        assert!(i < self.nr);
+        AllocRun { rec: self.rec, at: 48 + 48 * i }
+    }
+    /// The runs, in the snapshot's order.
+    #[inline(always)]
+    pub fn runs(&self) -> impl Iterator<Item = AllocRun<'a>> + 'a {
+        let rec = self.rec;
+        (0..self.nr).map(move |i| AllocRun { rec, at: 48 + 48 * i })
+    }
+    #[inline(always)]
+    fn workers_at(&self) -> usize { 48 + 48 * self.nr }
+    #[inline(always)]
+    fn usage_at(&self) -> usize { self.workers_at() + 16 * self.nw }
+    #[inline(always)]
+    fn labels_at(&self) -> usize { self.usage_at() + 24 * self.nu }
+    /// Label j of run r (j < r.n_labels()): (key, value), sorted by key.
+    #[inline(always)]
+    pub fn run_label(&self, r: &AllocRun, j: usize) -> (&'a [u8], &'a [u8]) {
+        let i = r.first_label() + j;
+        if j >= r.n_labels() || i >= self.nl {
+            return (&[], &[]);
+        }
+        let at = self.labels_at() + 16 * i;
+        (view(self.rec, at), view(self.rec, at + 8))
+    }
+    /// The value of run r's label key, if it has one.
+    pub fn label(&self, r: &AllocRun, key: &[u8]) -> Option<&'a [u8]> {
+        (0..r.n_labels()).map(|j| self.run_label(r, j)).find(|l| l.0 == key).map(|l| l.1)
+    }
+    #[inline(always)]
+    pub fn n_workers(&self) -> usize { self.nw }
+    /// Live worker i (by identity).
+    #[inline(always)]
+    pub fn worker(&self, i: usize) -> WorkerCapacity<'a> {
+        assert!(i < self.nw);
+        let at = self.workers_at() + 16 * i;
+        WorkerCapacity { worker: view(self.rec, at), slots: u32_at(self.rec, at + 8), free: u32_at(self.rec, at + 12) }
+    }
+    pub fn workers(&self) -> impl Iterator<Item = WorkerCapacity<'a>> + '_ { (0..self.nw).map(move |i| self.worker(i)) }
+    #[inline(always)]
+    pub fn n_usage(&self) -> usize { self.nu }
+    /// Usage entry i: the groups first, then the label values, each part
+    /// most slots first.
+    #[inline(always)]
+    pub fn usage(&self, i: usize) -> SlotUsage<'a> {
+        assert!(i < self.nu);
+        let at = self.usage_at() + 24 * i;
+        SlotUsage {
+            key: view(self.rec, at),
+            value: view(self.rec, at + 8),
+            slots: u32_at(self.rec, at + 16),
+            runs: u32_at(self.rec, at + 20),
+        }
+    }
+    pub fn usages(&self) -> impl Iterator<Item = SlotUsage<'a>> + '_ { (0..self.nu).map(move |i| self.usage(i)) }
+    /// The slots a group (label empty, value the group) or a label value
+    /// holds now (0 when none).
+    pub fn used(&self, label: &[u8], value: &[u8]) -> u32 {
+        self.usages().find(|u| u.key == label && u.value == value).map(|u| u.slots).unwrap_or(0)
+    }
+    /// The namespace's allocation parameter name (`namespace set --param`,
+    /// `--fair-label`, `--weights`), if set.
+    pub fn param(&self, name: &[u8]) -> Option<&'a [u8]> {
+        let at = self.labels_at() + 16 * self.nl;
+        (0..self.np).map(|i| (view(self.rec, at + 16 * i), view(self.rec, at + 16 * i + 8))).find(|p| p.0 == name).map(|p| p.1)
+    }
+    /// A parameter as a non-negative integer, def when unset or not one.
+    pub fn param_u64(&self, name: &[u8], def: u64) -> u64 { self.param(name).map(|v| parse_u64(v, def)).unwrap_or(def) }
+}
+
+/// v as a non-negative decimal integer, def when empty or not one.
+pub fn parse_u64(v: &[u8], def: u64) -> u64 {
+    if !v.is_empty() && v.len() <= 19 && v.iter().all(|c| c.is_ascii_digit()) {
+        v.iter().fold(0u64, |x, c| x * 10 + (c - b'0') as u64)
+    } else {
+        def
+    }
+}
+
+/// The allocation decision being written (tag 7), in place: the order, by
+/// run index, in which the runs get slots. A run not named waits.
+pub struct AllocationDecision<'a> {
+    out: &'a mut [u8],
+    n: usize,
+    max: usize,
+}
+
+impl<'a> AllocationDecision<'a> {
+    #[inline(always)]
+    fn get(&self, k: usize) -> u32 { u32_at(self.out, 16 + 4 * k) }
+    #[inline(always)]
+    fn set(&mut self, k: usize, v: u32) { unsafe { ptr::write_unaligned(self.out.as_mut_ptr().add(16 + 4 * k) as *mut u32, v) } }
+    /// Run i of the snapshot gets slots next. An index past the runs is
+    /// dropped; one pushed twice makes the host refuse the whole order.
+    #[inline(always)]
+    pub fn push(&mut self, i: usize) {
+        if i < self.max && self.n < self.max {
+            let n = self.n;
+            self.set(n, i as u32);
+            self.n += 1;
+        }
+    }
+    /// Indices pushed so far.
+    #[inline(always)]
+    pub fn len(&self) -> usize { self.n }
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool { self.n == 0 }
+    /// The k-th index pushed (k < len).
+    #[inline(always)]
+    pub fn at(&self, k: usize) -> usize {
+        assert!(k < self.n);
+        self.get(k) as usize
+    }
+    /// Sorts the order pushed so far by cmp of the runs it names: a heap
+    /// sort, in place, O(n log n), not stable (break ties, by seq for one).
+    pub fn sort_by<F: FnMut(&AllocRun, &AllocRun) -> core::cmp::Ordering>(&mut self, s: &AllocationSnapshot, mut cmp: F) {
+        let mut before = |x: u32, y: u32| cmp(&s.run(x as usize), &s.run(y as usize)) == core::cmp::Ordering::Less;
+        let mut n = self.n;
+        for i in (0..n / 2).rev() {
+            self.sift(&mut before, i, n);
+        }
+        while n > 1 {
+            n -= 1;
+            let (x, y) = (self.get(0), self.get(n));
+            self.set(0, y);
+            self.set(n, x);
+            self.sift(&mut before, 0, n);
+        }
+    }
+    // sift: the heap below at (a max-heap of "comes last") made whole again
+    fn sift<G: FnMut(u32, u32) -> bool>(&mut self, before: &mut G, mut at: usize, n: usize) {
+        loop {
+            let mut c = 2 * at + 1;
+            if c >= n {
+                return;
+            }
+            if c + 1 < n && before(self.get(c), self.get(c + 1)) {
+                c += 1;
+            }
+            let (x, y) = (self.get(at), self.get(c));
+            if !before(x, y) {
+                return;
+            }
+            self.set(at, y);
+            self.set(c, x);
+            at = c;
+        }
+    }
+    #[inline(always)]
+    fn finish(mut self) -> usize {
+        self.set_header();
+        16 + 4 * self.n
+    }
+    #[inline(always)]
+    fn set_header(&mut self) {
+        let n = self.n as u32;
+        unsafe {
+            ptr::write_unaligned(self.out.as_mut_ptr() as *mut u32, 7);
+            ptr::write_unaligned(self.out.as_mut_ptr().add(4) as *mut u32, n);
+            ptr::write_unaligned(self.out.as_mut_ptr().add(8) as *mut u64, 0);
+        }
+    }
+}
+
 /// A serial policy: append every action it wants for the snapshot.
 pub trait SerialPolicy {
     fn decide(s: &Snapshot, d: &mut Decision);
@@ -502,6 +769,11 @@ pub trait SerialPolicy {
 /// A slot-reuse policy: one verdict per slot, in order, or fail.
 pub trait ReusePolicy {
     fn decide(r: &ReuseRequest, d: &mut ReuseDecision);
+}
+
+/// An allocation policy: push the runs that should get slots, in order.
+pub trait AllocationPolicy {
+    fn decide(s: &AllocationSnapshot, d: &mut AllocationDecision);
 }
 
 // ---- buffers and exports ----
@@ -662,6 +934,41 @@ pub fn decide_reuse<P: ReusePolicy>(len: i32) -> i64 {
     located(p, n)
 }
 
+/// Decides an allocation snapshot (a run of the exports, also for tests):
+/// rec in, the encoded decision written to out.
+#[inline(always)]
+pub fn decide_allocation_into<P: AllocationPolicy>(rec: &[u8], out: &mut [u8]) -> Option<usize> {
+    let s = AllocationSnapshot::parse(rec)?;
+    if out.len() < 16 + 4 * s.nr {
+        return None;
+    }
+    let mut d = AllocationDecision { out, n: 0, max: s.nr };
+    P::decide(&s, &mut d);
+    Some(d.finish())
+}
+
+#[doc(hidden)]
+#[inline(always)]
+pub fn decide_allocation<P: AllocationPolicy>(len: i32) -> i64 {
+    let rec = match in_record(len) {
+        Some(r) => r,
+        None => return FAIL,
+    };
+    let s = match AllocationSnapshot::parse(rec) {
+        Some(s) => s,
+        None => return FAIL,
+    };
+    let out = match out_buf(16 + 4 * s.nr) {
+        Some(o) => o,
+        None => return FAIL,
+    };
+    let p = out.as_ptr();
+    let mut d = AllocationDecision { out, n: 0, max: s.nr };
+    P::decide(&s, &mut d);
+    let n = d.finish();
+    located(p, n)
+}
+
 /// Exports a serial policy: `wasmsched_sdk::serial_policy!(MyPolicy);`
 #[macro_export]
 macro_rules! serial_policy {
@@ -679,6 +986,16 @@ macro_rules! reuse_policy {
         $crate::__exports!(2);
         #[no_mangle]
         pub extern "C" fn wasmsched_decide(len: i32) -> i64 { $crate::decide_reuse::<$p>(len) }
+    };
+}
+
+/// Exports an allocation policy: `wasmsched_sdk::allocation_policy!(MyPolicy);`
+#[macro_export]
+macro_rules! allocation_policy {
+    ($p:ty) => {
+        $crate::__exports!(3);
+        #[no_mangle]
+        pub extern "C" fn wasmsched_decide(len: i32) -> i64 { $crate::decide_allocation::<$p>(len) }
     };
 }
 
@@ -754,6 +1071,108 @@ pub mod testing {
 
     /// The number of actions of an encoded decision.
     pub fn n_actions(out: &[u8]) -> usize { u32::from_le_bytes([out[4], out[5], out[6], out[7]]) as usize }
+
+    /// A run for [`alloc_snapshot`].
+    #[derive(Clone, Copy, Default)]
+    pub struct ARun<'a> {
+        pub id: &'a str,
+        pub group: &'a str,
+        pub seq: u64,
+        pub priority: i32,
+        pub slots: u32,
+        /// (key, value), sorted by key
+        pub labels: &'a [(&'a str, &'a str)],
+        pub launched_at: i64,
+    }
+
+    /// An allocation snapshot for [`alloc_snapshot`] (launched_total and
+    /// oldest 0: all of the runs).
+    #[derive(Clone, Copy, Default)]
+    pub struct ASnap<'a> {
+        pub now: i64,
+        pub free: u32,
+        pub total: u32,
+        pub launched_total: u32,
+        pub oldest: u32,
+        pub runs: &'a [ARun<'a>],
+        /// (worker, slots, free)
+        pub workers: &'a [(&'a str, u32, u32)],
+        /// (key, value, slots, runs)
+        pub usage: &'a [(&'a str, &'a str, u32, u32)],
+        /// (name, value), sorted by name
+        pub params: &'a [(&'a str, &'a str)],
+    }
+
+    /// Encodes an allocation snapshot into buf as the host does (returns its length).
+    pub fn alloc_snapshot(buf: &mut [u8], s: &ASnap) -> usize {
+        let put = |b: &mut [u8], i: usize, v: &[u8]| b[i..i + v.len()].copy_from_slice(v);
+        let nl: usize = s.runs.iter().map(|r| r.labels.len()).sum();
+        let (nr, nw, nu, np) = (s.runs.len(), s.workers.len(), s.usage.len(), s.params.len());
+        let wat = 48 + 48 * nr;
+        let (uat, lat) = (wat + 16 * nw, wat + 16 * nw + 24 * nu);
+        let pat = lat + 16 * nl;
+        let mut at = pat + 16 * np;
+        let mut st = |b: &mut [u8], field: usize, v: &str| {
+            put(b, field, &(at as u32).to_le_bytes());
+            put(b, field + 4, &(v.len() as u32).to_le_bytes());
+            put(b, at, v.as_bytes());
+            at += v.len();
+        };
+        for b in buf[..pat + 16 * np].iter_mut() {
+            *b = 0;
+        }
+        put(buf, 0, &6u32.to_le_bytes());
+        put(buf, 4, &(nr as u32).to_le_bytes());
+        put(buf, 8, &s.now.to_le_bytes());
+        put(buf, 16, &s.free.to_le_bytes());
+        put(buf, 20, &s.total.to_le_bytes());
+        put(buf, 24, &(if s.launched_total > 0 { s.launched_total } else { nr as u32 }).to_le_bytes());
+        put(buf, 28, &(if s.oldest > 0 { s.oldest } else { nr as u32 }).to_le_bytes());
+        put(buf, 32, &(nw as u32).to_le_bytes());
+        put(buf, 36, &(nu as u32).to_le_bytes());
+        put(buf, 40, &(nl as u32).to_le_bytes());
+        put(buf, 44, &(np as u32).to_le_bytes());
+        let mut label = 0usize;
+        for (i, r) in s.runs.iter().enumerate() {
+            let p = 48 + 48 * i;
+            put(buf, p, &r.seq.to_le_bytes());
+            put(buf, p + 8, &r.launched_at.to_le_bytes());
+            put(buf, p + 16, &r.priority.to_le_bytes());
+            put(buf, p + 20, &r.slots.to_le_bytes());
+            st(buf, p + 24, r.id);
+            st(buf, p + 32, r.group);
+            put(buf, p + 40, &(label as u32).to_le_bytes());
+            put(buf, p + 44, &(r.labels.len() as u16).to_le_bytes());
+            for l in r.labels {
+                st(buf, lat + 16 * label, l.0);
+                st(buf, lat + 16 * label + 8, l.1);
+                label += 1;
+            }
+        }
+        for (i, w) in s.workers.iter().enumerate() {
+            st(buf, wat + 16 * i, w.0);
+            put(buf, wat + 16 * i + 8, &w.1.to_le_bytes());
+            put(buf, wat + 16 * i + 12, &w.2.to_le_bytes());
+        }
+        for (i, u) in s.usage.iter().enumerate() {
+            st(buf, uat + 24 * i, u.0);
+            st(buf, uat + 24 * i + 8, u.1);
+            put(buf, uat + 24 * i + 16, &u.2.to_le_bytes());
+            put(buf, uat + 24 * i + 20, &u.3.to_le_bytes());
+        }
+        for (i, p) in s.params.iter().enumerate() {
+            st(buf, pat + 16 * i, p.0);
+            st(buf, pat + 16 * i + 8, p.1);
+        }
+        at
+    }
+
+    /// The run indices of an encoded allocation decision, in order.
+    pub fn order(out: &[u8]) -> impl Iterator<Item = usize> + '_ {
+        let u = |b: &[u8], j: usize| u32::from_le_bytes([b[j], b[j + 1], b[j + 2], b[j + 3]]) as usize;
+        assert_eq!(u(out, 0), 7, "not an allocation decision");
+        (0..u(out, 4)).map(move |k| u(out, 16 + 4 * k))
+    }
 }
 
 #[cfg(test)]
@@ -827,5 +1246,156 @@ mod tests {
         assert!(Snapshot::parse(&inp[..60]).is_none(), "short");
         inp[0] = 9;
         assert!(Snapshot::parse(&inp[..n]).is_none(), "wrong tag");
+    }
+
+    // ---- allocation ----
+    use super::testing::{alloc_snapshot, order, ARun, ASnap};
+    use std::cell::RefCell;
+    use std::string::String;
+    use std::vec::Vec;
+
+    std::thread_local! {
+        static SEEN: RefCell<Vec<String>> = RefCell::new(Vec::new());
+        static ASK: RefCell<Vec<usize>> = RefCell::new(Vec::new());
+    }
+    fn text(b: &[u8]) -> String { String::from_utf8_lossy(b).into_owned() }
+
+    /// Records what it reads, pushes the order the test asks.
+    struct Probe;
+    impl AllocationPolicy for Probe {
+        fn decide(s: &AllocationSnapshot, d: &mut AllocationDecision) {
+            let mut seen = std::vec![std::format!(
+                "now={} free={} total={} launched={} oldest={} runs={}",
+                s.now(), s.free(), s.total(), s.launched_total(), s.oldest(), s.n_runs()
+            )];
+            for r in s.runs() {
+                let labels: Vec<String> = (0..r.n_labels()).map(|j| s.run_label(&r, j)).map(|l| text(l.0) + "=" + &text(l.1)).collect();
+                seen.push(std::format!(
+                    "{} {} seq={} at={} prio={} slots={} idx={} [{}] tenant={:?}",
+                    text(r.id()), text(r.group()), r.seq(), r.launched_at(), r.priority(), r.slots(), r.index(),
+                    labels.join(","), s.label(&r, b"tenant").map(text)
+                ));
+            }
+            for w in s.workers() {
+                seen.push(std::format!("worker {} {}/{}", text(w.worker), w.free, w.slots));
+            }
+            for u in s.usages() {
+                seen.push(std::format!("usage {}/{} {}/{}", text(u.key), text(u.value), u.slots, u.runs));
+            }
+            seen.push(std::format!(
+                "used a={} ga={} zz={} weights={:?} limit={} bad={}",
+                s.used(b"tenant", b"a"), s.used(b"", b"ga"), s.used(b"tenant", b"zz"),
+                s.param(b"weights").map(text), s.param_u64(b"limit", 7), s.param_u64(b"weights", 7)
+            ));
+            SEEN.with(|x| *x.borrow_mut() = seen);
+            ASK.with(|a| {
+                for &i in a.borrow().iter() {
+                    d.push(i)
+                }
+            });
+        }
+    }
+
+    fn probe(snap: &ASnap, ask: &[usize]) -> (Vec<String>, Vec<usize>, usize) {
+        let (mut inp, mut out) = (std::vec![0u8; 8192], std::vec![0u8; 4096]);
+        let n = alloc_snapshot(&mut inp, snap);
+        ASK.with(|a| *a.borrow_mut() = ask.to_vec());
+        let m = decide_allocation_into::<Probe>(&inp[..n], &mut out).unwrap();
+        (SEEN.with(|x| x.borrow().clone()), order(&out[..m]).collect(), m)
+    }
+
+    const L1: &[(&str, &str)] = &[("region", "eu"), ("tenant", "b")];
+    fn snap3<'a>(runs: &'a [ARun<'a>]) -> ASnap<'a> {
+        ASnap {
+            now: 99, free: 3, total: 12, launched_total: 9, oldest: 2, runs,
+            workers: &[("w-1", 4, 1), ("w-2", 8, 2)],
+            usage: &[("", "ga", 5, 2), ("tenant", "a", 3, 1)],
+            params: &[("fair_label", "tenant"), ("limit", "42"), ("weights", "a=2,b=1")],
+        }
+    }
+    fn runs3() -> [ARun<'static>; 3] {
+        [
+            ARun { id: "r0", group: "ga", seq: 11, launched_at: 1000, ..ARun::default() },
+            ARun { id: "r1", group: "gb", seq: 12, priority: -4, slots: 3, labels: L1, launched_at: 1234 },
+            ARun { id: "r2", group: "gb", seq: 13, slots: 1, ..ARun::default() },
+        ]
+    }
+
+    #[test]
+    fn allocation_readers() {
+        let runs = runs3();
+        let (seen, ord, m) = probe(&snap3(&runs), &[2, 0, 1]);
+        assert_eq!(ord, [2, 0, 1]);
+        assert_eq!(m, 16 + 4 * 3);
+        assert_eq!(
+            seen,
+            [
+                "now=99 free=3 total=12 launched=9 oldest=2 runs=3",
+                "r0 ga seq=11 at=1000 prio=0 slots=1 idx=0 [] tenant=None",
+                "r1 gb seq=12 at=1234 prio=-4 slots=3 idx=1 [region=eu,tenant=b] tenant=Some(\"b\")",
+                "r2 gb seq=13 at=0 prio=0 slots=1 idx=2 [] tenant=None",
+                "worker w-1 1/4",
+                "worker w-2 2/8",
+                "usage /ga 5/2",
+                "usage tenant/a 3/1",
+                "used a=3 ga=5 zz=0 weights=Some(\"a=2,b=1\") limit=42 bad=7",
+            ]
+        );
+        // launched_total below the runs reads as their count, oldest above it as it
+        let s = ASnap { launched_total: 1, oldest: 50, ..snap3(&runs) };
+        assert_eq!(probe(&s, &[]).0[0], "now=99 free=3 total=12 launched=3 oldest=3 runs=3");
+    }
+
+    #[test]
+    fn allocation_order_is_bounded() {
+        let runs = runs3();
+        // an index past the runs is dropped; at most one entry per run
+        let (_, ord, _) = probe(&snap3(&runs), &[7, 1, 3, 0, 2, 1]);
+        assert_eq!(ord, [1, 0, 2]);
+    }
+
+    #[test]
+    fn allocation_malformed_input_is_refused() {
+        let runs = runs3();
+        let (mut inp, mut out) = ([0u8; 4096], [0u8; 4096]);
+        let n = alloc_snapshot(&mut inp, &snap3(&runs));
+        assert!(AllocationSnapshot::parse(&inp[..n]).is_some());
+        assert!(AllocationSnapshot::parse(&inp[..40]).is_none(), "short");
+        assert!(AllocationSnapshot::parse(&inp[..96]).is_none(), "3 runs do not fit");
+        assert!(decide_allocation_into::<Probe>(&inp[..n], &mut out[..20]).is_none(), "no room for the order");
+        inp[0] = 5;
+        assert!(AllocationSnapshot::parse(&inp[..n]).is_none(), "a serial snapshot's tag");
+        inp[0] = 6;
+        // r1's id now runs past the end of the record: it reads as empty
+        inp[48 + 48 + 24..48 + 48 + 28].copy_from_slice(&((n - 1) as u32).to_le_bytes());
+        let s = AllocationSnapshot::parse(&inp[..n]).unwrap();
+        assert_eq!(s.run(1).id(), b"");
+        assert_eq!(s.run(1).group(), b"gb");
+    }
+
+    struct ByPriority;
+    impl AllocationPolicy for ByPriority {
+        fn decide(s: &AllocationSnapshot, d: &mut AllocationDecision) {
+            for i in 0..s.n_runs() {
+                d.push(i);
+            }
+            d.sort_by(s, |a, b| b.priority().cmp(&a.priority()).then(a.seq().cmp(&b.seq())));
+        }
+    }
+
+    #[test]
+    fn allocation_sort_by() {
+        let ids: Vec<String> = (0..300).map(|i| std::format!("m{}", i)).collect();
+        let runs: Vec<ARun> = (0..300u64)
+            .map(|i| ARun { id: &ids[i as usize], group: "g", seq: (i * 7919) % 1009, priority: ((i * 37) % 11) as i32 - 5, slots: 1, ..ARun::default() })
+            .collect();
+        let (mut inp, mut out) = (std::vec![0u8; 1 << 16], std::vec![0u8; 4096]);
+        for k in [0usize, 1, 2, 3, 17, 300] {
+            let n = alloc_snapshot(&mut inp, &ASnap { free: 1, runs: &runs[..k], ..ASnap::default() });
+            let m = decide_allocation_into::<ByPriority>(&inp[..n], &mut out).unwrap();
+            let mut want: Vec<usize> = (0..k).collect();
+            want.sort_by(|&a, &b| runs[b].priority.cmp(&runs[a].priority).then(runs[a].seq.cmp(&runs[b].seq)));
+            assert_eq!(order(&out[..m]).collect::<Vec<_>>(), want, "{} runs", k);
+        }
     }
 }
