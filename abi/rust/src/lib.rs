@@ -1248,6 +1248,64 @@ mod tests {
         assert!(Snapshot::parse(&inp[..n]).is_none(), "wrong tag");
     }
 
+    // ---- serial, ABI version 4: labels, parameters, launches ----
+    #[test]
+    fn serial_v4_readers() {
+        // one waiting run with labels region=eu, tenant=b; parameters
+        // limit=42 and period=5s; one launch, labelled tenant=b (the label
+        // table's entry 1); encoded by hand (abi/ABI.md "Serial snapshot")
+        let mut b = std::vec![0u8; 4096];
+        let (labels, params, launches) = (128usize, 160usize, 192usize);
+        let mut at = launches + 16;
+        let put = |b: &mut [u8], i: usize, v: &[u8]| b[i..i + v.len()].copy_from_slice(v);
+        let mut st = |b: &mut [u8], field: usize, v: &str| {
+            put(b, field, &(at as u32).to_le_bytes());
+            put(b, field + 4, &(v.len() as u32).to_le_bytes());
+            put(b, at, v.as_bytes());
+            at += v.len();
+        };
+        put(&mut b, 0, &5u32.to_le_bytes());
+        put(&mut b, 4, &1u32.to_le_bytes());
+        put(&mut b, 36, &1u32.to_le_bytes());
+        put(&mut b, 48, &2u32.to_le_bytes());
+        put(&mut b, 52, &2u32.to_le_bytes());
+        put(&mut b, 56, &1u32.to_le_bytes());
+        st(&mut b, 16, "nightly");
+        st(&mut b, 24, "mine");
+        put(&mut b, 64, &7u64.to_le_bytes());
+        st(&mut b, 64 + 32, "w1");
+        b[64 + 40] = WAITING;
+        b[64 + 42] = 2;
+        for (i, (k, v)) in [("region", "eu"), ("tenant", "b"), ("limit", "42"), ("period", "5s")].iter().enumerate() {
+            st(&mut b, labels + 16 * i, k); // (params follow the labels: entries 2 and 3)
+            st(&mut b, labels + 16 * i + 8, v);
+        }
+        put(&mut b, launches, &1234u64.to_le_bytes());
+        put(&mut b, launches + 8, &1u32.to_le_bytes());
+        put(&mut b, launches + 12, &1u32.to_le_bytes());
+        let n = at;
+        assert_eq!(params, labels + 32);
+        {
+            let s = Snapshot::parse(&b[..n]).unwrap();
+            let w = s.waiting_at(0);
+            assert_eq!((s.group(), s.policy(), w.id(), w.n_labels()), (&b"nightly"[..], &b"mine"[..], &b"w1"[..], 2));
+            assert_eq!(s.label(&w, b"tenant"), Some(&b"b"[..]));
+            assert_eq!(s.label(&w, b"region"), Some(&b"eu"[..]));
+            assert_eq!(s.label(&w, b"zone"), None);
+            assert_eq!(s.run_label(&w, 1), (&b"tenant"[..], &b"b"[..]));
+            assert_eq!(s.run_label(&w, 2), (&b""[..], &b""[..]));
+            assert_eq!(s.param(b"period"), Some(&b"5s"[..]));
+            assert_eq!(s.param(b"tenant"), None, "a label is not a parameter");
+            assert_eq!((s.param_u64(b"limit", 1), s.param_u64(b"period", 1), s.param_u64(b"none", 9)), (42, 1, 9));
+            assert_eq!((s.n_launches(), s.launch_at(0), s.launch_label(0, b"tenant")), (1, 1234, Some(&b"b"[..])));
+            assert_eq!(s.launch_label(0, b"region"), None);
+        }
+        // tenant's value now runs past the end of the record: it reads as empty
+        put(&mut b, labels + 16 + 8, &(n as u32).to_le_bytes());
+        let s = Snapshot::parse(&b[..n]).unwrap();
+        assert_eq!(s.label(&s.waiting_at(0), b"tenant"), Some(&b""[..]));
+    }
+
     // ---- allocation ----
     use super::testing::{alloc_snapshot, order, ARun, ASnap};
     use std::cell::RefCell;
