@@ -168,11 +168,18 @@ func TestUI_browser(t *testing.T) {
 			return chromedp.Void{}, err
 		}),
 		chromedp.WaitVisible(chromedp.CSS(`#live.on`)))
-	e.do("POST", ns+"/groups/nightly/runs", `{"id": "blocker", "duration_ms": 2500}`, nil)
+	// Each state waited for lasts until the test moves on, or 8 s: the
+	// server relays a run event after re-reading the run, so on a loaded
+	// machine a state shorter than that lag is never shown (a clean-clone
+	// failure: a 2.5 s blocker was SUCCEEDED before its RUNNING was relayed)
+	e.do("POST", ns+"/groups/nightly/runs", `{"id": "blocker", "duration_ms": 3600000}`, nil) // until it is stopped
 	run("blocker running", chromedp.WaitVisible(chromedp.CSS(`tr[data-run="blocker"] [data-state="RUNNING"]`)))
-	e.do("POST", ns+"/groups/nightly/runs", `{"id": "target", "duration_ms": 1500}`, nil)
+	e.do("POST", ns+"/groups/nightly/runs", `{"id": "target", "duration_ms": 8000}`, nil)
 	run("target waiting", chromedp.WaitVisible(chromedp.CSS(`tr[data-run="target"] [data-state="WAITING"]`)))
 	shot("runs")
+	if got := e.do("POST", ns+"/runs/blocker/stop", `{"reason": "the UI test moves on"}`, nil); got != 200 {
+		t.Fatalf("stop blocker: %d", got)
+	}
 	run("target running", chromedp.WaitVisible(chromedp.CSS(`tr[data-run="target"] [data-state="RUNNING"]`)))
 	run("target succeeded", chromedp.WaitVisible(chromedp.CSS(`tr[data-run="target"] [data-state="SUCCEEDED"]`)))
 	marker, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.__noReload || ""`))
