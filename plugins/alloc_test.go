@@ -1,10 +1,12 @@
 package plugins_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -131,3 +133,105 @@ func TestAllocationGuests(t *testing.T) {
 }
 
 func head(o []uint32) []uint32 { return o[:min(len(o), 12)] }
+
+// TestByLabelGuests: the C and Rust by-label examples (plugins/<lang>/
+// by-label) read labels, parameters and the slots in use through the
+// host's encoding: on random windows both give the order computed here
+// (the runs of groups below the cap, by their label's value, runs without
+// it last, then by seq), with other labels, label-value usage entries of
+// the same key and other parameters around to be skipped.
+func TestByLabelGuests(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	type tc struct {
+		s    *abi.AllocationSnapshot
+		want []uint32
+	}
+	var table []tc
+	for _, n := range []int{0, 1, 5, 40, 300, 1000} {
+		for _, params := range [][]abi.Label{
+			{{Key: "cap", Value: "3"}, {Key: "label", Value: "tier"}, {Key: "zz", Value: "x"}},
+			{{Key: "label", Value: "tier"}},
+			{{Key: "cap", Value: "2"}},
+			nil,
+		} {
+			s := &abi.AllocationSnapshot{Now: 1, Free: 7, Total: 64, LaunchedTotal: uint32(n), Oldest: uint32(n), Params: params}
+			for _, seq := range rng.Perm(3 * max(n, 1))[:n] {
+				r := abi.AllocRun{ID: fmt.Sprintf("r%d", seq), Group: fmt.Sprintf("g%d", rng.IntN(6)), Seq: uint64(seq + 1), Slots: 1}
+				if v := rng.IntN(4); v < 3 {
+					r.Labels = []abi.Label{{Key: "alpha", Value: "1"}, {Key: "tier", Value: []string{"a", "b", "ab"}[v]}, {Key: "zeta", Value: "9"}}
+				} else if rng.IntN(2) == 0 {
+					r.Labels = []abi.Label{{Key: "tie", Value: "a"}, {Key: "tiers", Value: "a"}} // near misses of the key
+				}
+				s.Runs = append(s.Runs, r)
+			}
+			// groups g0..g5 hold 0..5 slots; label usage of tier values, which a group cap must not read
+			for g := 5; g >= 0; g-- {
+				if g > 0 {
+					s.Usage = append(s.Usage, abi.SlotUsage{Value: fmt.Sprintf("g%d", g), Slots: uint32(g), Runs: 1})
+				}
+			}
+			s.Usage = append(s.Usage, abi.SlotUsage{Key: "tier", Value: "g0", Slots: 50, Runs: 9})
+			s.Workers = []abi.WorkerCapacity{{Worker: "w0", Slots: 32, Free: 3}, {Worker: "w1", Slots: 32, Free: 4}}
+			cap, label := uint64(1<<63), ""
+			for _, p := range params {
+				switch p.Key {
+				case "cap":
+					c, _ := strconv.ParseUint(p.Value, 10, 64)
+					cap = c
+				case "label":
+					label = p.Value
+				}
+			}
+			used := map[string]uint64{}
+			for _, u := range s.Usage {
+				if u.Key == "" {
+					used[u.Value] = uint64(u.Slots)
+				}
+			}
+			var want []uint32
+			for i, r := range s.Runs {
+				if used[r.Group] < cap {
+					want = append(want, uint32(i))
+				}
+			}
+			value := func(r abi.AllocRun) (string, bool) {
+				for _, l := range r.Labels {
+					if label != "" && l.Key == label {
+						return l.Value, true
+					}
+				}
+				return "", false
+			}
+			slices.SortFunc(want, func(a, b uint32) int {
+				ra, rb := s.Runs[a], s.Runs[b]
+				va, ha := value(ra)
+				vb, hb := value(rb)
+				if ha != hb {
+					if ha {
+						return -1
+					}
+					return 1
+				}
+				if c := strings.Compare(va, vb); c != 0 {
+					return c
+				}
+				return cmp.Compare(ra.Seq, rb.Seq)
+			})
+			table = append(table, tc{s, want})
+		}
+	}
+	for _, lang := range cases.Guests {
+		t.Run(lang, func(t *testing.T) {
+			p := cases.Load(t, lang+"-by-label", cases.GuestWasm(t, lang, "by-label"))
+			for i, c := range table {
+				got, err := p.DecideAllocation(context.Background(), c.s)
+				if err != nil {
+					t.Fatalf("case %d (%d runs): %v", i, len(c.s.Runs), err)
+				}
+				if !slices.Equal(got.Order, c.want) {
+					t.Fatalf("case %d (%d runs, params %v): order %v, want %v", i, len(c.s.Runs), c.s.Params, head(got.Order), head(c.want))
+				}
+			}
+		})
+	}
+}

@@ -54,7 +54,7 @@ func TestCommittedGuestsAreReproducible(t *testing.T) {
 			if b, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("%s/build.sh: %v\n%s", lang, err, b)
 			}
-			for _, name := range []string{"wait", "discard", "priority", "reuse", "priority-first"} {
+			for _, name := range []string{"wait", "discard", "priority", "reuse", "priority-first", "by-label"} {
 				got, err := os.ReadFile(filepath.Join(out, name, name+".wasm"))
 				if err != nil {
 					t.Fatal(err)

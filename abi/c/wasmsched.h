@@ -125,6 +125,13 @@ static inline int ws_str_eq(ws_str a, const char *z) {
 		if (i >= a.n || a.p[i] != z[i]) return 0;
 	return i == a.n;
 }
+/* a and b hold the same bytes. */
+static inline int ws_str_same(ws_str a, ws_str b) {
+	if (a.n != b.n) return 0;
+	for (uint32_t i = 0; i < a.n; i++)
+		if (a.p[i] != b.p[i]) return 0;
+	return 1;
+}
 
 /* Version 4 fields of a snapshot's run: when it became due (unix ms, 0 =
  * at once), its attempt of max_attempts, its labels (sorted by key). */
@@ -374,11 +381,7 @@ static inline ws_alloc_usage ws_alloc_usage_at(const ws_alloc_snapshot *s, uint3
 static inline uint32_t ws_alloc_used(const ws_alloc_snapshot *s, const char *label, ws_str value) {
 	for (uint32_t i = 0; i < s->n_usage; i++) {
 		ws_alloc_usage u = ws_alloc_usage_at(s, i);
-		if (ws_str_eq(u.key, label) && u.value.n == value.n) {
-			uint32_t j = 0;
-			while (j < value.n && u.value.p[j] == value.p[j]) j++;
-			if (j == value.n) return u.slots;
-		}
+		if (ws_str_eq(u.key, label) && ws_str_same(u.value, value)) return u.slots;
 	}
 	return 0;
 }

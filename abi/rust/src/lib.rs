@@ -1020,6 +1020,33 @@ macro_rules! __exports {
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! { core::arch::wasm32::unreachable() }
 
+// memcmp and bcmp for the wasm build: a byte-slice comparison (`==` or
+// `cmp` of two `&[u8]`, as the readers' label and parameter lookups and a
+// policy's own comparisons do) compiles to a call of memcmp, which a
+// no_std module would otherwise import from "env", and the host refuses
+// any import but WASI's. A cdylib exports them too (two exports the host
+// never calls). Volatile reads keep LLVM from turning the loop back into
+// a call of memcmp.
+#[doc(hidden)]
+#[cfg(all(target_arch = "wasm32", feature = "panic-handler"))]
+#[no_mangle]
+pub unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
+    let mut i = 0;
+    while i < n {
+        let (x, y) = (ptr::read_volatile(a.add(i)), ptr::read_volatile(b.add(i)));
+        if x != y {
+            return x as i32 - y as i32;
+        }
+        i += 1;
+    }
+    0
+}
+
+#[doc(hidden)]
+#[cfg(all(target_arch = "wasm32", feature = "panic-handler"))]
+#[no_mangle]
+pub unsafe extern "C" fn bcmp(a: *const u8, b: *const u8, n: usize) -> i32 { memcmp(a, b, n) }
+
 /// Records for native tests of a policy: build a snapshot, decide it with
 /// [`decide_serial_into`], read the actions back.
 pub mod testing {
