@@ -273,8 +273,9 @@ local function apply_one(gk, ga, n)
     redis.call('ZADD', KEYS[10], 'NX', nows, group)
   end
   local kept = math.max(tonumber(ARGV[3]) or 20, 1)
-  local dl = redis.call('LPUSH', kdec, table.concat({nows, claim, ARGV[1], policy, pversion, registry,
-    string.format('%d\31%d\31%d\31%d', nlaunch, ndiscard, nstop, below)}, '\31'))
+  -- (one concatenation, no table: the summary is one string a decision)
+  local dl = redis.call('LPUSH', kdec, nows .. '\31' .. claim .. '\31' .. ARGV[1] .. '\31' .. policy .. '\31' .. pversion ..
+    '\31' .. registry .. string.format('\31%d\31%d\31%d\31%d', nlaunch, ndiscard, nstop, below))
   if dl > 2 * kept then
     redis.call('LTRIM', kdec, 0, kept - 1)
   end
