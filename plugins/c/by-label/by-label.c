@@ -7,14 +7,18 @@
 #define WASMSCHED_ALLOCATION
 #include "wasmsched.h"
 
+/* the label the order follows: the parameter, read once a decision (the
+ * comparison has no context argument) */
+static ws_str order_key;
+
 static ws_str label_of(const ws_alloc_snapshot *s, ws_alloc_run r, int *has) {
-	ws_str key, v = {0, 0};
+	ws_str v = {0, 0};
 	*has = 0;
-	if (ws_alloc_param(s, "label", &key) && key.n > 0) {
+	if (order_key.n > 0) {
 		/* (the key is a view, not a C string: ws_str_same, not ws_arun_label_value) */
 		for (uint32_t i = 0; i < ws_arun_n_labels(r); i++) {
 			ws_label l = ws_arun_label(s, r, i);
-			if (ws_str_same(l.key, key)) { *has = 1; return l.value; }
+			if (ws_str_same(l.key, order_key)) { *has = 1; return l.value; }
 		}
 	}
 	return v;
@@ -34,6 +38,7 @@ static int before(const ws_alloc_snapshot *s, ws_alloc_run a, ws_alloc_run b) {
 
 void ws_decide_allocation(const ws_alloc_snapshot *s, ws_alloc_decision *d) {
 	uint64_t cap = ws_alloc_param_u64(s, "cap", (uint64_t)-1);
+	if (!ws_alloc_param(s, "label", &order_key)) order_key.n = 0;
 	for (uint32_t i = 0; i < ws_alloc_n_runs(s); i++)
 		if (ws_alloc_used(s, "", ws_arun_group(s, ws_alloc_run_at(s, i))) < cap) ws_order(d, i);
 	ws_order_sort(d, s, before);
