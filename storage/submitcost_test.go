@@ -63,6 +63,13 @@ func TestStore_SubmitBatch_perGroupOnce(t *testing.T) {
 		t.Errorf("one call of 40 runs over 2 groups: %d HGET (want 40), %d HMGET (2), %d HINCRBY (2), %d INCRBY (1), %d EVALSHA (1)",
 			calls["hget"], calls["hmget"], calls["hincrby"], calls["incrby"], calls["evalsha"])
 	}
+	// ZADD: each run into its group's waiting zset and into the runs zset
+	if calls["zadd"] != 80 {
+		t.Errorf("%d ZADD, want 80 (each run into waiting and into runs)", calls["zadd"])
+	}
+	if n := ok(e.c.ZCard(ctx, e.s.Keys().Runs()).Result())(t); n != 40 {
+		t.Errorf("%d runs indexed, want 40", n)
+	}
 	// SADD: the new group g into the groups set, then dirty once
 	if calls["sadd"] != 2 {
 		t.Errorf("%d SADD, want 2 (g into the groups set, the call's groups into dirty)", calls["sadd"])
@@ -80,7 +87,8 @@ func TestStore_SubmitBatch_perGroupOnce(t *testing.T) {
 
 // TestStore_ApplyBatch_oneSREM: an apply call of many groups' decisions
 // takes them out of dirty in one SREM (settles and decisions alike), and
-// each applied group is out of dirty after it.
+// each applied group is out of dirty after it; its launches' slots are
+// read in one window, each launch on its own slot.
 func TestStore_ApplyBatch_oneSREM(t *testing.T) {
 	srv := redistest.Start(t)
 	e := newEnv(t, "redis", srv.URL())
@@ -102,8 +110,32 @@ func TestStore_ApplyBatch_oneSREM(t *testing.T) {
 			t.Fatalf("group %d: %v", i, r.Err)
 		}
 	}
-	if calls := innerCalls(t, e); calls["srem"] != 1 || calls["evalsha"] != 1 {
+	calls := innerCalls(t, e)
+	if calls["srem"] != 1 || calls["evalsha"] != 1 {
 		t.Errorf("one apply call of 6 groups: %d SREM, %d EVALSHA, want 1 and 1", calls["srem"], calls["evalsha"])
+	}
+	// the 3 launches placed: their slots read in one window (one ZRANGE)
+	if calls["zrange"] != 1 {
+		t.Errorf("3 launches placed: %d ZRANGE, want 1 (all: %v)", calls["zrange"], calls)
+	}
+	held := map[string]bool{}
+	for _, d := range ds {
+		for _, a := range d.Decision.Actions {
+			r := ok(e.s.GetRun(ctx, a.Run))(t)
+			if r.State != storage.StateRunning || len(r.Assignments) != 1 {
+				t.Fatalf("%s: %s, %d assignments, want RUNNING on one slot", a.Run, r.State, len(r.Assignments))
+			}
+			as := r.Assignments[0]
+			f := fmt.Sprintf("%s#%d", as.Worker, as.Slot)
+			v := ok(e.c.HGet(ctx, e.s.Keys().Slots(), f).Result())(t)
+			if held[f] || v != fmt.Sprintf("%s#%s#0", a.Run, as.Token) {
+				t.Errorf("slot %s holds %q (taken twice: %v), want %s's assignment", f, v, held[f], a.Run)
+			}
+			held[f] = true
+		}
+	}
+	if n := ok(e.c.ZCard(ctx, e.s.Keys().Free()).Result())(t); n != 8-3 {
+		t.Errorf("%d slots free, want 5", n)
 	}
 	if d := ok(e.s.DirtyGroups(ctx, 0))(t); len(d) != 0 {
 		t.Errorf("dirty after the apply: %v", d)
