@@ -51,8 +51,8 @@ func TestStore_Durability(t *testing.T) {
 	}
 
 	t.Run("auto", func(t *testing.T) {
-		// (the bound a connected replica must ack within: 300ms once failed
-		// a healthy replica's first WAIT on a loaded clean-clone run)
+		// bound: how long a connected replica has to acknowledge (at 300ms a
+		// healthy replica's first WAIT once timed out on a loaded machine)
 		const bound = 1500 * time.Millisecond
 		st, rec := durableStore(t, base+"?durable_timeout="+bound.String(), "dur-auto")
 		if !st.Durable(ctx) {
