@@ -86,6 +86,66 @@ func TestStore_Apply_places(t *testing.T) {
 	})
 }
 
+// TestStore_Apply_noOvertaking: a launch never takes free slots past a
+// LAUNCHED run that waits for them, even when the leader did not know of
+// it (no NoPlace): a run queued by an earlier call, or by an earlier
+// group of the same call, keeps its place ahead of every later launch.
+func TestStore_Apply_noOvertaking(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		t.Run("queued before", func(t *testing.T) {
+			e := e.fresh(t)
+			f := e.lead(t, "L#1#a")
+			mustNil(t, e.s.RegisterWorker(ctx, "wA", 2, time.Minute))
+			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "big", Slots: 3}))(t)
+			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "h", ID: "small"}))(t)
+			if r := launch(t, e, f, "g", "big"); r.Queued != 1 {
+				t.Fatalf("big: queued %d, want 1 (3 slots, 2 free)", r.Queued)
+			}
+			// small fits the 2 free slots, but big waits for them
+			if r := launch(t, e, f, "h", "small"); r.Queued != 1 {
+				t.Fatalf("small: queued %d, want 1 (big waits ahead of it)", r.Queued)
+			}
+			if s := ok(e.s.GetRun(ctx, "small"))(t); s.State != storage.StateLaunched || len(s.Assignments) != 0 {
+				t.Fatalf("small = %s %v, want LAUNCHED without slots", s.State, s.Assignments)
+			}
+			if q := ok(e.s.LaunchedRuns(ctx, 10))(t); !slices.Equal(q, []string{"big", "small"}) {
+				t.Fatalf("launched queue %v, want [big small]", q)
+			}
+			if n := ok(e.s.FreeSlots(ctx))(t); n != 2 {
+				t.Fatalf("free slots %d, want 2 (nothing placed)", n)
+			}
+		})
+		t.Run("queued in the same call", func(t *testing.T) {
+			e := e.fresh(t)
+			f := e.lead(t, "L#1#b")
+			mustNil(t, e.s.RegisterWorker(ctx, "wA", 2, time.Minute))
+			var ds []storage.GroupDecision
+			for _, r := range []storage.SubmitRequest{{Group: "g1", ID: "a"}, {Group: "g2", ID: "b", Slots: 3}, {Group: "g3", ID: "c"}} {
+				ok(e.s.Submit(ctx, r))(t)
+				v := ok(e.s.GetGroup(ctx, r.Group))(t).Version
+				ds = append(ds, storage.GroupDecision{Group: r.Group, Decision: storage.Decision{Version: v, ClaimID: "c-" + r.Group,
+					Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: r.ID}}}})
+			}
+			res := e.s.ApplyBatch(ctx, f, ds)
+			for i, want := range []int{0, 1, 1} {
+				if res[i].Err != nil || res[i].Queued != want {
+					t.Fatalf("group %s: %+v, want %d queued", ds[i].Group, res[i], want)
+				}
+			}
+			if a := ok(e.s.GetRun(ctx, "a"))(t); a.State != storage.StateRunning || len(a.Assignments) != 1 {
+				t.Fatalf("a = %s %v, want RUNNING on 1 slot (the queue was empty)", a.State, a.Assignments)
+			}
+			// c fits the slot a left, but b (3 slots) queued before it
+			if c := ok(e.s.GetRun(ctx, "c"))(t); c.State != storage.StateLaunched {
+				t.Fatalf("c = %s, want LAUNCHED behind b", c.State)
+			}
+			if q := ok(e.s.LaunchedRuns(ctx, 10))(t); !slices.Equal(q, []string{"b", "c"}) {
+				t.Fatalf("launched queue %v, want [b c]", q)
+			}
+		})
+	})
+}
+
 // TestStore_Apply_placesOnLiveWorkers: a dead worker's free slots are
 // skipped (its heartbeat expired; the reaper has not come by yet).
 func TestStore_Apply_placesOnLiveWorkers(t *testing.T) {

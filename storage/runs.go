@@ -1626,9 +1626,10 @@ type Decision struct {
 	// report's reference carries those runs (WorkRef.Gap).
 	Gap ViewGap
 	// NoPlace leaves every launch LAUNCHED for the slot manager (the
-	// leader sets it while a LAUNCHED run waits for slots, so none
-	// overtakes it); by default a launch takes its slots at once when they
-	// are free.
+	// leader sets it while it knows a LAUNCHED run waits for slots); by
+	// default a launch takes its slots at once when they are free and no
+	// LAUNCHED run waits for slots (the script checks the queue itself, so
+	// no launch overtakes a queued run, whatever the leader knew).
 	NoPlace bool
 }
 

@@ -60,13 +60,17 @@
 -- above the group's raises it (discard_below, discard_reason) and SADDs the
 -- group to drain: the leader discards the covered runs in chunks
 -- (drain.lua); they leave every snapshot at once.
--- Placing (place = '1'; the leader passes '0' while a LAUNCHED run waits
--- for slots, so none overtakes it): each launch takes all of its slots on
+-- Placing (place = '1' and the launched zset empty when the call's first
+-- launch is placed, but for the LAUNCHED runs its decision stops: no
+-- launch overtakes a LAUNCHED run that waits for slots, whatever the
+-- leader's view of the queue; the leader also passes '0' while it knows
+-- one waits): each launch takes all of its slots on
 -- live workers at once (as allocate_batch: RUNNING, started_at =
 -- launched_at, assign, a fresh token per slot, one slot-events message a
 -- worker placed on);
 -- from the first launch that does not fit on, the launches queue in
--- launched (LAUNCHED) for the slot manager, in order. Each launch goes on
+-- launched (LAUNCHED) for the slot manager, in order (the later groups'
+-- of the call too). Each launch goes on
 -- the launches list ("launched_ms,labels", one LPUSH per decision; trimmed
 -- to the launches kept once twice as long) when launches kept > 0, and the group gets
 -- hist = 1 (snapshots read the list, reports hand back no snapshot).
@@ -81,7 +85,9 @@
 -- no table of its own), the shared ones from KEYS[1..12] and ARGV[1..8].
 -- S: what the groups of one call share (the clock, read once; the free
 -- cursor with its worker-liveness cache; the batch's launch count, for
--- the cursor's window; the token counter, one INCR; the groups leaving
+-- the cursor's window; open: whether a launch may take free slots (no
+-- LAUNCHED run waits: one ZCARD a call, false once a launch queues); the
+-- token counter, one INCR; the groups leaving
 -- dirty, one SREM; the run events, one PUBLISH for the call; the slot
 -- announcements, one PUBLISH a worker placed on)
 local S = {need = 0, ev = {}, notify = {}, tok = {key = KEYS[9], n = 0}, settled = {}, taken = {}}
@@ -124,6 +130,7 @@ local function apply_one(gk, ga, n)
   -- (tables cost a script: none for the one-action decision's duplicate
   -- check, and each action's made whole at once, no rehash as it fills)
   local seen, acts = n > 1 and {} or nil, {}
+  local lstop = 0 -- the LAUNCHED runs the decision stops, not yet stopped (they wait for slots no more)
   for j = 1, n do
     local kind, id, reason = ARGV[ga + 12 + 3 * j], ARGV[ga + 13 + 3 * j], ARGV[ga + 14 + 3 * j]
     if seen then
@@ -175,6 +182,7 @@ local function apply_one(gk, ga, n)
         return redis.error_reply('WS_BAD_STATE stop run ' .. id .. ': run is ' .. r[1] .. ', want LAUNCHED or RUNNING')
       end
       a.st = r[1]
+      if a.st == 'LAUNCHED' then lstop = lstop + 1 end
     else
       return redis.error_reply('WS_INVALID unknown action kind ' .. kind)
     end
@@ -211,7 +219,8 @@ local function apply_one(gk, ga, n)
       redis.call('ZADD', kactive, a.seqs, a.id)
       ev[#ev + 1] = 'LAUNCHED#' .. group .. '#' .. a.id
       local got
-      if place then
+      if place and S.open == nil then S.open = redis.call('ZCARD', KEYS[4]) <= lstop end
+      if place and S.open then
         S.free = S.free or free_cursor(KEYS[8], KEYS[6], KEYS[7], now, math.min(S.need + 4, 64), true)
         free = S.free
         got = free.take(a.slots)
@@ -231,6 +240,7 @@ local function apply_one(gk, ga, n)
       else
         redis.call('HSET', a.key, 'dec', dec, 'state', 'LAUNCHED', 'launched_at', nows, 'policy', policy, 'policy_version', pversion)
         redis.call('ZADD', KEYS[4], a.seqs, a.id)
+        S.open = false -- a queued launch: none after it in the call passes it
         redis.call('HSET', KEYS[12], a.id, a.seqs .. ',' .. string.format('%d', a.slots) .. ',' .. (a.prio or '0') .. ',' .. nows .. ',' ..
           group .. ',' .. a.labels)
         queued = queued + 1
@@ -250,6 +260,7 @@ local function apply_one(gk, ga, n)
       redis.call('ZREM', kactive, a.id)
       redis.call('ZREM', KEYS[4], a.id)
       redis.call('HDEL', KEYS[12], a.id)
+      lstop = lstop - 1
       finished = true
       ev[#ev + 1] = 'STOPPED#' .. group .. '#' .. a.id
     else
