@@ -118,6 +118,10 @@ func TestStore_ApplyBatch_oneSREM(t *testing.T) {
 	if calls["zrange"] != 1 {
 		t.Errorf("3 launches placed: %d ZRANGE, want 1 (all: %v)", calls["zrange"], calls)
 	}
+	// whether a LAUNCHED run waits for slots: read once a call, not a launch
+	if calls["zcard"] != 1 {
+		t.Errorf("3 launches placed: %d ZCARD, want 1 (the launched queue's, once a call; all: %v)", calls["zcard"], calls)
+	}
 	held := map[string]bool{}
 	for _, d := range ds {
 		for _, a := range d.Decision.Actions {
