@@ -696,7 +696,8 @@ type Reaped struct {
 
 // SpareWorkersSince makes ReapDeadWorkers spare every heartbeat-expired
 // worker until its heartbeat TTL has passed since t, as after a maxmemory
-// refusal. A new leader calls it when its term starts: it cannot know
+// refusal, and RestoreCheck and RestoreApply take it for alive meanwhile
+// (the restore keeps its runs on it). A new leader calls it when its term starts: it cannot know
 // whether workers could reach Redis before it led, and after a Redis
 // failover every worker's heartbeats failed for the whole outage (issue
 // 29: reaping them at once relaunched runs they had finished).
@@ -707,6 +708,18 @@ func (s *Store) SpareWorkersSince(t time.Time) {
 			return
 		}
 	}
+}
+
+// sparedSince is the ms since SpareWorkersSince's time or Redis's last
+// maxmemory refusal of this Store's writes, -1 for never: the scripts that
+// judge a worker's liveness (reap, restore_check, restore_apply) take a
+// worker whose heartbeat expired for alive while less than its heartbeat
+// TTL has passed since.
+func (s *Store) sparedSince() int64 {
+	if at := s.refused.Load(); at != 0 {
+		return time.Since(time.Unix(0, at)).Milliseconds()
+	}
+	return -1
 }
 
 // ReapDeadWorkers removes heartbeat-expired workers and all their slots and
@@ -732,11 +745,7 @@ func (s *Store) ReapDeadWorkers(ctx context.Context, f Fence) (Reaped, error) {
 		return out, s.CheckFence(ctx, f)
 	}
 	keys := []string{k.Fence(), k.Lock(), k.Workers(), k.Slots(), k.Free(), k.Restore()}
-	since := int64(-1) // ms since Redis last refused one of our writes
-	if at := s.refused.Load(); at != 0 {
-		since = time.Since(time.Unix(0, at)).Milliseconds()
-	}
-	args := append(f.args(), since)
+	args := append(f.args(), s.sparedSince())
 	for _, w := range cands {
 		keys = append(keys, k.Worker(w))
 		args = append(args, w)
@@ -804,7 +813,11 @@ func (s *Store) RestoreQueue(ctx context.Context, limit int) ([]string, error) {
 // CheckedSlot is a recorded slot of a run with its verification.
 type CheckedSlot struct {
 	Assignment
-	Alive bool // the worker's heartbeat has not expired
+	// Alive: the worker is registered and its heartbeat has not expired,
+	// or expired less than its heartbeat TTL after SpareWorkersSince (a
+	// new leader's term: the worker's beats may have died with a failed
+	// master; it gets the grace the reaper gives it)
+	Alive bool
 	Held  bool // the slot still holds run#token#task
 }
 
@@ -821,7 +834,7 @@ func (s *Store) RestoreCheck(ctx context.Context, runID string) (RestoreCheck, e
 		return RestoreCheck{}, err
 	}
 	k := s.k
-	args := append([]any{runID}, runFieldArgs()...)
+	args := append([]any{runID, s.sparedSince(), k.Worker("")}, runFieldArgs()...)
 	v, err := s.run(ctx, op, "restore_check", []string{k.Run(runID), k.Workers(), k.Slots()}, args...)
 	if err != nil {
 		return RestoreCheck{}, err
@@ -843,8 +856,9 @@ func (s *Store) RestoreCheck(ctx context.Context, runID string) (RestoreCheck, e
 }
 
 // RestoreApply applies a slot-reuse decision for a RUNNING/STOPPING run:
-// reuseTasks keep their slot (re-verified in the script: worker alive and
-// slot still holding run#token#task, else ErrStale), reallocTasks get new
+// reuseTasks keep their slot (re-verified in the script: worker alive or
+// spared, as CheckedSlot.Alive, and slot still holding run#token#task,
+// else ErrStale), reallocTasks get new
 // slots all-or-nothing (ErrNoSlots: nothing written, retained slots stay).
 // The two lists must partition 0..k-1 (ErrInvalid). The old slot of a
 // reallocated task is released only if it still holds run#token#task. On
@@ -855,7 +869,7 @@ func (s *Store) RestoreApply(ctx context.Context, f Fence, runID string, reuseTa
 		return nil, err
 	}
 	k := s.k
-	args := append(f.args(), runID, newID("op-"), len(reuseTasks))
+	args := append(f.args(), runID, newID("op-"), s.sparedSince(), k.Worker(""), len(reuseTasks))
 	for _, t := range reuseTasks {
 		args = append(args, t)
 	}

@@ -235,6 +235,68 @@ func TestStore_Restore(t *testing.T) {
 	})
 }
 
+// TestStore_Restore_spared: a new leader's term (SpareWorkersSince) gives a
+// worker whose heartbeat expired one heartbeat TTL in which the restore
+// takes it for alive, as the reaper does: its run's slot verifies and is
+// reused with the same token, though a live worker has a free slot. Before
+// the term and after the grace it is dead (issue 53: a run's report died
+// with the master, its worker's heartbeat expired during the failover,
+// and the restore gave the run to another worker: executed twice).
+func TestStore_Restore_spared(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		const ttl = time.Second
+		f := launched(t, e, 1)
+		mustNil(t, e.s.RegisterWorker(ctx, "wSlow", 1, ttl))
+		as := storagetest.AllocateOne(t, ctx, e.s, f, "ra")
+		mustNil(t, e.s.RegisterWorker(ctx, "wLive", 1, time.Minute))
+		time.Sleep(ttl + 100*time.Millisecond) // wSlow's heartbeat expired
+		alive := func() bool {
+			t.Helper()
+			rc := ok(e.s.RestoreCheck(ctx, "ra"))(t)
+			if len(rc.Slots) != 1 || !rc.Slots[0].Held {
+				t.Fatalf("check = %+v", rc)
+			}
+			return rc.Slots[0].Alive
+		}
+		if alive() {
+			t.Fatal("an expired worker is alive before any term spares it")
+		}
+		e.unchanged(t, func() {
+			if _, err := e.s.RestoreApply(ctx, f, "ra", []int{0}, nil); !errors.Is(err, storage.ErrStale) {
+				t.Fatalf("reuse of an expired worker's slot = %v, want ErrStale", err)
+			}
+		})
+		spared := time.Now()
+		e.s.SpareWorkersSince(spared)
+		// (a machine that stalls past the grace leaves nothing to check)
+		late := func() {
+			if d := time.Since(spared); d >= ttl-100*time.Millisecond {
+				t.Skipf("the machine slept %v past the spare: no window left to check", d)
+			}
+		}
+		if !alive() {
+			late()
+			t.Fatal("an expired worker is not alive within a heartbeat TTL of the term's start")
+		}
+		got, err := e.s.RestoreApply(ctx, f, "ra", []int{0}, nil)
+		if err != nil || len(got) != 1 || got[0] != as[0] {
+			late()
+			t.Fatalf("restore = %+v, %v; want the same assignment %+v", got, err, as)
+		}
+		if r := ok(e.s.ReapDeadWorkers(ctx, f))(t); len(r.Workers) != 0 {
+			late()
+			t.Fatalf("reaped %v within the grace", r.Workers)
+		}
+		time.Sleep(time.Until(spared.Add(ttl)) + 100*time.Millisecond)
+		if alive() {
+			t.Fatal("an expired worker is alive a heartbeat TTL after the term's start")
+		}
+		if r := ok(e.s.ReapDeadWorkers(ctx, f))(t); len(r.Workers) != 1 || r.Workers[0] != "wSlow" {
+			t.Fatalf("reaped %v after the grace, want [wSlow]", r.Workers)
+		}
+	})
+}
+
 // TestStore_ReapDeadWorkers_afterRefusal: a worker whose heartbeat expired
 // while Redis refused writes at maxmemory is spared for its heartbeat TTL
 // after the last refusal, then reaped if it stays silent (Redis only: the

@@ -7,9 +7,13 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/wasmsched/wasmsched/host/worker"
 	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -53,12 +57,34 @@ func termStarts(t *testing.T, hosts ...*Proc) []int64 {
 	return out
 }
 
-// failoverUnderLoad submits paced runs over 10 wait groups, cuts the
+// failoverCase is one shape of the failover experiment.
+type failoverCase struct {
+	query string // the Redis URL's query (durability)
+	// cut: the replica's link is cut 0.5 s before the kill (else the
+	// replica is caught up when the master dies)
+	cut bool
+	// exec: the workers run a program that takes 200 ms (--exec) with a
+	// 2 s heartbeat TTL, so runs are in flight at the kill and their
+	// reports die with the master (else --simulate with 30 ms runs and
+	// the default TTL)
+	exec bool
+	// stall: the second worker is a Go library worker in this process
+	// (200 ms handler, 2 s heartbeat TTL) whose first report after the
+	// kill does not leave until 5 s after the new leader's term started
+	// (a report retry that blocks, as a slow dial or WAIT does): longer
+	// than its heartbeat TTL and the restore grace (a worker whose
+	// heartbeats wait behind it is reaped and its runs run again)
+	stall bool
+}
+
+// failoverUnderLoad submits paced runs over 10 wait groups (1,000 over 20
+// for exec without stall), cuts the
 // replica's link (data dropped both ways, nothing closed) 0.5 s before it
-// kills -9 the master, keeps submitting through the failover, waits until
-// every run the new master has is final and counts what the acknowledged
-// submits became.
-func failoverUnderLoad(t *testing.T, query string) failoverOutcome {
+// kills -9 the master when fc.cut, keeps submitting through the failover,
+// waits until every run the new master has is final and counts what the
+// acknowledged submits became.
+func failoverUnderLoad(t *testing.T, fc failoverCase) failoverOutcome {
+	query := fc.query
 	ctx := testCtx(t, 3*time.Minute)
 	se := redistest.StartSentinel(t)
 	url := se.URL() + query
@@ -69,18 +95,43 @@ func failoverUnderLoad(t *testing.T, query string) failoverOutcome {
 	}
 	t.Cleanup(func() { _ = rdb.Close() })
 	st := storeOn(t, rdb, ns)
-	const groups = 10
+	groups, total, cutAt := 10, 600, 250
+	if fc.exec && !fc.stall {
+		// the experiment of issue 53: 1,000 paced submits over 20 groups
+		groups, total, cutAt = 20, 1000, 400
+	}
 	for g := range groups {
 		cliURL(t, url, ns, "group", "set", fmt.Sprintf("g%d", g), "--policy", "wait", "--max-active", "2")
 	}
-	// Workers with the default heartbeat TTL (3 s): the new leader gives
-	// them one from its term's start to heartbeat on the new master.
+	// The new leader gives workers one heartbeat TTL from its term's
+	// start to heartbeat on the new master, and keeps their runs through
+	// it (restore and reap alike).
 	journals := map[string]string{}
+	var stall *reportStall
+	if fc.stall {
+		stall = startStalledWorker(t, ctx, url, ns, journals)
+	}
 	for i := range 2 {
+		if fc.stall && i == 1 {
+			break
+		}
 		name := fmt.Sprintf("w%d", i)
 		journals[name] = filepath.Join(t.TempDir(), name+".journal")
-		StartProc(t, name, "--redis", url, "-n", ns, "worker", "--simulate", "--slots", "4",
-			"--advertise", fmt.Sprintf("127.0.0.1:79%d0", 6+i), "--journal", journals[name])
+		slots := "4"
+		if fc.stall {
+			// room for every active run (10 groups of max_active 2): a
+			// run the restore takes from the stalled worker finds a
+			// free slot here at once
+			slots = "16"
+		}
+		args := []string{"--redis", url, "-n", ns, "worker", "--slots", slots,
+			"--advertise", fmt.Sprintf("127.0.0.1:79%d0", 6+i), "--journal", journals[name]}
+		if fc.exec {
+			args = append(args, "--heartbeat-ttl", "2s", "--exec", "/bin/sh", "--", "-c", "sleep 0.2")
+		} else {
+			args = append(args, "--simulate")
+		}
+		StartProc(t, name, args...)
 	}
 	var hosts []*Proc
 	for i := range 2 {
@@ -91,7 +142,6 @@ func failoverUnderLoad(t *testing.T, query string) failoverOutcome {
 
 	// The submitter: one submit every 5 ms, never retried (an error is a
 	// submit not acknowledged).
-	const total, cutAt = 600, 250
 	var (
 		mu     sync.Mutex
 		acked  []string
@@ -119,9 +169,32 @@ func failoverUnderLoad(t *testing.T, query string) failoverOutcome {
 		}
 	}()
 	<-cutNow
-	se.CutReplication(t)
-	time.Sleep(500 * time.Millisecond)
+	if fc.cut {
+		se.CutReplication(t)
+		time.Sleep(500 * time.Millisecond)
+	}
 	oldMaster := se.Master.Addr()
+	if stall != nil {
+		terms := 0
+		for _, h := range hosts {
+			terms += len(h.LogsMatching("became leader"))
+		}
+		stall.arm()
+		go func() {
+			defer close(stall.release)
+			for ctx.Err() == nil {
+				n := 0
+				for _, h := range hosts {
+					n += len(h.LogsMatching("became leader"))
+				}
+				if n > terms {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			time.Sleep(5 * time.Second)
+		}()
+	}
 	se.Master.Kill()
 	start := time.Now()
 	var newMaster string
@@ -133,11 +206,14 @@ func failoverUnderLoad(t *testing.T, query string) failoverOutcome {
 		}
 		return false
 	})
-	t.Logf("master killed 0.5 s into the cut; replica promoted after %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("master killed (replica link cut 0.5 s before: %v); replica promoted after %v", fc.cut, time.Since(start).Round(time.Millisecond))
 	// The operator's part: a new replica for the lone new master.
 	redistest.StartReplicaOf(t, newMaster)
 	<-done
 	all := WaitAllFinal(t, st, 90*time.Second)
+	if stall != nil && !stall.fired.Load() {
+		t.Error("no report of the library worker was in flight after the kill: the stall never happened")
+	}
 
 	var out failoverOutcome
 	mu.Lock()
@@ -166,8 +242,8 @@ func failoverUnderLoad(t *testing.T, query string) failoverOutcome {
 	for _, r := range all {
 		states[r.State]++
 	}
-	t.Logf("%q: %d submits acknowledged, %d lost, %d executed twice, %d lost-run reports; runs %v; epochs %v",
-		query, out.acked, out.lost, out.doubled, out.lostReports, states, out.epochs)
+	t.Logf("%+v: %d submits acknowledged, %d lost, %d executed twice, %d lost-run reports; runs %v; epochs %v",
+		fc, out.acked, out.lost, out.doubled, out.lostReports, states, out.epochs)
 	return out
 }
 
@@ -176,11 +252,16 @@ func failoverUnderLoad(t *testing.T, query string) failoverOutcome {
 // a replica whose link was cut, nothing runs twice, nothing is stuck, and
 // epochs only grow. With durable=off the cut window's acknowledged submits
 // are lost (counted: what docs/operations.md "What survives what" says).
+//
+// The exec cases have runs in flight at the kill: their reports die with
+// the master and are retried on the new one, while the worker's heartbeat
+// expiry (2 s) passes during the failover. The new leader's restore must
+// keep those runs on their worker (the restore grace) and the worker must
+// heartbeat while its report retries, or the run executes twice.
 func TestDurableFailover(t *testing.T) {
 	t.Parallel()
-	t.Run("on", func(t *testing.T) {
-		t.Parallel()
-		o := failoverUnderLoad(t, "?durable_timeout=250ms")
+	durable := func(t *testing.T, fc failoverCase) {
+		o := failoverUnderLoad(t, fc)
 		if o.acked < 100 {
 			t.Fatalf("only %d submits acknowledged: the test did not load the engine", o.acked)
 		}
@@ -188,10 +269,26 @@ func TestDurableFailover(t *testing.T) {
 			t.Errorf("durable: %d acknowledged submits lost, %d runs executed twice, %d lost-run reports; want 0, 0, 0", o.lost, o.doubled, o.lostReports)
 		}
 		checkEpochs(t, o.epochs)
+	}
+	t.Run("on", func(t *testing.T) {
+		t.Parallel()
+		durable(t, failoverCase{query: "?durable_timeout=250ms", cut: true})
+	})
+	t.Run("exec-kill", func(t *testing.T) {
+		t.Parallel()
+		durable(t, failoverCase{exec: true})
+	})
+	t.Run("exec-cut", func(t *testing.T) {
+		t.Parallel()
+		durable(t, failoverCase{cut: true, exec: true})
+	})
+	t.Run("stalled-report", func(t *testing.T) {
+		t.Parallel()
+		durable(t, failoverCase{query: "?durable_timeout=250ms", exec: true, stall: true})
 	})
 	t.Run("off", func(t *testing.T) {
 		t.Parallel()
-		o := failoverUnderLoad(t, "?durable=off")
+		o := failoverUnderLoad(t, failoverCase{query: "?durable=off", cut: true})
 		// 0.5 s of acknowledged submits (one per 5 ms) were on the master
 		// only: most of them are gone.
 		if o.lost < 1 {
@@ -380,4 +477,88 @@ func TestRedisKill9AOF(t *testing.T) {
 	epochs := termStarts(t, hosts...)
 	increasing(t, epochs)
 	t.Logf("%d of 300 submits acknowledged, all SUCCEEDED once; epochs %v", len(acked), epochs)
+}
+
+// reportStall is a go-redis hook on the library worker's client: once
+// armed, the first pipeline that carries a report script waits until
+// release is closed (at most 30 s) before it is sent: the report is in
+// flight while the failover happens.
+type reportStall struct {
+	retire  string // the namespace's retire key: the third key of a report call
+	armed   atomic.Bool
+	fired   atomic.Bool
+	release chan struct{}
+}
+
+func (r *reportStall) arm() { r.armed.Store(true) }
+
+func (r *reportStall) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *reportStall) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return next
+}
+func (r *reportStall) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if r.armed.Load() && !r.fired.Load() && r.carriesReport(cmds) && r.fired.CompareAndSwap(false, true) {
+			select {
+			case <-r.release:
+			case <-time.After(30 * time.Second):
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// carriesReport: an EVALSHA/EVAL whose third key is the retire key (only
+// report.lua's calls have it there).
+func (r *reportStall) carriesReport(cmds []redis.Cmder) bool {
+	for _, c := range cmds {
+		a := c.Args()
+		if len(a) > 5 && (c.Name() == "evalsha" || c.Name() == "eval") && fmt.Sprint(a[5]) == r.retire {
+			return true
+		}
+	}
+	return false
+}
+
+// startStalledWorker runs worker "w1" as a Go library worker in the test
+// process (every group, a 200 ms handler, a 2 s heartbeat TTL, a journal)
+// on a client with a reportStall hook, stopped in t.Cleanup.
+func startStalledWorker(t *testing.T, ctx context.Context, url, ns string, journals map[string]string) *reportStall {
+	t.Helper()
+	rdb, err := storage.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := storeOn(t, rdb, ns)
+	stall := &reportStall{retire: st.Keys().Retire(), release: make(chan struct{})}
+	rdb.AddHook(stall)
+	journals["w1"] = filepath.Join(t.TempDir(), "w1.journal")
+	w, err := worker.New(ctx, worker.Config{Client: rdb, Namespace: ns, Advertise: "127.0.0.1:7970", Slots: 4,
+		HeartbeatTTL: 2 * time.Second, Journal: journals["w1"], Logger: procLogger(t, "w1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.HandleDefault(worker.HandlerFunc(func(ctx context.Context, _ *worker.Run) (string, error) {
+		select {
+		case <-time.After(200 * time.Millisecond):
+			return "ok", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}))
+	wctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		if err := w.Run(wctx); err != nil {
+			t.Errorf("library worker: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		w.StopNow()
+		cancel()
+		<-exited
+		_ = rdb.Close()
+	})
+	return stall
 }

@@ -14,7 +14,8 @@
 //
 // Every process is killed (SIGKILL) and reaped in t.Cleanup. Build flags for
 // the binary can be given in WASMSCHED_TEST_BUILDFLAGS (GOFLAGS is honoured
-// by the go command as usual).
+// by the go command as usual). With WASMSCHED_TEST_LOGDIR=DIR every
+// process's stderr is kept in DIR/TEST/NAME.log, passed or failed.
 package tests
 
 import (
@@ -24,6 +25,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -171,8 +173,58 @@ func startBinaryEnv(t testing.TB, bin, name string, env []string, args ...string
 				t.Logf("[%s] %s", name, l)
 			}
 		}
+		if dir := os.Getenv("WASMSCHED_TEST_LOGDIR"); dir != "" {
+			p.saveLogs(t, dir)
+		}
 	})
 	return p
+}
+
+// procLogger is a logger for a worker or host the test runs in its own
+// process: its lines are shown when the test fails and kept under
+// WASMSCHED_TEST_LOGDIR as NAME.log, like a Proc's stderr.
+func procLogger(t testing.TB, name string) *slog.Logger {
+	lb := newLogBuf()
+	t.Cleanup(func() {
+		lines, _ := lb.snapshot()
+		if t.Failed() {
+			for _, l := range lines {
+				t.Logf("[%s] %s", name, l)
+			}
+		}
+		if dir := os.Getenv("WASMSCHED_TEST_LOGDIR"); dir != "" {
+			writeLogs(t, dir, name, lines)
+		}
+	})
+	return slog.New(slog.NewTextHandler(lineWriter{lb}, nil))
+}
+
+// lineWriter adds each Write (one slog record) to a logBuf as a line.
+type lineWriter struct{ lb *logBuf }
+
+func (w lineWriter) Write(b []byte) (int, error) {
+	w.lb.add(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+// writeLogs writes lines to DIR/TEST/NAME.log.
+func writeLogs(t testing.TB, dir, name string, lines []string) {
+	d := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_"))
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Logf("saving %s's logs: %v", name, err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(d, name+".log"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Logf("saving %s's logs: %v", name, err)
+	}
+}
+
+// saveLogs writes p's stderr to DIR/TEST/NAME.log (WASMSCHED_TEST_LOGDIR:
+// every process's logs of a run, failed or not, for reading a timeline).
+func (p *Proc) saveLogs(t testing.TB, dir string) {
+	<-p.done
+	lines, _ := p.logs.snapshot()
+	writeLogs(t, dir, p.Name, lines)
 }
 
 // cleanEnv is the environment without WASMSCHED_* variables, so only the

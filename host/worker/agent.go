@@ -100,6 +100,13 @@ type agent struct {
 	events   []storage.SlotEvent // announced assignments not yet polled (under mu)
 	relisten chan string         // a new identity: its slot-events channel replaces the old one (subscribe)
 	wg       sync.WaitGroup
+	// Reports go out on their own goroutine (reporter), so a report that
+	// blocks (a failed master, a WAIT no replica answers) never holds
+	// back a heartbeat: reportKick asks it to send what is pending,
+	// reported tells the main loop it sent some (a drain may be over).
+	reportKick chan struct{}
+	reported   chan struct{}
+	reportMu   sync.Mutex // one retryReports at a time
 }
 
 // finished is the outcome of one execution, to be reported.
@@ -204,6 +211,8 @@ func (w *agent) Run(ctx context.Context) error {
 	w.pending = map[string]*finished{}
 	w.done = make(chan *finished, 256) // room for a burst of finished runs, reported in one pipeline
 	w.relisten = make(chan string, 1)
+	w.reportKick = make(chan struct{}, 1)
+	w.reported = make(chan struct{}, 1)
 	w.runsDone = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "wasmsched_worker_runs_total",
 		Help: "Runs executed by this worker, by outcome (SUCCEEDED, FAILED, STOPPED, DROPPED).",
@@ -242,14 +251,22 @@ func (w *agent) Run(ctx context.Context) error {
 	parentDone := ctx.Done()
 	ctx = context.WithoutCancel(ctx)
 	subCtx, stopSub := context.WithCancel(ctx)
+	repCtx, stopReporter := context.WithCancel(ctx)
+	repDone := make(chan struct{})
 	defer func() {
 		stopSub() // the subscriber first: shutdown waits for it
+		stopReporter()
+		<-repDone // shutdown reports what is left itself
 		w.shutdown()
 	}()
 
 	tick := time.NewTicker(w.HeartbeatTTL / 3)
 	defer tick.Stop()
 	kick := w.subscribe(subCtx)
+	go func() {
+		defer close(repDone)
+		w.reporter(repCtx)
+	}()
 	w.heartbeat(ctx, true)
 	var drainEnd <-chan time.Time
 	for beats := 1; ; {
@@ -271,8 +288,8 @@ func (w *agent) Run(ctx context.Context) error {
 			}
 			return nil
 		case f := <-w.done:
-			// Take every execution that has finished by now and report
-			// them together (one pipelined round trip: retryReports).
+			// Take every execution that has finished by now; the reporter
+			// sends them together (one pipelined round trip: retryReports).
 			report := w.record(f)
 		drain:
 			for {
@@ -284,8 +301,10 @@ func (w *agent) Run(ctx context.Context) error {
 				}
 			}
 			if report {
-				w.retryReports(ctx)
+				w.kickReports()
 			}
+		case <-w.reported:
+			// (a drain ends once the last report is in: checked above)
 		case <-tick.C:
 			w.heartbeat(ctx, beats%fullBeat == 0)
 			beats++
@@ -452,6 +471,9 @@ func (w *agent) poll(ctx context.Context) {
 	for _, s := range states {
 		w.settleLocked(ctx, s.Token, s, readAt)
 	}
+	if len(w.pending) > 0 {
+		w.kickReports()
+	}
 }
 
 // toStart reports whether states hold a RUNNING task-0 assignment this
@@ -544,7 +566,7 @@ func (w *agent) heartbeat(ctx context.Context, full bool) {
 	if full {
 		w.reconcile(ctx, states, sent)
 	}
-	w.retryReports(ctx)
+	w.kickReports() // what failed before is retried after each beat that lands
 }
 
 // reconcile starts, stops and drops executions to match the assignments.
@@ -652,7 +674,7 @@ func (w *agent) replayLocked(tok string, s storage.SlotState, m *memo) {
 // a new one. It is reported FAILED without running. w.mu is held.
 func (w *agent) refuseLocked(tok string, s storage.SlotState, high tokenKey) {
 	w.mem.start(tok, "", time.Now())
-	reason := fmt.Sprintf("%s (token %s predates token %d-%d started on slot %d)", AlreadyExecutedReason, tok, high.ms, high.n, s.Index)
+	reason := fmt.Sprintf("%s (token %s predates token %s started on slot %d)", AlreadyExecutedReason, tok, high, s.Index)
 	w.pending[tok] = &finished{run: s.Run, token: tok, outcome: storage.StateFailed, reason: reason}
 	w.rollback.WithLabelValues("refused").Inc()
 	w.Logger.Warn("assignment predates one already run on its slot; not running it", "run", s.Run, "token", tok, "slot", s.Index)
@@ -800,9 +822,42 @@ func (w *agent) record(f *finished) bool {
 	return !f.drop
 }
 
+// kickReports asks the reporter to send the pending reports (it never
+// blocks: a kick already queued covers this one).
+func (w *agent) kickReports() {
+	select {
+	case w.reportKick <- struct{}{}:
+	default:
+	}
+}
+
+// reporter sends the pending reports whenever kicked (a run finished, a
+// heartbeat landed, a poll settled something), until ctx ends. It runs
+// beside the main loop so that a report that blocks (its master died
+// with it in flight, a WAIT no replica answers) never delays a heartbeat:
+// a worker whose heartbeats waited behind a report retry was taken for
+// dead by a new leader after a Redis failover, and its runs were run
+// again elsewhere (issue 53).
+func (w *agent) reporter(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.reportKick:
+		}
+		w.retryReports(ctx)
+		select {
+		case w.reported <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // retryReports sends every pending report; transient failures stay
-// pending for the next heartbeat.
+// pending for the next kick (the next heartbeat that lands).
 func (w *agent) retryReports(ctx context.Context) {
+	w.reportMu.Lock()
+	defer w.reportMu.Unlock()
 	w.mu.Lock()
 	todo := make([]finished, 0, len(w.pending))
 	for _, p := range w.pending {

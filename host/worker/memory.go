@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -51,21 +52,45 @@ func newTokenMemory() *tokenMemory {
 	return &tokenMemory{entries: map[string]*memo{}, high: map[string]tokenKey{}, max: MaxRememberedTokens, keep: TokenMemory}
 }
 
-// tokenKey orders assignment tokens "MS-COUNTER" (MS from Redis TIME,
-// COUNTER a namespace-wide INCR).
-type tokenKey struct{ ms, n int64 }
+// tokenKey orders assignment tokens "MS-COUNTER" and "MS-COUNTER.K" (MS
+// from Redis TIME, COUNTER a namespace-wide INCR, K the K-th token of a
+// script that made many with one INCR: storage's new_token). A token
+// without .K is K 0: no script makes both forms from one COUNTER.
+type tokenKey struct{ ms, n, k int64 }
 
 func parseToken(tok string) (tokenKey, bool) {
 	a, b, ok := strings.Cut(tok, "-")
 	if !ok {
 		return tokenKey{}, false
 	}
+	b, c, batched := strings.Cut(b, ".")
 	ms, err1 := strconv.ParseInt(a, 10, 64)
 	n, err2 := strconv.ParseInt(b, 10, 64)
-	return tokenKey{ms, n}, err1 == nil && err2 == nil
+	var k int64
+	var err3 error
+	if batched {
+		k, err3 = strconv.ParseInt(c, 10, 64)
+	}
+	return tokenKey{ms, n, k}, err1 == nil && err2 == nil && err3 == nil && ms >= 0 && n >= 0 && k >= 0
 }
 
-func (k tokenKey) lessEq(o tokenKey) bool { return k.ms < o.ms || (k.ms == o.ms && k.n <= o.n) }
+func (k tokenKey) lessEq(o tokenKey) bool {
+	if k.ms != o.ms {
+		return k.ms < o.ms
+	}
+	if k.n != o.n {
+		return k.n < o.n
+	}
+	return k.k <= o.k
+}
+
+// String is the token's form: "MS-N", or "MS-N.K" for a batched one.
+func (k tokenKey) String() string {
+	if k.k == 0 {
+		return fmt.Sprintf("%d-%d", k.ms, k.n)
+	}
+	return fmt.Sprintf("%d-%d.%d", k.ms, k.n, k.k)
+}
 
 // seen reports whether tok was started or settled here.
 func (m *tokenMemory) seen(tok string) bool { return m.entries[tok] != nil }

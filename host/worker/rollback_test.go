@@ -182,6 +182,44 @@ func TestTokenMemory(t *testing.T) {
 	}
 }
 
+// TestTokenMemory_batched: the tokens a script makes many of with one INCR
+// ("MS-N.K", storage's new_token) are recorded and refused as the plain
+// ones are: the high-water mark of a slot orders them by MS, then N, then K.
+func TestTokenMemory_batched(t *testing.T) {
+	slot := slotKey("w#1", 0)
+	for _, c := range []struct {
+		name, high, tok string
+		want            bool
+	}{
+		{"same", "1000-7.3", "1000-7.3", true},
+		{"earlier-k", "1000-7.3", "1000-7.2", true},
+		{"later-k", "1000-7.3", "1000-7.4", false},
+		{"earlier-n", "1000-7.3", "1000-6.9", true},
+		{"later-n", "1000-7.3", "1000-8.1", false},
+		{"earlier-ms", "1000-7.3", "999-50.1", true},
+		{"later-ms", "1000-7.3", "1001-1.1", false},
+		{"plain-after-batched", "1000-7.3", "1000-8", false},
+		{"plain-before-batched", "1000-7.3", "1000-7", true},
+		{"batched-after-plain", "1000-7", "1000-7.1", false},
+		{"bad-k", "1000-7.3", "1000-7.x", false},
+		{"negative", "1000-7.3", "1000-7.-1", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := newTokenMemory()
+			m.start(c.high, slot, time.Now())
+			if _, ok := m.high[slot]; !ok {
+				t.Fatalf("token %s was not recorded as the slot's high-water mark", c.high)
+			}
+			if h := m.high[slot].String(); h != c.high {
+				t.Fatalf("high-water mark %s, want %s", h, c.high)
+			}
+			if got, _ := m.predates(c.tok, slot); got != c.want {
+				t.Fatalf("predates(%s) after %s = %v, want %v", c.tok, c.high, got, c.want)
+			}
+		})
+	}
+}
+
 func readJournalRaw(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	return string(b), err

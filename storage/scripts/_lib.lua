@@ -15,6 +15,12 @@
 --   slots must be ZREMed by the caller (the cursor accounts for them;
 --   deferred = true: the caller ZREMs them at its end, in one call, and
 --   the cursor reads past them); writes nothing.
+-- spared(kworker, since): whether a worker whose heartbeat expired is still
+--   taken for alive: since (ms since the leader's term began or Redis last
+--   refused the leader a write at maxmemory; -1 never) is less than its
+--   heartbeat TTL (its hash kworker, field ttl): its heartbeats may have
+--   been refused or lost with a failed master, so it gets one TTL to send
+--   one (reap.lua, restore_check.lua, restore_apply.lua judge alike).
 -- new_token(ktokens, now): a fresh assignment token "now-counter", unique
 --   forever. ktokens is the counter's key, or {key = it, n = 0} for a
 --   script that makes many tokens: one INCR for all of them ("now-counter.n").
@@ -193,6 +199,9 @@ local function free_cursor(kfree, kworkers, kslots, now, win, deferred)
     return got, k
   end
   return c
+end
+local function spared(kworker, since)
+  return since >= 0 and since < tonumber(redis.call('HGET', kworker, 'ttl') or '0')
 end
 local function new_token(ktokens, now)
   if type(ktokens) == 'table' then

@@ -1,13 +1,15 @@
 -- reap: remove heartbeat-expired workers and their slots (leader, fenced).
 -- KEYS[1] fence, KEYS[2] lock, KEYS[3] workers zset, KEYS[4] slots hash,
 -- KEYS[5] free zset, KEYS[6] restore set, KEYS[7..] worker hash of each candidate
--- ARGV[1] epoch, ARGV[2] holder, ARGV[3] ms since Redis last refused the
--- caller a write at maxmemory (-1 never), ARGV[4..] candidate identities
+-- ARGV[1] epoch, ARGV[2] holder, ARGV[3] ms since the caller's term began
+-- or Redis last refused it a write at maxmemory (-1 never), ARGV[4..]
+-- candidate identities
 -- (same order as KEYS[7..])
 -- returns: {{reaped identities}, {affected run ids}}
 -- A candidate that heartbeated since (expiry > now) or is gone is skipped, and
 -- so is one whose heartbeat TTL (worker hash field ttl) is longer than the
--- time since the last refusal: its heartbeats were refused too.
+-- time since the leader's term began or Redis last refused it a write
+-- (spared): its heartbeats were refused or lost too.
 -- writes: deletes the worker's slots (free or not), worker hash, workers
 -- entry, its draining mark (Keys.Draining, from the workers key's prefix);
 -- runs that held a slot go into restore.
@@ -21,8 +23,7 @@ local reaped, affected, seen = {}, {}, {}
 for j = 4, #ARGV do
   local w, wk = ARGV[j], KEYS[3 + j]
   local sc = redis.call('ZSCORE', KEYS[3], w)
-  local spared = since >= 0 and since < tonumber(redis.call('HGET', wk, 'ttl') or '0')
-  if sc and tonumber(sc) <= now and not spared then
+  if sc and tonumber(sc) <= now and not spared(wk, since) then
     local n = tonumber(redis.call('HGET', wk, 'slots') or '0')
     for i = 0, n - 1 do
       local f = w .. '#' .. i

@@ -1,12 +1,15 @@
 -- restore_apply: apply a slot-reuse decision for a restored run (leader, fenced).
 -- KEYS[1] fence, KEYS[2] lock, KEYS[3] run hash, KEYS[4] workers zset,
 -- KEYS[5] slots hash, KEYS[6] free zset, KEYS[7] restore set, KEYS[8] tokens counter
--- ARGV[1] epoch, ARGV[2] holder, ARGV[3] run id, ARGV[4] op id, ARGV[5] number
--- of reused tasks R, ARGV[6..5+R] reused tasks, ARGV[6+R..] reallocated tasks
+-- ARGV[1] epoch, ARGV[2] holder, ARGV[3] run id, ARGV[4] op id, ARGV[5] ms
+-- since the caller's term began (-1: none; a reused slot's worker whose
+-- heartbeat expired is alive while spared: _lib.lua), ARGV[6] the worker
+-- hashes' key prefix (Keys.Worker of ""), ARGV[7] number of reused tasks
+-- R, ARGV[8..7+R] reused tasks, ARGV[8+R..] reallocated tasks
 -- returns: flat {worker, index, token, task, ...} (all tasks, after the change)
 -- errors (nothing written): WS_FENCED, WS_NOT_FOUND, WS_BAD_STATE (not
 -- RUNNING/STOPPING), WS_INVALID (tasks not a partition of 0..k-1),
--- WS_STALE (a reused slot's worker is dead or the slot no longer holds
+-- WS_STALE (a reused slot's worker is dead (not spared) or the slot no longer holds
 -- run#token#task: re-check), WS_NO_SLOTS (realloc needs more free slots;
 -- the retained slots stay with the run)
 -- writes: new slots for reallocated tasks (fresh tokens), releases the old
@@ -25,29 +28,29 @@ if r[1] ~= 'RUNNING' and r[1] ~= 'STOPPING' then
   return redis.error_reply('WS_BAD_STATE restore run ' .. ARGV[3] .. ': run is ' .. r[1] .. ', want RUNNING or STOPPING')
 end
 local k = tonumber(r[2]) or 1
-local nre = tonumber(ARGV[5]) or -1
+local nre = tonumber(ARGV[7]) or -1
 local byTask = {}
 for _, a in ipairs(parse_assign(r[3])) do byTask[a.task] = a end
 local seen, reuse, realloc = {}, {}, {}
-for j = 6, #ARGV do
+for j = 8, #ARGV do
   local t = tonumber(ARGV[j])
   if not t or t < 0 or t >= k or seen[t] then
     return redis.error_reply('WS_INVALID restore run ' .. ARGV[3] .. ': bad or repeated task ' .. ARGV[j])
   end
   seen[t] = true
-  if j < 6 + nre then reuse[#reuse + 1] = t else realloc[#realloc + 1] = t end
+  if j < 8 + nre then reuse[#reuse + 1] = t else realloc[#realloc + 1] = t end
 end
-if #ARGV - 5 ~= k or nre < 0 or nre > k then
+if #ARGV - 7 ~= k or nre < 0 or nre > k then
   return redis.error_reply('WS_INVALID restore run ' .. ARGV[3] .. ': reuse + realloc must cover tasks 0..' .. (k - 1))
 end
-local now = now_ms()
+local now, since = now_ms(), tonumber(ARGV[5]) or -1
 for _, t in ipairs(reuse) do
   local a = byTask[t]
   if not a then
     return redis.error_reply('WS_STALE restore run ' .. ARGV[3] .. ': task ' .. t .. ' has no recorded slot to reuse')
   end
   local sc = redis.call('ZSCORE', KEYS[4], a.w)
-  if not sc or tonumber(sc) <= now then
+  if not sc or (tonumber(sc) <= now and not spared(ARGV[6] .. a.w, since)) then
     return redis.error_reply('WS_STALE restore run ' .. ARGV[3] .. ': worker ' .. a.w .. ' of task ' .. t .. ' is not alive')
   end
   if redis.call('HGET', KEYS[5], a.w .. '#' .. a.i) ~= ARGV[3] .. '#' .. a.tok .. '#' .. t then

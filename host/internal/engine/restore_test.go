@@ -143,17 +143,29 @@ func TestRestoreShortageWritesNothingAndRetries(t *testing.T) {
 
 func TestRestoreTaskFailsOverWithRunningTasks(t *testing.T) {
 	// The whole restore task: the first pass restores, later ones reap.
+	// The term's start spares w2 for its heartbeat TTL (its beats may have
+	// died with a failed master): its task stays on it until then, and
+	// moves to w3 after.
+	const ttl = 2 * time.Second
 	e := newREnv(t, Config{})
 	e.worker("w1", 1, time.Hour)
-	e.worker("w2", 1, time.Hour)
-	e.runOnWorkers("r", 2)
+	e.worker("w2", 1, ttl)
+	before := e.runOnWorkers("r", 2)
 	e.worker("w3", 1, time.Hour)
 	e.expire("w2")
+	termAt := time.Now()
 	stop := e.runTask(e.rt.restore.Run)
+	waitFor(t, 10*time.Second, "the first restore pass", func() bool { return !e.rt.restore.LastPass().IsZero() })
+	if r := e.run("r"); fmtAs(r.Assignments) != fmtAs(before.Assignments) && time.Since(termAt) < ttl {
+		t.Fatalf("w2's task moved within its grace: %v -> %v", before.Assignments, r.Assignments)
+	}
 	waitFor(t, 60*time.Second, "w2's task moved to w3", func() bool {
 		r := e.run("r")
 		return len(r.Assignments) == 2 && r.Assignments[1].Worker == "w3"
 	})
+	if d := time.Since(termAt); d < ttl {
+		t.Fatalf("w2's task moved %v into the term, within its heartbeat TTL %v", d, ttl)
+	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
