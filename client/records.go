@@ -330,8 +330,12 @@ type Action struct {
 	Action string     `json:"action"` // launch, discard, stop, discard_below or wake
 	Run    string     `json:"run"`
 	Seq    uint64     `json:"seq,omitempty"` // of a discard_below: every waiting run below it
-	At     *time.Time `json:"at,omitempty"`  // of a wake: when the policy asks to be decided again
-	Reason string     `json:"reason"`
+	At     *time.Time `json:"at,omitempty"`  // of a wake: when the host decides the group again (the policy's ask, bounded)
+	// AskedMS is the wake the policy asked for, unix ms, when the host
+	// moves it (in the past: to 100 ms after the decision; beyond 24 h: to
+	// 24 h after it, and the policy is asked again then); 0 when At is it.
+	AskedMS int64  `json:"asked_ms,omitempty"`
+	Reason  string `json:"reason"`
 }
 
 // Key is what decision diffs and expectations compare actions by: the

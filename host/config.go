@@ -14,6 +14,11 @@ const DefaultSlotGuard = engine.DefaultSlotGuard
 // DefaultUnfitTimeout is EngineConfig.UnfitTimeout's default.
 const DefaultUnfitTimeout = engine.DefaultUnfitTimeout
 
+// MaxIdleAllocationPasses is how many slot-manager passes in a row an
+// allocation policy's order may place nothing while runs fit the free
+// slots; the next such order is a policy failure (the pass falls back).
+const MaxIdleAllocationPasses = engine.MaxIdleAllocationPasses
+
 const (
 	DefaultCoordinators = engine.DefaultCoordinators
 	MaxCoordinators     = engine.MaxCoordinators

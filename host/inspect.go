@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -165,7 +166,7 @@ func (in *Inspector) Decide(ctx context.Context, m Module, snap *abi.SerialSnaps
 	if errors.Is(err, policies.ErrInvalidSnapshot) {
 		return out, err
 	}
-	out.Actions = Actions(d)
+	out.Actions = Actions(d, snap.Now)
 	out.Valid = err == nil
 	out.Outcome = outcome(err)
 	if err != nil {
@@ -174,8 +175,10 @@ func (in *Inspector) Decide(ctx context.Context, m Module, snap *abi.SerialSnaps
 	return out, nil
 }
 
-// Actions lists a serial decision's actions as records (a discard_below last).
-func Actions(d abi.SerialDecision) []client.Action {
+// Actions lists a serial decision's actions as records (a discard_below
+// last, then a wake: the one the host would keep for a decision at now,
+// unix ms, abi.BoundedWake, with the policy's ask beside it when moved).
+func Actions(d abi.SerialDecision, now int64) []client.Action {
 	out := make([]client.Action, 0, len(d.Actions)+1)
 	for _, a := range d.Actions {
 		out = append(out, client.Action{Action: a.Kind.String(), Run: a.Run, Reason: a.Reason})
@@ -184,8 +187,13 @@ func Actions(d abi.SerialDecision) []client.Action {
 		out = append(out, client.Action{Action: abi.ActionDiscardBelow.String(), Seq: d.Below, Reason: d.BelowReason})
 	}
 	if d.Wake != 0 {
-		at := time.UnixMilli(d.Wake).UTC()
-		out = append(out, client.Action{Action: abi.ActionWake.String(), At: &at})
+		bounded := abi.BoundedWake(d.Wake, now)
+		at := time.UnixMilli(bounded).UTC()
+		a := client.Action{Action: abi.ActionWake.String(), At: &at}
+		if bounded != d.Wake {
+			a.AskedMS = d.Wake
+		}
+		out = append(out, a)
 	}
 	return out
 }
@@ -363,10 +371,10 @@ func (in *Inspector) explain(ctx context.Context, st *storage.Store, c *client.C
 			if err != nil {
 				return ex, false, err
 			}
-			ex.Why = fmt.Sprintf("launched, waiting for slots: it needs %d slot(s), %d free; %d launched run(s) ahead of it in launch order. %s "+
+			ex.Why = fmt.Sprintf("launched, waiting for slots: it needs %d slot(s), %d free; %d launched run(s) ahead of it in launch order. %s%s "+
 				"A run that fits may take slots past one that does not until that one has waited the leader's slot guard (serve --slot-guard, default %v); "+
 				"then the slots that free up are held for it. %s",
-				r.Slots, free, ahead, allocationWhy(as, r), DefaultSlotGuard, ex.Why)
+				r.Slots, free, ahead, allocationWhy(as, r), in.leftOut(ctx, st, as, id), DefaultSlotGuard, ex.Why)
 		}
 		return ex, false, nil
 	}
@@ -459,6 +467,42 @@ func (in *Inspector) explain(ctx context.Context, st *storage.Store, c *client.C
 		ex.Why = fmt.Sprintf("waits: the policy does not launch it now (%d waiting runs ahead, %d active of max_active %d)", ahead, active, maxActive)
 	}
 	return ex, false, nil
+}
+
+// leftOut says, with a leading space, what the namespace's allocation
+// policy (a pushed one, or a built-in other than fifo) does with run id on
+// the live allocation snapshot when it does not order it: it leaves the run
+// out, or its order is invalid (the leader then uses its fallback). ""
+// when the policy orders the run, the run is beyond the snapshot's window,
+// or the policy cannot be run here.
+func (in *Inspector) leftOut(ctx context.Context, st *storage.Store, as AllocationStatus, id string) string {
+	name := as.Settings.PolicyName()
+	if name == storage.DefaultAllocation {
+		if _, err := st.GetPolicy(ctx, name); errors.Is(err, storage.ErrNotFound) {
+			return "" // the built-in fifo: launch order, which leaves no run out
+		}
+	}
+	snap, _, err := AllocationSnapshot(ctx, st)
+	if err != nil || !slices.ContainsFunc(snap.Runs, func(r abi.AllocRun) bool { return r.ID == id }) {
+		return ""
+	}
+	m, err := ResolvePolicy(ctx, st, name)
+	if err != nil {
+		return ""
+	}
+	o, err := in.DecideAllocation(ctx, m, snap)
+	switch {
+	case err != nil:
+		return ""
+	case !o.Valid:
+		return fmt.Sprintf(" The allocation policy %s's order is %s now (%s): the leader orders the launched runs with its fallback (the last version that decided well, else launch order).",
+			m.Label, o.Outcome, strings.Join(o.Errors, "; "))
+	case slices.Contains(o.Order, id):
+		return ""
+	}
+	return fmt.Sprintf(" The allocation policy %s leaves this run out of its order now: it waits until the policy orders it "+
+		"(an order that places nothing while runs fit the free slots counts as a policy failure after %d passes in a row: the leader then uses its fallback).",
+		m.Label, MaxIdleAllocationPasses)
 }
 
 // allocationWhy says how the namespace's allocation policy orders r.

@@ -216,6 +216,24 @@ func TestPolicy_DecideSerial_hostileDeadline(tt *testing.T) {
 	}
 }
 
+// TestPolicy_DecideAllocation_hostileDeadline: the straight-line fill bomb
+// as an allocation policy (the slot manager calls one in every pass of its
+// namespace) ends at its deadline as the serial one does, call after call
+// (each on a fresh instance).
+func TestPolicy_DecideAllocation_hostileDeadline(tt *testing.T) {
+	skipUnderRace(tt)
+	const deadline = 50 * time.Millisecond
+	rt := newRT(tt, Config{CallTimeout: deadline})
+	p := load(tt, rt, "alloc-fill", hostile("alloc-fill")())
+	snap := &abi.AllocationSnapshot{Now: 1, Free: 1, Total: 1, LaunchedTotal: 1, Oldest: 1, Runs: []abi.AllocRun{{ID: "a", Slots: 1}}}
+	for range 3 {
+		withinDeadline(tt, deadline, func() error {
+			_, err := p.DecideAllocation(context.Background(), snap)
+			return err
+		})
+	}
+}
+
 // TestPolicy_DecideSerial_amplification: a decision's bytes cannot make
 // the host allocate more than the snapshot allows: an action count far
 // above the snapshot's runs, and overlapping 9 MiB reasons or run ids, are

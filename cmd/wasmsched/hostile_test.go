@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wasmsched/wasmsched/client"
 )
 
 const hostileDir = "../../policies/testdata/hostile"
@@ -85,5 +87,54 @@ func TestPolicyHostile(t *testing.T) {
 				t.Errorf("contacted Redis before refusing the module: %s", errs)
 			}
 		})
+	}
+}
+
+// TestCLI_farWake: a policy that asks to be woken at i64 max ms (year 292
+// million; policies/testdata/farwake.wat) is shown with the wake the host
+// keeps, 24 h after the decision, and its ask beside it: policy dry-run,
+// policy test and run explain print JSON and exit 0 (they exited 1 with
+// "Time.MarshalJSON: year outside of range").
+func TestCLI_farWake(t *testing.T) {
+	const farwake = "../../policies/testdata/farwake.wasm"
+	const asked = int64(9223372036854775807)
+	e := newCLIEnv(t)
+	e.ok(nil, "policy", "push", "farwake", farwake)
+	e.ok(nil, "group", "set", "g", "--policy", "farwake")
+	e.ok(nil, "submit", "g", "--id", "r1")
+	within := func(what string, at *time.Time) {
+		t.Helper()
+		if at == nil {
+			t.Fatalf("%s: no wake", what)
+		}
+		if d := time.Until(*at); d < 23*time.Hour || d > 25*time.Hour {
+			t.Fatalf("%s: wake %v is %v ahead, want the host's bound, 24 h", what, at, d)
+		}
+	}
+	var ex client.Explanation
+	e.ok(&ex, "run", "explain", "r1")
+	within("run explain", ex.WakeAt)
+	var dr client.DryRun
+	e.ok(&dr, "policy", "dry-run", "--policy", "farwake", "--group", "g")
+	var wake *client.Action
+	for i, a := range dr.Actions {
+		if a.Action == "wake" {
+			wake = &dr.Actions[i]
+		}
+	}
+	if wake == nil || wake.AskedMS != asked {
+		t.Fatalf("dry-run: wake %+v, want the ask %d beside the bounded wake", wake, asked)
+	}
+	within("policy dry-run", wake.At)
+	sc := filepath.Join(t.TempDir(), "far.json")
+	body := `{"name": "far", "snapshot": {"group": "g", "policy": "farwake", "max_active": 1, "now": "2026-01-01T00:00:00Z",
+	  "waiting": [{"id": "r1", "seq": 1, "submitted_at": "2026-01-01T00:00:00Z"}], "active": []},
+	  "expect": [{"action": "wake", "at": 9223372036854775807}]}`
+	if err := os.WriteFile(sc, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI(t, "policy", "test", farwake, sc, "-o", "json")
+	if code != 0 || !strings.Contains(out, `"at": "2026-01-02T00:00:00Z"`) || !strings.Contains(out, `"asked_ms": 9223372036854775807`) {
+		t.Fatalf("policy test -o json: exit %d\n%s%s", code, out, errs)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/recordtest"
 	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/plugins"
@@ -525,6 +526,44 @@ func TestCLIRunExplain(t *testing.T) {
 		t.Fatalf("explain r3 under discard: %+v", ex)
 	}
 	e.usage("run nosuch not found in namespace clitest (expired or never existed)", "run", "explain", "nosuch")
+}
+
+// TestCLIRunExplain_allocationLeftOut: a launched run that the namespace's
+// allocation policy leaves out of its order (an empty order) is explained
+// as such, not only as "needs 1, 1 free"; under fifo it is not.
+func TestCLIRunExplain_allocationLeftOut(t *testing.T) {
+	e := newCLIEnv(t)
+	ctx := context.Background()
+	fence := e.lead()
+	e.ok(nil, "submit", "g", "--id", "r1")
+	sn, err := e.st.Snapshot(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Apply(ctx, fence, "g", storage.Decision{Version: sn.Group.Version, ClaimID: "c1", Policy: "wait", PolicyVersion: "v",
+		Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "r1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.RegisterWorker(ctx, "w1", 1, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	var ex client.Explanation
+	e.ok(&ex, "run", "explain", "r1")
+	if ex.Run.State != "LAUNCHED" || !strings.Contains(ex.Why, "it needs 1 slot(s), 1 free") || strings.Contains(ex.Why, "leaves this run out") {
+		t.Fatalf("explain r1 under fifo: %+v", ex)
+	}
+	e.ok(nil, "policy", "push", "hostile", "../../policies/testdata/hostile-alloc/hostile-alloc.wasm")
+	e.ok(nil, "namespace", "set", "--allocate", "hostile", "--param", "mode=empty")
+	e.ok(&ex, "run", "explain", "r1")
+	if !strings.Contains(ex.Why, "allocation policy hostile v1 leaves this run out of its order now") ||
+		!strings.Contains(ex.Why, fmt.Sprintf("after %d passes in a row", host.MaxIdleAllocationPasses)) {
+		t.Fatalf("explain r1 under an empty order: %+v", ex)
+	}
+	e.ok(nil, "namespace", "set", "--param", "mode=reverse")
+	e.ok(&ex, "run", "explain", "r1")
+	if strings.Contains(ex.Why, "leaves this run out") {
+		t.Fatalf("explain r1 under an order that has it: %+v", ex)
+	}
 }
 
 // syncBuffer is a bytes.Buffer safe to read while a command writes it.

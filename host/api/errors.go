@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -81,13 +82,22 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, status, errorJSON{Error: msg, Code: code})
 }
 
+// writeJSON answers status with v as JSON. v is encoded before anything is
+// written: a value that cannot be encoded is a 500 JSON error naming why,
+// never a status with an empty or cut body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		b.Reset()
+		status = http.StatusInternalServerError
+		_ = enc.Encode(errorJSON{Error: "internal error: the answer could not be encoded as JSON: " + err.Error(), Code: "internal"})
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	_, _ = w.Write(b.Bytes())
 }
 
 // maxBodyBytes bounds a request body.

@@ -12,3 +12,6 @@ func Routes() []string {
 
 // MaxBodyBytes is the request body bound, for the external tests.
 const MaxBodyBytes = maxBodyBytes
+
+// WriteJSON is the API's JSON answer, for the external tests.
+var WriteJSON = writeJSON

@@ -3,11 +3,13 @@ package engine
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -25,7 +27,14 @@ import (
 // nothing: the pass uses the previous policy that decided well (kept
 // loaded for that), or launch order when there is none, and the failure
 // is counted and logged once per episode, and counts toward the
-// auto-rollback of a pushed version like a serial policy's.
+// auto-rollback of a pushed version like a serial policy's. An order that
+// places nothing while runs fit the free slots is valid once (a run the
+// order leaves out waits), but MaxIdleAllocationPasses of them in a row
+// are an invalid decision: no valid-but-useless order holds slots idle.
+//
+// Whatever the order, a launched run that does not fit the free slots and
+// has waited the slot guard goes first (guardFirst): the pass stops at it
+// and the slots that free up are held for it, as under fifo.
 
 // allocState is the slot manager's allocation memory (guarded by its mu
 // only where noted: Pass runs on one goroutine).
@@ -41,6 +50,69 @@ type allocState struct {
 	setAt    time.Time
 	good     *PolicyRef // the last version that decided well (held)
 	failing  string     // the policy failing now ("" = none): logged once
+	idle     int        // passes in a row whose order placed nothing while runs fit (idleOrder)
+	// short: launched runs a pass tried and found too few free slots for
+	// (some, not enough): guardFirst puts them first once past the guard
+	short map[string]struct{}
+}
+
+// MaxIdleAllocationPasses is how many slot-manager passes in a row an
+// allocation policy may order no run that fits the free slots while the
+// snapshot has one (an empty order, or only runs too big for them); the
+// next such order is an invalid decision: counted (policy_failed), logged,
+// toward auto-rollback, and the pass falls back as for a trap.
+const MaxIdleAllocationPasses = 3
+
+// ErrIdleOrder is the invalid decision of an allocation policy whose orders
+// placed nothing MaxIdleAllocationPasses passes in a row while runs fit.
+var ErrIdleOrder = fmt.Errorf("%w: the allocation order leaves out every run that fits the free slots", policies.ErrInvalidDecision)
+
+// idleOrder reports whether order gives no run that fits snap's free slots
+// while snap has one: a pass with it would place nothing.
+func idleOrder(snap *abi.AllocationSnapshot, order []uint32) bool {
+	if snap.Free == 0 {
+		return false
+	}
+	fits := func(r abi.AllocRun) bool { return max(r.Slots, 1) <= snap.Free }
+	for _, j := range order {
+		if int(j) < len(snap.Runs) && fits(snap.Runs[j]) {
+			return false
+		}
+	}
+	for _, r := range snap.Runs {
+		if fits(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// guardFirst puts first, in launch order, the runs of snap that do not fit
+// (they need more slots than are free now, or an earlier pass found some
+// free slots but too few for them: short) and have waited guard since their
+// launch (now, unix ms), then order without them: the pass holds the freed
+// slots for such a run whatever the policy's order (allocate_batch holds a
+// misfit past the guard and stops there), and places it once they are
+// enough. A run that fits is left where the policy put it: putting every
+// old run first would make every policy fifo under load.
+func guardFirst(snap *abi.AllocationSnapshot, order []uint32, now int64, guard time.Duration, short map[string]struct{}) []uint32 {
+	var first []uint32
+	for j, r := range snap.Runs {
+		_, misfit := short[r.ID]
+		if (misfit || max(r.Slots, 1) > snap.Free) && now-r.LaunchedAt >= guard.Milliseconds() {
+			first = append(first, uint32(j))
+		}
+	}
+	if len(first) == 0 {
+		return order
+	}
+	out := append(make([]uint32, 0, len(first)+len(order)), first...)
+	for _, j := range order {
+		if !slices.Contains(first, j) {
+			out = append(out, j)
+		}
+	}
+	return out
 }
 
 // allocSettingsRecheck is how long a pass trusts the allocation settings
@@ -119,7 +191,12 @@ func (s *SlotManager) allocationOrder(ctx context.Context, v *storage.Allocation
 		a.info = keep
 	}
 	name := v.Settings.PolicyName()
-	order := s.decideOrder(ctx, name, snap)
+	for id := range a.short { // only the runs still waiting in the window
+		if _, ok := keep[id]; !ok {
+			delete(a.short, id)
+		}
+	}
+	order := guardFirst(snap, s.decideOrder(ctx, name, snap), snap.Now, s.rt.cfg.SlotGuard, a.short)
 	out := make([]string, len(order))
 	for i, j := range order {
 		out[i] = snap.Runs[j].ID
@@ -183,6 +260,18 @@ func (s *SlotManager) decideOrder(ctx context.Context, name string, snap *abi.Al
 		var d abi.AllocationDecision
 		d, err = ref.Policy.DecideAllocation(ctx, snap)
 		s.rt.m.call(name, "allocation", time.Since(t0))
+		if err == nil && idleOrder(snap, d.Order) {
+			// valid, but it places nothing: let it be a few passes (the
+			// runs it leaves out wait), not for good
+			if a.idle++; a.idle <= MaxIdleAllocationPasses {
+				ref.Release()
+				return d.Order
+			}
+			err = fmt.Errorf("%w (%d passes in a row, %d free slots, %d launched runs in the snapshot)",
+				ErrIdleOrder, a.idle, snap.Free, len(snap.Runs))
+		} else if err == nil {
+			a.idle = 0
+		}
 		if err == nil {
 			ref.Succeeded()
 			if a.failing != "" {
@@ -213,7 +302,7 @@ func (s *SlotManager) decideOrder(ctx context.Context, name string, snap *abi.Al
 	s.outcome("policy_failed")
 	if a.failing != name {
 		a.failing = name
-		to := "launch order"
+		to := "launch order (fifo)"
 		if a.good != nil && a.good != bad {
 			to = a.good.Name + " " + a.good.Version
 		}
@@ -221,7 +310,7 @@ func (s *SlotManager) decideOrder(ctx context.Context, name string, snap *abi.Al
 			"outcome", policyOutcome(err), "instead", to, "err", err)
 	}
 	if a.good != nil && a.good != bad {
-		if d, gerr := a.good.Policy.DecideAllocation(ctx, snap); gerr == nil {
+		if d, gerr := a.good.Policy.DecideAllocation(ctx, snap); gerr == nil && !idleOrder(snap, d.Order) {
 			return d.Order
 		}
 	}
@@ -234,7 +323,7 @@ func (s *SlotManager) releaseAllocation() {
 		s.alloc.good.Release()
 		s.alloc.good = nil
 	}
-	s.alloc.info, s.alloc.placed, s.alloc.setAt, s.alloc.inPlace = nil, nil, time.Time{}, false
+	s.alloc.info, s.alloc.placed, s.alloc.setAt, s.alloc.inPlace, s.alloc.idle, s.alloc.short = nil, nil, time.Time{}, false, 0, nil
 }
 
 func launchOrder(snap *abi.AllocationSnapshot) []uint32 {

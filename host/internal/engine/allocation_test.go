@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -287,5 +288,148 @@ func waitUntil(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met in 5 s")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// pushHostileAlloc pushes policies/testdata/hostile-alloc as the
+// namespace's allocation policy "hostile" with mode.
+func (e *renv) pushHostileAlloc(mode string) {
+	e.t.Helper()
+	wasm, err := os.ReadFile("../../../policies/testdata/hostile-alloc/hostile-alloc.wasm")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.st.PushPolicy(context.Background(), storage.PushRequest{Name: "hostile", Kind: "allocation", Blob: wasm, Activate: true, Who: "test"}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.setAllocation(storage.AllocationSettings{Policy: "hostile", Params: []abi.Label{{Key: "mode", Value: mode}}})
+}
+
+// TestSlotManager_idleOrder: an allocation policy whose order places
+// nothing on every pass (empty) while 2 slots are free and 4 launched runs
+// fit them holds them MaxIdleAllocationPasses passes, no more: then the
+// pass is a policy failure (counted, logged with the policy's name, toward
+// auto-rollback) and the runs get the slots in launch order.
+func TestSlotManager_idleOrder(t *testing.T) {
+	e := newREnv(t, Config{})
+	e.rt.set.rollbackAfter, e.rt.set.who = 3, "host test"
+	e.pushHostileAlloc("empty")
+	ids := e.launchRuns(tenantRun("r1", "a", 0), tenantRun("r2", "a", 0), tenantRun("r3", "b", 0), tenantRun("r4", "b", 0))
+	e.worker("w1", 1, time.Hour)
+	e.worker("w2", 1, time.Hour)
+	failed := func() float64 { return e.metric("wasmsched_allocations_total", "outcome", "policy_failed") }
+	for i := range MaxIdleAllocationPasses {
+		if n := e.slotPass(); n != 0 {
+			t.Fatalf("idle pass %d placed %d runs", i+1, n)
+		}
+		if f := failed(); f != 0 {
+			t.Fatalf("idle pass %d counted %v policy failures, want 0 (a few idle passes are allowed)", i+1, f)
+		}
+	}
+	if n := e.slotPass(); n != 2 {
+		t.Fatalf("the pass after %d idle ones placed %d runs, want 2", MaxIdleAllocationPasses, n)
+	}
+	if f := failed(); f != 1 {
+		t.Fatalf("policy_failed %v, want 1", f)
+	}
+	if r := e.running(ids); !r["r1"] || !r["r2"] {
+		t.Fatalf("running %v, want r1 and r2 (launch order, the fallback)", r)
+	}
+	if logs := e.logs.String(); !strings.Contains(logs, "allocation policy failed") || !strings.Contains(logs, "policy=hostile") ||
+		!strings.Contains(logs, "leaves out every run that fits") {
+		t.Fatalf("no failure logged with the policy's name:\n%s", logs)
+	}
+	e.checkSlots(ids...)
+	// it keeps leaving everything out: every pass with free slots falls
+	// back, and the failures roll the version back (to the built-in fifo)
+	e.finish("r1")
+	e.finish("r2")
+	for i := 0; i < 10 && e.active("hostile") != 0; i++ {
+		e.slotPass()
+		for _, id := range []string{"r3", "r4"} {
+			if e.run(id).State == storage.StateRunning {
+				e.finish(id)
+			}
+		}
+		e.launchRuns(tenantRun(fmt.Sprintf("m%d", i), "a", 0))
+	}
+	if v := e.active("hostile"); v != 0 {
+		t.Fatalf("hostile still active (version %d) after %v policy failures", v, failed())
+	}
+	if s := e.run("r3").State; s == storage.StateLaunched {
+		t.Fatalf("r3 still LAUNCHED with free slots after the fallback")
+	}
+}
+
+// TestSlotManager_guardUnderHostileOrder: a 3-slot run that waited past the
+// slot guard gets the slots that free up first, though the namespace's
+// policy orders a stream of 1-slot runs before it (small-first): the pass
+// holds them for it, as under fifo.
+func TestSlotManager_guardUnderHostileOrder(t *testing.T) {
+	const guard = 200 * time.Millisecond
+	e := newREnv(t, Config{SlotGuard: guard})
+	e.pushHostileAlloc("small-first")
+	e.worker("w1", 3, time.Hour)
+	first := e.launchAll("s1", 1, "s2", 1, "s3", 1)
+	if n := e.slotPass(); n != 3 {
+		t.Fatalf("placed %d of the first 3 small runs", n)
+	}
+	big := e.launchAll("big", 3)
+	var small []string
+	for i := range 3 {
+		small = append(small, e.launchAll(fmt.Sprintf("t%d", i), 1)...)
+	}
+	// before the guard: the policy's order rules (backfill)
+	e.finish("s1")
+	if n := e.slotPass(); n != 1 || e.run("t0").State != storage.StateRunning {
+		t.Fatalf("before the guard: placed %d, t0 %s; want t0 placed (small-first)", n, e.run("t0").State)
+	}
+	time.Sleep(guard + 50*time.Millisecond)
+	for _, id := range []string{"s2", "s3", "t0"} {
+		e.finish(id)
+		e.slotPass()
+		if id != "t0" {
+			if r := e.running(small); r["t1"] || r["t2"] {
+				t.Fatalf("a 1-slot run took a slot freed for the 3-slot run past its guard: %v", r)
+			}
+		}
+	}
+	if s := e.run("big").State; s != storage.StateRunning {
+		t.Fatalf("big is %s after 3 slots freed, want RUNNING", s)
+	}
+	e.checkSlots(append(append(first, big...), small...)...)
+}
+
+// TestSlotManager_fillBomb: an allocation policy of 2000 straight-line
+// memory.fill of 32 MiB (policies/testdata/hostile/alloc-fill) is stopped at
+// its deadline in every pass, which then falls back to launch order: the
+// runs get their slots, each pass counts one policy failure.
+func TestSlotManager_fillBomb(t *testing.T) {
+	wasm, err := os.ReadFile("../../../policies/testdata/hostile/alloc-fill.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newREnv(t, Config{PolicyTimeout: 50 * time.Millisecond})
+	ctx := context.Background()
+	if _, err := e.st.PushPolicy(ctx, storage.PushRequest{Name: "fill", Kind: "allocation", Blob: wasm, Activate: true, Who: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	e.setAllocation(storage.AllocationSettings{Policy: "fill"})
+	ids := e.launchRuns(tenantRun("r1", "a", 0), tenantRun("r2", "a", 0), tenantRun("r3", "a", 0))
+	e.worker("w1", 1, time.Hour)
+	for i, id := range ids {
+		t0 := time.Now()
+		n := e.slotPass()
+		t.Logf("pass %d: %v (the shared runtime's deadline is 300ms; a figure, not asserted)", i+1, time.Since(t0).Round(time.Millisecond))
+		if n != 1 || e.run(id).State != storage.StateRunning {
+			t.Fatalf("pass %d placed %d runs, %s %s; want %s placed (launch order)", i+1, n, id, e.run(id).State, id)
+		}
+		if f := e.metric("wasmsched_allocations_total", "outcome", "policy_failed"); f != float64(i+1) {
+			t.Fatalf("pass %d: policy_failed %v, want %d", i+1, f, i+1)
+		}
+		e.finish(id)
+	}
+	if !strings.Contains(e.logs.String(), "did not return within its deadline") {
+		t.Fatalf("the deadline was not what stopped it:\n%s", e.logs.String())
 	}
 }

@@ -252,6 +252,12 @@ func (s *SlotManager) Pass(ctx context.Context, lease *leader.Lease) (int, error
 			case storage.AllocNoSlots:
 				s.outcome("no_slots")
 				misfits++
+				if r.Found > 0 && !s.alloc.inPlace { // (fifo in place is launch order already)
+					if s.alloc.short == nil {
+						s.alloc.short = map[string]struct{}{}
+					}
+					s.alloc.short[r.Run] = struct{}{}
+				}
 				misfit = append(misfit, *r)
 				if first == nil {
 					first = r

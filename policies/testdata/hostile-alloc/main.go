@@ -8,6 +8,9 @@
 //	unknown: an order naming a run index beyond the snapshot
 //	twice:   the first run twice
 //	long:    an order longer than the snapshot (claimed in the header)
+//	empty:   an empty order on every pass (valid, places nothing)
+//	small-first: (valid) the runs needing the fewest slots first, the
+//	         biggest last (a big run never reaches the slots that free)
 //	reverse: (well behaved) the newest run first
 //
 // any other value (or none) orders like fifo.
@@ -53,6 +56,17 @@ func (hostile) DecideAllocation(s *abi.AllocationSnapshot, d *abi.AllocationDeci
 	case "long":
 		for i := 0; i <= len(s.Runs)+1; i++ {
 			d.Order = append(d.Order, uint32(i%max(len(s.Runs), 1)))
+		}
+		return
+	case "empty":
+		return
+	case "small-first":
+		for k := uint32(1); k <= 64; k++ { // (slots 0 reads as 1)
+			for i, r := range s.Runs {
+				if max(r.Slots, 1) == k {
+					d.Order = append(d.Order, uint32(i))
+				}
+			}
 		}
 		return
 	case "reverse":

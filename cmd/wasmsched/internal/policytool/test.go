@@ -76,7 +76,7 @@ func Test(ctx context.Context, sb Sandbox, pol Policy, scs []Scenario) (TestResu
 			}
 		case sc.Snap != nil:
 			d, err := p.DecideSerial(ctx, sc.Snap)
-			r.Actual = host.Actions(d)
+			r.Actual = host.Actions(d, sc.Snap.Now)
 			if err != nil {
 				r.Error = strings.Join(decisionProblems(err), "; ")
 			}
