@@ -306,17 +306,6 @@ const (
 	MaxWakeAhead    = 24 * 3600 * 1000
 )
 
-// BoundedWake is the wake the host keeps for a decision made at now (unix
-// ms) that asked for wake: wake held to now+MinWakeInterval ..
-// now+MaxWakeAhead (the apply does the same with the Redis clock); 0 for
-// no wake. Everything that shows a policy's wake shows this one.
-func BoundedWake(wake, now int64) int64 {
-	if wake == 0 {
-		return 0
-	}
-	return min(max(wake, now+MinWakeInterval), now+MaxWakeAhead)
-}
-
 // DiscardBelow discards, with one reason, every WAITING run with a seq
 // below seq that d's actions leave WAITING, including those beyond the
 // snapshot's window (ABI v2): a decision may launch the oldest runs and

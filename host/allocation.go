@@ -38,7 +38,7 @@ func CheckAllocationPolicy(ctx context.Context, st *storage.Store, name string) 
 	builtins := strings.Join(AllocationPolicies(), ", ")
 	if bp, ok := plugins.Lookup(name); ok {
 		if bp.Kind != abi.KindAllocation {
-			return fmt.Errorf("policy %s is a %s policy; --allocate needs an allocation policy (%s, or a pushed allocation policy): %w", name, bp.Kind, builtins, ErrNotAllocation)
+			return fmt.Errorf("policy %s is %s policy; --allocate needs an allocation policy (%s, or a pushed allocation policy): %w", name, aKind(bp.Kind.String()), builtins, ErrNotAllocation)
 		}
 		return nil
 	}
@@ -50,7 +50,7 @@ func CheckAllocationPolicy(ctx context.Context, st *storage.Store, name string) 
 	case err != nil:
 		return err
 	case p.Kind != abi.KindAllocation.String():
-		return fmt.Errorf("policy %s is a %s policy; --allocate needs an allocation policy: %w", name, p.Kind, ErrNotAllocation)
+		return fmt.Errorf("policy %s is %s policy; --allocate needs an allocation policy: %w", name, aKind(p.Kind), ErrNotAllocation)
 	case p.Active == 0:
 		return fmt.Errorf("policy %s has no active version in namespace %s (wasmsched policy activate %s VERSION): %w",
 			name, st.Namespace(), name, ErrUnknownPolicy)

@@ -175,9 +175,20 @@ func (in *Inspector) Decide(ctx context.Context, m Module, snap *abi.SerialSnaps
 	return out, nil
 }
 
+// BoundedWake is the wake the host keeps for a decision made at now (unix
+// ms) that asked for wake: wake held to now+abi.MinWakeInterval ..
+// now+abi.MaxWakeAhead (the apply does the same with the Redis clock); 0
+// for no wake. Everything that shows a policy's wake shows this one.
+func BoundedWake(wake, now int64) int64 {
+	if wake == 0 {
+		return 0
+	}
+	return min(max(wake, now+abi.MinWakeInterval), now+abi.MaxWakeAhead)
+}
+
 // Actions lists a serial decision's actions as records (a discard_below
 // last, then a wake: the one the host would keep for a decision at now,
-// unix ms, abi.BoundedWake, with the policy's ask beside it when moved).
+// unix ms, BoundedWake, with the policy's ask beside it when moved).
 func Actions(d abi.SerialDecision, now int64) []client.Action {
 	out := make([]client.Action, 0, len(d.Actions)+1)
 	for _, a := range d.Actions {
@@ -187,7 +198,7 @@ func Actions(d abi.SerialDecision, now int64) []client.Action {
 		out = append(out, client.Action{Action: abi.ActionDiscardBelow.String(), Seq: d.Below, Reason: d.BelowReason})
 	}
 	if d.Wake != 0 {
-		bounded := abi.BoundedWake(d.Wake, now)
+		bounded := BoundedWake(d.Wake, now)
 		at := time.UnixMilli(bounded).UTC()
 		a := client.Action{Action: abi.ActionWake.String(), At: &at}
 		if bounded != d.Wake {
@@ -549,6 +560,14 @@ func untilText(t time.Time) string {
 	return "due now"
 }
 
+// aKind is a policy kind with its article: "a serial", "an allocation".
+func aKind(kind string) string {
+	if strings.IndexAny(kind, "aeiou") == 0 {
+		return "an " + kind
+	}
+	return "a " + kind
+}
+
 // serialBuiltins names the serial built-ins.
 func serialBuiltins() []string {
 	var out []string
@@ -568,7 +587,7 @@ func serialBuiltins() []string {
 func CheckGroupPolicy(ctx context.Context, st *storage.Store, name string) error {
 	if bp, ok := plugins.Lookup(name); ok {
 		if k := bp.Kind; k != abi.KindSerial {
-			return fmt.Errorf("policy %s is a %s policy; a group needs a serial one (wait, discard, priority, or a pushed serial policy): %w", name, k, ErrNotSerial)
+			return fmt.Errorf("policy %s is %s policy; a group needs a serial one (wait, discard, priority, or a pushed serial policy): %w", name, aKind(k.String()), ErrNotSerial)
 		}
 		return nil
 	}
@@ -580,7 +599,7 @@ func CheckGroupPolicy(ctx context.Context, st *storage.Store, name string) error
 	case err != nil:
 		return err
 	case p.Kind != abi.KindSerial.String():
-		return fmt.Errorf("policy %s is a %s policy; a group needs a serial one: %w", name, p.Kind, ErrNotSerial)
+		return fmt.Errorf("policy %s is %s policy; a group needs a serial one: %w", name, aKind(p.Kind), ErrNotSerial)
 	case p.Active == 0:
 		return fmt.Errorf("policy %s has no active version in namespace %s, so its groups' runs would wait (wasmsched policy activate %s VERSION): %w",
 			name, st.Namespace(), name, ErrUnknownPolicy)

@@ -221,11 +221,13 @@ func (s *Store) activate(ctx context.Context, op, name, version, who, note strin
 
 // ActivatePolicy makes version active: bumps the policy generation, appends
 // history and PUBLISHes "name version gen" on Keys().PolicyChannel().
+// Version 0 is none: the embedded built-in of a built-in name, no active
+// version for any other (its groups hold; the policy may then be deleted).
 // Activating the active version is a no-op. ErrNotFound for an unknown
 // policy or version.
 func (s *Store) ActivatePolicy(ctx context.Context, name string, version int, who, note string) error {
-	if version < 1 {
-		return invalid("activate policy", "policy %s: version %d, want >= 1", name, version)
+	if version < 0 {
+		return invalid("activate policy", "policy %s: version %d, want >= 0 (0: none, the built-in of a built-in name)", name, version)
 	}
 	_, err := s.activate(ctx, "activate policy", name, strconv.Itoa(version), who, note)
 	return err
@@ -233,7 +235,10 @@ func (s *Store) ActivatePolicy(ctx context.Context, name string, version int, wh
 
 // RollbackPolicy re-activates the version that was active before the
 // current one (activations form a stack: rolling back twice goes two steps
-// back). ErrBadState when there is none.
+// back; a version active twice in a row counts once). Past the first
+// activation it goes to version 0 (the built-in of a built-in name, none
+// for another), as an automatic rollback does. ErrBadState when version 0
+// is active already.
 func (s *Store) RollbackPolicy(ctx context.Context, name, who, note string) (PolicyVersion, error) {
 	v, err := s.activate(ctx, "rollback policy", name, "", who, note)
 	if err != nil {

@@ -52,7 +52,7 @@ func TestStore_Policy(t *testing.T) {
 			pol  string
 			ver  int
 			want error
-		}{{"unknown-version", "p", 9, storage.ErrNotFound}, {"unknown-policy", "zz", 1, storage.ErrNotFound}, {"zero", "p", 0, storage.ErrInvalid}} {
+		}{{"unknown-version", "p", 9, storage.ErrNotFound}, {"unknown-policy", "zz", 1, storage.ErrNotFound}, {"negative", "p", -1, storage.ErrInvalid}} {
 			t.Run("activate-"+tc.name, func(t *testing.T) {
 				e.unchanged(t, func() {
 					if err := e.s.ActivatePolicy(ctx, tc.pol, tc.ver, "x", ""); !errors.Is(err, tc.want) {
@@ -65,14 +65,28 @@ func TestStore_Policy(t *testing.T) {
 		if rb.Version != 1 || rb.SHA256 != v1.SHA256 {
 			t.Fatalf("rollback = %+v", rb)
 		}
-		e.unchanged(t, func() {
-			if _, err := e.s.RollbackPolicy(ctx, "p", "cy", ""); !errors.Is(err, storage.ErrBadState) {
-				t.Fatalf("second rollback = %v", err)
-			}
-		})
 		p := ok(e.s.GetPolicy(ctx, "p"))(t)
 		if p.Active != 1 || p.Kind != "serial" || len(p.Versions) != 2 || len(p.History) != 5 || p.History[4].Action != "rollback" || p.Versions[0].Who != "ann" || p.Versions[0].Note != "first" {
 			t.Fatalf("policy = %+v", p)
+		}
+		// past the first activation: version 0 (the built-in of a built-in
+		// name, none for another), then nothing further back
+		if rb := ok(e.s.RollbackPolicy(ctx, "p", "cy", ""))(t); rb.Version != 0 {
+			t.Fatalf("rollback past the first = %+v, want version 0", rb)
+		}
+		e.unchanged(t, func() {
+			if _, err := e.s.RollbackPolicy(ctx, "p", "cy", ""); !errors.Is(err, storage.ErrBadState) {
+				t.Fatalf("rollback from version 0 = %v", err)
+			}
+		})
+		// version 0 activated by hand, and left by a rollback
+		mustNil(t, e.s.ActivatePolicy(ctx, "p", 1, "dan", ""))
+		mustNil(t, e.s.ActivatePolicy(ctx, "p", 0, "dan", "none"))
+		if p := ok(e.s.GetPolicy(ctx, "p"))(t); p.Active != 0 || p.History[len(p.History)-1].Action != "activate" {
+			t.Fatalf("after activate 0: %+v", p)
+		}
+		if rb := ok(e.s.RollbackPolicy(ctx, "p", "dan", ""))(t); rb.Version != 1 {
+			t.Fatalf("rollback from an activated 0 = %+v, want version 1", rb)
 		}
 		if b := ok(e.s.PolicyBlob(ctx, v2.SHA256))(t); string(b) != "two" {
 			t.Fatalf("blob = %q", b)
@@ -179,9 +193,17 @@ func TestStore_DeletePolicy(t *testing.T) {
 		if len(p.Versions) != 3 || !p.Versions[0].Deleted || !p.Versions[1].Deleted || p.Versions[2].Deleted || p.Active != 3 {
 			t.Fatalf("after deletes: %+v", p)
 		}
-		if _, err := e.s.RollbackPolicy(ctx, "p", "t", ""); !errors.Is(err, storage.ErrBadState) {
-			t.Fatalf("rollback onto a deleted version: %v", err)
+		// the deleted versions left the stack: a rollback goes past them
+		// to version 0, recording one entry, never "rollback" to the
+		// version already active
+		h := len(ok(e.s.GetPolicy(ctx, "p"))(t).History)
+		if rb, err := e.s.RollbackPolicy(ctx, "p", "t", ""); err != nil || rb.Version != 0 {
+			t.Fatalf("rollback past deleted versions: %+v %v, want version 0", rb, err)
 		}
+		if p := ok(e.s.GetPolicy(ctx, "p"))(t); len(p.History) != h+1 || p.Active != 0 {
+			t.Fatalf("after the rollback: %d history entries (want %d), active %d", len(p.History), h+1, p.Active)
+		}
+		mustNil(t, e.s.ActivatePolicy(ctx, "p", 3, "t", ""))
 		if err := e.s.ActivatePolicy(ctx, "p", 1, "t", ""); !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("activate a deleted version: %v", err)
 		}

@@ -764,6 +764,15 @@ func (s *Store) StopActive(ctx context.Context, name, reason string, labels ...a
 	if err != nil {
 		return 0, fmt.Errorf("storage: %s %s: %w", op, name, err)
 	}
+	if len(ids) == 0 {
+		// nothing to stop: say so of a group that does not exist, as
+		// discard, pause, resume and drain do (ErrNotFound)
+		if _, err := s.GetGroup(ctx, name); errors.Is(err, ErrNotFound) {
+			return 0, fmt.Errorf("storage: %s: group %s does not exist: %w", op, name, ErrNotFound)
+		} else if err != nil {
+			return 0, err
+		}
+	}
 	if len(labels) > 0 {
 		ls, err := NormalizeLabels("labels", labels, abi.MaxLabels)
 		if err != nil {

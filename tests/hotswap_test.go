@@ -128,7 +128,7 @@ func TestHotSwapUnderLoad(t *testing.T) {
 	submitLoop(sctx, e.st, groups[nGroups/2:], "b", 8*time.Millisecond, &submitted, &wg)
 	time.Sleep(2 * time.Second)
 
-	out := cli(t, e.r, e.ns, "policy", "push", "priority", priorityV2Wasm, "--note", "v2 build", "-o", "json")
+	out := cli(t, e.r, e.ns, "policy", "push", "priority", priorityV2Wasm, "--note", "v2 build", "--force", "-o", "json")
 	var pushed struct {
 		Version int    `json:"version"`
 		SHA256  string `json:"sha256"`
@@ -238,8 +238,8 @@ func TestHotSwapRepeatedBoundedMemory(t *testing.T) {
 		}
 	}
 	v1, v2 := fileSHA(t, priorityV1Wasm), fileSHA(t, priorityV2Wasm)
-	cli(t, e.r, e.ns, "policy", "push", "priority", priorityV1Wasm, "--note", "v1 (the built-in's bytes)")
-	cli(t, e.r, e.ns, "policy", "push", "priority", priorityV2Wasm, "--note", "v2")
+	cli(t, e.r, e.ns, "policy", "push", "priority", priorityV1Wasm, "--note", "v1 (the built-in's bytes)", "--force")
+	cli(t, e.r, e.ns, "policy", "push", "priority", priorityV2Wasm, "--note", "v2", "--force")
 	WaitActiveEverywhere(t, e.hosts, "priority", v2, 20*time.Second)
 
 	sctx, stop := context.WithCancel(ctx)
@@ -313,7 +313,7 @@ func TestAutoRollback(t *testing.T) {
 	e := newHotSwapEnv(t, "rollback", 4, "--rollback-after", "5")
 	ctx := testCtx(t, 5*time.Minute)
 	bad := fileSHA(t, trapperWasm)
-	out := cli(t, e.r, e.ns, "policy", "push", "priority", trapperWasm, "--note", "broken build", "-o", "json")
+	out := cli(t, e.r, e.ns, "policy", "push", "priority", trapperWasm, "--note", "broken build", "--force", "-o", "json")
 	t.Logf("push: %s", out)
 	WaitActiveEverywhere(t, e.hosts, "priority", bad, 20*time.Second)
 	// The groups are created only now: a group set marks it dirty, and the
@@ -386,8 +386,8 @@ func TestHotSwapBench(t *testing.T) {
 	e := newHotSwapEnv(t, "bench", 4)
 	ctx := testCtx(t, 5*time.Minute)
 	v1, v2 := fileSHA(t, priorityV1Wasm), fileSHA(t, priorityV2Wasm)
-	cli(t, e.r, e.ns, "policy", "push", "priority", priorityV1Wasm)
-	cli(t, e.r, e.ns, "policy", "push", "priority", priorityV2Wasm)
+	cli(t, e.r, e.ns, "policy", "push", "priority", priorityV1Wasm, "--force")
+	cli(t, e.r, e.ns, "policy", "push", "priority", priorityV2Wasm, "--force")
 	WaitActiveEverywhere(t, e.hosts, "priority", v2, 20*time.Second)
 	shas := map[int]string{1: v1, 2: v2}
 	// Warm-up swaps: both versions compiled once (the cache is warm from then on).

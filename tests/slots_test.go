@@ -58,8 +58,11 @@ func TestSlots_backfillAndGuard(t *testing.T) {
 			t.Fatalf("submit %s: %v", id, err)
 		}
 	}
+	// 2 s: long enough that the big run and the stream meet them busy on a
+	// loaded machine (with 400 ms they had finished once before the big
+	// run launched, and nothing could pass it)
 	for i := range 2 {
-		submit(fmt.Sprintf("s%d", i), fmt.Sprintf("pre%d", i), 1, 400*time.Millisecond)
+		submit(fmt.Sprintf("s%d", i), fmt.Sprintf("pre%d", i), 1, 2*time.Second)
 	}
 	WaitFor(t, 10*time.Second, "two slots busy", func() bool {
 		n := 0

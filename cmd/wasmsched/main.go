@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -128,6 +129,12 @@ func withGlobalFlags(cmds []*cli.Command) []*cli.Command {
 			if c.Action == nil {
 				continue
 			}
+		} else {
+			// A leaf's positional arguments are data: a group, run or
+			// schedule named "help" or "h" is a name, not a help alias
+			// (urfave gives every command a help subcommand otherwise).
+			// --help and -h still show the help.
+			c.HideHelpCommand = true
 		}
 		if !hasFlag(c.Flags, flagRedis) { // idempotent: run may be called again (tests)
 			c.Flags = append(c.Flags, globalFlags(false)...)
@@ -157,8 +164,15 @@ func flagError(c *cli.Context, err error) error {
 			}
 		}
 	}
-	return usageErrorf("%v (see %s --help)", err, strings.Join(append([]string{"wasmsched"}, path...), " "))
+	return usageErrorf("%s (see %s --help)", longFlags(err.Error()), strings.Join(append([]string{"wasmsched"}, path...), " "))
 }
+
+// shortFlag is a flag name as Go's flag package quotes it: one dash.
+var shortFlag = regexp.MustCompile(`(flag provided but not defined: |for flag )-([A-Za-z0-9][A-Za-z0-9-]+)`)
+
+// longFlags writes the long flag names in a flag package error as users
+// type them: "--group", not "-group" (a one-letter flag keeps its dash).
+func longFlags(msg string) string { return shortFlag.ReplaceAllString(msg, "${1}--${2}") }
 
 // usageError marks bad usage or bad input: exit code 2.
 type usageError struct{ err error }

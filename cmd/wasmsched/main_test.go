@@ -21,7 +21,7 @@ func TestRun_UsageErrors(t *testing.T) {
 		{"unknown-subcommand", []string{"group", "bogus"}, `unknown command "bogus"`},
 		{"bad-output-before", []string{"-o", "yaml", "--redis", closed, "runs"}, `-o "yaml": want table or json`},
 		{"bad-output-after", []string{"runs", "--redis", closed, "-o", "yaml"}, `-o "yaml": want table or json`},
-		{"unknown-flag", []string{"runs", "--bogus"}, "flag provided but not defined: -bogus"},
+		{"unknown-flag", []string{"runs", "--bogus"}, "flag provided but not defined: --bogus"},
 		{"bad-redis-url", []string{"--redis", "notaurl://x", "runs"}, `unknown scheme "notaurl"`},
 		{"bad-namespace", []string{"--redis", closed, "-n", "a b", "runs"}, "namespace"},
 		{"bad-durable", []string{"--redis", closed + "?durable=maybe", "runs"}, `durable="maybe": want auto, on or off`},

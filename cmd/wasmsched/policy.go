@@ -20,6 +20,7 @@ import (
 	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/policytool"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/digest"
+	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -512,12 +513,21 @@ names that version.
 Activation bumps the policy generation and notifies every host (pub/sub);
 each host switches on its next pass.
 
+NAME a built-in (wait, discard, priority, reuse, fifo, fair,
+priority-first): an activated push replaces the built-in for every group
+(or namespace) that uses that name, "wait" being every new group's default.
+It is refused without --force; push under your own name and set it on the
+groups that need it instead. "policy activate NAME builtin" (or a rollback
+past the first version) returns to the built-in.
+
 Examples:
    wasmsched policy push oldest-first mypolicy.wasm --note "first cut"
-   wasmsched policy push priority mypriority.wasm --no-activate`,
+   wasmsched policy push priority mypriority.wasm --no-activate
+   wasmsched policy push wait mywait.wasm --force   # replace the built-in wait`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "note", Usage: "free `TEXT` recorded with the version"},
 			&cli.BoolFlag{Name: "no-activate", Usage: "store the version without activating it"},
+			&cli.BoolFlag{Name: "force", Usage: "activate a push under a built-in's name (replaces the built-in for its groups)"},
 			&cli.DurationFlag{Name: "deadline", Value: policies.DefaultGateDeadline, Usage: "bound of the conformance run"},
 		}, sandboxFlags()...),
 		Action: func(c *cli.Context) error {
@@ -527,6 +537,12 @@ Examples:
 			name, file := c.Args().Get(0), c.Args().Get(1)
 			if err := storage.ValidateName("policy", name); err != nil {
 				return asUsage(err)
+			}
+			if _, builtin := plugins.Builtin(name); builtin && !c.Bool("no-activate") && !c.Bool("force") {
+				return usageErrorf("push %s refused, nothing written: %s is a built-in policy, and an activated push replaces it for every group "+
+					"that uses it in the namespace (wait is every new group's default); push under your own name "+
+					"(wasmsched policy push my-%s %s) and set it on the groups that need it (group set G --policy my-%s), "+
+					"or pass --force to replace the built-in (policy activate %s builtin returns to it)", name, name, name, file, name, name)
 			}
 			wasm, err := os.ReadFile(file)
 			if err != nil {
@@ -549,6 +565,14 @@ Examples:
 			res, err := policytool.Push(c.Context, sb, st, name, wasm, whoAmI(), c.String("note"), !c.Bool("no-activate"), c.Duration("deadline"))
 			if err != nil {
 				return err
+			}
+			if _, builtin := plugins.Builtin(name); builtin {
+				what := "activating it replaces"
+				if res.Active {
+					what = "it replaces"
+				}
+				fmt.Fprintf(c.App.ErrWriter, "wasmsched: warning: %s the built-in %s for every group of namespace %s that uses it "+
+					"(policy activate %s builtin returns to it)\n", what, name, st.Namespace(), name)
 			}
 			return render(c, res, func(w io.Writer) {
 				state := "active"
@@ -648,14 +672,19 @@ type activeJSON struct {
 func policyActivateCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "activate",
-		Usage:     "make a pushed version of NAME active",
+		Usage:     "make a pushed version of NAME active (or none: the built-in)",
 		ArgsUsage: "NAME VERSION",
-		Description: `VERSION is a version number (as in policy list) or a unique sha256 prefix
-(at least 8 hex digits). Every host switches on its next pass.
+		Description: `VERSION is a version number (as in policy list), a unique sha256 prefix
+(at least 8 hex digits), or 0 ("builtin", "none"): no pushed version, so a
+built-in name (wait, discard, priority, reuse, fifo, fair, priority-first)
+runs its embedded built-in again, and any other name has no active version
+(its groups hold until one is activated; the policy can then be deleted).
+Every host switches on its next pass.
 
 Examples:
    wasmsched policy activate oldest-first 2
-   wasmsched policy activate oldest-first 3fa2b9c01d`,
+   wasmsched policy activate oldest-first 3fa2b9c01d
+   wasmsched policy activate wait builtin     # back to the built-in wait`,
 		Flags: []cli.Flag{&cli.StringFlag{Name: "note", Usage: "free `TEXT` recorded in the history"}},
 		Action: func(c *cli.Context) error {
 			if err := exactArgs(c, 2, "NAME VERSION"); err != nil {
@@ -678,17 +707,34 @@ Examples:
 			if err := st.ActivatePolicy(c.Context, name, ver, whoAmI(), c.String("note")); err != nil {
 				return storeUsage(err)
 			}
-			res := activeJSON{Name: name, Active: ver, SHA256: p.Versions[ver-1].SHA256,
-				Message: fmt.Sprintf("policy %s: version %d is active", name, ver)}
+			res := activeJSON{Name: name, Active: ver, Message: activeMessage(name, ver)}
+			if ver > 0 {
+				res.SHA256 = p.Versions[ver-1].SHA256
+			}
 			return render(c, res, func(w io.Writer) { fmt.Fprintln(w, res.Message) })
 		},
 	}
 }
 
+// activeMessage says which version of name is active now: a pushed one, the
+// built-in, or none.
+func activeMessage(name string, ver int) string {
+	switch _, builtin := plugins.Builtin(name); {
+	case ver > 0:
+		return fmt.Sprintf("policy %s: version %d is active", name, ver)
+	case builtin:
+		return fmt.Sprintf("policy %s: the built-in is active (no pushed version)", name)
+	}
+	return fmt.Sprintf("policy %s: no version is active: its groups hold until one is (policy activate %s VERSION)", name, name)
+}
+
 func parseVersionArg(p storage.Policy, s string) (int, error) {
+	if s == "builtin" || s == "built-in" || s == "none" {
+		return 0, nil
+	}
 	if n, err := strconv.Atoi(strings.TrimPrefix(s, "v")); err == nil {
-		if n < 1 || n > len(p.Versions) {
-			return 0, usageErrorf("policy %s has no version %d (versions 1..%d)", p.Name, n, len(p.Versions))
+		if n < 0 || n > len(p.Versions) {
+			return 0, usageErrorf("policy %s has no version %d (versions 1..%d, or 0: none, the built-in)", p.Name, n, len(p.Versions))
 		}
 		return n, nil
 	}
@@ -770,8 +816,10 @@ func policyRollbackCommand() *cli.Command {
 		Name:      "rollback",
 		Usage:     "re-activate the version that was active before the current one",
 		ArgsUsage: "NAME",
-		Description: `Activations form a stack: rolling back twice goes two steps back. With no
-earlier active version, exit 2. Every host switches on its next pass.
+		Description: `Activations form a stack: rolling back twice goes two steps back. Past
+the first pushed version it goes to version 0: the embedded built-in of a
+built-in name, none for another name (its groups hold until a version is
+activated). From version 0, exit 2. Every host switches on its next pass.
 
 Examples:
    wasmsched policy rollback oldest-first --note "v3 starves group nightly"`,
@@ -790,8 +838,11 @@ Examples:
 			if err != nil {
 				return storeUsage(err)
 			}
-			res := activeJSON{Name: name, Active: v.Version, SHA256: v.SHA256,
-				Message: fmt.Sprintf("policy %s: rolled back to version %d", name, v.Version)}
+			msg := fmt.Sprintf("policy %s: rolled back to version %d", name, v.Version)
+			if v.Version == 0 {
+				msg = fmt.Sprintf("policy %s: rolled back past its first version: ", name) + strings.TrimPrefix(activeMessage(name, 0), "policy "+name+": ")
+			}
+			res := activeJSON{Name: name, Active: v.Version, SHA256: v.SHA256, Message: msg}
 			return render(c, res, func(w io.Writer) { fmt.Fprintln(w, res.Message) })
 		},
 	}

@@ -312,7 +312,7 @@ func TestPolicyPushGateAndRegistry(t *testing.T) {
 
 	// A good push, a second version, then the bad pushes.
 	var p policytool.PushResult
-	e.ok(&p, "policy", "push", "priority", prio, "--note", "first")
+	e.ok(&p, "policy", "push", "priority", prio, "--note", "first", "--force")
 	if p.Version != 1 || !p.Active || p.Kind != "serial" || p.Cases == 0 {
 		t.Fatalf("push: %+v", p)
 	}
@@ -345,7 +345,7 @@ func TestPolicyPushGateAndRegistry(t *testing.T) {
 		{"priority", td + "loop.wasm", "deadline"},
 		{"priority", prio, "already version 1"},
 	} {
-		code, out, errs := e.cli("policy", "push", c.name, c.file)
+		code, out, errs := e.cli("policy", "push", c.name, c.file, "--force")
 		if code != 2 || out != "" || !strings.Contains(errs, c.want) {
 			t.Errorf("push %s %s: exit %d, stdout %q, stderr %q; want exit 2 naming %q", c.name, c.file, code, out, errs, c.want)
 		}
@@ -377,7 +377,14 @@ func TestPolicyPushGateAndRegistry(t *testing.T) {
 	}
 	e.usage("no version 7", "policy", "activate", "priority", "7")
 	e.usage("not found", "policy", "activate", "nosuch", "1")
+	// past its first version a pushed-only name has none active; then
+	// there is nothing earlier
+	e.ok(&a, "policy", "rollback", "restore-safe")
+	if a.Active != 0 || !strings.Contains(a.Message, "no version is active: its groups hold") {
+		t.Fatalf("rollback past the first version: %+v", a)
+	}
 	e.usage("no earlier active version", "policy", "rollback", "restore-safe")
+	e.ok(&a, "policy", "activate", "restore-safe", "1")
 	out := e.ok(nil, "policy", "list")
 	golden(t, "list.json", out)
 	var all []client.Policy

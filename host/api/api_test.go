@@ -311,6 +311,8 @@ func TestAPI_groupControl(t *testing.T) {
 		t.Fatalf("stop: %d %+v", got, out)
 	}
 	e.fails(404, "not_found", "nosuch", "POST", ns+"/groups/nosuch/pause", `{}`)
+	e.fails(404, "not_found", "nosuch", "POST", ns+"/groups/nosuch/stop", `{}`)
+	e.fails(404, "not_found", "nosuch", "POST", ns+"/groups/nosuch/discard", `{}`)
 	e.fails(400, "invalid", "unknown field", "POST", ns+"/groups/gc/pause", `{"by": "x"}`)
 }
 
@@ -360,7 +362,8 @@ func TestAPI_groups(t *testing.T) {
 	}
 	e.fails(404, "not_found", "not found", "GET", ns+"/groups/nosuch", "")
 	e.fails(404, "not_found", "not found", "POST", ns+"/groups/nosuch/dry-run", `{"policy": "wait"}`)
-	e.fails(404, "not_found", "nosuchpolicy", "POST", ns+"/groups/g/dry-run", `{"policy": "nosuchpolicy"}`)
+	e.fails(422, "unprocessable", "policy nosuchpolicy is neither a serial built-in (discard, priority, wait) nor pushed", "POST", ns+"/groups/g/dry-run", `{"policy": "nosuchpolicy"}`)
+	e.fails(422, "unprocessable", "policy fifo is an allocation policy; a group needs a serial one", "POST", ns+"/groups/g/dry-run", `{"policy": "fifo"}`)
 	e.fails(422, "unprocessable", "reuse", "POST", ns+"/groups/g/dry-run", `{"policy": "reuse"}`)
 	e.fails(400, "invalid", "policy is required", "POST", ns+"/groups/g/dry-run", `{}`)
 	e.fails(422, "unprocessable", "nosuchpolicy", "PUT", ns+"/groups/g", `{"policy": "nosuchpolicy"}`)
@@ -460,7 +463,15 @@ func TestAPI_policies(t *testing.T) {
 	}
 	e.fails(404, "not_found", "", "POST", ns+"/policies/priority/activate", `{"version": 9}`)
 	e.fails(404, "not_found", "", "POST", ns+"/policies/nosuch/rollback", `{}`)
-	e.fails(400, "invalid", "version", "POST", ns+"/policies/priority/activate", `{"version": 0}`)
+	e.fails(400, "invalid", "version", "POST", ns+"/policies/priority/activate", `{}`)
+	e.fails(400, "invalid", "version", "POST", ns+"/policies/priority/activate", `{"version": -1}`)
+	// version 0: back to the built-in priority; a rollback returns to 2
+	if got := e.do("POST", ns+"/policies/priority/activate", `{"version": 0}`, &act); got != 200 || act.Active != 0 {
+		t.Fatalf("activate 0: %d %+v", got, act)
+	}
+	if got := e.do("POST", ns+"/policies/priority/rollback", `{}`, &act); got != 200 || act.Active != 2 {
+		t.Fatalf("rollback from 0: %d %+v", got, act)
+	}
 }
 
 // TestAPI_auth: with tokens, no token or an unknown one is 401, a read

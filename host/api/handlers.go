@@ -372,6 +372,13 @@ func (s *Server) dryRun(w http.ResponseWriter, r *http.Request, c *call) (int, a
 	if err := storage.ValidateName("policy", body.Policy); err != nil {
 		return 0, nil, err
 	}
+	// a name that is no serial policy here is the body's fault (422, the
+	// serial built-ins named), not a missing resource (404 is the group's)
+	if err := host.CheckGroupPolicy(r.Context(), c.st, body.Policy); errors.Is(err, host.ErrUnknownPolicy) || errors.Is(err, host.ErrNotSerial) {
+		return 0, nil, errorf(http.StatusUnprocessableEntity, "unprocessable", "%s", err.Error())
+	} else if err != nil {
+		return 0, nil, err
+	}
 	cand, err := host.ResolvePolicy(r.Context(), c.st, body.Policy)
 	if err != nil {
 		return 0, nil, err
@@ -418,7 +425,9 @@ func (s *Server) listPolicies(_ http.ResponseWriter, r *http.Request, c *call) (
 }
 
 type activateJSON struct {
-	Version int    `json:"version"`
+	// Version: a pushed version (>= 1), or 0: none (the embedded built-in
+	// of a built-in name; no active version for another name)
+	Version *int   `json:"version"`
 	Note    string `json:"note"`
 }
 
@@ -427,11 +436,11 @@ func (s *Server) activate(w http.ResponseWriter, r *http.Request, c *call) (int,
 	if err := decodeBody(w, r, &body); err != nil {
 		return 0, nil, err
 	}
-	if body.Version < 1 {
-		return 0, nil, errorf(http.StatusBadRequest, "invalid", "version %d: want a pushed version (>= 1; the built-in is not a registry version: roll back to reach the version before)", body.Version)
+	if body.Version == nil || *body.Version < 0 {
+		return 0, nil, errorf(http.StatusBadRequest, "invalid", "version: want a pushed version (>= 1) or 0 (none: the built-in of a built-in name)")
 	}
 	name := r.PathValue("name")
-	if err := c.st.ActivatePolicy(r.Context(), name, body.Version, c.who.who, body.Note); err != nil {
+	if err := c.st.ActivatePolicy(r.Context(), name, *body.Version, c.who.who, body.Note); err != nil {
 		return 0, nil, err
 	}
 	return s.onePolicy(r.Context(), c, name)

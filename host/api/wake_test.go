@@ -11,6 +11,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/host/api"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -59,7 +60,7 @@ func TestAPI_farWake(t *testing.T) {
 	if wake == nil || wake.At == nil || wake.AskedMS != asked || wake.At.Sub(before) > 25*time.Hour {
 		t.Fatalf("dry-run's wake %+v, want the bounded wake with the ask beside it", wake)
 	}
-	if b := abi.BoundedWake(wake.AskedMS, wake.At.UnixMilli()-abi.MaxWakeAhead); b != wake.At.UnixMilli() {
+	if b := host.BoundedWake(wake.AskedMS, wake.At.UnixMilli()-abi.MaxWakeAhead); b != wake.At.UnixMilli() {
 		t.Fatalf("dry-run's wake %v is not the ask %d bounded", wake.At, wake.AskedMS)
 	}
 }

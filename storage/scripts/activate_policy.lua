@@ -3,43 +3,55 @@
 -- KEYS[4] activations list (stack of activated versions), KEYS[5] policygen counter,
 -- KEYS[6] dirty set, KEYS[7] groups set (a change of the active version marks
 -- every group dirty, so each is decided again with it)
--- ARGV[1] name, ARGV[2] version (activate) or "" (rollback), ARGV[3] who,
--- ARGV[4] note, ARGV[5] channel, ARGV[6] op id (random per call)
+-- ARGV[1] name, ARGV[2] version (activate; 0 = none: the embedded built-in
+-- of a built-in name, no active version for any other) or "" (rollback),
+-- ARGV[3] who, ARGV[4] note, ARGV[5] channel, ARGV[6] op id (random per call)
+-- A rollback pops the stack's top entries equal to the active version (the
+-- current one, and the duplicates a deleted version left next to it) and
+-- activates the one below; with none below it goes to version 0 (as an
+-- automatic rollback does).
 -- returns: the active version afterwards
 -- errors (nothing written): WS_NOT_FOUND (policy or version), WS_BAD_STATE
--- (rollback with no earlier active version)
--- writes: active, activations (push / pop), policygen INCR, history,
+-- (rollback with no earlier active version: version 0 is active already)
+-- writes: active, activations (push / trim), policygen INCR, history,
 -- PUBLISH "name version gen".
 -- replay: activating the active version writes nothing; a retried rollback
 -- finds last_op == op and returns the active version.
--- bound: O(groups): SUNIONSTORE marks every group dirty (registry reads are O(1) per version)
+-- bound: O(activations + groups): the stack is read once, SUNIONSTORE
+-- marks every group dirty (registry reads are O(1) per version)
 local US = string.char(31)
 local p = redis.call('HMGET', KEYS[1], 'kind', 'active', 'last_op')
 if not p[1] then
   return redis.error_reply('WS_NOT_FOUND policy ' .. ARGV[1] .. ' does not exist')
 end
 if p[3] == ARGV[6] then return tonumber(p[2]) end
-local target, action
+local active = tonumber(p[2]) or 0
+local target, action, keep
 if ARGV[2] ~= '' then
   target, action = tonumber(ARGV[2]), 'activate'
-  if not target or target < 1 or target > redis.call('LLEN', KEYS[2]) then
+  if not target or target < 0 or target > redis.call('LLEN', KEYS[2]) then
     return redis.error_reply('WS_NOT_FOUND policy ' .. ARGV[1] .. ' has no version ' .. ARGV[2])
   end
-  if tonumber(p[2]) == target then return target end
-  if string.sub(redis.call('LINDEX', KEYS[2], target - 1), 1, 1) == US then
+  if active == target then return target end
+  if target > 0 and string.sub(redis.call('LINDEX', KEYS[2], target - 1), 1, 1) == US then
     return redis.error_reply('WS_NOT_FOUND version ' .. target .. ' of policy ' .. ARGV[1] .. ' was deleted')
   end
 else
   action = 'rollback'
-  if redis.call('LLEN', KEYS[4]) < 2 then
+  local stack = redis.call('LRANGE', KEYS[4], 0, -1)
+  keep = #stack
+  while keep > 0 and (tonumber(stack[keep]) or 0) == active do keep = keep - 1 end
+  target = keep > 0 and (tonumber(stack[keep]) or 0) or 0
+  if target == active then
     return redis.error_reply('WS_BAD_STATE policy ' .. ARGV[1] .. ' has no earlier active version to roll back to')
   end
-  target = tonumber(redis.call('LINDEX', KEYS[4], -2))
 end
 if action == 'activate' then
   redis.call('RPUSH', KEYS[4], target)
+elseif keep == 0 then
+  redis.call('DEL', KEYS[4])
 else
-  redis.call('RPOP', KEYS[4])
+  redis.call('LTRIM', KEYS[4], 0, keep - 1)
 end
 redis.call('HSET', KEYS[1], 'active', target, 'last_op', ARGV[6])
 local gen = redis.call('INCR', KEYS[5])

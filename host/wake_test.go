@@ -1,10 +1,11 @@
-package abi_test
+package host_test
 
 import (
 	"math"
 	"testing"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/host"
 )
 
 func TestBoundedWake(t *testing.T) {
@@ -22,7 +23,7 @@ func TestBoundedWake(t *testing.T) {
 		{"max", math.MaxInt64, now + abi.MaxWakeAhead},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := abi.BoundedWake(c.wake, now); got != c.want {
+			if got := host.BoundedWake(c.wake, now); got != c.want {
 				t.Fatalf("BoundedWake(%d, %d) = %d, want %d", c.wake, now, got, c.want)
 			}
 		})

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/wasmsched/wasmsched/client"
+)
+
+// The edges a new user hit on a clean clone (the defects of issue 53), each
+// a case that failed before its fix.
+
+// TestCLI_helpNamesAreData: a positional argument named "help" or "h" is a
+// name like any other (a group, a schedule), not a help alias that prints
+// help and exits 0 having done nothing; --help and -h still show help, and
+// a command with subcommands still answers "help".
+func TestCLI_helpNamesAreData(t *testing.T) {
+	e := newCLIEnv(t)
+	for _, name := range []string{"help", "h"} {
+		t.Run(name, func(t *testing.T) {
+			var r client.Run
+			e.ok(&r, "submit", name, "--id", "r-"+name)
+			if r.Group != name || r.State != "WAITING" {
+				t.Fatalf("submit %s: %+v, want a run of group %s", name, r, name)
+			}
+			var g client.Group
+			e.ok(&g, "group", "show", name)
+			if g.Name != name || g.Waiting != 1 {
+				t.Fatalf("group show %s: %+v", name, g)
+			}
+			e.ok(nil, "schedule", "set", name, "--group", "x", "--cron", "@hourly")
+			var s client.Schedule
+			e.ok(&s, "schedule", "show", name)
+			if s.Name != name || s.Group != "x" {
+				t.Fatalf("schedule show %s: %+v", name, s)
+			}
+			e.ok(nil, "group", "delete", name, "--force")
+			e.usage("group "+name+" not found", "group", "show", name)
+		})
+	}
+	for _, args := range [][]string{{"submit", "--help"}, {"submit", "-h"}, {"group", "help"}, {"group", "show", "--help"}} {
+		code, out, errs := e.cli(args...)
+		if code != 0 || !strings.Contains(out, "USAGE") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want the help", args, code, out, errs)
+		}
+	}
+}
+
+// TestCLI_flagErrorsNameFlagsAsTyped: a flag error names a long flag with
+// the two dashes users type.
+func TestCLI_flagErrorsNameFlagsAsTyped(t *testing.T) {
+	e := newCLIEnv(t)
+	e.usage("flag provided but not defined: --nosuchflag (see wasmsched submit --help)", "submit", "g", "--nosuchflag")
+	e.usage(`invalid value "x" for flag --slots`, "submit", "g", "--slots", "x")
+	e.usage("flag provided but not defined: -q", "submit", "g", "-q")
+}
+
+// TestGroupStop_unknownGroup: stopping the active runs of a group that does
+// not exist is exit 2 naming it, as discard, pause, resume and drain are.
+func TestGroupStop_unknownGroup(t *testing.T) {
+	e := newCLIEnv(t)
+	e.usage("group nosuch does not exist", "group", "stop", "nosuch")
+	e.ok(nil, "group", "set", "g")
+	if out := e.okText("group", "stop", "g"); !strings.Contains(out, "group g: 0 active run(s) asked to stop") {
+		t.Fatalf("group stop of an idle group: %q", out)
+	}
+}
+
+// TestPolicy_builtinIsAVersion: pushing under a built-in's name is refused
+// without --force (nothing written) and names the alternative; with --force
+// it warns; the built-in is version 0, reached by a rollback past the first
+// push or by activate builtin/0, and left again by a rollback. A policy ever
+// activated can be made inactive (activate 0) and then deleted.
+func TestPolicy_builtinIsAVersion(t *testing.T) {
+	e := newCLIEnv(t)
+	mine := builtinFile(t, "discard") // any serial plugin other than wait's bytes
+	before := dumpNamespace(t, e)
+	e.usage("push wait refused, nothing written: wait is a built-in policy", "policy", "push", "wait", mine)
+	e.usage("policy push my-wait", "policy", "push", "wait", mine)
+	sameDump(t, before, dumpNamespace(t, e))
+	code, _, errs := e.cli("policy", "push", "wait", mine, "--force")
+	if code != 0 || !strings.Contains(errs, "warning: it replaces the built-in wait for every group of namespace clitest") {
+		t.Fatalf("push --force: exit %d, stderr %q", code, errs)
+	}
+	var a activeJSON
+	e.ok(&a, "policy", "rollback", "wait")
+	if a.Active != 0 || !strings.Contains(a.Message, "the built-in is active") {
+		t.Fatalf("rollback past the first push: %+v", a)
+	}
+	e.usage("no earlier active version", "policy", "rollback", "wait")
+	e.ok(&a, "policy", "activate", "wait", "1")
+	for _, v := range []string{"builtin", "0", "none"} {
+		e.ok(&a, "policy", "activate", "wait", v)
+		if a.Active != 0 {
+			t.Fatalf("activate wait %s: %+v", v, a)
+		}
+		e.ok(&a, "policy", "rollback", "wait")
+		if a.Active != 1 {
+			t.Fatalf("rollback from the built-in: %+v", a)
+		}
+	}
+	e.usage("no version 2 (versions 1..1, or 0: none, the built-in)", "policy", "activate", "wait", "2")
+
+	// a policy of its own: activated, made inactive, deleted
+	e.ok(nil, "policy", "push", "mine", mine)
+	e.usage("has active version 1", "policy", "delete", "mine")
+	e.ok(&a, "policy", "activate", "mine", "0")
+	if a.Active != 0 || !strings.Contains(a.Message, "no version is active") {
+		t.Fatalf("activate mine 0: %+v", a)
+	}
+	e.ok(nil, "policy", "delete", "mine")
+	e.usage("policy mine not found", "policy", "list", "mine")
+}
