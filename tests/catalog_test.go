@@ -3,6 +3,7 @@ package tests
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/internal/redistest"
+	"github.com/wasmsched/wasmsched/storage"
 )
 
 // The catalog of strategies (examples/*, ABI v4) end to end: each policy
@@ -429,4 +431,81 @@ func TestWake_minimumInterval(t *testing.T) {
 		t.Fatalf("%v wakes in %v: want between 2 and %v (the 100 ms minimum interval)", n, el, limit)
 	}
 	t.Logf("%v wakes in %v", w1-w0, el)
+}
+
+// TestCatalog_readmes runs every catalog README's commands literally: the
+// indented `wasmsched ...` lines of examples/*/README.md, through sh from
+// the repository root with the built binary on PATH, against a namespace
+// of its own with a host and a simulating worker running (as the READMEs
+// say). Each must exit 0 (a README that sets a group's policy before it
+// pushes it exits 2), and the run each README submits must end SUCCEEDED.
+func TestCatalog_readmes(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readmes, err := filepath.Glob(filepath.Join(root, "examples", "*", "README.md"))
+	if err != nil || len(readmes) < 8 {
+		t.Fatalf("catalog READMEs: %v %v", readmes, err)
+	}
+	r := redistest.Start(t)
+	bin := filepath.Join(t.TempDir(), "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(Binary(t), filepath.Join(bin, "wasmsched")); err != nil {
+		t.Fatal(err)
+	}
+	for _, readme := range readmes {
+		name := filepath.Base(filepath.Dir(readme))
+		t.Run(name, func(t *testing.T) {
+			b, err := os.ReadFile(readme)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var lines []string
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(l, "    wasmsched ") {
+					lines = append(lines, strings.TrimSpace(l))
+				}
+			}
+			if len(lines) < 3 || !strings.HasPrefix(lines[0], "wasmsched policy push ") {
+				t.Fatalf("%s: commands %q: want the push, the group set and a submit", readme, lines)
+			}
+			ns := "readme-" + name
+			Serve(t, "host", r, ns, "127.0.0.1:7"+fmt.Sprint(600+len(name)), rtLeaseTTL)
+			StartProc(t, "w0", "--redis", r.URL(), "-n", ns, "worker", "--simulate", "--slots", "2", "--advertise", "127.0.0.1:7599")
+			env := append(cleanEnv(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+				"WASMSCHED_REDIS="+r.URL(), "WASMSCHED_NAMESPACE="+ns)
+			var runID string
+			for _, line := range lines {
+				cmd := exec.Command("sh", "-c", line+" -o json")
+				cmd.Dir, cmd.Env = root, env
+				out, err := cmd.Output()
+				if err != nil {
+					var stderr string
+					if ee, ok := err.(*exec.ExitError); ok {
+						stderr = string(ee.Stderr)
+					}
+					t.Fatalf("%s: %q: %v\n%s%s", readme, line, err, out, stderr)
+				}
+				if strings.HasPrefix(line, "wasmsched submit ") {
+					var run struct{ ID string }
+					if err := json.Unmarshal(out, &run); err != nil || run.ID == "" {
+						t.Fatalf("%q printed %q", line, out)
+					}
+					runID = run.ID
+				}
+			}
+			st := Store(t, r, ns)
+			WaitFor(t, 60*time.Second, "the README's run to finish", func() bool {
+				run, err := st.GetRun(context.Background(), runID)
+				return err == nil && run.State.Final()
+			})
+			if run, _ := st.GetRun(context.Background(), runID); run.State != storage.StateSucceeded || !strings.HasPrefix(run.Policy, name) {
+				t.Fatalf("%s: the run %s is %s by policy %q (%s), want SUCCEEDED by %s", readme, runID, run.State, run.Policy, run.Reason, name)
+			}
+		})
+	}
 }

@@ -2,10 +2,12 @@ package tests
 
 import (
 	"bufio"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -167,4 +169,180 @@ func joinContinuations(lines []string) []string {
 		cur = ""
 	}
 	return out
+}
+
+// mdBlock is a code block of a Markdown page: fenced (with its language) or
+// indented (lang ""), under the section heading it follows.
+type mdBlock struct {
+	heading, lang, text string
+}
+
+// mdBlocks returns the page's code blocks in order.
+func mdBlocks(doc string) []mdBlock {
+	var (
+		out     []mdBlock
+		heading string
+		cur     *mdBlock
+		body    []string
+	)
+	flush := func() {
+		if cur != nil {
+			cur.text = strings.Join(body, "\n") + "\n"
+			out = append(out, *cur)
+		}
+		cur, body = nil, nil
+	}
+	lines := strings.Split(doc, "\n")
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		switch {
+		case cur != nil && cur.lang != "" && strings.HasPrefix(l, "```"):
+			flush()
+		case cur != nil && cur.lang != "":
+			body = append(body, l)
+		case strings.HasPrefix(l, "```"):
+			flush()
+			cur = &mdBlock{heading: heading, lang: strings.TrimPrefix(l, "```")}
+		case strings.HasPrefix(l, "    ") && (cur != nil || i == 0 || strings.TrimSpace(lines[i-1]) == ""):
+			if cur == nil {
+				cur = &mdBlock{heading: heading}
+			}
+			body = append(body, strings.TrimPrefix(l, "    "))
+		default:
+			flush()
+			if strings.HasPrefix(l, "#") {
+				heading = strings.TrimSpace(strings.TrimLeft(l, "#"))
+			}
+		}
+	}
+	flush()
+	return out
+}
+
+// TestSDKWalkthrough follows docs/sdk-c.md and docs/sdk-rust.md as a new
+// user does, in a new directory beside the checkout: the page's policy
+// (oldest) and its native test, the build (policy build, and the build by
+// hand), then every command of "Dry-run and push" against a real
+// redis-server with no host (each must exit 0). The Rust page's native test
+// runs with the cargo on PATH first, as a rustup user's would, so its
+// Cargo.lock is the one the hand build with Debian's cargo meets.
+func TestSDKWalkthrough(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := redistest.Start(t)
+	bin := filepath.Dir(Binary(t))
+	if err := os.Symlink(Binary(t), filepath.Join(bin, "wasmsched")); err != nil && !os.IsExist(err) {
+		t.Fatal(err)
+	}
+	for _, lang := range []string{"c", "rust"} {
+		t.Run(lang, func(t *testing.T) {
+			tools := map[string][]string{"c": {"clang", "wasm-ld"}, "rust": {"/usr/bin/cargo", "/usr/bin/rustc", "/usr/lib/rustlib/wasm32-wasi"}}[lang]
+			for _, tool := range tools {
+				_, err := exec.LookPath(tool)
+				if strings.HasPrefix(tool, "/") {
+					_, err = os.Stat(tool)
+				}
+				if err != nil {
+					if os.Getenv("WASMSCHED_REQUIRE_GUESTS") != "" {
+						t.Fatalf("%s is missing", tool)
+					}
+					t.Skipf("%s is missing", tool)
+				}
+			}
+			doc, err := os.ReadFile(filepath.Join(root, "docs", "sdk-"+lang+".md"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			work := t.TempDir()
+			if err := os.Symlink(root, filepath.Join(work, "wasmsched")); err != nil {
+				t.Fatal(err)
+			}
+			pol := filepath.Join(work, "oldest")
+			env := append(cleanEnv(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+				"WASMSCHED_REDIS="+r.URL(), "WASMSCHED_NAMESPACE=sdk-"+lang, "WASMSCHED="+root)
+			sh := func(dir, script string) {
+				t.Helper()
+				cmd := exec.Command("sh", "-c", script)
+				cmd.Dir, cmd.Env = dir, env
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("in %s:\n%s\n%v\n%s", dir, script, err, out)
+				}
+			}
+			write := func(p, text string) {
+				t.Helper()
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var native, byHand, dry []string
+			for _, b := range mdBlocks(string(doc)) {
+				switch {
+				case b.lang == "c" && strings.HasPrefix(b.text, "/* oldest.c"):
+					write(filepath.Join(pol, "oldest.c"), b.text)
+				case b.lang == "c" && strings.Contains(b.text, `#include "oldest.c"`):
+					write(filepath.Join(pol, "oldest_test.c"), b.text)
+				case b.lang == "toml" && strings.Contains(b.text, `name = "oldest"`):
+					write(filepath.Join(pol, "Cargo.toml"), b.text)
+				case b.lang == "rust" && strings.Contains(b.text, "pub struct Oldest"):
+					write(filepath.Join(pol, "src", "lib.rs"), b.text)
+				case b.lang == "rust" && strings.Contains(b.text, "decide_serial_into::<Oldest>"):
+					f, err := os.OpenFile(filepath.Join(pol, "src", "lib.rs"), os.O_APPEND|os.O_WRONLY, 0)
+					if err != nil {
+						t.Fatal(err)
+					}
+					f.WriteString("\n" + b.text)
+					f.Close()
+				case b.lang == "" && b.heading == "Test natively":
+					native = append(native, b.text)
+				case b.lang == "" && b.heading == "Build" && !strings.Contains(b.text, "policy build"):
+					byHand = append(byHand, b.text)
+				case b.lang == "" && b.heading == "Dry-run and push":
+					dry = append(dry, b.text)
+				}
+			}
+			if len(native) != 1 || len(byHand) != 1 || len(dry) != 2 {
+				t.Fatalf("found %d native-test, %d hand-build and %d dry-run blocks: did the page's layout change?", len(native), len(byHand), len(dry))
+			}
+			// the native test: Rust's runs where its crate is; C's with
+			// WASMSCHED set to the checkout (the page's second way)
+			nat := native[0]
+			if lang == "c" {
+				nat = strings.Join(slices.DeleteFunc(strings.Split(nat, "\n"), func(l string) bool {
+					return strings.HasPrefix(strings.TrimSpace(l), "WASMSCHED=") || strings.HasPrefix(strings.TrimSpace(l), "#")
+				}), "\n")
+			}
+			sh(pol, nat)
+			if lang == "rust" {
+				if _, err := os.Stat(filepath.Join(pol, "Cargo.lock")); err != nil {
+					t.Fatalf("cargo test left no Cargo.lock: %v", err)
+				}
+			}
+			sh(work, "wasmsched policy build ./oldest")
+			if lang == "c" {
+				sh(pol, byHand[0]) // (from the policy's directory, as the command names oldest.c)
+			} else {
+				sh(work, byHand[0])
+			}
+			for _, block := range dry {
+				if strings.Contains(block, "<<") {
+					sh(work, block) // a here-document: one script
+					continue
+				}
+				for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+					sh(work, line)
+				}
+			}
+			st := Store(t, r, "sdk-"+lang)
+			g, err := st.GetGroup(context.Background(), "nightly")
+			if err != nil || g.Policy != "oldest" {
+				t.Fatalf("group nightly after the page: %+v %v", g, err)
+			}
+		})
+	}
 }
