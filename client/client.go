@@ -213,7 +213,9 @@ type ListOptions struct {
 // empty page, never the first one again. More says whether older runs
 // (matching the filter) exist: false on the last page.
 type Page struct {
-	Runs []Run  `json:"runs"`
+	Runs []Run `json:"runs"`
+	// Next is the cursor of the next page, "" on the last page (More
+	// false): a cursor is never handed out for a page that would be empty.
 	Next string `json:"next_cursor"`
 	More bool   `json:"more"`
 }
@@ -269,8 +271,8 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 		return Page{}, err
 	}
 	out := Page{Runs: runsOf(p.Runs), More: p.Next > 0}
-	if n := len(p.Runs); n > 0 {
-		out.Next = storage.RunPage{Next: p.Runs[n-1].Seq}.Cursor(f)
+	if out.More {
+		out.Next = storage.RunPage{Next: p.Next}.Cursor(f)
 	}
 	return out, nil
 }

@@ -105,9 +105,9 @@ func groupDecisionOf(d storage.GroupDecisionRecord) GroupDecision {
 }
 
 func slotsOf(v storage.SlotsView) Slots {
-	out := Slots{Workers: make([]Worker, 0, len(v.Workers)), Free: v.Free, Assigned: v.Assigned}
+	out := Slots{Workers: make([]Worker, 0, len(v.Workers)), Free: v.Free, Assigned: v.Assigned, Draining: v.Draining}
 	for _, w := range v.Workers {
-		wk := Worker{Identity: w.Identity, Alive: w.Alive, Expires: w.Expires.UTC(), Slots: make([]Slot, 0, len(w.Slots))}
+		wk := Worker{Identity: w.Identity, Alive: w.Alive, Draining: w.Draining, Expires: w.Expires.UTC(), Slots: make([]Slot, 0, len(w.Slots))}
 		for _, s := range w.Slots {
 			wk.Slots = append(wk.Slots, Slot{Index: s.Index, Run: s.Run, Task: s.Task, Token: s.Token, RunState: string(s.RunState)})
 		}

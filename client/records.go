@@ -202,18 +202,22 @@ type GroupDecision struct {
 // Slots is the namespace's slot table.
 type Slots struct {
 	Workers []Worker `json:"workers"`
-	// Free and Assigned count the slots of live workers.
+	// Free and Assigned count the slots of live workers; Free only those a
+	// run may be placed on: the free slots of draining workers are Draining.
 	Free     int `json:"free"`
 	Assigned int `json:"assigned"`
+	Draining int `json:"draining"`
 }
 
 // Worker is one registered worker and its slots.
 type Worker struct {
 	Identity string `json:"identity"`
 	// Alive: its heartbeat has not expired (Redis time).
-	Alive   bool      `json:"alive"`
-	Expires time.Time `json:"expires"`
-	Slots   []Slot    `json:"slots"`
+	Alive bool `json:"alive"`
+	// Draining: it is shutting down gracefully and takes no new run.
+	Draining bool      `json:"draining"`
+	Expires  time.Time `json:"expires"`
+	Slots    []Slot    `json:"slots"`
 }
 
 // Slot is one slot of a worker; Run, Token and RunState are "" when free.

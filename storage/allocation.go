@@ -185,7 +185,9 @@ type AllocationView struct {
 	Launched      []string
 	Total, Oldest int
 	Workers       []abi.WorkerCapacity // live workers, by identity
-	Free, Slots   int                  // free and all slots of live workers
+	// Free and Slots: the free and all slots of live workers; a draining
+	// worker's free slots are not free (no run is placed there: Draining)
+	Free, Slots int
 	// Holding maps each run holding slots of a live worker to how many.
 	Holding map[string]int
 }
@@ -217,6 +219,7 @@ func (s *Store) AllocationState(ctx context.Context, k int, withSettings bool) (
 		sl   *redis.MapStringStringCmd
 		tnow *redis.TimeCmd
 		set  *redis.SliceCmd
+		dr   *redis.StringSliceCmd
 		v    AllocationView
 	)
 	k = min(max(k, 1), MaxAllocWindow)
@@ -225,6 +228,7 @@ func (s *Store) AllocationState(ctx context.Context, k int, withSettings bool) (
 		ws = p.ZRangeWithScores(ctx, s.k.Workers(), 0, -1)
 		sl = p.HGetAll(ctx, s.k.Slots())
 		tnow = p.Time(ctx)
+		dr = p.SMembers(ctx, s.k.Draining())
 		if withSettings {
 			set = p.HMGet(ctx, s.k.Settings(), "allocate", "alloc_params")
 		}
@@ -259,6 +263,10 @@ func (s *Store) AllocationState(ctx context.Context, k int, withSettings bool) (
 			v.Oldest = k
 		}
 	}
+	draining := make(map[string]bool, len(dr.Val()))
+	for _, w := range dr.Val() {
+		draining[w] = true
+	}
 	alive := map[string]int{}
 	for _, z := range ws.Val() {
 		id := z.Member.(string)
@@ -281,8 +289,10 @@ func (s *Store) AllocationState(ctx context.Context, k int, withSettings bool) (
 		w.Slots++
 		v.Slots++
 		if val == "" {
-			w.Free++
-			v.Free++
+			if !draining[w.Worker] { // a draining worker's free slot takes no run
+				w.Free++
+				v.Free++
+			}
 			continue
 		}
 		if run, _, ok := strings.Cut(val, "#"); ok {

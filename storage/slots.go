@@ -613,14 +613,17 @@ func appendAllocResults(out []AllocResult, v any) []AllocResult {
 type WorkerView struct {
 	Identity string
 	Alive    bool      // heartbeat expiry in the future (Redis time)
+	Draining bool      // it takes no new run (drain_worker: a graceful shutdown)
 	Expires  time.Time // heartbeat expiry
 	Slots    []SlotState
 }
 
 // SlotsView is the slot table of the namespace.
 type SlotsView struct {
-	Workers        []WorkerView // by identity
-	Free, Assigned int          // slots of live workers
+	Workers []WorkerView // by identity
+	// Free and Assigned count the slots of live workers; Free only those a
+	// run may be placed on: a draining worker's free slots are Draining.
+	Free, Assigned, Draining int
 }
 
 // Slots reads every worker and slot (one pipelined round trip + run states).
@@ -629,6 +632,7 @@ func (s *Store) Slots(ctx context.Context) (SlotsView, error) {
 		ws    *redis.ZSliceCmd
 		sl    *redis.MapStringStringCmd
 		tnow  *redis.TimeCmd
+		dr    *redis.StringSliceCmd
 		view  SlotsView
 		byW   = map[string]*WorkerView{}
 		slots []SlotState
@@ -638,16 +642,21 @@ func (s *Store) Slots(ctx context.Context) (SlotsView, error) {
 		ws = p.ZRangeWithScores(ctx, s.k.Workers(), 0, -1)
 		sl = p.HGetAll(ctx, s.k.Slots())
 		tnow = p.Time(ctx)
+		dr = p.SMembers(ctx, s.k.Draining())
 		return nil
 	})
 	if err != nil {
 		return view, fmt.Errorf("storage: slots: %w", err)
 	}
 	now := tnow.Val()
+	draining := map[string]bool{}
+	for _, w := range dr.Val() {
+		draining[w] = true
+	}
 	for _, z := range ws.Val() {
 		id := z.Member.(string)
 		exp := time.UnixMilli(int64(z.Score))
-		view.Workers = append(view.Workers, WorkerView{Identity: id, Alive: exp.After(now), Expires: exp})
+		view.Workers = append(view.Workers, WorkerView{Identity: id, Alive: exp.After(now), Draining: draining[id], Expires: exp})
 	}
 	sort.Slice(view.Workers, func(i, j int) bool { return view.Workers[i].Identity < view.Workers[j].Identity })
 	for i := range view.Workers {
@@ -672,12 +681,14 @@ func (s *Store) Slots(ctx context.Context) (SlotsView, error) {
 	for i, st := range slots {
 		w := owner[i]
 		w.Slots = append(w.Slots, st)
-		if w.Alive {
-			if st.Run == "" {
-				view.Free++
-			} else {
-				view.Assigned++
-			}
+		switch {
+		case !w.Alive:
+		case st.Run != "":
+			view.Assigned++
+		case w.Draining:
+			view.Draining++
+		default:
+			view.Free++
 		}
 	}
 	for i := range view.Workers {

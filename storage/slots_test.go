@@ -297,6 +297,49 @@ func TestStore_Restore_spared(t *testing.T) {
 	})
 }
 
+// TestStore_ReapDeadWorkers_atMaxmemory: a reap while Redis refuses writes
+// at maxmemory (it refuses the workers' heartbeats too) deletes nothing and
+// says so (ErrOutOfMemory), and the next reap, memory freed, spares the
+// worker for its heartbeat TTL: a worker whose finished runs' reports
+// were refused is not reaped, and its runs not run again (a clean-clone
+// TestRedisAtMaxmemory ran two runs twice: the leader, idle, had no
+// refused write of its own to learn of the stall from). Redis only: the
+// embedded server has no maxmemory.
+func TestStore_ReapDeadWorkers_atMaxmemory(t *testing.T) {
+	e := newEnv(t, "redis", realSrv.URL())
+	f := launched(t, e, 1)
+	const ttl = 600 * time.Millisecond
+	mustNil(t, e.s.RegisterWorker(ctx, "wOOM", 1, ttl))
+	storagetest.AllocateOne(t, ctx, e.s, f, "ra")
+	time.Sleep(ttl + 100*time.Millisecond) // its heartbeat expired
+	prev := ok(e.c.ConfigGet(ctx, "maxmemory").Result())(t)["maxmemory"]
+	mustNil(t, e.c.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err())
+	mustNil(t, e.c.ConfigSet(ctx, "maxmemory", "1").Err())
+	e.unchanged(t, func() {
+		if _, err := e.s.ReapDeadWorkers(ctx, f); !errors.Is(err, storage.ErrOutOfMemory) {
+			t.Fatalf("reap at maxmemory = %v, want ErrOutOfMemory", err)
+		} else {
+			t.Logf("refused: %v", err)
+		}
+	})
+	refusedAt := time.Now()
+	mustNil(t, e.c.ConfigSet(ctx, "maxmemory", prev).Err())
+	r, err := e.s.ReapDeadWorkers(ctx, f)
+	mustNil(t, err)
+	if len(r.Workers) != 0 {
+		if d := time.Since(refusedAt); d >= ttl-50*time.Millisecond {
+			t.Skipf("the machine slept %v past the refusal: no window left to check", d)
+		}
+		t.Fatalf("reaped %v right after a refused reap, want it spared", r.Workers)
+	}
+	time.Sleep(time.Until(refusedAt.Add(ttl)) + 50*time.Millisecond)
+	r, err = e.s.ReapDeadWorkers(ctx, f)
+	mustNil(t, err)
+	if len(r.Workers) != 1 || len(r.Affected) != 1 || r.Affected[0] != "ra" {
+		t.Fatalf("reap a TTL after = %+v, want wOOM reaped and ra affected", r)
+	}
+}
+
 // TestStore_ReapDeadWorkers_afterRefusal: a worker whose heartbeat expired
 // while Redis refused writes at maxmemory is spared for its heartbeat TTL
 // after the last refusal, then reaped if it stays silent (Redis only: the

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/storage"
 )
 
 // The edges a new user hit on a clean clone (the defects of issue 53), each
@@ -110,4 +113,73 @@ func TestPolicy_builtinIsAVersion(t *testing.T) {
 	}
 	e.ok(nil, "policy", "delete", "mine")
 	e.usage("policy mine not found", "policy", "list", "mine")
+}
+
+// TestSlots_draining: a draining worker's free slots are not counted free
+// (no run is placed there): slots shows the worker as draining and them
+// apart; the allocation view the leader and the UI read agrees.
+func TestSlots_draining(t *testing.T) {
+	e := newCLIEnv(t)
+	ctx := context.Background()
+	for _, w := range []string{"w1:1#1#aa", "w2:1#1#bb"} {
+		if err := e.st.RegisterWorker(ctx, w, 3, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.st.DrainWorker(ctx, "w2:1#1#bb"); err != nil {
+		t.Fatal(err)
+	}
+	var v client.Slots
+	e.ok(&v, "slots")
+	if v.Free != 3 || v.Draining != 3 || v.Assigned != 0 || len(v.Workers) != 2 || v.Workers[0].Draining || !v.Workers[1].Draining {
+		t.Fatalf("slots: free %d, draining %d, workers %+v; want 3 free, 3 draining, w2 draining", v.Free, v.Draining, v.Workers)
+	}
+	table := e.okText("slots")
+	if !strings.Contains(table, "free: 3  assigned: 0  draining: 3") || !strings.Contains(table, "DRAINING") {
+		t.Fatalf("slots table:\n%s", table)
+	}
+	a, err := e.st.AllocationState(ctx, 1, false)
+	if err != nil || a.Free != 3 || a.Slots != 6 {
+		t.Fatalf("allocation view: free %d of %d (%v), want 3 of 6", a.Free, a.Slots, err)
+	}
+}
+
+// TestRuns_watchGroupNotMadeYet: runs --group G --watch for a group not
+// made yet waits for its first run (it was refused, exit 2).
+func TestRuns_watchGroupNotMadeYet(t *testing.T) {
+	e := newCLIEnv(t)
+	ctx := context.Background()
+	e.ok(nil, "submit", "other")
+	var out, errb syncBuffer
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	resetCommandFlags()
+	done := make(chan int, 1)
+	go func() {
+		done <- run(wctx, []string{"wasmsched", "runs", "--group", "later", "--watch", "-o", "json", "--redis", e.url, "--namespace", e.ns}, &out, &errb)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(errb.String(), "group later does not exist") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning; stderr %q", errb.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// (the warning comes before the subscription: submit until the watch
+	// prints the run)
+	for i := 0; !strings.Contains(out.String(), `"later"`); i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first run of the group was not printed: %q (stderr %q)", out.String(), errb.String())
+		}
+		if i%25 == 0 {
+			if _, err := e.st.Submit(ctx, storage.SubmitRequest{Group: "later"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("watch exit %d (stderr %q)", code, errb.String())
+	}
 }

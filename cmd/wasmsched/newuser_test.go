@@ -111,10 +111,22 @@ func TestGroupDelete(t *testing.T) {
 	}
 }
 
+// TestRuns_unknownGroupAndNamespace: a group is a filter: one not made yet
+// lists nothing (exit 0, with a warning that catches a typo), a deleted
+// one lists the runs it kept; an unknown namespace is exit 2.
 func TestRuns_unknownGroupAndNamespace(t *testing.T) {
 	e := newCLIEnv(t)
 	e.ok(nil, "submit", "g")
-	e.usage("group nosuch does not exist in namespace clitest", "runs", "-g", "nosuch")
+	code, out, errs := e.cli("runs", "-g", "nosuch", "-o", "json")
+	if code != 0 || strings.TrimSpace(out) != "[]" || !strings.Contains(errs, "warning: group nosuch does not exist in namespace clitest (not made yet, or deleted)") {
+		t.Fatalf("runs -g nosuch: exit %d, stdout %q, stderr %q; want an empty list and a warning", code, out, errs)
+	}
+	e.ok(nil, "group", "delete", "g", "--force")
+	var rs []client.Run
+	e.ok(&rs, "runs", "-g", "g")
+	if len(rs) != 1 || rs[0].State != "DISCARDED" {
+		t.Fatalf("runs of a deleted group: %+v, want its discarded run", rs)
+	}
 	for _, args := range [][]string{{"runs"}, {"group", "list"}} {
 		var out, errb strings.Builder
 		resetCommandFlags()

@@ -585,9 +585,13 @@ func listRunsAction(c *cli.Context) error {
 	if err := requireNamespace(c.Context, st); err != nil {
 		return err
 	}
-	if o.Group != "" {
+	if o.Group != "" && o.Cursor == "" {
+		// a filter, not a lookup: a group not made yet (runs --watch waits
+		// for its first run) or deleted (its runs are kept until their
+		// retention) lists what runs it has; a warning catches a typo
 		if _, err := st.GetGroup(c.Context, o.Group); errors.Is(err, storage.ErrNotFound) {
-			return usageErrorf("group %s does not exist in namespace %s (wasmsched group list)", o.Group, st.Namespace())
+			fmt.Fprintf(c.App.ErrWriter, "wasmsched: warning: group %s does not exist in namespace %s (not made yet, or deleted): listing the runs it has\n",
+				o.Group, st.Namespace())
 		}
 	}
 	cl := clientOf(st)

@@ -19,8 +19,10 @@ func slotsCommand() *cli.Command {
 		ArgsUsage: " ",
 		Description: `Lists every registered worker (identity ADDR#START_UNIX_NANO#RANDOM, alive
 while its heartbeat has not expired) and each of its slots with the run and
-assignment token it holds ("" when free), plus the totals of free slots (on
-live workers) and assigned slots.
+assignment token it holds ("" when free), whether it is draining (a
+graceful shutdown: it finishes what it runs and takes nothing new), plus the
+totals of free slots (on live workers that are not draining: where a run
+may be placed), assigned slots and the free slots of draining workers.
 
 Examples:
    wasmsched slots
@@ -47,14 +49,18 @@ Examples:
 }
 
 func slotsTable(w io.Writer, v client.Slots) {
-	fmt.Fprintln(w, "WORKER\tALIVE\tSLOT\tRUN\tTOKEN")
+	fmt.Fprintln(w, "WORKER\tALIVE\tDRAINING\tSLOT\tRUN\tTOKEN")
 	for _, wk := range v.Workers {
 		for _, s := range wk.Slots {
-			fmt.Fprintf(w, "%s\t%t\t%d\t%s\t%s\n", wk.Identity, wk.Alive, s.Index, dash(s.Run), dash(s.Token))
+			fmt.Fprintf(w, "%s\t%t\t%t\t%d\t%s\t%s\n", wk.Identity, wk.Alive, wk.Draining, s.Index, dash(s.Run), dash(s.Token))
 		}
 		if len(wk.Slots) == 0 {
-			fmt.Fprintf(w, "%s\t%t\t-\t-\t-\n", wk.Identity, wk.Alive)
+			fmt.Fprintf(w, "%s\t%t\t%t\t-\t-\t-\n", wk.Identity, wk.Alive, wk.Draining)
 		}
 	}
-	fmt.Fprintf(w, "\nfree: %d  assigned: %d\n", v.Free, v.Assigned)
+	fmt.Fprintf(w, "\nfree: %d  assigned: %d", v.Free, v.Assigned)
+	if v.Draining > 0 {
+		fmt.Fprintf(w, "  draining: %d (free slots of draining workers: no run is placed there)", v.Draining)
+	}
+	fmt.Fprintln(w)
 }

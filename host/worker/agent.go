@@ -112,10 +112,16 @@ type agent struct {
 // finished is the outcome of one execution, to be reported.
 type finished struct {
 	run, token string
-	group      string // "" if unknown (then Report reads it)
-	outcome    storage.State
-	reason     string
-	drop       bool // killed because the assignment is gone: do not report
+	// identity is the worker identity the assignment was made to: the
+	// report goes out under it, also after a re-registration (reaped while
+	// its heartbeats were refused or lost), and lands while the run's
+	// assignment still names it (report.lua checks the token, not the
+	// registration)
+	identity string
+	group    string // "" if unknown (then Report reads it)
+	outcome  storage.State
+	reason   string
+	drop     bool // killed because the assignment is gone: do not report
 	// what the attempt produced (storage.ReportReq)
 	result, output string
 	exitCode       *int
@@ -544,6 +550,7 @@ func (w *agent) heartbeat(ctx context.Context, full bool) {
 		if err := w.register(ctx); err != nil && ctx.Err() == nil {
 			w.Logger.Error("worker re-register failed", "err", err)
 		}
+		w.kickReports() // the outcomes it kept, under the identity they ran with
 		return
 	}
 	if err != nil {
@@ -588,8 +595,10 @@ func (w *agent) reconcile(ctx context.Context, states []storage.SlotState, readA
 			e.kill(killDrop)
 		}
 	}
-	for tok := range w.pending {
-		if _, ok := assigned[tok]; !ok {
+	for tok, p := range w.pending {
+		// (a report of an earlier identity stays until it is sent: its
+		// assignment is not among this identity's slots)
+		if _, ok := assigned[tok]; !ok && (p.identity == "" || p.identity == w.identity) {
 			delete(w.pending, tok)
 		}
 	}
@@ -624,7 +633,7 @@ func (w *agent) settleLocked(ctx context.Context, tok string, s storage.SlotStat
 			// Stopped before we started it (or its report got lost):
 			// settle it without executing.
 			w.mem.start(tok, slotKey(w.identity, s.Index), time.Now())
-			w.pending[tok] = &finished{run: s.Run, token: tok, outcome: storage.StateStopped, reason: w.stopReason(ctx, s.Run)}
+			w.pending[tok] = &finished{run: s.Run, token: tok, identity: w.identity, outcome: storage.StateStopped, reason: w.stopReason(ctx, s.Run)}
 		}
 	case storage.StateRunning:
 		if w.running[tok] != nil || w.pending[tok] != nil {
@@ -657,9 +666,10 @@ func (w *agent) settleLocked(ctx context.Context, tok string, s storage.SlotStat
 // run again; its outcome is reported again (FAILED AlreadyExecutedReason if
 // the outcome is not known). w.mu is held.
 func (w *agent) replayLocked(tok string, s storage.SlotState, m *memo) {
-	f := &finished{run: s.Run, token: tok, outcome: storage.StateFailed, reason: AlreadyExecutedReason}
+	f := &finished{run: s.Run, token: tok, identity: w.identity, outcome: storage.StateFailed, reason: AlreadyExecutedReason}
 	if m.outcome != nil && !m.outcome.drop {
 		c := *m.outcome
+		c.identity = w.identity // handed back to this identity
 		f = &c
 	}
 	m.reported = time.Time{}
@@ -675,7 +685,7 @@ func (w *agent) replayLocked(tok string, s storage.SlotState, m *memo) {
 func (w *agent) refuseLocked(tok string, s storage.SlotState, high tokenKey) {
 	w.mem.start(tok, "", time.Now())
 	reason := fmt.Sprintf("%s (token %s predates token %s started on slot %d)", AlreadyExecutedReason, tok, high, s.Index)
-	w.pending[tok] = &finished{run: s.Run, token: tok, outcome: storage.StateFailed, reason: reason}
+	w.pending[tok] = &finished{run: s.Run, token: tok, identity: w.identity, outcome: storage.StateFailed, reason: reason}
 	w.rollback.WithLabelValues("refused").Inc()
 	w.Logger.Warn("assignment predates one already run on its slot; not running it", "run", s.Run, "token", tok, "slot", s.Index)
 }
@@ -715,6 +725,7 @@ func (w *agent) startLocked(ctx context.Context, s storage.SlotState) {
 		}
 	}
 	e := newExecution(s.Run, s.Token, run.Group, run.Timeout)
+	e.identity = w.identity
 	w.running[s.Token] = e
 	if run.Timeout > 0 {
 		// The attempt's deadline, from its start here: stopped as an
@@ -731,7 +742,7 @@ func (w *agent) startLocked(ctx context.Context, s storage.SlotState) {
 			e.deadline.Stop()
 		}
 		e.cancel()
-		f.group = run.Group
+		f.group, f.identity = run.Group, e.identity
 		w.done <- f
 	}()
 }
@@ -863,27 +874,41 @@ func (w *agent) retryReports(ctx context.Context) {
 	for _, p := range w.pending {
 		todo = append(todo, *p)
 	}
-	id := w.identity
+	current := w.identity
 	w.mu.Unlock()
-	// Reports with a known group go in one pipeline (storage.ReportBatch,
-	// errors per run); the others read the run's group first.
+	// Reports with a known group go in one pipeline per identity they ran
+	// under (storage.ReportBatch, errors per run; nearly always one: the
+	// current); the others read the run's group first.
 	errs := make([]error, len(todo))
-	var (
-		batch []storage.ReportReq
-		pos   []int
-	)
-	for i, p := range todo {
-		if p.group != "" {
-			batch = append(batch, storage.ReportReq{Group: p.group, Run: p.run, Token: p.token, Outcome: p.outcome, Reason: p.reason,
-				Result: p.result, Output: p.output, ExitCode: p.exitCode})
-			pos = append(pos, i)
-		} else {
-			errs[i] = w.Store.Report(ctx, id, p.run, p.token, p.outcome, p.reason)
-		}
+	type batch struct {
+		reqs []storage.ReportReq
+		pos  []int
 	}
-	if len(batch) > 0 {
-		for j, err := range w.Store.ReportBatch(ctx, id, batch) {
-			errs[pos[j]] = err
+	var batches map[string]*batch
+	for i := range todo {
+		p := &todo[i]
+		if p.identity == "" {
+			p.identity = current
+		}
+		if p.group == "" {
+			errs[i] = w.Store.Report(ctx, p.identity, p.run, p.token, p.outcome, p.reason)
+			continue
+		}
+		if batches == nil {
+			batches = map[string]*batch{}
+		}
+		b := batches[p.identity]
+		if b == nil {
+			b = &batch{}
+			batches[p.identity] = b
+		}
+		b.reqs = append(b.reqs, storage.ReportReq{Group: p.group, Run: p.run, Token: p.token, Outcome: p.outcome, Reason: p.reason,
+			Result: p.result, Output: p.output, ExitCode: p.exitCode})
+		b.pos = append(b.pos, i)
+	}
+	for id, b := range batches {
+		for j, err := range w.Store.ReportBatch(ctx, id, b.reqs) {
+			errs[b.pos[j]] = err
 		}
 	}
 	for i, p := range todo {
@@ -895,7 +920,7 @@ func (w *agent) retryReports(ctx context.Context) {
 			// The run is gone from the store after this worker ran it: Redis
 			// lost it (a failover to a replica that missed the submit or
 			// the launch). Surface it, do not drop it silently.
-			lerr := w.Store.NoteLost(ctx, storage.LostRun{Run: p.run, Token: p.token, Outcome: p.outcome, Worker: id, Reason: p.reason})
+			lerr := w.Store.NoteLost(ctx, storage.LostRun{Run: p.run, Token: p.token, Outcome: p.outcome, Worker: p.identity, Reason: p.reason})
 			if lerr != nil && ctx.Err() == nil {
 				w.Logger.Warn("keeping the report of a lost run failed; will retry", "run", p.run, "err", lerr)
 				continue
@@ -925,15 +950,19 @@ func (w *agent) retryReports(ctx context.Context) {
 	}
 }
 
-// dropAll kills every execution without reporting and forgets pending
-// reports (the worker lost its slots).
+// dropAll kills every execution without reporting (the worker lost its
+// slots: they may be reassigned). The outcomes of executions that had
+// finished stay pending: they are reported under the identity they ran
+// with, and land while their run's assignment still names it (the restore
+// has not given the run to another worker yet); dropping them made a run
+// that had finished run again (a worker reaped while Redis refused its
+// heartbeats at maxmemory).
 func (w *agent) dropAll(why string) {
 	w.mu.Lock()
 	for _, e := range w.running {
 		e.kill(killDrop)
 	}
 	running := len(w.running)
-	w.pending = map[string]*finished{}
 	w.mu.Unlock()
 	for ; running > 0; running-- {
 		f := <-w.done
@@ -1000,6 +1029,7 @@ func (k killReason) result(e *execution) *finished {
 // execution is one run being executed.
 type execution struct {
 	run, token string
+	identity   string // the worker identity it was assigned to
 	group      string
 	stopReason string // set (under Worker.mu) before kill(killStop)
 	timeout    time.Duration

@@ -3,9 +3,11 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -258,4 +260,86 @@ func TestWorker_durableGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitState(r.ID, storage.StateSucceeded)
+}
+
+// blockReports is a go-redis hook that fails every pipeline carrying a
+// report script while on (the worker's reports refused, as at maxmemory).
+type blockReports struct {
+	retire string
+	on     atomic.Bool
+}
+
+func (b *blockReports) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (b *blockReports) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, c redis.Cmder) error {
+		if b.blocked([]redis.Cmder{c}) {
+			return c.Err()
+		}
+		return next(ctx, c)
+	}
+}
+
+func (b *blockReports) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if b.blocked(cmds) {
+			return cmds[0].Err()
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// blocked fails cmds (and says so) when on and they carry a report call.
+func (b *blockReports) blocked(cmds []redis.Cmder) bool {
+	if !b.on.Load() {
+		return false
+	}
+	for _, c := range cmds {
+		if a := c.Args(); len(a) > 5 && (c.Name() == "evalsha" || c.Name() == "eval") && fmt.Sprint(a[5]) == b.retire {
+			err := errors.New("test: reports refused")
+			for _, c := range cmds {
+				c.SetErr(err)
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// TestWorker_reapedKeepsFinishedOutcome: a worker whose run finished while
+// its report was refused, and that was reaped meanwhile, reports the
+// outcome under the identity the run was assigned to once the store takes
+// writes again: the run ends SUCCEEDED, executed once, out of the restore
+// set, instead of being restored to run again (the worker dropped every
+// pending report when it learned it was reaped).
+func TestWorker_reapedKeepsFinishedOutcome(t *testing.T) {
+	e := newWEnv(t)
+	wc := redis.NewClient(&redis.Options{Addr: e.rdb.(*redis.Client).Options().Addr})
+	t.Cleanup(func() { _ = wc.Close() })
+	block := &blockReports{retire: e.st.Keys().Retire()}
+	wc.AddHook(block)
+	wst, err := storage.New(wc, "wtest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	journal := filepath.Join(e.dir, "journal")
+	w := &agent{Store: wst, Slots: 1, Journal: journal, HeartbeatTTL: 300 * time.Millisecond}
+	e.start(w)
+	first := w.Identity()
+	block.on.Store(true)
+	r, _ := e.launch(storage.SubmitRequest{ID: "r1", Duration: 50 * time.Millisecond})
+	e.waitFor("the run finished, its report refused", func() bool { return strings.Contains(e.logs.String(), "report failed; will retry") })
+	if rp := e.reap(first); len(rp.Affected) != 1 || rp.Affected[0] != r.ID {
+		t.Fatalf("reap = %+v, want r1 affected", rp)
+	}
+	e.waitFor("the worker re-registered", func() bool { return w.Identity() != first && w.Identity() != "" })
+	block.on.Store(false)
+	got := e.waitState(r.ID, storage.StateSucceeded)
+	if q, err := e.st.RestoreQueue(context.Background(), 0); err != nil || len(q) != 0 {
+		t.Fatalf("restore queue %v (%v): the report should have taken the run out", q, err)
+	}
+	if lines := readJournal(t, journal); len(lines) != 1 {
+		t.Fatalf("journal %q: want one execution", lines)
+	}
+	_ = got
 }

@@ -10,15 +10,20 @@
 -- so is one whose heartbeat TTL (worker hash field ttl) is longer than the
 -- time since the leader's term began or Redis last refused it a write
 -- (spared): its heartbeats were refused or lost too.
--- writes: deletes the worker's slots (free or not), worker hash, workers
--- entry, its draining mark (Keys.Draining, from the workers key's prefix);
--- runs that held a slot go into restore.
--- errors: WS_FENCED, WS_INVALID (arity). replay: idempotent (reaped workers are gone).
+-- writes: first fence.reap_at (now): a command Redis refuses at maxmemory,
+-- so a reap while Redis refuses writes (it refuses the workers' heartbeats
+-- too) fails before it deletes anything (OOM: the caller spares the
+-- workers one TTL from then); then deletes the worker's slots (free or
+-- not), worker hash, workers entry, its draining mark (Keys.Draining, from
+-- the workers key's prefix); runs that held a slot go into restore.
+-- errors: WS_FENCED, WS_INVALID (arity), OOM (Redis at maxmemory: nothing
+-- deleted). replay: idempotent (reaped workers are gone).
 -- bound: O(c · s): c candidates (the caller passes a bounded list), s slots each
 if #KEYS - 6 ~= #ARGV - 3 then
   return redis.error_reply('WS_INVALID reap: worker keys and identities differ')
 end
 local now, since = now_ms(), tonumber(ARGV[3]) or -1
+redis.call('HSET', KEYS[1], 'reap_at', now) -- refused at maxmemory: before any delete
 local reaped, affected, seen = {}, {}, {}
 for j = 4, #ARGV do
   local w, wk = ARGV[j], KEYS[3 + j]

@@ -48,14 +48,15 @@ const views = {
   async overview(main) {
     const [o, sr] = await Promise.all([api(nsPath("/overview")), api(nsPath("/series?window=1h"))]);
     const { leader, slots } = o;
-    const total = slots.free + slots.assigned;
+    const total = slots.free + slots.assigned + (slots.draining || 0);
     const pct = total ? Math.round((100 * slots.assigned) / total) : 0;
     paint(main, `<h1>Overview: ${esc(o.namespace)}</h1>
       <div class="cards">
         <div class="card"><div class="k">leader</div><div class="v mono" id="leader-identity">${esc(leader.identity || "none")}</div>
           <div class="muted">epoch <span id="leader-epoch">${leader.epoch}</span>${leader.since ? " since " + when(leader.since) : ""}</div></div>
         <div class="card"><div class="k">slots in use</div><div class="v">${slots.assigned} / ${total}</div>
-          <div class="bar"><span style="width:${pct}%"></span></div></div>
+          <div class="bar"><span style="width:${pct}%"></span></div>
+          ${slots.draining ? `<div class="muted" id="ov-draining">${slots.draining} free on draining workers (not offered)</div>` : ""}</div>
         <div class="card"><div class="k">groups</div><div class="v">${o.groups}</div></div>
         <div class="card"><div class="k">waiting runs</div><div class="v" id="ov-waiting">${o.waiting}</div></div>
         <div class="card"><div class="k">active runs</div><div class="v" id="ov-active">${o.active}</div></div>
@@ -68,7 +69,7 @@ const views = {
       ${allocationTable(o.allocation, o.allocation.usage, "ov-allocation")}
       <h2>Workers</h2>
       <table><thead><tr><th>worker</th><th>alive</th><th>slots</th><th>runs on its slots</th></tr></thead><tbody>
-      ${slots.workers.map((w) => `<tr><td class="mono">${esc(w.identity)}</td><td>${w.alive ? "yes" : "<span class=error>no</span>"}</td>
+      ${slots.workers.map((w) => `<tr><td class="mono">${esc(w.identity)}</td><td>${w.alive ? "yes" : "<span class=error>no</span>"}${w.draining ? " <span class=muted>(draining: takes no new run)</span>" : ""}</td>
         <td>${w.slots.filter((s) => s.run).length} / ${w.slots.length}</td>
         <td>${w.slots.filter((s) => s.run).map((s) => `#${s.index} ${runLink(s.run)}`).join(", ") || "-"}</td></tr>`).join("") ||
         `<tr><td colspan=4 class=muted>no workers registered</td></tr>`}
