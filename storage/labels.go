@@ -18,23 +18,29 @@ import (
 
 const labelSep = "\x1d"
 
-// ValidLabel checks one label (or parameter) against the bounds.
-func ValidLabel(key, value string) error {
+// ValidLabel checks one label against the bounds.
+func ValidLabel(key, value string) error { return validPair("label", key, value) }
+
+// ValidParam checks one policy parameter against the bounds (a label's).
+func ValidParam(key, value string) error { return validPair("parameter", key, value) }
+
+// validPair checks a key=value pair of what ("label", "parameter").
+func validPair(what, key, value string) error {
 	if key == "" || len(key) > abi.MaxKeyLen {
-		return fmt.Errorf("label %q: the key must be 1 to %d bytes", clip(key), abi.MaxKeyLen)
+		return fmt.Errorf("%s %q: the key must be 1 to %d bytes", what, clip(key), abi.MaxKeyLen)
 	}
 	for i := 0; i < len(key); i++ {
 		c := key[i]
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return fmt.Errorf("label %q: the key may hold only a-z, 0-9, '_', '.' and '-' (byte %d is %q)", clip(key), i, c)
+			return fmt.Errorf("%s %q: the key may hold only a-z, 0-9, '_', '.' and '-' (byte %d is %q)", what, clip(key), i, c)
 		}
 	}
 	if len(value) > abi.MaxValueLen {
-		return fmt.Errorf("label %s: the value is %d bytes, at most %d", key, len(value), abi.MaxValueLen)
+		return fmt.Errorf("%s %s: the value is %d bytes, at most %d", what, key, len(value), abi.MaxValueLen)
 	}
 	for i := 0; i < len(value); i++ {
 		if c := value[i]; c < 0x20 || c == 0x7f {
-			return fmt.Errorf("label %s: the value holds a control character (byte %d)", key, i)
+			return fmt.Errorf("%s %s: the value holds a control character (byte %d)", what, key, i)
 		}
 	}
 	return nil
@@ -47,13 +53,18 @@ func clip(s string) string {
 	return s
 }
 
-// ParseLabel parses "key=value" (the value may be empty).
-func ParseLabel(s string) (abi.Label, error) {
+// ParseLabel parses "key=value" as a label (the value may be empty).
+func ParseLabel(s string) (abi.Label, error) { return parsePair("label", s) }
+
+// ParseParam parses "key=value" as a policy parameter.
+func ParseParam(s string) (abi.Label, error) { return parsePair("parameter", s) }
+
+func parsePair(what, s string) (abi.Label, error) {
 	k, v, ok := strings.Cut(s, "=")
 	if !ok {
-		return abi.Label{}, fmt.Errorf("label %q: want key=value", clip(s))
+		return abi.Label{}, fmt.Errorf("%s %q: want key=value", what, clip(s))
 	}
-	if err := ValidLabel(k, v); err != nil {
+	if err := validPair(what, k, v); err != nil {
 		return abi.Label{}, err
 	}
 	return abi.Label{Key: k, Value: v}, nil
@@ -66,8 +77,12 @@ func NormalizeLabels(what string, ls []abi.Label, max int) ([]abi.Label, error) 
 		return nil, fmt.Errorf("%d %s, at most %d", len(ls), what, max)
 	}
 	out := slices.Clone(ls)
+	pair := "label"
+	if what == "params" {
+		pair = "parameter"
+	}
 	for _, l := range out {
-		if err := ValidLabel(l.Key, l.Value); err != nil {
+		if err := validPair(pair, l.Key, l.Value); err != nil {
 			return nil, err
 		}
 	}

@@ -971,26 +971,32 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 	if !explicitID {
 		r.ID = newID("r-")
 	}
+	// what the checks below call the run: its id when the caller named it
+	// (a generated one was never created: an error must not name it)
+	name := "run " + r.ID
+	if !explicitID {
+		name = "the run"
+	}
 	if err := ValidateName("run", r.ID); err != nil {
 		return r, scriptCall{}, err
 	}
 	if r.Slots < 0 {
-		return r, scriptCall{}, invalid(op, "run %s: slots %d is negative", r.ID, r.Slots)
+		return r, scriptCall{}, invalid(op, "%s: slots %d is negative", name, r.Slots)
 	}
 	if r.Slots > MaxRunSlots {
-		return r, scriptCall{}, invalid(op, "run %s: slots %d: at most %d (storage.MaxRunSlots)", r.ID, r.Slots, MaxRunSlots)
+		return r, scriptCall{}, invalid(op, "%s: slots %d: at most %d (storage.MaxRunSlots)", name, r.Slots, MaxRunSlots)
 	}
 	if r.Slots == 0 {
 		r.Slots = 1
 	}
 	if r.Duration < 0 {
-		return r, scriptCall{}, invalid(op, "run %s: duration %v is negative", r.ID, r.Duration)
+		return r, scriptCall{}, invalid(op, "%s: duration %v is negative", name, r.Duration)
 	}
 	if r.Priority < math.MinInt32 || r.Priority > math.MaxInt32 {
-		return r, scriptCall{}, invalid(op, "run %s: priority %d outside %d..%d (a policy reads it as a 32-bit integer)", r.ID, r.Priority, math.MinInt32, math.MaxInt32)
+		return r, scriptCall{}, invalid(op, "%s: priority %d outside %d..%d (a policy reads it as a 32-bit integer)", name, r.Priority, math.MinInt32, math.MaxInt32)
 	}
 	if len(r.Payload) > MaxPayload {
-		return r, scriptCall{}, invalid(op, "run %s: payload is %d bytes, at most %d (pass a reference to the data)", r.ID, len(r.Payload), MaxPayload)
+		return r, scriptCall{}, invalid(op, "%s: payload is %d bytes, at most %d (pass a reference to the data)", name, len(r.Payload), MaxPayload)
 	}
 	if len(r.IdempotencyKey) > MaxIdempotencyKey {
 		return r, scriptCall{}, invalid(op, "idempotency key is %d bytes, at most %d", len(r.IdempotencyKey), MaxIdempotencyKey)
@@ -998,21 +1004,21 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 	var nb int64
 	if !r.NotBefore.IsZero() {
 		if time.Until(r.NotBefore) > MaxNotBefore {
-			return r, scriptCall{}, invalid(op, "run %s: not_before %s is more than %v ahead", r.ID, r.NotBefore.UTC().Format(time.RFC3339), MaxNotBefore)
+			return r, scriptCall{}, invalid(op, "%s: not_before %s is more than %v ahead", name, r.NotBefore.UTC().Format(time.RFC3339), MaxNotBefore)
 		}
 		nb = max(r.NotBefore.UnixMilli(), 0)
 	}
 	if r.Timeout != 0 {
-		if err := validTimeout(op, "run "+r.ID, r.Timeout); err != nil {
+		if err := validTimeout(op, name, r.Timeout); err != nil {
 			return r, scriptCall{}, err
 		}
 	}
-	if err := r.Retry.validate(op, "run "+r.ID); err != nil {
+	if err := r.Retry.validate(op, name); err != nil {
 		return r, scriptCall{}, err
 	}
 	labels, err := NormalizeLabels("labels", r.Labels, abi.MaxLabels)
 	if err != nil {
-		return r, scriptCall{}, invalid(op, "run %s: %v", r.ID, err)
+		return r, scriptCall{}, invalid(op, "%s: %v", name, err)
 	}
 	r.Labels = labels
 	timeout, maxa := "", ""

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -70,7 +69,7 @@ func trimAPI(err error) string {
 func startAPIServer(ctx context.Context, st *storage.Store, namespaces []string, addr string, toks *api.Tokens, log *slog.Logger) (*apiServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, asUsage(fmt.Errorf("--api-addr: %w", err))
+		return nil, listenError("--api-addr", err)
 	}
 	srv, err := api.New(ctx, api.Config{Store: st, Namespaces: namespaces, Tokens: toks, Logger: log})
 	if err != nil {

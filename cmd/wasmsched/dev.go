@@ -131,7 +131,7 @@ func (o devOptions) check() error {
 func runDev(ctx context.Context, o devOptions, ns string, out io.Writer, log *slog.Logger) error {
 	srv, err := embedded.Start(o.Addr)
 	if err != nil {
-		return asUsage(fmt.Errorf("dev: --addr: %w", err))
+		return listenError("dev: --addr", err)
 	}
 	defer srv.Close()
 	url := srv.URL()
@@ -153,7 +153,7 @@ func runDev(ctx context.Context, o devOptions, ns string, out io.Writer, log *sl
 	var admin net.Listener
 	if o.AdminAddr != "" {
 		if admin, err = host.ListenAdmin(o.AdminAddr); err != nil {
-			return asUsage(fmt.Errorf("dev: --admin-addr: %w", err))
+			return listenError("dev: --admin-addr", err)
 		}
 		defer admin.Close()
 	}

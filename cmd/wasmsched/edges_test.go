@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -181,5 +182,66 @@ func TestRuns_watchGroupNotMadeYet(t *testing.T) {
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("watch exit %d (stderr %q)", code, errb.String())
+	}
+}
+
+// TestCLI_smallEdges: the small defects a new user met, each as it reads
+// now.
+func TestCLI_smallEdges(t *testing.T) {
+	e := newCLIEnv(t)
+	ctx := context.Background()
+	// --in 0s is now (the default), not refused
+	var r client.Run
+	e.ok(&r, "submit", "g", "--in", "0s")
+	if r.NotBefore != nil {
+		t.Fatalf("submit --in 0s: not_before %v, want none", r.NotBefore)
+	}
+	e.usage("--in must be in [0, ", "submit", "g", "--in", "-1s")
+	// an error never names a run id that was never created
+	code, _, errs := e.cli("submit", "g", "--payload", strings.Repeat("x", storage.MaxPayload+1))
+	if code != 2 || !strings.Contains(errs, "the run: payload is") || strings.Contains(errs, "r-") {
+		t.Fatalf("oversized payload: exit %d, stderr %q", code, errs)
+	}
+	e.usage("run named: payload is", "submit", "g", "--id", "named", "--payload", strings.Repeat("x", storage.MaxPayload+1))
+	// --who says what it records
+	for cmd, want := range map[string]string{"discard": "recorded as who discarded them", "stop": "recorded as who stopped them", "pause": "recorded as who paused it"} {
+		if out := e.okText("group", cmd, "--help"); !strings.Contains(out, want) {
+			t.Errorf("group %s --help lacks %q", cmd, want)
+		}
+	}
+	// the fair label is fair's: other policies do not print it
+	e.ok(nil, "namespace", "set", "--allocate", "fair", "--fair-label", "tenant")
+	if out := e.okText("namespace", "set", "--allocate", "priority"); strings.Contains(out, "across label") || !strings.Contains(out, "priority-first") {
+		t.Fatalf("namespace set --allocate priority: %q", out)
+	}
+	// a busy group's delete names the command that empties it
+	fence := e.lead()
+	e.ok(nil, "submit", "busy", "--id", "b1")
+	sn, err := e.st.Snapshot(ctx, "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Apply(ctx, fence, "busy", storage.Decision{Version: sn.Group.Version, ClaimID: "c", Policy: "wait", PolicyVersion: "v",
+		Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "b1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.usage("drain it first (wasmsched group drain busy --stop)", "group", "delete", "busy")
+}
+
+// TestDev_portTaken: dev on a port another process holds is a runtime
+// failure (exit 1) that says the address is taken, not bad usage (exit 2).
+func TestDev_portTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	code, _, errs := runCLI(t, "dev", "--addr", ln.Addr().String(), "--api-addr", "", "--admin-addr", "")
+	if code != 1 || !strings.Contains(errs, "the address is taken") {
+		t.Fatalf("dev on a taken port: exit %d, stderr %q; want exit 1 saying the address is taken", code, errs)
+	}
+	code, _, errs = runCLI(t, "dev", "--addr", "127.0.0.1:notaport", "--api-addr", "", "--admin-addr", "")
+	if code != 2 {
+		t.Fatalf("dev on a malformed address: exit %d, stderr %q; want 2", code, errs)
 	}
 }

@@ -127,7 +127,7 @@ func groupDetailTable(w io.Writer, g client.Group) {
 }
 
 func groupsTable(w io.Writer, gs []client.Group) {
-	fmt.Fprintln(w, "NAME\tPOLICY\tMAX_ACTIVE\tWINDOW\tRETENTION\tWAITING\tDELAYED\tACTIVE\tVERSION")
+	fmt.Fprintln(w, "NAME\tPOLICY\tMAX_ACTIVE\tWINDOW\tRETENTION\tWAITING\tDELAYED\tACTIVE\tCHANGES")
 	for _, g := range gs {
 		policy := g.Policy
 		if g.Paused {
@@ -143,7 +143,7 @@ func groupDeleteCommand() *cli.Command {
 		Usage:     "delete a group (refused while it has runs to run, unless --force)",
 		ArgsUsage: "G",
 		Description: `Deletes group G: its settings and queue. Refused (exit 2) while G has active
-runs (LAUNCHED, RUNNING, STOPPING: stop them first with run stop) or waiting
+runs (LAUNCHED, RUNNING, STOPPING: drain it first, group drain G --stop) or waiting
 runs; --force discards the waiting ones (oldest first, recorded with
 --reason) and then deletes it. Finished runs keep their records. A later
 submit to G creates a new group with the defaults.
@@ -289,7 +289,12 @@ func groupListCommand() *cli.Command {
 		Name:      "list",
 		Usage:     "list groups",
 		ArgsUsage: " ",
-		Description: `Examples:
+		Description: `One line a group: its policy (and whether it is paused), max_active, the
+window its policy sees, retention, its waiting, delayed and active runs, and
+CHANGES: how many times the group changed (its version, "version" in json:
+a decision made from an older one is not applied), not a policy version.
+
+Examples:
    wasmsched group list
    wasmsched group list -o json`,
 		Action: func(c *cli.Context) error {

@@ -16,7 +16,10 @@ import (
 // discard and stop of a group's runs.
 
 func groupControlCommands() []*cli.Command {
-	who := &cli.StringFlag{Name: "who", Usage: "recorded as who paused it", DefaultText: "$USER"}
+	whoFlag := func(what string) cli.Flag {
+		return &cli.StringFlag{Name: "who", Usage: "recorded as who " + what, DefaultText: "$USER"}
+	}
+	who := whoFlag("paused it")
 	reason := func(def string) cli.Flag {
 		return &cli.StringFlag{Name: "reason", Value: def, Usage: "recorded with each run"}
 	}
@@ -62,7 +65,7 @@ only the runs carrying every one of those labels. Prints how many.
 
 Examples:
    wasmsched group discard deploy --label ref=feature-x`,
-			Flags: []cli.Flag{reason("discarded by --who"), who, bulkLabel},
+			Flags: []cli.Flag{reason("discarded by --who"), whoFlag("discarded them"), bulkLabel},
 			Action: func(c *cli.Context) error {
 				labels, err := bulkLabels(c)
 				if err != nil {
@@ -85,7 +88,7 @@ group that is not paused launches its next runs: pause it first, or use
 "group drain". The reason defaults to "stopped by" --who (else $USER). With
 --label K=V (repeatable), only the runs carrying every one of those labels.
 Prints how many.`,
-			Flags: []cli.Flag{reason("stopped by --who"), who, bulkLabel},
+			Flags: []cli.Flag{reason("stopped by --who"), whoFlag("stopped them"), bulkLabel},
 			Action: func(c *cli.Context) error {
 				labels, err := bulkLabels(c)
 				if err != nil {
@@ -104,12 +107,13 @@ Prints how many.`,
 			Name: "drain", Usage: "pause a group, empty it, wait for its active runs: then it can be deleted", ArgsUsage: "G",
 			Description: `Pauses group G, then (with --discard) discards its waiting runs and (with
 --stop) stops its active ones, and waits up to --wait for the active runs
-to end. Exit 0 when none is left (group delete G then succeeds), 1 when
-some are still active after --wait.
+to end. Exit 0 when no run is active any more, 1 when some are still
+active after --wait. Then group delete G succeeds if no run waits (with
+--discard), else group delete G --force discards the waiting ones.
 
 Examples:
    wasmsched group drain nightly --discard --stop && wasmsched group delete nightly`,
-			Flags: []cli.Flag{who,
+			Flags: []cli.Flag{whoFlag("drained it (paused it)"),
 				&cli.BoolFlag{Name: "discard", Usage: "discard the waiting runs"},
 				&cli.BoolFlag{Name: "stop", Usage: "stop the active runs"},
 				&cli.DurationFlag{Name: "wait", Value: time.Minute, Usage: "wait up to `D` for the active runs to end"},
@@ -190,7 +194,11 @@ func groupDrain(c *cli.Context) error {
 				return err
 			}
 			if gr.Active == 0 {
-				fmt.Fprintf(out, "group %s: drained (%d waiting, 0 active)\n", g, gr.Waiting+gr.Delayed)
+				if n := gr.Waiting + gr.Delayed; n > 0 {
+					fmt.Fprintf(out, "group %s: no run active; %d still waiting (group delete %s --force discards them)\n", g, n, g)
+				} else {
+					fmt.Fprintf(out, "group %s: drained (0 waiting, 0 active): group delete %s succeeds\n", g, g)
+				}
 				return nil
 			}
 			if time.Now().After(deadline) {

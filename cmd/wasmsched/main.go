@@ -174,6 +174,16 @@ var shortFlag = regexp.MustCompile(`(flag provided but not defined: |for flag )-
 // type them: "--group", not "-group" (a one-letter flag keeps its dash).
 func longFlags(msg string) string { return shortFlag.ReplaceAllString(msg, "${1}--${2}") }
 
+// listenError is the error of a listener for flag: a malformed or
+// impossible address is bad usage (exit 2), a port another process holds is
+// a runtime failure (exit 1) that says so.
+func listenError(flag string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s: the address is taken (another process listens there): pick another (127.0.0.1:0 picks a free port): %w", flag, err)
+	}
+	return asUsage(fmt.Errorf("%s: %w", flag, err))
+}
+
 // usageError marks bad usage or bad input: exit code 2.
 type usageError struct{ err error }
 

@@ -231,10 +231,10 @@ Examples:
 			}
 			return render(c, a, func(w io.Writer) {
 				fmt.Fprintf(w, "namespace %s allocates with %s", st.Namespace(), a.Policy)
-				if a.FairLabel != "" {
+				if a.FairLabel != "" && a.Policy == "fair" {
 					fmt.Fprintf(w, " across label %s", a.FairLabel)
 				}
-				if len(a.Weights) > 0 {
+				if len(a.Weights) > 0 && a.Policy == "fair" {
 					fmt.Fprintf(w, " (weights %s)", storage.FormatWeights(a.Weights))
 				}
 				fmt.Fprintln(w)

@@ -330,7 +330,7 @@ func runShowTable(w io.Writer, r client.Run) {
 	fmt.Fprintf(w, "PRIORITY\t%d\n", r.Priority)
 	fmt.Fprintf(w, "PAYLOAD\t%s\n", dash(r.Payload))
 	if r.DurationMS > 0 {
-		fmt.Fprintf(w, "DURATION\t%v (simulated)\n", time.Duration(r.DurationMS)*time.Millisecond)
+		fmt.Fprintf(w, "DURATION\t%v (submit --duration: how long a simulating worker takes)\n", time.Duration(r.DurationMS)*time.Millisecond)
 	}
 	fmt.Fprintf(w, "POLICY\t%s %s\n", dash(r.Policy), r.PolicyVersion)
 	fmt.Fprintf(w, "SUBMITTED\t%s\n", tableTimeP(r.SubmittedAt))

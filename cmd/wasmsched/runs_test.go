@@ -857,10 +857,10 @@ func TestCLILabels(t *testing.T) {
 		return b.String()
 	}
 	before := dump()
-	e.usage(`--label label "Ref": the key may hold only`, "submit", "g", "--label", "Ref=1")
-	e.usage(`--label label "noequals": want key=value`, "submit", "g", "--label", "noequals")
+	e.usage(`--label: label "Ref": the key may hold only`, "submit", "g", "--label", "Ref=1")
+	e.usage(`--label: label "noequals": want key=value`, "submit", "g", "--label", "noequals")
 	e.usage("labels: key ref given twice", "submit", "g", "--label", "ref=1", "--label", "ref=2")
-	e.usage("--param label", "group", "set", "g", "--param", "Bad=1")
+	e.usage(`--param: parameter "Bad": the key may hold only`, "group", "set", "g", "--param", "Bad=1")
 	e.usage("--label", "runs", "--label", "x")
 	if after := dump(); after != before {
 		t.Fatalf("a refused command wrote:\n%s\n---\n%s", before, after)

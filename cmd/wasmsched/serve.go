@@ -268,7 +268,7 @@ func serve(c *cli.Context) error {
 	var admin net.Listener
 	if o.AdminAddr != "" {
 		if admin, err = host.ListenAdmin(o.AdminAddr); err != nil {
-			return asUsage(fmt.Errorf("serve: --admin-addr: %w", err))
+			return listenError("serve: --admin-addr", err)
 		}
 		defer admin.Close()
 	}

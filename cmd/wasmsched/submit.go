@@ -229,10 +229,14 @@ func runTimeOf(c *cli.Context, prefix string) (*time.Duration, storage.Retry, er
 func labelFlags(c *cli.Context, name string, max int) ([]abi.Label, error) {
 	vs := c.StringSlice(name)
 	out := make([]abi.Label, 0, len(vs))
+	parse := storage.ParseLabel
+	if name == "param" {
+		parse = storage.ParseParam
+	}
 	for _, v := range vs {
-		l, err := storage.ParseLabel(v)
+		l, err := parse(v)
 		if err != nil {
-			return nil, usageErrorf("--%s %s", name, err)
+			return nil, usageErrorf("--%s: %s", name, err)
 		}
 		out = append(out, l)
 	}
@@ -250,8 +254,11 @@ func notBeforeFlags(c *cli.Context) (time.Time, error) {
 		return time.Time{}, usageErrorf("--at and --in are exclusive")
 	case c.IsSet("in"):
 		d := c.Duration("in")
-		if d <= 0 || d > storage.MaxNotBefore {
-			return time.Time{}, usageErrorf("--in must be in (0, %v], got %v", storage.MaxNotBefore, d)
+		if d < 0 || d > storage.MaxNotBefore {
+			return time.Time{}, usageErrorf("--in must be in [0, %v] (0: now, the default), got %v", storage.MaxNotBefore, d)
+		}
+		if d == 0 {
+			return time.Time{}, nil // now
 		}
 		return time.Now().Add(d), nil
 	case c.IsSet("at"):

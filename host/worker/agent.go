@@ -964,12 +964,35 @@ func (w *agent) dropAll(why string) {
 	}
 	running := len(w.running)
 	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), w.HeartbeatTTL)
+	defer cancel()
 	for ; running > 0; running-- {
 		f := <-w.done
 		f.drop = true
-		w.finish(context.Background(), f)
+		w.finish(ctx, f)
+		w.noteIfGone(ctx, f)
 	}
 	w.Logger.Info("dropped all work", "why", why)
+}
+
+// noteIfGone keeps an execution this worker interrupted because its
+// registration was gone in the namespace's lost list when its run is gone
+// too: the store was wiped (FLUSHALL, a failover to an empty replica), not
+// the worker reaped (then the run is restored elsewhere). operations.md
+// promises every run a worker executed and the store lost is listed.
+func (w *agent) noteIfGone(ctx context.Context, f *finished) {
+	if _, err := w.Store.GetRun(ctx, f.run); !errors.Is(err, storage.ErrNotFound) {
+		return
+	}
+	l := storage.LostRun{Run: f.run, Token: f.token, Outcome: storage.StateFailed, Worker: f.identity,
+		Reason: "interrupted: the store no longer had the worker nor the run (wiped, or a failover to a replica without them)"}
+	if err := w.Store.NoteLost(ctx, l); err != nil {
+		w.Logger.Warn("keeping a run the store lost in the lost list failed", "run", f.run, "err", err)
+		return
+	}
+	w.rollback.WithLabelValues("lost").Inc()
+	w.Logger.Error("run executed here is gone from the store (Redis lost it); kept in the namespace's lost list (wasmsched lost)",
+		"run", f.run, "token", f.token)
 }
 
 // shutdown interrupts every execution still in flight and reports them

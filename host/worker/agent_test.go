@@ -225,19 +225,24 @@ if [ "$WASMSCHED_PAYLOAD" = "boom" ]; then exit 3; fi
 	e.start(&agent{Slots: 1, Exec: prog})
 
 	r, _ := e.launch(storage.SubmitRequest{ID: "x1", Group: "etl", Payload: "hello"})
-	e.waitState(r.ID, storage.StateSucceeded)
+	got := e.waitState(r.ID, storage.StateSucceeded)
 	logs := e.logs.String()
 	for _, want := range []string{
 		`line="id=x1 group=etl payload=hello ns=wtest"`,
-		`stream=stdout`, `stream=stderr line="to stderr"`,
+		`stream=stdout+stderr line="to stderr"`,
 	} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %q:\n%s", want, logs)
 		}
 	}
+	// the run's output keeps the order the program wrote it in, across
+	// stdout and stderr (two pipes had stderr first at times)
+	if want := "id=x1 group=etl payload=hello ns=wtest\nto stderr\n"; got.Output != want {
+		t.Errorf("output %q, want %q", got.Output, want)
+	}
 
 	r, _ = e.launch(storage.SubmitRequest{ID: "x2", Group: "etl", Payload: "boom"})
-	got := e.waitState(r.ID, storage.StateFailed)
+	got = e.waitState(r.ID, storage.StateFailed)
 	if got.Reason != "exit status 3" {
 		t.Errorf("reason %q, want exit status 3", got.Reason)
 	}
@@ -571,5 +576,24 @@ func TestWorkerLostContactFailsItsRuns(t *testing.T) {
 	}
 	if !strings.Contains(e.logs.String(), "worker heartbeat failed") {
 		t.Errorf("no heartbeat failure logged:\n%s", e.logs.String())
+	}
+}
+
+// TestWorkerExecOutputOrder: a program that alternates stdout and stderr
+// lines gets its output kept in the order it wrote them, every time.
+func TestWorkerExecOutputOrder(t *testing.T) {
+	e := newWEnv(t)
+	prog := writeScript(t, e.dir, "mix.sh", `for i in 1 2 3 4 5 6 7 8; do echo "out $i"; echo "err $i" >&2; done
+`)
+	e.start(&agent{Slots: 2, Exec: prog})
+	var want strings.Builder
+	for i := 1; i <= 8; i++ {
+		fmt.Fprintf(&want, "out %d\nerr %d\n", i, i)
+	}
+	for i := range 10 {
+		r, _ := e.launch(storage.SubmitRequest{ID: fmt.Sprintf("m%d", i), Group: fmt.Sprintf("g%d", i)})
+		if got := e.waitState(r.ID, storage.StateSucceeded); got.Output != want.String() {
+			t.Fatalf("run %d: output %q, want %q", i, got.Output, want.String())
+		}
 	}
 }

@@ -228,9 +228,12 @@ func (h *execHandler) Handle(ctx context.Context, r *Run) (string, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	log := h.log.With("run", r.ID, "group", r.Group)
 	tail := &tailBuf{}
-	stdout := &lineLogger{log: log, stream: "stdout", tail: tail}
-	stderr := &lineLogger{log: log, stream: "stderr", tail: tail}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	// One writer for both streams: os/exec then gives the program one pipe
+	// as stdout and stderr, so the output is kept in the order it was
+	// written (two pipes are read by two goroutines, and a line on stderr
+	// could come before an earlier one on stdout).
+	out := &lineLogger{log: log, stream: "stdout+stderr", tail: tail}
+	cmd.Stdout, cmd.Stderr = out, out
 	// Bound the wait for output pipes held open by grandchildren that
 	// escaped the process group.
 	cmd.WaitDelay = h.grace
@@ -259,8 +262,7 @@ func (h *execHandler) Handle(ctx context.Context, r *Run) (string, error) {
 		// child ignored it) are killed too.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
-	stdout.flush()
-	stderr.flush()
+	out.flush()
 	r.SetOutput(tail.String())
 	if cmd.ProcessState != nil {
 		r.SetExitCode(cmd.ProcessState.ExitCode())

@@ -343,3 +343,33 @@ func TestWorker_reapedKeepsFinishedOutcome(t *testing.T) {
 	}
 	_ = got
 }
+
+// TestWorker_storeWiped: the store is wiped (FLUSHALL: a failover to an
+// empty replica looks the same) while the worker runs a run; the worker
+// finds its registration gone, interrupts the run and keeps it in the
+// namespace's lost list (it was dropped silently: "DROPPED assignment
+// lost", lost empty), then registers again.
+func TestWorker_storeWiped(t *testing.T) {
+	e := newWEnv(t)
+	reg := prometheus.NewRegistry()
+	w := &agent{Slots: 1, Registerer: reg}
+	e.start(w)
+	first := w.Identity()
+	r, tok := e.launch(storage.SubmitRequest{ID: "wiped1", Duration: 10 * time.Second})
+	e.waitFor("run started", func() bool { return len(w.Running()) == 1 })
+	if err := e.rdb.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the run kept in the lost list", func() bool {
+		l, err := e.st.LostRuns(context.Background(), 10)
+		return err == nil && len(l) == 1
+	})
+	l, _ := e.st.LostRuns(context.Background(), 10)
+	if l[0].Run != r.ID || l[0].Token != tok || l[0].Worker != first || l[0].Outcome != storage.StateFailed || !strings.Contains(l[0].Reason, "no longer had") {
+		t.Fatalf("lost entry %+v, want run %s token %s by %s FAILED", l[0], r.ID, tok, first)
+	}
+	e.waitFor("the worker registered again", func() bool { return w.Identity() != first && w.Identity() != "" })
+	if n := rollbacks(t, reg); n["lost"] != 1 {
+		t.Fatalf("wasmsched_worker_rollbacks_total %v, want lost 1", n)
+	}
+}

@@ -30,7 +30,7 @@ local active = redis.call('ZCARD', KEYS[4])
 local only = ARGV[2] == '2'
 if active > 0 and not only then
   return redis.error_reply('WS_BAD_STATE group ' .. ARGV[1] .. ' has ' .. active ..
-    ' active run(s) (LAUNCHED, RUNNING or STOPPING): stop them first (wasmsched run stop ID)')
+    ' active run(s) (LAUNCHED, RUNNING or STOPPING): drain it first (wasmsched group drain ' .. ARGV[1] .. ' --stop)')
 end
 local waiting = redis.call('ZCARD', KEYS[3]) + redis.call('ZCARD', KEYS[9])
 local discarded = 0
