@@ -116,6 +116,30 @@ func TestUI_browser(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+	// act runs js, an expression that acts and returns true (false: not
+	// yet, e.g. its element is not there), in one step of the page's own
+	// JS, until it acts: a repaint (run events repaint a page every 250 ms
+	// at most) cannot replace a node between finding it and using it, as
+	// it could between chromedp's query and its click ("Could not find
+	// node with given id", a clean-clone failure of this test)
+	act := func(what, js string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js))
+			if err == nil && ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %v (not done in 10 s)\n(main: %.2000s)", what, err, dump())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	click := func(sel string) {
+		t.Helper()
+		act("click "+sel, fmt.Sprintf(`(() => { const el = document.querySelector(%q); if (!el) return false; el.click(); return true; })()`, sel))
+	}
 	shots := os.Getenv("WASMSCHED_UI_SCREENSHOTS")
 	shot := func(name string) {
 		t.Helper()
@@ -255,8 +279,8 @@ func TestUI_browser(t *testing.T) {
 	if got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#dryrun-policy").value = "wait"`)); err != nil || got != "wait" {
 		t.Fatalf("choosing the dry-run policy: %q (%v)", got, err)
 	}
-	run("dry-run", chromedp.Click(chromedp.CSS(`#dryrun-form button`)),
-		chromedp.WaitVisible(chromedp.CSS(`#dryrun-result table`)))
+	click(`#dryrun-form button`)
+	run("dry-run", chromedp.WaitVisible(chromedp.CSS(`#dryrun-result table`)))
 	// a run event repaints the page (the new run in the queue): the dry-run's
 	// result and the chosen policy stay
 	e.do("POST", ns+"/groups/latest/runs", `{"id": "latest-3"}`, nil)
@@ -269,16 +293,16 @@ func TestUI_browser(t *testing.T) {
 	if opts := text("#dryrun-policy"); strings.Contains(opts, "reuse") {
 		t.Fatalf("the dry-run menu offers a slot-reuse policy: %q", opts)
 	}
-	run("pause", chromedp.Click(chromedp.CSS(`button[data-group-action="pause"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`button[data-group-action="resume"]`)))
+	click(`button[data-group-action="pause"]`)
+	run("pause", chromedp.WaitVisible(chromedp.CSS(`button[data-group-action="resume"]`)))
 	if g, err := e.st.GetGroup(bg, "latest"); err != nil || !g.Paused || !strings.Contains(text("#group-paused"), "paused since") {
 		t.Fatalf("after the UI's pause: %+v %v", g.Paused, err)
 	}
-	run("resume", chromedp.Click(chromedp.CSS(`button[data-group-action="resume"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`button[data-group-action="pause"]`)))
+	click(`button[data-group-action="resume"]`)
+	run("resume", chromedp.WaitVisible(chromedp.CSS(`button[data-group-action="pause"]`)))
 	shot("group")
-	run("explain", chromedp.Click(chromedp.CSS(`a[data-explain="latest-2"]`)),
-		chromedp.WaitVisible(chromedp.CSS("#explain-why")))
+	click(`a[data-explain="latest-2"]`)
+	run("explain", chromedp.WaitVisible(chromedp.CSS("#explain-why")))
 	why := text("#explain-why")
 	if !strings.Contains(why, "active runs of max_active 1") {
 		t.Fatalf("explain says %q", why)
@@ -300,8 +324,8 @@ func TestUI_browser(t *testing.T) {
 	}
 	run("schedules page", chromedp.Navigate(e.srv.URL+"/ui/#/schedules"), chromedp.WaitVisible(chromedp.CSS(`tr[data-schedule="hourly"]`)))
 	shot("schedules")
-	run("pause", chromedp.Click(chromedp.CSS(`button[data-sched-action="pause"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`button[data-sched-action="resume"]`)))
+	click(`button[data-sched-action="pause"]`)
+	run("pause", chromedp.WaitVisible(chromedp.CSS(`button[data-sched-action="resume"]`)))
 	if sc, err := e.st.GetSchedule(bg, "hourly"); err != nil || !sc.Paused {
 		t.Fatalf("after the UI's pause: %+v %v", sc, err)
 	}
@@ -314,8 +338,8 @@ func TestUI_browser(t *testing.T) {
 		t.Fatalf("priority active %q before the rollback", active)
 	}
 	shot("policies")
-	run("rollback", chromedp.Click(chromedp.CSS(`button[data-rollback="priority"]`)),
-		chromedp.WaitVisible(chromedp.Search(`//span[@data-policy-active="priority"][text()="v1"]`)))
+	click(`button[data-rollback="priority"]`)
+	run("rollback", chromedp.WaitVisible(chromedp.Search(`//span[@data-policy-active="priority"][text()="v1"]`)))
 	p, err := e.st.GetPolicy(bg, "priority")
 	if err != nil || p.Active != 1 {
 		t.Fatalf("after the UI's rollback: %+v %v", p.Active, err)
@@ -332,16 +356,19 @@ func TestUI_browser(t *testing.T) {
 			_, err := chromedp.Evaluate[bool](`window.confirm = () => true; window.alert = (m) => { window.__alert = m; }; true`)(ctx, tg)
 			return chromedp.Void{}, err
 		}),
-		chromedp.SendKeys(chromedp.CSS(`#submit-form input[name="id"]`), "ui-run"),
-		chromedp.SendKeys(chromedp.CSS(`#submit-form input[name="labels"]`), "ref=ui tenant=x"),
-		chromedp.Click(chromedp.CSS(`#submit-form button[type="submit"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#submit-result a`)))
+	)
+	// fill and submit the form in one step: a repaint between typing and
+	// the click would submit an empty copy
+	act("submit from the UI", `(() => { const f = document.querySelector("#submit-form"); if (!f) return false;
+		f.querySelector('input[name="id"]').value = "ui-run"; f.querySelector('input[name="labels"]').value = "ref=ui tenant=x";
+		f.querySelector('button[type="submit"]').click(); return true; })()`)
+	run("the submit's result", chromedp.WaitVisible(chromedp.CSS(`#submit-result a`)))
 	if r, err := e.st.GetRun(bg, "ui-run"); err != nil || r.Label("tenant") != "x" || r.State != storage.StateWaiting {
 		t.Fatalf("the run the UI submitted: %+v %v", r, err)
 	}
 	run("settle", chromedp.Sleep(600*time.Millisecond), chromedp.WaitReady(chromedp.CSS("body:not([data-busy])")))
-	run("discard by label", chromedp.SendKeys(chromedp.CSS("#bulk-label"), "ref=ui"),
-		chromedp.Click(chromedp.CSS(`button[data-group-action="discard"]`)))
+	act("discard by label", `(() => { const l = document.querySelector("#bulk-label"), b = document.querySelector('button[data-group-action="discard"]');
+		if (!l || !b) return false; l.value = "ref=ui"; b.click(); return true; })()`)
 	alertText, err := chromedp.Run(ctx, chromedp.Poll[string](`window.__alert`))
 	if err != nil || !strings.Contains(alertText, "1 run(s) discarded with label ref=ui") {
 		t.Fatalf("the bulk discard said %q (%v)", alertText, err)
@@ -352,7 +379,8 @@ func TestUI_browser(t *testing.T) {
 	if r, _ := e.st.GetRun(bg, "keep-me"); r.State != storage.StateWaiting {
 		t.Fatalf("keep-me (another label) is %s", r.State)
 	}
-	run("drain", chromedp.WaitReady(chromedp.CSS("body:not([data-busy])")), chromedp.Click(chromedp.CSS("#group-drain")))
+	run("drain", chromedp.WaitReady(chromedp.CSS("body:not([data-busy])")))
+	click("#group-drain")
 	if msg, err := chromedp.Run(ctx, chromedp.Poll[string](`(window.__alert || "").includes("paused,") && window.__alert`)); err != nil ||
 		!strings.Contains(msg, "1 waiting run(s) discarded") {
 		t.Fatalf("the drain said %q (%v)", msg, err)
@@ -364,9 +392,9 @@ func TestUI_browser(t *testing.T) {
 	// a paused group launches nothing while a run waits; resumed, it runs
 	e.do("PUT", ns+"/groups/pr", `{"policy": "wait", "max_active": 1}`, nil)
 	run("the pr group", chromedp.Navigate(e.srv.URL+"/ui/#/groups/pr"), chromedp.WaitVisible(chromedp.CSS(`button[data-group-action="pause"]`)),
-		chromedp.Sleep(600*time.Millisecond), chromedp.WaitReady(chromedp.CSS("body:not([data-busy])")),
-		chromedp.Click(chromedp.CSS(`button[data-group-action="pause"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`button[data-group-action="resume"]`)))
+		chromedp.Sleep(600*time.Millisecond), chromedp.WaitReady(chromedp.CSS("body:not([data-busy])")))
+	click(`button[data-group-action="pause"]`)
+	run("paused pr", chromedp.WaitVisible(chromedp.CSS(`button[data-group-action="resume"]`)))
 	if got := e.do("POST", ns+"/groups/pr/runs", `{"id": "pr-1", "duration_ms": 0}`, nil); got != 201 {
 		t.Fatalf("submit to the paused group: %d", got)
 	}
@@ -374,7 +402,8 @@ func TestUI_browser(t *testing.T) {
 	if r, _ := e.st.GetRun(bg, "pr-1"); r.State != storage.StateWaiting {
 		t.Fatalf("a run of a paused group is %s", r.State)
 	}
-	run("resume pr", chromedp.WaitReady(chromedp.CSS("body:not([data-busy])")), chromedp.Click(chromedp.CSS(`button[data-group-action="resume"]`)))
+	run("resume pr", chromedp.WaitReady(chromedp.CSS("body:not([data-busy])")))
+	click(`button[data-group-action="resume"]`)
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		if r, _ := e.st.GetRun(bg, "pr-1"); r.State == storage.StateSucceeded {
 			break
