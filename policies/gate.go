@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/abi/params"
 	"github.com/wasmsched/wasmsched/internal/digest"
 )
 
@@ -24,8 +25,9 @@ type GateReport struct {
 	Kind    abi.Kind
 	SHA256  string
 	Size    int
-	Cases   int           // conformance cases run
-	Elapsed time.Duration // of the conformance run
+	Cases   int            // conformance cases run
+	Elapsed time.Duration  // of the conformance run
+	Params  []params.Param // the group parameters it declares (nil: none)
 }
 
 // Gate is the push gate shared by the CLI and the hosts: it loads wasm on rt
@@ -45,7 +47,7 @@ func Gate(ctx context.Context, rt *Runtime, name string, wasm []byte, opts GateO
 		return rep, err
 	}
 	defer p.Close(context.Background())
-	rep.Kind = p.Kind()
+	rep.Kind, rep.Params = p.Kind(), p.Params()
 	if opts.Kind != 0 && opts.Kind != p.Kind() {
 		return rep, fmt.Errorf("%w: policy %q must be %s, the plugin is %s", ErrKind, name, opts.Kind, p.Kind())
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/abi/params"
 	"github.com/wasmsched/wasmsched/internal/abicodec"
 	"github.com/wasmsched/wasmsched/internal/digest"
 	"github.com/wasmsched/wasmsched/policies/internal/wasmrewrite"
@@ -32,6 +33,7 @@ type Policy struct {
 	kind     abi.Kind
 	abi      uint32 // the ABI version the module exports
 	compiled wazero.CompiledModule
+	params   []params.Param // what it declares (wasmsched_params); nil: nothing declared
 
 	sem  chan struct{} // one token per call in flight
 	done chan struct{} // closed by Close
@@ -52,6 +54,10 @@ func (p *Policy) Kind() abi.Kind { return p.kind }
 // ABIVersion returns the ABI version the module exports (abi.MinVersion to
 // abi.Version).
 func (p *Policy) ABIVersion() uint32 { return p.abi }
+
+// Params returns the group parameters the module declares (the optional
+// export wasmsched_params, abi/params); nil when it declares none.
+func (p *Policy) Params() []params.Param { return p.params }
 
 // Close waits for the calls in flight (or ctx), then closes every instance
 // and the compiled module. Later calls return ErrClosed. Idempotent.
@@ -369,6 +375,13 @@ func guestOutput(r *ring) string {
 
 // call0 calls a no-argument export returning i32.
 func (inst *instance) call0(ctx context.Context, timeout time.Duration, name string) (uint32, error) {
+	v, err := inst.call0u64(ctx, timeout, name)
+	return uint32(v), err
+}
+
+// call0u64 calls export name (no argument) within timeout and returns its
+// whole 64-bit result.
+func (inst *instance) call0u64(ctx context.Context, timeout time.Duration, name string) (uint64, error) {
 	f := inst.mod.ExportedFunction(name)
 	usable, err := inst.call(ctx, timeout, func(c context.Context) error {
 		return f.CallWithStack(c, inst.stack[:])
@@ -379,7 +392,7 @@ func (inst *instance) call0(ctx context.Context, timeout time.Duration, name str
 	case err != nil:
 		return 0, trapFailure(name, err)
 	}
-	return uint32(inst.stack[0]), nil
+	return inst.stack[0], nil
 }
 
 // inputBuf returns a view of the guest's input buffer for n bytes, asking

@@ -20,6 +20,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/abi/params"
 	"github.com/wasmsched/wasmsched/policies/internal/wasmrewrite"
 )
 
@@ -27,9 +28,12 @@ import (
 const (
 	exportABIVersion = "wasmsched_abi_version"
 	exportKind       = "wasmsched_kind"
-	exportInput      = "wasmsched_input"
-	exportDecide     = "wasmsched_decide"
-	exportMemory     = "memory"
+	// exportParams is the optional declaration of the group parameters
+	// a policy reads (abi/params)
+	exportParams = "wasmsched_params"
+	exportInput  = "wasmsched_input"
+	exportDecide = "wasmsched_decide"
+	exportMemory = "memory"
 )
 
 var i32, i64 = api.ValueTypeI32, api.ValueTypeI64
@@ -249,8 +253,47 @@ func (r *Runtime) Load(ctx context.Context, name string, wasm []byte) (*Policy, 
 	if p.kind == abi.KindAllocation && p.abi < 4 {
 		return fail(fmt.Errorf("%w: policy %q is an allocation policy exporting ABI version %d: allocation records are version 4", ErrABIVersion, name, p.abi))
 	}
+	if p.params, err = readParams(ctx, r.cfg, name, compiled, inst); err != nil {
+		return fail(err)
+	}
 	p.hot.Store(inst)
 	return p, nil
+}
+
+// readParams reads what the module declares of its group parameters: the
+// optional export wasmsched_params, () -> ptr<<32|len of an abi/params
+// encoding (0: none), called once within the call deadline; at most
+// params.MaxEncoded bytes, decoded and checked (a bad declaration refuses
+// the module).
+func readParams(ctx context.Context, cfg Config, name string, c wazero.CompiledModule, inst *instance) ([]params.Param, error) {
+	d, ok := c.ExportedFunctions()[exportParams]
+	if !ok {
+		return nil, nil
+	}
+	if len(d.ParamTypes()) != 0 || !slices.Equal(d.ResultTypes(), []api.ValueType{api.ValueTypeI64}) {
+		return nil, fmt.Errorf("%w: policy %q: %s has signature %s, want ()->(i64)", ErrMissingExport, name, exportParams,
+			sig(d.ParamTypes(), d.ResultTypes()))
+	}
+	v, err := inst.call0u64(ctx, cfg.CallTimeout, exportParams)
+	if err != nil {
+		return nil, loadCallError(name, exportParams, err)
+	}
+	ptr, n := uint32(v>>32), uint32(v)
+	if v == 0 {
+		return nil, nil
+	}
+	if n > params.MaxEncoded {
+		return nil, fmt.Errorf("%w: policy %q: %s declares %d bytes, at most %d", ErrInstantiate, name, exportParams, n, params.MaxEncoded)
+	}
+	b, ok := inst.mod.Memory().Read(ptr, n)
+	if !ok {
+		return nil, fmt.Errorf("%w: policy %q: %s returned %d bytes at %d, outside its memory", ErrInstantiate, name, exportParams, n, ptr)
+	}
+	ps, err := params.Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: policy %q: %s: %v", ErrInstantiate, name, exportParams, err)
+	}
+	return ps, nil
 }
 
 // checkMagic checks the wasm magic and the core module version.

@@ -28,9 +28,10 @@ func TestImports_arrows(t *testing.T) {
 		"internal/abicodec": {"abi"},
 		"storage":           {"abi", "internal/digest"},
 		"client":            {"storage", "abi", "internal/digest"},
-		"policies":          {"abi", "internal/abicodec", "internal/digest", "policies/internal/wasmrewrite"},
+		"policies":          {"abi", "abi/params", "internal/abicodec", "internal/digest", "policies/internal/wasmrewrite"},
 		"plugins":           {"abi"},
 		"abi/sdk":           {"abi", "internal/abicodec"},
+		"abi/params":        {"abi"},
 	}
 	dec := json.NewDecoder(strings.NewReader(string(out)))
 	seen := 0

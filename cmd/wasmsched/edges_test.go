@@ -245,3 +245,45 @@ func TestDev_portTaken(t *testing.T) {
 		t.Fatalf("dev on a malformed address: exit %d, stderr %q; want 2", code, errs)
 	}
 }
+
+// TestGroupSet_paramsChecked: a policy declares the parameters it reads
+// (abi/params; the catalog's debounce: period and max_wait, durations); a
+// group's parameters are checked against it at group set (a value of
+// another type, out of bounds or not declared is exit 2 naming it, nothing
+// written), at a push that activates and at an activation (a group whose
+// parameters the new version does not accept refuses it). A policy that
+// declares nothing accepts any.
+func TestGroupSet_paramsChecked(t *testing.T) {
+	e := newCLIEnv(t)
+	debounce := "../../examples/debounce/debounce.wasm"
+	e.ok(nil, "policy", "push", "debounce", debounce)
+	before := dumpNamespace(t, e)
+	for _, c := range []struct{ param, want string }{
+		{"period=notaduration", `parameter period: "notaduration" is not a duration`},
+		{"period=500h", "parameter period: 500h is above the maximum 168h"},
+		{"perod=2s", "parameter perod is not one the policy declares (period, max_wait)"},
+	} {
+		e.usage(c.want, "group", "set", "p", "--policy", "debounce", "--param", c.param)
+	}
+	sameDump(t, before, dumpNamespace(t, e))
+	var g client.Group
+	e.ok(&g, "group", "set", "p", "--policy", "debounce", "--param", "period=2s", "--param", "max_wait=30s")
+	if g.Params["period"] != "2s" {
+		t.Fatalf("group p: %+v", g)
+	}
+	e.usage("parameter max_wait: \"soon\" is not a duration", "group", "set", "p", "--param", "max_wait=soon")
+
+	// a policy of its own: v1 declares nothing (any parameter), v2 (the
+	// catalog's throttle) declares limit and period: a group with another
+	// parameter refuses v2 becoming active
+	e.ok(nil, "policy", "push", "mine", builtinFile(t, "wait"))
+	e.ok(nil, "group", "set", "q", "--policy", "mine", "--param", "color=blue")
+	throttle := "../../examples/throttle/throttle.wasm"
+	e.usage("push mine refused, nothing written: group q (policy mine): parameter color is not one the policy declares (limit, period)",
+		"policy", "push", "mine", throttle)
+	e.ok(nil, "policy", "push", "mine", throttle, "--no-activate")
+	e.usage("activate mine 2 refused, nothing written: group q (policy mine): parameter color", "policy", "activate", "mine", "2")
+	e.ok(nil, "group", "set", "q", "--replace-params", "--param", "limit=5")
+	e.ok(nil, "policy", "activate", "mine", "2")
+	e.usage("parameter limit: 0 is below the minimum 1", "group", "set", "q", "--param", "limit=0")
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -61,6 +62,23 @@ func checkGroupPolicy(c *cli.Context, st *storage.Store, policy string) error {
 		return usageErrorf("--policy: %s", policyProblem(err))
 	}
 	return err
+}
+
+// checkGroupParams checks the group's parameters after the change against
+// what its policy declares (abi/params): exit 2 naming the parameter.
+func checkGroupParams(c *cli.Context, st *storage.Store, group, policy string, set map[string]string, replace bool) error {
+	rt, err := policytool.NewRuntime(c.Context, policytool.Sandbox{})
+	if err != nil {
+		return err
+	}
+	defer rt.Close(context.Background())
+	in := host.NewInspector(rt)
+	defer in.Close(context.Background())
+	err = in.CheckGroupChange(c.Context, st, group, policy, set, replace)
+	if errors.Is(err, host.ErrInvalidParams) {
+		return usageErrorf("--param: %s (nothing written)", strings.TrimSuffix(err.Error(), ": "+host.ErrInvalidParams.Error()))
+	}
+	return policytool.LoadError(err)
 }
 
 // policyProblem is host.CheckGroupPolicy's message without its sentinel.
@@ -413,6 +431,11 @@ func groupSet(c *cli.Context) error {
 		gs.Params = storage.LabelsMap(params)
 		if gs.Params == nil {
 			gs.Params = map[string]string{}
+		}
+	}
+	if c.IsSet("param") || gs.ReplaceParams || c.IsSet("policy") {
+		if err := checkGroupParams(c, st, name, policy, gs.Params, gs.ReplaceParams); err != nil {
+			return err
 		}
 	}
 	g, err := clientOf(st).SetGroup(c.Context, name, gs)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -210,6 +211,12 @@ Examples:
 					fmt.Fprintf(w, "%s\t%s\t%s\n", e.Name, e.Type, sig)
 				}
 				fmt.Fprintf(w, "\nIMPORTS\t%s\n", dash(strings.Join(r.Imports, " ")))
+				if len(r.Params) > 0 {
+					fmt.Fprintln(w, "\nPARAM\tTYPE\tDEFAULT\tMIN\tMAX\tDOC")
+					for _, p := range r.Params {
+						fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Type, dash(p.Default), dash(p.Min), dash(p.Max), dash(p.Doc))
+					}
+				}
 			})
 		},
 	}
@@ -704,6 +711,9 @@ Examples:
 			if err != nil {
 				return err
 			}
+			if err := checkActivation(c, st, name, ver); err != nil {
+				return err
+			}
 			if err := st.ActivatePolicy(c.Context, name, ver, whoAmI(), c.String("note")); err != nil {
 				return storeUsage(err)
 			}
@@ -714,6 +724,23 @@ Examples:
 			return render(c, res, func(w io.Writer) { fmt.Fprintln(w, res.Message) })
 		},
 	}
+}
+
+// checkActivation refuses an activation that leaves a group of the policy
+// with parameters the version does not accept (exit 2 naming it).
+func checkActivation(c *cli.Context, st *storage.Store, name string, ver int) error {
+	rt, err := policytool.NewRuntime(c.Context, policytool.Sandbox{})
+	if err != nil {
+		return err
+	}
+	defer rt.Close(context.Background())
+	in := host.NewInspector(rt)
+	defer in.Close(context.Background())
+	err = in.CheckActivation(c.Context, st, name, ver)
+	if errors.Is(err, host.ErrInvalidParams) {
+		return usageErrorf("activate %s %d refused, nothing written: %s", name, ver, strings.TrimSuffix(err.Error(), ": "+host.ErrInvalidParams.Error()))
+	}
+	return policytool.LoadError(err)
 }
 
 // activeMessage says which version of name is active now: a pushed one, the

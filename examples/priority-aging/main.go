@@ -5,10 +5,20 @@
 // or go generate (the committed priority-aging.wasm, reproducible byte for byte).
 package main
 
-import "github.com/wasmsched/wasmsched/abi/sdk"
+import (
+	"github.com/wasmsched/wasmsched/abi/params"
+	"github.com/wasmsched/wasmsched/abi/sdk"
+)
 
 //go:generate env GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false "-ldflags=-s -w" -o priority-aging.wasm .
 
-func init() { sdk.Register(policy{}) }
+// the parameters it reads, checked by the host at group set, push and
+// activation (abi/params)
+func init() {
+	params.Declare(
+		params.Duration("age_step", "1m", "1ms", "8760h", "waiting time per priority point"),
+	)
+	sdk.Register(policy{})
+}
 
 func main() {}

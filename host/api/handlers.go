@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wasmsched/wasmsched/client"
@@ -193,6 +194,14 @@ func (s *Server) putGroup(w http.ResponseWriter, r *http.Request, c *call) (int,
 			if errors.Is(err, host.ErrUnknownPolicy) || errors.Is(err, host.ErrNotSerial) {
 				return 0, nil, errorf(http.StatusUnprocessableEntity, "unprocessable", "%s", err.Error())
 			}
+			return 0, nil, err
+		}
+	}
+	if body.Policy != "" || body.Params != nil || body.ReplaceParams {
+		err := s.in.CheckGroupChange(r.Context(), c.st, r.PathValue("g"), body.Policy, body.Params, body.ReplaceParams)
+		if errors.Is(err, host.ErrInvalidParams) {
+			return 0, nil, errorf(http.StatusBadRequest, "invalid", "params: %s (nothing written)", strings.TrimSuffix(err.Error(), ": "+host.ErrInvalidParams.Error()))
+		} else if err != nil {
 			return 0, nil, err
 		}
 	}
@@ -437,6 +446,12 @@ func (s *Server) activate(w http.ResponseWriter, r *http.Request, c *call) (int,
 		return 0, nil, errorf(http.StatusBadRequest, "invalid", "version: want a pushed version (>= 1) or 0 (none: the built-in of a built-in name)")
 	}
 	name := r.PathValue("name")
+	if err := s.in.CheckActivation(r.Context(), c.st, name, *body.Version); errors.Is(err, host.ErrInvalidParams) {
+		return 0, nil, errorf(http.StatusBadRequest, "invalid", "activate %s %d refused, nothing written: %s", name, *body.Version,
+			strings.TrimSuffix(err.Error(), ": "+host.ErrInvalidParams.Error()))
+	} else if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return 0, nil, err
+	}
 	if err := c.st.ActivatePolicy(r.Context(), name, *body.Version, c.who.who, body.Note); err != nil {
 		return 0, nil, err
 	}

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -81,4 +82,43 @@ func TestWriteJSON_encodingFailure(t *testing.T) {
 	if rec.Code != 201 || strings.TrimSpace(rec.Body.String()) != "{\n  \"n\": 1\n}" {
 		t.Fatalf("answer %d %q", rec.Code, rec.Body.String())
 	}
+}
+
+// TestAPI_putGroup_params: a group's parameters are checked against what
+// its policy declares (abi/params): a bad value or an undeclared name is a
+// 400 naming it, nothing written; an activation that would leave a group
+// with parameters the version refuses is a 400 too.
+func TestAPI_putGroup_params(t *testing.T) {
+	e := newEnv(t, opts{})
+	ctx := context.Background()
+	wasm, err := os.ReadFile("../../examples/debounce/debounce.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.PushPolicy(ctx, storage.PushRequest{Name: "debounce", Kind: "serial", Blob: wasm, Activate: true, Who: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	ns := "/api/v1/namespaces/ns"
+	e.fails(400, "invalid", `parameter period: "soon" is not a duration`, "PUT", ns+"/groups/g", `{"policy": "debounce", "params": {"period": "soon"}}`)
+	e.fails(400, "invalid", "parameter perod is not one the policy declares", "PUT", ns+"/groups/g", `{"policy": "debounce", "params": {"perod": "1s"}}`)
+	if _, err := e.st.GetGroup(ctx, "g"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("a refused PUT made the group: %v", err)
+	}
+	var g client.Group
+	if got := e.do("PUT", ns+"/groups/g", `{"policy": "debounce", "params": {"period": "2s"}}`, &g); got != 200 || g.Params["period"] != "2s" {
+		t.Fatalf("a valid PUT: %d %+v", got, g)
+	}
+	// version 2, the built-in wait's bytes, declares nothing: any parameter
+	// goes, until version 1 would be active again
+	wait, _ := os.ReadFile("../../plugins/wait/wait.wasm")
+	if _, err := e.st.PushPolicy(ctx, storage.PushRequest{Name: "debounce", Kind: "serial", Blob: wait, Who: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.do("POST", ns+"/policies/debounce/activate", `{"version": 2}`, nil); got != 200 {
+		t.Fatalf("activating a version that declares nothing: %d", got)
+	}
+	if got := e.do("PUT", ns+"/groups/g", `{"params": {"color": "blue"}}`, nil); got != 200 {
+		t.Fatalf("a parameter of a policy that declares nothing: %d", got)
+	}
+	e.fails(400, "invalid", "activate debounce 1 refused, nothing written: group g (policy debounce): parameter color", "POST", ns+"/policies/debounce/activate", `{"version": 1}`)
 }

@@ -32,6 +32,19 @@ type InspectResult struct {
 	Language string   `json:"language"`
 	Exports  []Export `json:"exports"`
 	Imports  []string `json:"imports"`
+	// Params are the group parameters it declares (abi/params), omitted
+	// when it declares none
+	Params []ParamOut `json:"params,omitempty"`
+}
+
+// ParamOut is one declared parameter.
+type ParamOut struct {
+	Name    string `json:"name"`
+	Type    string `json:"type"`
+	Default string `json:"default,omitempty"`
+	Min     string `json:"min,omitempty"`
+	Max     string `json:"max,omitempty"`
+	Doc     string `json:"doc,omitempty"`
 }
 
 func Inspect(ctx context.Context, path string) (InspectResult, error) {
@@ -53,6 +66,9 @@ func Inspect(ctx context.Context, path string) (InspectResult, error) {
 	}
 	r.Kind = p.Kind().String()
 	r.ABIVersion = int(p.ABIVersion())
+	for _, d := range p.Params() {
+		r.Params = append(r.Params, ParamOut{Name: d.Name, Type: string(d.Type), Default: d.Default, Min: d.Min, Max: d.Max, Doc: d.Doc})
+	}
 	_ = p.Close(ctx)
 
 	wr := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter().WithCustomSections(true))

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/badinput"
+	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/digest"
 	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/policies"
@@ -50,6 +52,15 @@ func Push(ctx context.Context, sb Sandbox, st *storage.Store, name string, wasm 
 	rep, err := policies.Gate(ctx, rt, name, wasm, policies.GateOptions{Kind: want, Deadline: deadline})
 	if err != nil {
 		return PushResult{}, LoadError(fmt.Errorf("push %s refused, nothing written: %w", name, err))
+	}
+	if activate {
+		// the version becomes active: the groups that use the name must
+		// have parameters it accepts
+		if err := host.CheckPolicyGroups(ctx, st, name, rep.Params); errors.Is(err, host.ErrInvalidParams) {
+			return PushResult{}, badinput.Errorf("push %s refused, nothing written: %v", name, strings.TrimSuffix(err.Error(), ": "+host.ErrInvalidParams.Error()))
+		} else if err != nil {
+			return PushResult{}, err
+		}
 	}
 	v, err := st.PushPolicy(ctx, storage.PushRequest{Name: name, Kind: rep.Kind.String(), Who: who, Note: note, Blob: wasm, Activate: activate})
 	if errors.Is(err, storage.ErrDuplicate) {

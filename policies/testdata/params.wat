@@ -1,0 +1,14 @@
+;; An ABI version 4 serial plugin that launches nothing and declares one
+;; group parameter (abi/params): wasmsched_params returns ptr<<32|len of
+;; "limit\tint\t1\t1\t64\tlaunches per period\n" at 4096 (37 bytes).
+(module
+  (memory (export "memory") 1)
+  (data (i32.const 2048) "\02\00\00\00" "\00\00\00\00" "\00\00\00\00" "\00\00\00\00")
+  (data (i32.const 4096) "limit\09int\091\091\0964\09launches per period\0a")
+  (func (export "wasmsched_abi_version") (result i32) (i32.const 4))
+  (func (export "wasmsched_kind") (result i32) (i32.const 1))
+  (func (export "wasmsched_input") (param i32) (result i32) (i32.const 1024))
+  (func (export "wasmsched_decide") (param i32) (result i64)
+    (i64.or (i64.shl (i64.const 2048) (i64.const 32)) (i64.const 16)))
+  (func (export "wasmsched_params") (result i64)
+    (i64.or (i64.shl (i64.const 4096) (i64.const 32)) (i64.const 37))))
