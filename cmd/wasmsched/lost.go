@@ -64,7 +64,7 @@ Examples:
 func lostTable(w io.Writer, v []client.LostRun) {
 	fmt.Fprintln(w, "AT\tRUN\tOUTCOME\tTOKEN\tWORKER\tREASON")
 	for _, l := range v {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", time.UnixMilli(l.At).UTC().Format(time.RFC3339), l.Run, l.Outcome, l.Token, l.Worker, dash(l.Reason))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", tableTime(time.UnixMilli(l.At)), l.Run, l.Outcome, l.Token, l.Worker, dash(l.Reason))
 	}
 	if len(v) == 0 {
 		fmt.Fprintln(w, "(no lost runs)")

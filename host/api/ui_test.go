@@ -309,6 +309,9 @@ func TestUI_browser(t *testing.T) {
 	}
 	shot("explain")
 	run("run page", chromedp.Navigate(e.srv.URL+"/ui/#/runs/target"), chromedp.WaitVisible(chromedp.CSS("#run-decision")))
+	if p := text("#run-payload"); p == "" {
+		t.Fatal("the run page shows no payload row")
+	}
 	shot("run")
 
 	// runs in time: a delayed run with retries; a schedule, paused from the UI
@@ -319,6 +322,11 @@ func TestUI_browser(t *testing.T) {
 	if nb, att := text("#run-not-before"), text("#run-attempt"); !strings.Contains(nb, "due in") || att != "1 of 3" {
 		t.Fatalf("delayed run shows not_before %q, attempt %q", nb, att)
 	}
+	if st := text("#run-state"); !strings.Contains(st, "WAITING") || !strings.Contains(st, "delayed until") {
+		t.Fatalf("delayed run's state %q, want WAITING marked delayed", st)
+	}
+	// a delayed run is marked in the runs list too, not a plain WAITING
+	run("delayed in the list", chromedp.Navigate(e.srv.URL+"/ui/#/runs?group=later"), chromedp.WaitVisible(chromedp.CSS(`[data-delayed="later-1"]`)))
 	if got := e.do("PUT", ns+"/schedules/hourly", `{"group": "nightly", "cron": "@hourly"}`, nil); got != 200 {
 		t.Fatalf("put schedule: %d", got)
 	}

@@ -10,6 +10,10 @@ const esc = (s) => String(s ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "
 const when = (t) => (t ? new Date(t).toLocaleString() : "-"); // date and time: lists span days
 const labelList = (m) => Object.keys(m).sort().map((k) => `<span class="label mono">${esc(k)}=${esc(m[k])}</span>`).join(" ");
 const badge = (s) => `<span class="state ${esc(s)}" data-state="${esc(s)}">${esc(s)}</span>`;
+// stateOf is a run's state badge, a delayed WAITING run (not_before ahead,
+// a retry's backoff) marked as such with when it is due
+const stateOf = (r) => badge(r.state) + (r.state === "WAITING" && r.not_before && new Date(r.not_before) > Date.now()
+  ? ` <span class="muted" data-delayed="${esc(r.id)}">delayed until ${esc(when(r.not_before))}</span>` : "");
 const ms = (n) => (n >= 60000 ? `${Math.round(n / 6000) / 10}m` : n >= 1000 ? `${Math.round(n / 100) / 10}s` : `${Math.round(n)}ms`);
 const runLink = (id) => `<a href="#/runs/${encodeURIComponent(id)}" data-run-link="${esc(id)}">${esc(id)}</a>`;
 const groupLink = (g) => `<a href="#/groups/${encodeURIComponent(g)}">${esc(g)}</a>`;
@@ -223,13 +227,14 @@ const views = {
     const r = await api(nsPath(`/runs/${encodeURIComponent(id)}`));
     const d = r.decision;
     paint(main, `<h1>Run ${esc(r.id)} ${badge(r.state)}</h1>
-      <dl class="kv" id="run-record"><dt>group</dt><dd>${groupLink(r.group)}</dd><dt>seq</dt><dd>${r.seq}</dd><dt>state</dt><dd id="run-state">${badge(r.state)}</dd>
+      <dl class="kv" id="run-record"><dt>group</dt><dd>${groupLink(r.group)}</dd><dt>seq</dt><dd>${r.seq}</dd><dt>state</dt><dd id="run-state">${stateOf(r)}</dd>
         <dt>slots</dt><dd>${r.slots}</dd><dt>priority</dt><dd>${r.priority}</dd><dt>launched by</dt><dd>${esc(r.policy || "-")} ${esc(r.policy_version)}</dd>
-        <dt>submitted</dt><dd>${esc(r.submitted_at || "-")}</dd><dt>started</dt><dd>${esc(r.started_at || "-")}</dd><dt>finished</dt><dd>${esc(r.finished_at || "-")}</dd>
+        <dt>payload</dt><dd id="run-payload" class=mono>${r.payload ? esc(r.payload.length > 2000 ? r.payload.slice(0, 2000) + "…" : r.payload) : "-"}</dd>
+        <dt>submitted</dt><dd>${when(r.submitted_at)}</dd><dt>started</dt><dd>${when(r.started_at)}</dd><dt>finished</dt><dd>${when(r.finished_at)}</dd>
         <dt>reason</dt><dd>${esc(r.reason || "-")}</dd>
         ${Object.keys(r.labels || {}).length ? `<dt>labels</dt><dd id="run-labels">${labelList(r.labels)}</dd>` : ""}
-        ${r.not_before ? `<dt>not before</dt><dd id="run-not-before">${esc(r.not_before)}${r.state === "WAITING" && new Date(r.not_before) > Date.now() ? ` (${r.attempt > 1 ? "retry due" : "due"} in ${ms(new Date(r.not_before) - Date.now())})` : ""}</dd>` : ""}
-        ${r.timeout_ms ? `<dt>timeout</dt><dd>${ms(r.timeout_ms)}${r.deadline ? ", deadline " + esc(r.deadline) : ""}</dd>` : ""}
+        ${r.not_before ? `<dt>not before</dt><dd id="run-not-before">${esc(when(r.not_before))}${r.state === "WAITING" && new Date(r.not_before) > Date.now() ? ` (${r.attempt > 1 ? "retry due" : "due"} in ${ms(new Date(r.not_before) - Date.now())})` : ""}</dd>` : ""}
+        ${r.timeout_ms ? `<dt>timeout</dt><dd>${ms(r.timeout_ms)}${r.deadline ? ", deadline " + esc(when(r.deadline)) : ""}</dd>` : ""}
         ${r.max_attempts > 1 ? `<dt>attempt</dt><dd id="run-attempt">${r.attempt} of ${r.max_attempts}</dd>` : ""}
         ${r.schedule ? `<dt>schedule</dt><dd><a href="#/schedules">${esc(r.schedule)}</a></dd>` : ""}
         ${r.exit_code !== null ? `<dt>exit code</dt><dd id="run-exit-code">${r.exit_code}</dd>` : ""}
@@ -240,7 +245,7 @@ const views = {
       ${r.attempts.length ? `<h2>Attempts</h2><table id="run-attempts"><thead><tr><th class=num>attempt</th><th>outcome</th><th>worker</th><th>started</th><th>finished</th><th>reason</th></tr></thead><tbody>
         ${r.attempts.map((a) => `<tr><td class=num>${a.n}</td><td>${badge(a.outcome)}</td><td class=mono>${esc(a.worker)}</td><td>${when(a.started_at)}</td><td>${when(a.finished_at)}</td><td>${esc(a.reason)}</td></tr>`).join("")}</tbody></table>` : ""}
       <h2>Decision trail</h2>
-      ${d ? `<dl class="kv" id="run-decision"><dt>decision</dt><dd class=mono>${esc(d.id)} (epoch ${d.epoch})</dd><dt>at</dt><dd>${esc(d.at)}</dd>
+      ${d ? `<dl class="kv" id="run-decision"><dt>decision</dt><dd class=mono>${esc(d.id)} (epoch ${d.epoch})</dd><dt>at</dt><dd>${when(d.at)}</dd>
         <dt>action</dt><dd>${esc(d.action)}</dd><dt>by</dt><dd>${esc(d.policy)} ${esc(d.policy_version)} (${d.policy_registry ? "registry v" + d.policy_registry : "built-in"}, sha256 <span class=mono>${esc(d.policy_sha256.slice(0, 16))}</span>)</dd>
         <dt>because</dt><dd>${esc(d.reason || "-")}</dd></dl>` : `<p class=muted>No policy decision has moved this run yet.</p>`}
       <p><a href="#/runs/${encodeURIComponent(r.id)}/explain">Explain this run</a>
@@ -382,7 +387,7 @@ function timeline(runs) {
 }
 
 function runsRow(r) {
-  return `<tr data-run="${esc(r.id)}"><td>${runLink(r.id)}</td><td>${groupLink(r.group)}</td><td class=num>${r.seq}</td><td>${badge(r.state)}</td>
+  return `<tr data-run="${esc(r.id)}"><td>${runLink(r.id)}</td><td>${groupLink(r.group)}</td><td class=num>${r.seq}</td><td>${stateOf(r)}</td>
     <td>${esc(r.policy || "-")}</td><td>${when(r.submitted_at)}</td><td>${esc(r.reason || "")}</td></tr>`;
 }
 
