@@ -51,22 +51,18 @@ Examples:
 	}
 }
 
-func explainRun(ctx context.Context, sb policytool.Sandbox, st *storage.Store, id string) (client.Explanation, error) {
-	rt, err := policytool.NewRuntime(ctx, sb)
-	if err != nil {
-		return client.Explanation{}, err
-	}
-	defer rt.Close(context.Background())
-	in := host.NewInspector(rt)
-	defer in.Close(context.Background())
-	ex, err := in.Explain(ctx, st, id)
-	switch {
-	case errors.Is(err, storage.ErrNotFound):
-		return ex, usageErrorf("run %s not found in namespace %s (expired or never existed)", id, st.Namespace())
-	case err != nil:
-		return ex, storeUsage(policytool.LoadError(err))
-	}
-	return ex, nil
+func explainRun(ctx context.Context, sb policytool.Sandbox, st *storage.Store, id string) (ex client.Explanation, err error) {
+	err = withInspector(ctx, sb, func(in *host.Inspector) error {
+		ex, err = in.Explain(ctx, st, id)
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			return usageErrorf("run %s not found in namespace %s (expired or never existed)", id, st.Namespace())
+		case err != nil:
+			return storeUsage(policytool.LoadError(err))
+		}
+		return nil
+	})
+	return ex, err
 }
 
 func explainTable(w io.Writer, ex client.Explanation) {

@@ -67,18 +67,31 @@ func checkGroupPolicy(c *cli.Context, st *storage.Store, policy string) error {
 // checkGroupParams checks the group's parameters after the change against
 // what its policy declares (abi/params): exit 2 naming the parameter.
 func checkGroupParams(c *cli.Context, st *storage.Store, group, policy string, set map[string]string, replace bool) error {
-	rt, err := policytool.NewRuntime(c.Context, policytool.Sandbox{})
+	return withInspector(c.Context, policytool.Sandbox{}, func(in *host.Inspector) error {
+		err := in.CheckGroupChange(c.Context, st, group, policy, set, replace)
+		if errors.Is(err, host.ErrInvalidParams) {
+			return usageErrorf("--param: %s (nothing written)", paramProblem(err))
+		}
+		return policytool.LoadError(err)
+	})
+}
+
+// withInspector runs fn with an Inspector on a policy runtime of sandbox sb,
+// both closed after it.
+func withInspector(ctx context.Context, sb policytool.Sandbox, fn func(*host.Inspector) error) error {
+	rt, err := policytool.NewRuntime(ctx, sb)
 	if err != nil {
 		return err
 	}
 	defer rt.Close(context.Background())
 	in := host.NewInspector(rt)
 	defer in.Close(context.Background())
-	err = in.CheckGroupChange(c.Context, st, group, policy, set, replace)
-	if errors.Is(err, host.ErrInvalidParams) {
-		return usageErrorf("--param: %s (nothing written)", strings.TrimSuffix(err.Error(), ": "+host.ErrInvalidParams.Error()))
-	}
-	return policytool.LoadError(err)
+	return fn(in)
+}
+
+// paramProblem is a parameter check's message without its sentinel.
+func paramProblem(err error) string {
+	return strings.TrimSuffix(err.Error(), ": "+host.ErrInvalidParams.Error())
 }
 
 // policyProblem is host.CheckGroupPolicy's message without its sentinel.

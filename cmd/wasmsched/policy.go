@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -729,18 +728,13 @@ Examples:
 // checkActivation refuses an activation that leaves a group of the policy
 // with parameters the version does not accept (exit 2 naming it).
 func checkActivation(c *cli.Context, st *storage.Store, name string, ver int) error {
-	rt, err := policytool.NewRuntime(c.Context, policytool.Sandbox{})
-	if err != nil {
-		return err
-	}
-	defer rt.Close(context.Background())
-	in := host.NewInspector(rt)
-	defer in.Close(context.Background())
-	err = in.CheckActivation(c.Context, st, name, ver)
-	if errors.Is(err, host.ErrInvalidParams) {
-		return usageErrorf("activate %s %d refused, nothing written: %s", name, ver, strings.TrimSuffix(err.Error(), ": "+host.ErrInvalidParams.Error()))
-	}
-	return policytool.LoadError(err)
+	return withInspector(c.Context, policytool.Sandbox{}, func(in *host.Inspector) error {
+		err := in.CheckActivation(c.Context, st, name, ver)
+		if errors.Is(err, host.ErrInvalidParams) {
+			return usageErrorf("activate %s %d refused, nothing written: %s", name, ver, paramProblem(err))
+		}
+		return policytool.LoadError(err)
+	})
 }
 
 // activeMessage says which version of name is active now: a pushed one, the

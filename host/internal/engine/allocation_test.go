@@ -291,18 +291,26 @@ func waitUntil(t *testing.T, cond func() bool) {
 	}
 }
 
+// pushAllocation pushes the allocation plugin at path (from
+// policies/testdata) as policy name and makes it the namespace's, with
+// params.
+func (e *renv) pushAllocation(name, path string, params ...abi.Label) {
+	e.t.Helper()
+	wasm, err := os.ReadFile("../../../policies/testdata/" + path)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.st.PushPolicy(context.Background(), storage.PushRequest{Name: name, Kind: "allocation", Blob: wasm, Activate: true, Who: "test"}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.setAllocation(storage.AllocationSettings{Policy: name, Params: params})
+}
+
 // pushHostileAlloc pushes policies/testdata/hostile-alloc as the
 // namespace's allocation policy "hostile" with mode.
 func (e *renv) pushHostileAlloc(mode string) {
 	e.t.Helper()
-	wasm, err := os.ReadFile("../../../policies/testdata/hostile-alloc/hostile-alloc.wasm")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if _, err := e.st.PushPolicy(context.Background(), storage.PushRequest{Name: "hostile", Kind: "allocation", Blob: wasm, Activate: true, Who: "test"}); err != nil {
-		e.t.Fatal(err)
-	}
-	e.setAllocation(storage.AllocationSettings{Policy: "hostile", Params: []abi.Label{{Key: "mode", Value: mode}}})
+	e.pushAllocation("hostile", "hostile-alloc/hostile-alloc.wasm", abi.Label{Key: "mode", Value: mode})
 }
 
 // TestSlotManager_idleOrder: an allocation policy whose order places
@@ -405,16 +413,8 @@ func TestSlotManager_guardUnderHostileOrder(t *testing.T) {
 // its deadline in every pass, which then falls back to launch order: the
 // runs get their slots, each pass counts one policy failure.
 func TestSlotManager_fillBomb(t *testing.T) {
-	wasm, err := os.ReadFile("../../../policies/testdata/hostile/alloc-fill.wasm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newREnv(t, Config{PolicyTimeout: 50 * time.Millisecond})
-	ctx := context.Background()
-	if _, err := e.st.PushPolicy(ctx, storage.PushRequest{Name: "fill", Kind: "allocation", Blob: wasm, Activate: true, Who: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	e.setAllocation(storage.AllocationSettings{Policy: "fill"})
+	e := newREnv(t, Config{})
+	e.pushAllocation("fill", "hostile/alloc-fill.wasm")
 	ids := e.launchRuns(tenantRun("r1", "a", 0), tenantRun("r2", "a", 0), tenantRun("r3", "a", 0))
 	e.worker("w1", 1, time.Hour)
 	for i, id := range ids {
