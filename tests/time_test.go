@@ -89,7 +89,8 @@ func TestDelayedRun(t *testing.T) {
 	t.Logf("not_before %v, started %v (+%v)", later.NotBefore, later.StartedAt, later.StartedAt.Sub(later.NotBefore))
 
 	for _, bad := range [][]string{
-		{"--in", "-5s"}, {"--in", "0s"}, {"--in", "9000h"}, {"--at", "tomorrow"}, {"--in", "1s", "--at", "2030-01-01T00:00:00Z"},
+		// (--in 0s is now, the default: TestCLI_smallEdges)
+		{"--in", "-5s"}, {"--in", "9000h"}, {"--at", "tomorrow"}, {"--in", "1s", "--at", "2030-01-01T00:00:00Z"},
 		{"--timeout", "0s"}, {"--timeout", "-1s"}, {"--max-attempts", "0"}, {"--max-attempts", "101"},
 		{"--retry-backoff", "1s"}, {"--retry-backoff", "1m", "--max-attempts", "3", "--retry-cap", "1s"},
 	} {
