@@ -189,7 +189,6 @@ func TestRuns_watchGroupNotMadeYet(t *testing.T) {
 // now.
 func TestCLI_smallEdges(t *testing.T) {
 	e := newCLIEnv(t)
-	ctx := context.Background()
 	// --in 0s is now (the default), not refused
 	var r client.Run
 	e.ok(&r, "submit", "g", "--in", "0s")
@@ -215,16 +214,7 @@ func TestCLI_smallEdges(t *testing.T) {
 		t.Fatalf("namespace set --allocate priority: %q", out)
 	}
 	// a busy group's delete names the command that empties it
-	fence := e.lead()
-	e.ok(nil, "submit", "busy", "--id", "b1")
-	sn, err := e.st.Snapshot(ctx, "busy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.st.Apply(ctx, fence, "busy", storage.Decision{Version: sn.Group.Version, ClaimID: "c", Policy: "wait", PolicyVersion: "v",
-		Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "b1"}}}); err != nil {
-		t.Fatal(err)
-	}
+	e.submitLaunched(e.lead(), "busy", "b1")
 	e.usage("drain it first (wasmsched group drain busy --stop)", "group", "delete", "busy")
 }
 

@@ -132,6 +132,22 @@ func (e *cliEnv) lead() storage.Fence {
 	return storage.Fence{Epoch: epoch, Holder: stamp}
 }
 
+// submitLaunched submits run id to group and, as the leader of fence,
+// launches it (LAUNCHED: no worker takes it until one registers).
+func (e *cliEnv) submitLaunched(fence storage.Fence, group, id string) {
+	e.t.Helper()
+	ctx := context.Background()
+	e.ok(nil, "submit", group, "--id", id)
+	sn, err := e.st.Snapshot(ctx, group)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.st.Apply(ctx, fence, group, storage.Decision{Version: sn.Group.Version, ClaimID: "c-" + id, Policy: "wait", PolicyVersion: "v",
+		Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: id}}}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // okText runs args (table output) and returns stdout, failing on exit != 0.
 func (e *cliEnv) okText(args ...string) string {
 	e.t.Helper()
@@ -534,16 +550,7 @@ func TestCLIRunExplain(t *testing.T) {
 func TestCLIRunExplain_allocationLeftOut(t *testing.T) {
 	e := newCLIEnv(t)
 	ctx := context.Background()
-	fence := e.lead()
-	e.ok(nil, "submit", "g", "--id", "r1")
-	sn, err := e.st.Snapshot(ctx, "g")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.st.Apply(ctx, fence, "g", storage.Decision{Version: sn.Group.Version, ClaimID: "c1", Policy: "wait", PolicyVersion: "v",
-		Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "r1"}}}); err != nil {
-		t.Fatal(err)
-	}
+	e.submitLaunched(e.lead(), "g", "r1")
 	if err := e.st.RegisterWorker(ctx, "w1", 1, time.Hour); err != nil {
 		t.Fatal(err)
 	}
