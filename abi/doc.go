@@ -1,5 +1,5 @@
 // Package abi is the contract between the wasmsched host and its policy
-// plugins (ABI version 3, see ABI.md): the Go record types a policy reads
+// plugins (ABI version 4, see ABI.md): the Go record types a policy reads
 // (SerialSnapshot, ReuseRequest) and writes (SerialDecision,
 // ReuseDecision), their states, kinds and verdicts.
 //

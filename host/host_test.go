@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/host/internal/leader"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -206,7 +207,7 @@ func TestRepeatedDemotePromote(t *testing.T) {
 		Advertise: "127.0.0.1:2",
 		LeaseTTL:  300 * time.Millisecond,
 	}, leader.Task{Name: "probe", Run: task}, leader.Task{Name: "probe2", Run: func(ctx context.Context, l *leader.Lease) error { <-ctx.Done(); return nil }})
-	lockKey := h.st.Keys().Lock()
+	lockKey := keyspace.Of(h.st).Lock()
 	// Sample the loop's own counter concurrently.
 	var sampledMax atomic.Int32
 	sampleCtx, stopSampling := context.WithCancel(ctx)
@@ -279,7 +280,7 @@ func TestFencedTaskDemotes(t *testing.T) {
 		t.Fatal("no lease while leading")
 	}
 	// Someone (a buggy successor) bumped the epoch: our fence is stale.
-	if err := rdb.HIncrBy(ctx, h.st.Keys().Fence(), "epoch", 1).Err(); err != nil {
+	if err := rdb.HIncrBy(ctx, keyspace.Of(h.st).Fence(), "epoch", 1).Err(); err != nil {
 		t.Fatal(err)
 	}
 	select {

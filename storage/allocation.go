@@ -18,8 +18,8 @@ import (
 // launch order, with backfill and the slot guard.
 const DefaultAllocation = "fifo"
 
-// MaxWeight bounds one weight of AllocationSettings.Weights.
-const MaxWeight = 1000
+// maxWeight bounds one weight of AllocationSettings.Weights.
+const maxWeight = 1000
 
 // AllocationSettings is how a namespace's LAUNCHED runs get slots
 // (namespace set --allocate): the allocation policy and its parameters.
@@ -61,8 +61,8 @@ func ParseWeights(s string) (map[string]int, error) {
 			return nil, fmt.Errorf("weight %q: want value=weight", kv)
 		}
 		w, err := strconv.Atoi(v)
-		if err != nil || w < 1 || w > MaxWeight {
-			return nil, fmt.Errorf("weight %q: the weight must be an integer 1..%d", kv, MaxWeight)
+		if err != nil || w < 1 || w > maxWeight {
+			return nil, fmt.Errorf("weight %q: the weight must be an integer 1..%d", kv, maxWeight)
 		}
 		if _, dup := out[k]; dup {
 			return nil, fmt.Errorf("weight %q: value %q named twice", kv, k)
@@ -120,8 +120,8 @@ func (s AllocationSettings) Validate() error {
 		if v == "" || strings.ContainsAny(v, ",=") {
 			return fmt.Errorf("weight for %q: a value must be non-empty, without ',' or '='", v)
 		}
-		if w < 1 || w > MaxWeight {
-			return fmt.Errorf("weight for %q: %d, want 1..%d", v, w, MaxWeight)
+		if w < 1 || w > maxWeight {
+			return fmt.Errorf("weight for %q: %d, want 1..%d", v, w, maxWeight)
 		}
 	}
 	for _, p := range s.Params {
@@ -195,7 +195,7 @@ type AllocationView struct {
 // Window bounds of AllocationState: the oldest k and the newest k
 // launched runs.
 const (
-	MinAllocWindow = 32
+	minAllocWindow = 32
 	MaxAllocWindow = 500
 )
 
@@ -204,7 +204,7 @@ const (
 // enough runs to fill the free slots, and to see the queue's both ends;
 // reading more costs Redis time on every pass (BENCHMARKS.md
 // "Allocation policies").
-func AllocWindow(free int) int { return min(MaxAllocWindow, max(MinAllocWindow, 4*free)) }
+func AllocWindow(free int) int { return min(MaxAllocWindow, max(minAllocWindow, 4*free)) }
 
 // AllocationState reads the allocation view with a window of the oldest
 // k and the newest k launched runs (k clamped to 1..MaxAllocWindow):

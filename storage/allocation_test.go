@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -81,11 +82,11 @@ func TestStore_AllocationState(t *testing.T) {
 		}
 		// the launched runs' index follows the queue: rb left it when placed,
 		// a stopped LAUNCHED run leaves it too
-		if n := e.c.HLen(ctx, e.s.Keys().LaunchInfo()).Val(); n != 4 {
+		if n := e.c.HLen(ctx, keyspace.Of(e.s).LaunchInfo()).Val(); n != 4 {
 			t.Fatalf("linfo holds %d, want 4", n)
 		}
 		ok(e.s.RequestStop(ctx, "rc", "x"))(t)
-		if ids := e.c.HKeys(ctx, e.s.Keys().LaunchInfo()).Val(); fmt.Sprint(sortedCopy(ids)) != "[ra rd re]" {
+		if ids := e.c.HKeys(ctx, keyspace.Of(e.s).LaunchInfo()).Val(); fmt.Sprint(sortedCopy(ids)) != "[ra rd re]" {
 			t.Fatalf("linfo %v", ids)
 		}
 		li := ok(e.s.AllocInfos(ctx, []string{"ra"}))(t)[0].Run

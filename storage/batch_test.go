@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -54,7 +55,7 @@ func TestStore_AllocateBatch(t *testing.T) {
 		// each worker's channel, and a third worker's that gets nothing
 		mustNil(t, e.s.RegisterWorker(ctx, "wC", 1, time.Minute))
 		ok(e.s.DrainWorker(ctx, "wC"))(t) // (takes no run)
-		sub := e.c.Subscribe(ctx, e.s.Keys().SlotEvents("wA#1"), e.s.Keys().SlotEvents("wB"), e.s.Keys().SlotEvents("wC"))
+		sub := e.c.Subscribe(ctx, keyspace.Of(e.s).SlotEvents("wA#1"), keyspace.Of(e.s).SlotEvents("wB"), keyspace.Of(e.s).SlotEvents("wC"))
 		defer sub.Close()
 		for range 3 {
 			if _, err := sub.Receive(ctx); err != nil { // subscription confirmations
@@ -96,17 +97,17 @@ func TestStore_AllocateBatch(t *testing.T) {
 		// message on the channel of each worker placed on (ra on wA#1's
 		// two slots, rb on wB's), none on wC's
 		got := messages(t, sub, 2)
-		evs := storage.ParseSlotEvents(got[e.s.Keys().SlotEvents("wA#1")])
+		evs := storage.ParseSlotEvents(got[keyspace.Of(e.s).SlotEvents("wA#1")])
 		if len(evs) != 1 || evs[0].Run != "ra" || evs[0].Worker != "wA#1" || evs[0].Worker != res[1].Assignments[0].Worker ||
 			evs[0].Slot != res[1].Assignments[0].Slot {
 			t.Fatalf("wA#1's events %q = %+v, want ra's task-0 slot", got, evs)
 		}
-		if evs := storage.ParseSlotEvents(got[e.s.Keys().SlotEvents("wB")]); len(evs) != 1 || evs[0].Run != "rb" || evs[0].Worker != "wB" {
+		if evs := storage.ParseSlotEvents(got[keyspace.Of(e.s).SlotEvents("wB")]); len(evs) != 1 || evs[0].Run != "rb" || evs[0].Worker != "wB" {
 			t.Fatalf("wB's events %q = %+v, want rb's", got, evs)
 		}
 		// a stop request of a RUNNING run tells its worker, on its channel
 		ok(e.s.RequestStop(ctx, "rb", "x"))(t)
-		if got := messages(t, sub, 1); len(got) != 1 || got[e.s.Keys().SlotEvents("wB")] != "wB#0#rb" {
+		if got := messages(t, sub, 1); len(got) != 1 || got[keyspace.Of(e.s).SlotEvents("wB")] != "wB#0#rb" {
 			t.Fatalf("stop of rb announced %q, want wB#0#rb on wB's channel only", got)
 		}
 		quiet, qcancel := context.WithTimeout(ctx, 100*time.Millisecond)
@@ -140,7 +141,7 @@ func TestStore_AllocateBatchReplay(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		f := launched(t, e, 1, 1)
 		mustNil(t, e.s.RegisterWorker(ctx, "wA", 1, time.Minute))
-		k := e.s.Keys()
+		k := keyspace.Of(e.s)
 		src := storage.ScriptSource("allocate_batch")
 		keys := []string{k.Fence(), k.Lock(), k.Workers(), k.Slots(), k.Free(), k.Launched(), k.Tokens(), k.LaunchInfo(), k.AllocStop(), k.Run("ra"), k.Run("rb")}
 		args := []any{f.Epoch, f.Holder, "op-x", "", "", 0, "", "ra", "rb"}
@@ -170,7 +171,7 @@ func TestStore_AllocateBatchReplay(t *testing.T) {
 		e = e.fresh(t)
 		f = launched(t, e, 1, 1)
 		mustNil(t, e.s.RegisterWorker(ctx, "wA", 1, time.Minute))
-		k = e.s.Keys()
+		k = keyspace.Of(e.s)
 		keys = []string{k.Fence(), k.Lock(), k.Workers(), k.Slots(), k.Free(), k.Launched(), k.Tokens(), k.LaunchInfo(), k.AllocStop(), k.Run("ra"), k.Run("rb")}
 		args = []any{f.Epoch, f.Holder, "op-y", "", "", 0, "pass-y", "ra", "rb"}
 		first, err = redis.NewScript(src).Run(ctx, e.c, keys, args...).Slice()
@@ -251,7 +252,7 @@ func TestStore_DirtyContract(t *testing.T) {
 		}
 		// ... and each also PUBLISHes the group on work-events: the
 		// leader's wake-up (it does not poll for them).
-		ps := e.s.Subscribe(ctx, e.s.Keys().WorkEvents())
+		ps := e.s.Subscribe(ctx, keyspace.Of(e.s).WorkEvents())
 		defer ps.Close()
 		if _, err := ps.Receive(ctx); err != nil {
 			t.Fatal(err)
@@ -335,7 +336,7 @@ func TestStore_AllocateBackfill(t *testing.T) {
 
 		// ra has waited past the guard: held; younger rc does not pass it
 		// even when slots free up for rc alone.
-		mustNil(t, e.c.HSet(ctx, e.s.Keys().Run("ra"), "launched_at", time.Now().Add(-2*time.Hour).UnixMilli()).Err())
+		mustNil(t, e.c.HSet(ctx, keyspace.Of(e.s).Run("ra"), "launched_at", time.Now().Add(-2*time.Hour).UnixMilli()).Err())
 		mustNil(t, e.s.RegisterWorker(ctx, "wB", 2, time.Minute)) // 2 free: rc would fit
 		res = ok(e.s.AllocateBackfill(ctx, f, []string{"ra", "rc"}, time.Hour))(t)
 		if len(res) != 1 || res[0].Run != "ra" || !res[0].Held || res[0].Found != 2 {

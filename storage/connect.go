@@ -15,9 +15,9 @@ import (
 
 // Connection modes (ParseRedisURL).
 const (
-	ModeSingle   = "single"
-	ModeCluster  = "cluster"
-	ModeSentinel = "sentinel"
+	modeSingle   = "single"
+	modeCluster  = "cluster"
+	modeSentinel = "sentinel"
 )
 
 // RedisTarget is a parsed --redis value: exactly one of Single, Cluster,
@@ -90,7 +90,7 @@ func Connect(ctx context.Context, url string) (redis.UniversalClient, error) {
 		_ = c.Close()
 		return nil, fmt.Errorf("storage: connect: redis %s at %s: ping: %w", t.Mode, strings.Join(t.Addrs(), ","), err)
 	}
-	if t.Mode == ModeSingle {
+	if t.Mode == modeSingle {
 		// Detect cluster mode behind a single seed.
 		info, err := c.Info(ctx, "cluster").Result()
 		if err == nil && strings.Contains(info, "cluster_enabled:1") {
@@ -188,13 +188,13 @@ func parseTarget(raw, s string) (RedisTarget, error) {
 		for _, o := range seeds {
 			co.Addrs = append(co.Addrs, o.Addr)
 		}
-		return RedisTarget{Mode: ModeCluster, Cluster: co}, nil
+		return RedisTarget{Mode: modeCluster, Cluster: co}, nil
 	}
 	o, err := parseNode(s)
 	if err != nil {
 		return bad("%v", err)
 	}
-	return RedisTarget{Mode: ModeSingle, Single: o}, nil
+	return RedisTarget{Mode: modeSingle, Single: o}, nil
 }
 
 // parseNode parses one node: a redis:// / rediss:// URL or a bare host:port.
@@ -317,7 +317,7 @@ func parseCluster(raw string, tlsOn bool, rest string) (RedisTarget, error) {
 		h, _, _ := net.SplitHostPort(hosts[0])
 		co.TLSConfig = &tls.Config{ServerName: h, MinVersion: tls.VersionTLS12}
 	}
-	return RedisTarget{Mode: ModeCluster, Cluster: co}, nil
+	return RedisTarget{Mode: modeCluster, Cluster: co}, nil
 }
 
 func parseSentinel(raw string, tlsOn bool, rest string) (RedisTarget, error) {
@@ -390,5 +390,5 @@ func parseSentinel(raw string, tlsOn bool, rest string) (RedisTarget, error) {
 		h, _, _ := net.SplitHostPort(hosts[0])
 		fo.TLSConfig = &tls.Config{ServerName: h, MinVersion: tls.VersionTLS12}
 	}
-	return RedisTarget{Mode: ModeSentinel, Failover: fo}, nil
+	return RedisTarget{Mode: modeSentinel, Failover: fo}, nil
 }

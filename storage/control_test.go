@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -31,16 +32,16 @@ func TestStore_PauseGroup(t *testing.T) {
 		if r := e.s.ApplyBatch(ctx, f, []storage.GroupDecision{{Group: "g", Decision: d}})[0]; !errors.Is(r.Err, storage.ErrStale) {
 			t.Fatalf("a decision from before the pause: %v, want ErrStale", r.Err)
 		}
-		mustNil(t, e.c.Del(ctx, e.s.Keys().Dirty()).Err())
+		mustNil(t, e.c.Del(ctx, keyspace.Of(e.s).Dirty()).Err())
 		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "b"}))(t)
-		if e.c.SIsMember(ctx, e.s.Keys().Dirty(), "g").Val() {
+		if e.c.SIsMember(ctx, keyspace.Of(e.s).Dirty(), "g").Val() {
 			t.Fatal("a submit to a paused group marked it dirty")
 		}
 		mustNil(t, e.s.ResumeGroup(ctx, "g"))
 		if g := ok(e.s.GetGroup(ctx, "g"))(t); g.Paused || g.PausedBy != "" || g.Waiting != 2 {
 			t.Fatalf("resumed group %+v", g)
 		}
-		if !e.c.SIsMember(ctx, e.s.Keys().Dirty(), "g").Val() {
+		if !e.c.SIsMember(ctx, keyspace.Of(e.s).Dirty(), "g").Val() {
 			t.Fatal("resume did not mark the group dirty")
 		}
 		if err := e.s.PauseGroup(ctx, "nosuch", "ops"); !errors.Is(err, storage.ErrNotFound) {

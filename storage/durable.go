@@ -23,15 +23,15 @@ import (
 
 // Durability modes (the redis URL's durable= parameter).
 const (
-	// DurableAuto waits for one replica when the master has one connected
-	// or had one less than DurableRecheck ago (INFO replication, read at
-	// most every DurableRecheck while the store writes, a second after a
+	// durableAuto waits for one replica when the master has one connected
+	// or had one less than durableRecheck ago (INFO replication, read at
+	// most every durableRecheck while the store writes, a second after a
 	// WAIT no replica answered; never while idle): a replica that just
 	// dropped its link is still waited for (writes fail ErrNotReplicated)
-	// for DurableRecheck. A new master (a failover: another master_replid) starts with
+	// for durableRecheck. A new master (a failover: another master_replid) starts with
 	// no history, so a promoted replica left alone is not waited for. The
 	// default.
-	DurableAuto = "auto"
+	durableAuto = "auto"
 	// DurableOn always waits for one replica: without one every write
 	// fails with ErrNotReplicated.
 	DurableOn = "on"
@@ -41,10 +41,10 @@ const (
 
 // Durability defaults.
 const (
-	// DefaultDurableTimeout bounds one WAIT.
-	DefaultDurableTimeout = time.Second
-	// DurableRecheck is how often DurableAuto re-reads the replica count.
-	DurableRecheck = 10 * time.Second
+	// defaultDurableTimeout bounds one WAIT.
+	defaultDurableTimeout = time.Second
+	// durableRecheck is how often durableAuto re-reads the replica count.
+	durableRecheck = 10 * time.Second
 )
 
 // ErrNotReplicated: the write was made on the master but no replica
@@ -55,16 +55,16 @@ const (
 var ErrNotReplicated = errors.New("not replicated")
 
 // Durability is how a Store waits for replicas. The zero value is
-// DurableAuto with DefaultDurableTimeout.
+// durableAuto with defaultDurableTimeout.
 type Durability struct {
-	Mode    string        // DurableAuto ("" too), DurableOn or DurableOff
-	Timeout time.Duration // one WAIT's bound; 0 = DefaultDurableTimeout
+	Mode    string        // durableAuto ("" too), DurableOn or DurableOff
+	Timeout time.Duration // one WAIT's bound; 0 = defaultDurableTimeout
 }
 
 // Validate checks the mode and the timeout.
 func (d Durability) Validate() error {
 	switch d.Mode {
-	case "", DurableAuto, DurableOn, DurableOff:
+	case "", durableAuto, DurableOn, DurableOff:
 	default:
 		return fmt.Errorf("storage: durable=%q: want auto, on or off: %w", d.Mode, ErrInvalid)
 	}
@@ -76,10 +76,10 @@ func (d Durability) Validate() error {
 
 func (d Durability) withDefaults() Durability {
 	if d.Mode == "" {
-		d.Mode = DurableAuto
+		d.Mode = durableAuto
 	}
 	if d.Timeout == 0 {
-		d.Timeout = DefaultDurableTimeout
+		d.Timeout = defaultDurableTimeout
 	}
 	return d
 }
@@ -92,7 +92,7 @@ var readOnly = map[string]bool{
 	"restore_check":   true,
 }
 
-// durableState is a Store's durability: the mode and, for DurableAuto, the
+// durableState is a Store's durability: the mode and, for durableAuto, the
 // replica count last read.
 type durableState struct {
 	cfg      atomic.Pointer[Durability] // SetDurability may change it while calls run
@@ -109,7 +109,7 @@ type durableState struct {
 // should not be waited for.
 func (d *durableState) soon() {
 	t := d.checked.Load()
-	if early := time.Now().Add(-DurableRecheck + 100*time.Millisecond).UnixNano(); t > early {
+	if early := time.Now().Add(-durableRecheck + 100*time.Millisecond).UnixNano(); t > early {
 		d.checked.CompareAndSwap(t, early)
 	}
 }
@@ -121,14 +121,14 @@ func (d *durableState) get() Durability {
 	return Durability{}.withDefaults()
 }
 
-// wants reports whether DurableAuto waits: a replica now, or one on this
-// master less than DurableRecheck ago.
+// wants reports whether durableAuto waits: a replica now, or one on this
+// master less than durableRecheck ago.
 func (d *durableState) wants() bool {
 	if d.replicas.Load() > 0 {
 		return true
 	}
 	seen := d.seen.Load()
-	return seen != 0 && time.Since(time.Unix(0, seen)) < DurableRecheck
+	return seen != 0 && time.Since(time.Unix(0, seen)) < durableRecheck
 }
 
 // durableClient is what Connect returns for a URL with durable= or
@@ -138,11 +138,11 @@ type durableClient struct {
 	d Durability
 }
 
-// SetDurability sets how the store waits for replicas (the URL's durable=
+// setDurability sets how the store waits for replicas (the URL's durable=
 // parameters do this for stores made with New on a Connect client). Calls
 // in flight may use either setting; stores made from Redis() afterwards get
 // the new one. Set it before handing Redis() to other views.
-func (s *Store) SetDurability(d Durability) error {
+func (s *Store) setDurability(d Durability) error {
 	if err := d.Validate(); err != nil {
 		return err
 	}
@@ -153,11 +153,11 @@ func (s *Store) SetDurability(d Durability) error {
 	return nil
 }
 
-// Durability returns the store's durability setting.
-func (s *Store) Durability() Durability { return s.dur.get() }
+// durability returns the store's durability setting.
+func (s *Store) durability() Durability { return s.dur.get() }
 
 // Durable reports whether the store's writes wait for a replica now (for
-// DurableAuto it may read the replica count: INFO replication).
+// durableAuto it may read the replica count: INFO replication).
 func (s *Store) Durable(ctx context.Context) bool { return s.waitsFor(ctx, "") }
 
 // waitBound is a context key: a per-call bound on the WAIT after a script
@@ -193,7 +193,7 @@ func (s *Store) waitsFor(ctx context.Context, name string) bool {
 	case s.dur.get().Mode == DurableOn:
 		return true
 	}
-	if t := s.dur.checked.Load(); t != 0 && time.Since(time.Unix(0, t)) < DurableRecheck {
+	if t := s.dur.checked.Load(); t != 0 && time.Since(time.Unix(0, t)) < durableRecheck {
 		return s.dur.wants()
 	}
 	if !s.dur.mu.TryLock() {
@@ -203,7 +203,7 @@ func (s *Store) waitsFor(ctx context.Context, name string) bool {
 		s.dur.mu.Lock() // the first read: everyone waits for it
 	}
 	defer s.dur.mu.Unlock()
-	if t := s.dur.checked.Load(); t != 0 && time.Since(time.Unix(0, t)) < DurableRecheck {
+	if t := s.dur.checked.Load(); t != 0 && time.Since(time.Unix(0, t)) < durableRecheck {
 		return s.dur.wants()
 	}
 	n, replid, err := s.countReplicas(ctx)

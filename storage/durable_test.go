@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -46,7 +47,7 @@ func TestStore_Durability(t *testing.T) {
 	rc := replica.Client(t)
 	base := "redis://" + master.Addr() + "/0"
 	onReplica := func(st *storage.Store, id string) bool {
-		n, err := rc.Exists(ctx, st.Keys().Run(id)).Result()
+		n, err := rc.Exists(ctx, keyspace.Of(st).Run(id)).Result()
 		return err == nil && n == 1
 	}
 

@@ -7,6 +7,7 @@ import (
 
 	"testing"
 
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -48,7 +49,7 @@ func TestStore_ListpackValue(t *testing.T) {
 			if r := ok(e.s.GetRun(ctx, tc.run))(t); r.State != storage.StateRunning {
 				t.Fatalf("%s is %s, want RUNNING", tc.run, r.State)
 			}
-			if enc := ok(e.c.ObjectEncoding(ctx, e.s.Keys().Run(tc.run)).Result())(t); enc != tc.want {
+			if enc := ok(e.c.ObjectEncoding(ctx, keyspace.Of(e.s).Run(tc.run)).Result())(t); enc != tc.want {
 				t.Errorf("%s launched at hash-max-listpack-value %s: %s, want %s", tc.run, tc.setting, enc, tc.want)
 			}
 		}
@@ -72,7 +73,7 @@ func TestStore_Submit_defaultFieldsNotWritten(t *testing.T) {
 				ok(e.s.Submit(ctx, tc.req))(t)
 				for _, f := range []string{"priority", "payload", "duration_ms"} {
 					want := slices.Contains(tc.written, f)
-					if got := ok(e.c.HExists(ctx, e.s.Keys().Run(tc.req.ID), f).Result())(t); got != want {
+					if got := ok(e.c.HExists(ctx, keyspace.Of(e.s).Run(tc.req.ID), f).Result())(t); got != want {
 						t.Errorf("field %s written %v, want %v", f, got, want)
 					}
 				}
@@ -102,7 +103,7 @@ func TestStore_Report_noEmptyReason(t *testing.T) {
 		}
 		launch(t, e, f, "g", "once", "again")
 		report("once", storage.StateSucceeded, "")
-		if ok(e.c.HExists(ctx, e.s.Keys().Run("once"), "reason").Result())(t) {
+		if ok(e.c.HExists(ctx, keyspace.Of(e.s).Run("once"), "reason").Result())(t) {
 			t.Error("a run without a reason got an empty reason field")
 		}
 		// a retried run's reason is replaced by its last attempt's ('' here)
@@ -110,7 +111,7 @@ func TestStore_Report_noEmptyReason(t *testing.T) {
 		if r := ok(e.s.GetRun(ctx, "again"))(t); r.State != storage.StateWaiting || !strings.Contains(r.Reason, "boom") {
 			t.Fatalf("again is %s (%q), want WAITING for its second attempt", r.State, r.Reason)
 		}
-		for deadline := time.Now().Add(5 * time.Second); e.c.ZScore(ctx, e.s.Keys().Waiting("g"), "again").Err() != nil; {
+		for deadline := time.Now().Add(5 * time.Second); e.c.ZScore(ctx, keyspace.Of(e.s).Waiting("g"), "again").Err() != nil; {
 			if time.Now().After(deadline) {
 				t.Fatal("the retry was not due in 5s")
 			}

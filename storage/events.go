@@ -20,10 +20,10 @@ type RunEvent struct {
 	State State
 }
 
-// ParseRunEvents parses a Keys.RunEvents payload, space-separated
+// parseRunEvents parses a Keys.RunEvents payload, space-separated
 // "STATE#group#id" (names never hold '#' or whitespace: ValidateName).
 // Malformed entries are skipped.
-func ParseRunEvents(payload string) []RunEvent {
+func parseRunEvents(payload string) []RunEvent {
 	var out []RunEvent
 	for _, e := range strings.Fields(payload) {
 		st, rest, ok := strings.Cut(e, "#")
@@ -48,10 +48,10 @@ type RunBatch struct {
 	Missed bool
 }
 
-// RunWatchBuffer is how many batches a RunWatch holds for a slow reader;
+// runWatchBuffer is how many batches a RunWatch holds for a slow reader;
 // beyond it batches are dropped and the next one is marked Missed, so a
 // stalled reader costs bounded memory and never slows the scripts.
-const RunWatchBuffer = 256
+const runWatchBuffer = 256
 
 // RunWatch follows the namespace's run events (WatchRuns).
 type RunWatch struct {
@@ -74,7 +74,7 @@ func (s *Store) WatchRuns(ctx context.Context) (*RunWatch, error) {
 		return nil, fmt.Errorf("storage: watch runs: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	ch := make(chan RunBatch, RunWatchBuffer)
+	ch := make(chan RunBatch, runWatchBuffer)
 	w := &RunWatch{C: ch, ps: ps, cancel: cancel, done: make(chan struct{})}
 	go w.loop(ctx, ch)
 	go func() {
@@ -123,7 +123,7 @@ func (w *RunWatch) loop(ctx context.Context, ch chan<- RunBatch) {
 			}
 			continue
 		}
-		b := RunBatch{Events: ParseRunEvents(msg.Payload), Missed: missed}
+		b := RunBatch{Events: parseRunEvents(msg.Payload), Missed: missed}
 		select {
 		case ch <- b:
 			missed = false

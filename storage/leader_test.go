@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -36,7 +37,7 @@ func TestStore_New(t *testing.T) {
 				t.Errorf("New(%q) = %v, want ErrInvalid", ns, err)
 			}
 		}
-		k := e.s.Keys()
+		k := keyspace.Of(e.s)
 		for _, key := range []string{k.Fence(), k.Lock(), k.Run("x"), k.Group("g"), k.Slots()} {
 			if !strings.HasPrefix(key, "ws:{"+e.s.Namespace()+"}:") {
 				t.Errorf("key %q lacks the namespace hash tag", key)
@@ -63,7 +64,7 @@ func TestStore_Connect(t *testing.T) {
 
 func TestStore_BecomeLeader(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
-		k := e.s.Keys()
+		k := keyspace.Of(e.s)
 		// not holder: nothing written
 		e.unchanged(t, func() {
 			if _, err := e.s.BecomeLeader(ctx, "A#1#x"); !errors.Is(err, storage.ErrNotHolder) {

@@ -119,14 +119,14 @@ func (s *Store) Queues(ctx context.Context) (QueueCounts, error) {
 	return QueueCounts{Launched: int(launched.Val()), Restore: int(restore.Val())}, nil
 }
 
-// UnlinkChunk bounds the keys of one UNLINK of DeleteNamespace: removing a
+// unlinkChunk bounds the keys of one UNLINK of DeleteNamespace: removing a
 // key from the keyspace is work on Redis's one thread even when its value
 // is freed in the background, and 1,000 keys in one command blocked Redis
 // for 9-10 ms; 100 stay under a millisecond.
-const UnlinkChunk = 100
+const unlinkChunk = 100
 
 // DeleteNamespace unlinks every key of the namespace (Keys.Prefix + "*",
-// SCAN in batches of 1,000, UNLINK in pipelined chunks of UnlinkChunk) and
+// SCAN in batches of 1,000, UNLINK in pipelined chunks of unlinkChunk) and
 // returns how many. It stops nothing: stop the namespace's hosts and
 // workers first.
 func (s *Store) DeleteNamespace(ctx context.Context) (int, error) {
@@ -140,8 +140,8 @@ func (s *Store) DeleteNamespace(ctx context.Context) (int, error) {
 		}
 		if len(keys) > 0 {
 			if _, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-				for lo := 0; lo < len(keys); lo += UnlinkChunk {
-					p.Unlink(ctx, keys[lo:min(lo+UnlinkChunk, len(keys))]...)
+				for lo := 0; lo < len(keys); lo += unlinkChunk {
+					p.Unlink(ctx, keys[lo:min(lo+unlinkChunk, len(keys))]...)
 				}
 				return nil
 			}); err != nil {

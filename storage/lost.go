@@ -23,7 +23,7 @@ type LostRun struct {
 	Reason  string `json:"reason,omitempty"`
 }
 
-// NoteLost keeps l (Run, Token, Outcome, Worker, Reason) in Keys().Lost(),
+// NoteLost keeps l (Run, Token, Outcome, Worker, Reason) in keyspace.Keys.Lost(),
 // the newest first, at most MaxLostReports.
 func (s *Store) NoteLost(ctx context.Context, l LostRun) error {
 	if l.Run == "" || l.Token == "" {

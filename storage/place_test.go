@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -45,7 +46,7 @@ func TestStore_Apply_places(t *testing.T) {
 			r.Group = "g"
 			ok(e.s.Submit(ctx, r))(t)
 		}
-		ps := e.s.Subscribe(ctx, e.s.Keys().SlotEvents("wA"))
+		ps := e.s.Subscribe(ctx, keyspace.Of(e.s).SlotEvents("wA"))
 		defer ps.Close()
 		if _, err := ps.Receive(ctx); err != nil {
 			t.Fatal(err)
@@ -167,7 +168,7 @@ func TestStore_Apply_placesOnLiveWorkers(t *testing.T) {
 // waitIndex is the waiting-run index of g: id -> entry.
 func (e *env) waitIndex(t *testing.T, g string) map[string]string {
 	t.Helper()
-	return ok(e.c.HGetAll(ctx, e.s.Keys().WaitInfo(g)).Result())(t)
+	return ok(e.c.HGetAll(ctx, keyspace.Of(e.s).WaitInfo(g)).Result())(t)
 }
 
 // TestStore_WaitInfo: the waiting-run index holds exactly the WAITING runs
@@ -183,7 +184,7 @@ func TestStore_WaitInfo(t *testing.T) {
 		}
 		check := func(when string) {
 			t.Helper()
-			ids := ok(e.c.ZRange(ctx, e.s.Keys().Waiting("g"), 0, -1).Result())(t)
+			ids := ok(e.c.ZRange(ctx, keyspace.Of(e.s).Waiting("g"), 0, -1).Result())(t)
 			idx := e.waitIndex(t, "g")
 			keys := make([]string, 0, len(idx))
 			for k := range idx {
@@ -232,17 +233,17 @@ func TestStore_WaitInfo(t *testing.T) {
 		if _, err := e.s.DeleteGroup(ctx, "g", true, "gone"); err != nil {
 			t.Fatal(err)
 		}
-		if n := ok(e.c.Exists(ctx, e.s.Keys().WaitInfo("g")).Result())(t); n != 0 {
+		if n := ok(e.c.Exists(ctx, keyspace.Of(e.s).WaitInfo("g")).Result())(t); n != 0 {
 			t.Fatal("the index outlived its group")
 		}
 		// the runs delete_group discarded are in the retention index, and
 		// the deleted group in retire: retention still removes them
 		for _, id := range []string{"r4", "r6", "r7"} {
-			if _, err := e.c.ZScore(ctx, e.s.Keys().Finished("g"), id).Result(); err != nil {
+			if _, err := e.c.ZScore(ctx, keyspace.Of(e.s).Finished("g"), id).Result(); err != nil {
 				t.Errorf("%s (discarded by delete_group) is not in the finished index: %v", id, err)
 			}
 		}
-		if _, err := e.c.ZScore(ctx, e.s.Keys().Retire(), "g").Result(); err != nil {
+		if _, err := e.c.ZScore(ctx, keyspace.Of(e.s).Retire(), "g").Result(); err != nil {
 			t.Errorf("the deleted group is not in retire: %v", err)
 		}
 	})
@@ -255,7 +256,7 @@ func TestStore_Snapshot_unindexed(t *testing.T) {
 		f := e.lead(t, "L#1#a")
 		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "old", Slots: 2, Priority: 7}))(t)
 		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "new"}))(t)
-		mustNil(t, e.c.HDel(ctx, e.s.Keys().WaitInfo("g"), "old").Err())
+		mustNil(t, e.c.HDel(ctx, keyspace.Of(e.s).WaitInfo("g"), "old").Err())
 		sn := e.s.SnapshotBatch(ctx, []string{"g"})[0]
 		mustNil(t, sn.Err)
 		if len(sn.Snapshot.Waiting) != 2 {
@@ -281,7 +282,7 @@ func TestStore_Snapshot_unindexed(t *testing.T) {
 func TestStore_Retire(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		f := e.lead(t, "L#1#a")
-		k := e.s.Keys()
+		k := keyspace.Of(e.s)
 		ok(e.s.SetGroup(ctx, "g", "wait", 10))(t)
 		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "a"}))(t)
 		if n := ok(e.c.ZCard(ctx, k.Retire()).Result())(t); n != 0 {
@@ -345,10 +346,10 @@ func TestStore_Beat(t *testing.T) {
 			t.Fatalf("beat of an unknown worker = %v", err)
 		}
 		mustNil(t, e.s.RegisterWorker(ctx, "wX", 2, 100*time.Millisecond))
-		before := ok(e.c.ZScore(ctx, e.s.Keys().Workers(), "wX").Result())(t)
+		before := ok(e.c.ZScore(ctx, keyspace.Of(e.s).Workers(), "wX").Result())(t)
 		time.Sleep(5 * time.Millisecond)
 		mustNil(t, e.s.Beat(ctx, "wX", time.Minute))
-		after := ok(e.c.ZScore(ctx, e.s.Keys().Workers(), "wX").Result())(t)
+		after := ok(e.c.ZScore(ctx, keyspace.Of(e.s).Workers(), "wX").Result())(t)
 		if after < before+float64(time.Minute.Milliseconds())/2 {
 			t.Fatalf("expiry %v -> %v: the beat did not move it a minute on", before, after)
 		}
@@ -372,7 +373,7 @@ func TestStore_GetRun_decisionRecords(t *testing.T) {
 			t.Fatalf("decision %+v", d)
 		}
 		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "old"}))(t)
-		mustNil(t, e.c.HSet(ctx, e.s.Keys().Run("old"), "decision", "7:g:1", "decision_epoch", 7, "decided_at", 1700000000000,
+		mustNil(t, e.c.HSet(ctx, keyspace.Of(e.s).Run("old"), "decision", "7:g:1", "decision_epoch", 7, "decided_at", 1700000000000,
 			"decision_action", "launch", "decision_reason", "oldest", "policy_sha256", "s", "policy_registry", 2,
 			"decision_policy", "wait", "decision_policy_version", "wv").Err())
 		d = ok(e.s.GetRun(ctx, "old"))(t).Decision
@@ -396,7 +397,7 @@ func TestStore_Report_handsBackTheSnapshot(t *testing.T) {
 			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: fmt.Sprintf("r%d", i), Priority: i}))(t)
 		}
 		launch(t, e, f, "g", "r0", "r1")
-		ps := e.s.Subscribe(ctx, e.s.Keys().WorkEvents())
+		ps := e.s.Subscribe(ctx, keyspace.Of(e.s).WorkEvents())
 		defer ps.Close()
 		if _, err := ps.Receive(ctx); err != nil {
 			t.Fatal(err)
@@ -443,7 +444,7 @@ func TestStore_Report_handsBackTheSnapshot(t *testing.T) {
 		if _, err := ps.ReceiveMessage(ctx); err != nil { // the submit's
 			t.Fatal(err)
 		}
-		mustNil(t, e.c.HDel(ctx, e.s.Keys().WaitInfo("g"), "r3").Err())
+		mustNil(t, e.c.HDel(ctx, keyspace.Of(e.s).WaitInfo("g"), "r3").Err())
 		if g, sn := report("r2"); g != "g" || sn != nil {
 			t.Fatalf("with an unindexed run in the window: %q %+v, want the name alone", g, sn)
 		}
@@ -461,7 +462,7 @@ func handBackEnv(t *testing.T, e *env, n int, gs storage.GroupSettings) (storage
 	for i := range n {
 		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: fmt.Sprintf("r%d", i)}))(t)
 	}
-	ps := e.s.Subscribe(ctx, e.s.Keys().WorkEvents())
+	ps := e.s.Subscribe(ctx, keyspace.Of(e.s).WorkEvents())
 	t.Cleanup(func() { _ = ps.Close() })
 	if _, err := ps.Receive(ctx); err != nil {
 		t.Fatal(err)
@@ -645,8 +646,8 @@ func TestStore_Report_referenceGap(t *testing.T) {
 		// the recorded gap does not parse (a corrupt dv): the snapshot
 		// oldest r0 r1, newest r5 r6: r0 launched
 		decide("corrupt", map[string]storage.ActionKind{"r0": storage.ActionLaunch})
-		dv := ok(e.c.HGet(ctx, e.s.Keys().Group("g"), "dv").Result())(t)
-		mustNil(t, e.c.HSet(ctx, e.s.Keys().Group("g"), "dv", strings.SplitN(dv, ",", 2)[0]+",x").Err())
+		dv := ok(e.c.HGet(ctx, keyspace.Of(e.s).Group("g"), "dv").Result())(t)
+		mustNil(t, e.c.HSet(ctx, keyspace.Of(e.s).Group("g"), "dv", strings.SplitN(dv, ",", 2)[0]+",x").Err())
 		p = storage.SplitWorkEvents(reportMsg(t, e, ps, "r0"))[0]
 		noRef("a gap that does not parse", p)
 		if _, sn := storage.ParseWorkEvent(p); sn == nil {
@@ -655,7 +656,7 @@ func TestStore_Report_referenceGap(t *testing.T) {
 
 		// a run of the gap not indexed: no reference, the snapshot (or the name)
 		// oldest r1 r2, newest r5 r6: r1 launched, r3 would shift in
-		mustNil(t, e.c.HDel(ctx, e.s.Keys().WaitInfo("g"), "r3").Err())
+		mustNil(t, e.c.HDel(ctx, keyspace.Of(e.s).WaitInfo("g"), "r3").Err())
 		p, _, _ = step("unindexed", map[string]storage.ActionKind{"r1": storage.ActionLaunch}, "r1")
 		noRef("a gap run not indexed", p)
 

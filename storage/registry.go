@@ -220,7 +220,7 @@ func (s *Store) activate(ctx context.Context, op, name, version, who, note strin
 }
 
 // ActivatePolicy makes version active: bumps the policy generation, appends
-// history and PUBLISHes "name version gen" on Keys().PolicyChannel().
+// history and PUBLISHes "name version gen" on keyspace.Keys.PolicyChannel().
 // Version 0 is none: the embedded built-in of a built-in name, no active
 // version for any other (its groups hold; the policy may then be deleted).
 // Activating the active version is a no-op. ErrNotFound for an unknown

@@ -54,9 +54,9 @@ type AutoRollbackInfo struct {
 	Reason   string
 }
 
-// LastAutoRollback returns the policy's last automatic rollback; ok is false
+// lastAutoRollback returns the policy's last automatic rollback; ok is false
 // if it never had one (or the policy does not exist).
-func (s *Store) LastAutoRollback(ctx context.Context, name string) (info AutoRollbackInfo, ok bool, err error) {
+func (s *Store) lastAutoRollback(ctx context.Context, name string) (info AutoRollbackInfo, ok bool, err error) {
 	if err := ValidateName("policy", name); err != nil {
 		return info, false, err
 	}

@@ -4,12 +4,13 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
 func TestStore_Policy(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
-		sub := e.c.Subscribe(ctx, e.s.Keys().PolicyChannel())
+		sub := e.c.Subscribe(ctx, keyspace.Of(e.s).PolicyChannel())
 		defer sub.Close()
 		ok(sub.Receive(ctx))(t)
 		v1 := ok(e.s.PushPolicy(ctx, storage.PushRequest{Name: "p", Kind: "serial", Who: "ann", Note: "first", Blob: []byte("one"), Activate: true}))(t)
@@ -107,7 +108,7 @@ func TestStore_PolicyActivationMarksGroupsDirty(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		settle := func(t *testing.T) {
 			t.Helper()
-			mustNil(t, e.c.Del(ctx, e.s.Keys().Dirty()).Err())
+			mustNil(t, e.c.Del(ctx, keyspace.Of(e.s).Dirty()).Err())
 		}
 		wantDirty := func(t *testing.T, what string, want []string) {
 			t.Helper()

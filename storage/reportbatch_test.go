@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -71,9 +72,9 @@ func TestStore_ReportBatch_oneCall(t *testing.T) {
 	for _, g := range []string{"g1", "g2", "g3"} {
 		v0[g] = ok(e.s.GetGroup(ctx, g))(t).Version
 	}
-	work := e.s.Subscribe(ctx, e.s.Keys().WorkEvents())
+	work := e.s.Subscribe(ctx, keyspace.Of(e.s).WorkEvents())
 	defer work.Close()
-	runEv := e.s.Subscribe(ctx, e.s.Keys().RunEvents())
+	runEv := e.s.Subscribe(ctx, keyspace.Of(e.s).RunEvents())
 	defer runEv.Close()
 	if _, err := work.Receive(ctx); err != nil {
 		t.Fatal(err)
@@ -81,7 +82,7 @@ func TestStore_ReportBatch_oneCall(t *testing.T) {
 	if _, err := runEv.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mustNil(t, e.c.Set(ctx, e.s.Keys().PolicyGen(), 7, 0).Err()) // as if 7 policy versions had been pushed
+	mustNil(t, e.c.Set(ctx, keyspace.Of(e.s).PolicyGen(), 7, 0).Err()) // as if 7 policy versions had been pushed
 	mustNil(t, e.c.ConfigResetStat(ctx).Err())
 	for i, err := range e.s.ReportBatch(ctx, "wA", reps) {
 		if err != nil {
@@ -155,7 +156,7 @@ func TestStore_ReportBatch_failedReportKeepsTheWrites(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		reps := reportSetup(t, e)
 		// g2-r0's run key replaced by a string: its first read fails
-		rk := e.s.Keys().Run("g2-r0")
+		rk := keyspace.Of(e.s).Run("g2-r0")
 		saved := ok(e.c.HGetAll(ctx, rk).Result())(t)
 		mustNil(t, e.c.Del(ctx, rk).Err())
 		mustNil(t, e.c.Set(ctx, rk, "not a hash", 0).Err())
@@ -174,7 +175,7 @@ func TestStore_ReportBatch_failedReportKeepsTheWrites(t *testing.T) {
 				t.Errorf("%s is %s, want RUNNING (after the failure: not written)", id, r.State)
 			}
 		}
-		if n := ok(e.c.ZCard(ctx, e.s.Keys().Free()).Result())(t); n != 2 {
+		if n := ok(e.c.ZCard(ctx, keyspace.Of(e.s).Free()).Result())(t); n != 2 {
 			t.Errorf("free slots %d, want 2 (g1's two)", n)
 		}
 		if d := ok(e.s.DirtyGroups(ctx, 0))(t); len(d) != 1 || d[0] != "g1" {
@@ -280,10 +281,10 @@ func TestStore_Report_quietGroup(t *testing.T) {
 					d.WakeAt = time.Now().Add(time.Hour).UnixMilli()
 				}
 				mustNil(t, e.s.ApplyBatch(ctx, f, []storage.GroupDecision{{Group: "g", Decision: d}})[0].Err)
-				if n := e.c.SCard(ctx, e.s.Keys().Dirty()).Val(); n != 0 {
+				if n := e.c.SCard(ctx, keyspace.Of(e.s).Dirty()).Val(); n != 0 {
 					t.Fatalf("dirty after the apply: %d", n)
 				}
-				work := e.s.Subscribe(ctx, e.s.Keys().WorkEvents())
+				work := e.s.Subscribe(ctx, keyspace.Of(e.s).WorkEvents())
 				defer work.Close()
 				if _, err := work.Receive(ctx); err != nil {
 					t.Fatal(err)
@@ -306,7 +307,7 @@ func TestStore_Report_quietGroup(t *testing.T) {
 				if g.Version != v+1+int64(tc.report) {
 					t.Fatalf("version %d, want %d (the apply and each report bump it)", g.Version, v+1+int64(tc.report))
 				}
-				dirty := e.c.SIsMember(ctx, e.s.Keys().Dirty(), "g").Val()
+				dirty := e.c.SIsMember(ctx, keyspace.Of(e.s).Dirty(), "g").Val()
 				if dirty != tc.wantDirty {
 					t.Fatalf("dirty = %v after the reports, want %v", dirty, tc.wantDirty)
 				}
@@ -335,7 +336,7 @@ func TestStore_Report_quietGroup(t *testing.T) {
 					if r.State != storage.StateWaiting || r.Attempt != 2 {
 						t.Fatalf("the retried run is %s attempt %d", r.State, r.Attempt)
 					}
-					if sc := e.c.ZScore(ctx, e.s.Keys().Timers(), "g"); sc.Err() != nil {
+					if sc := e.c.ZScore(ctx, keyspace.Of(e.s).Timers(), "g"); sc.Err() != nil {
 						t.Fatalf("no timer for the parked retry: %v", sc.Err())
 					}
 				}

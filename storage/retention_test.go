@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -71,7 +72,7 @@ func TestStore_Expire(t *testing.T) {
 		if got := fmt.Sprint(len(runs)); got != "2" {
 			t.Errorf("ListRuns after expire: %d runs, want the 2 unfinished (index entries removed too)", len(runs))
 		}
-		if n := e.c.ZCard(ctx, e.s.Keys().Finished("g")).Val(); n != 0 {
+		if n := e.c.ZCard(ctx, keyspace.Of(e.s).Finished("g")).Val(); n != 0 {
 			t.Errorf("finished index still holds %d", n)
 		}
 	})
@@ -315,7 +316,7 @@ func TestStore_ExpireBatch_sharedChunk(t *testing.T) {
 		if n := cc.n.Load(); n != 3 {
 			t.Errorf("3 rounds of 3 groups took %d calls, want 3 (one a round)", n)
 		}
-		if n := ok(e.c.ZCard(ctx, e.s.Keys().Runs()).Result())(t); n != 0 {
+		if n := ok(e.c.ZCard(ctx, keyspace.Of(e.s).Runs()).Result())(t); n != 0 {
 			t.Errorf("%d runs left in the runs index, want 0", n)
 		}
 		// a stale fence: every group of the call is fenced, nothing removed

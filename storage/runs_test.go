@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/internal/digest"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/storage"
@@ -211,7 +212,7 @@ func TestStore_Apply(t *testing.T) {
 		}
 		t.Run("fenced-lock-moved", func(t *testing.T) {
 			e, f, v := prep(t)
-			e.c.Set(ctx, e.s.Keys().Lock(), "Y#2#c", time.Minute)
+			e.c.Set(ctx, keyspace.Of(e.s).Lock(), "Y#2#c", time.Minute)
 			e.unchanged(t, func() {
 				if _, err := e.s.Apply(ctx, f, "g", storage.Decision{Version: v, ClaimID: "c9", Actions: []storage.Action{launch("w3")}}); !errors.Is(err, storage.ErrFenced) {
 					t.Fatalf("err = %v", err)
@@ -472,7 +473,7 @@ func TestStore_Submit_idempotency(t *testing.T) {
 			}
 		})
 		// the key names its run for IdempotencyTTL
-		ttl, err := e.c.PTTL(ctx, e.s.Keys().Idempotency(digest.SHA256([]byte("order-42")))).Result()
+		ttl, err := e.c.PTTL(ctx, keyspace.Of(e.s).Idempotency(digest.SHA256([]byte("order-42")))).Result()
 		mustNil(t, err)
 		if ttl <= storage.IdempotencyTTL-time.Minute || ttl > storage.IdempotencyTTL {
 			t.Fatalf("idempotency key ttl %v, want about %v", ttl, storage.IdempotencyTTL)
@@ -510,7 +511,7 @@ func TestStore_bulkDeletesAreChunked(t *testing.T) {
 			mustNil(t, r.Err)
 		}
 		for i := range 2500 {
-			mustNil(t, e.c.Set(ctx, e.s.Keys().Prefix()+fmt.Sprintf("junk:%d", i), "x", 0).Err())
+			mustNil(t, e.c.Set(ctx, keyspace.Of(e.s).Prefix()+fmt.Sprintf("junk:%d", i), "x", 0).Err())
 		}
 		rec := redistest.Record(e.c)
 		rec.NameScripts(storage.ScriptName)

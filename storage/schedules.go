@@ -46,11 +46,11 @@ type Schedule struct {
 const (
 	// MaxScheduleName bounds a schedule's name (its runs' ids carry it).
 	MaxScheduleName = 96
-	// MinScheduleInterval is the shortest @every a schedule may have.
-	MinScheduleInterval = time.Second
-	// MaxCronLen and MaxTZLen bound a schedule's expression and zone.
-	MaxCronLen = 256
-	MaxTZLen   = 64
+	// minScheduleInterval is the shortest @every a schedule may have.
+	minScheduleInterval = time.Second
+	// maxCronLen and maxTZLen bound a schedule's expression and zone.
+	maxCronLen = 256
+	maxTZLen   = 64
 )
 
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
@@ -63,8 +63,8 @@ func ParseCron(expr, tz string) (cron.Schedule, error) {
 	if strings.TrimSpace(expr) == "" {
 		return nil, invalid(op, "cron expression is empty")
 	}
-	if len(expr) > MaxCronLen || len(tz) > MaxTZLen {
-		return nil, invalid(op, "cron expression (%d bytes) or tz (%d bytes) too long: at most %d and %d", len(expr), len(tz), MaxCronLen, MaxTZLen)
+	if len(expr) > maxCronLen || len(tz) > maxTZLen {
+		return nil, invalid(op, "cron expression (%d bytes) or tz (%d bytes) too long: at most %d and %d", len(expr), len(tz), maxCronLen, maxTZLen)
 	}
 	if strings.HasPrefix(expr, "CRON_TZ=") || strings.HasPrefix(expr, "TZ=") {
 		return nil, invalid(op, "cron %q: set the zone with tz, not in the expression", expr)
@@ -84,8 +84,8 @@ func ParseCron(expr, tz string) (cron.Schedule, error) {
 		switch {
 		case err != nil:
 			return nil, invalid(op, "cron %q: %v", expr, err)
-		case d < MinScheduleInterval:
-			return nil, invalid(op, "cron %q: interval below %v", expr, MinScheduleInterval)
+		case d < minScheduleInterval:
+			return nil, invalid(op, "cron %q: interval below %v", expr, minScheduleInterval)
 		case d%time.Second != 0:
 			return nil, invalid(op, "cron %q: the interval must be whole seconds", expr)
 		}
@@ -96,8 +96,8 @@ func ParseCron(expr, tz string) (cron.Schedule, error) {
 	}
 	switch x := s.(type) {
 	case cron.ConstantDelaySchedule:
-		if x.Delay < MinScheduleInterval {
-			return nil, invalid(op, "cron %q: interval below %v", expr, MinScheduleInterval)
+		if x.Delay < minScheduleInterval {
+			return nil, invalid(op, "cron %q: interval below %v", expr, minScheduleInterval)
 		}
 		return x, nil
 	case *cron.SpecSchedule:
@@ -119,11 +119,11 @@ func nextTick(s cron.Schedule, t time.Time) time.Time {
 	return s.Next(t)
 }
 
-// ScheduleTicks applies the missed-tick rule at now to a schedule whose
+// scheduleTicks applies the missed-tick rule at now to a schedule whose
 // pending tick is due: the tick to submit (the latest at or before now),
 // how many earlier ticks it skips, and the next tick after now. It walks
 // at most maxWalk ticks; a longer gap counts the rest by the interval.
-func ScheduleTicks(s cron.Schedule, due, now time.Time) (fire time.Time, missed int64, next time.Time) {
+func scheduleTicks(s cron.Schedule, due, now time.Time) (fire time.Time, missed int64, next time.Time) {
 	const maxWalk = 100_000
 	fire = due
 	for range maxWalk {
@@ -143,9 +143,9 @@ func ScheduleTicks(s cron.Schedule, due, now time.Time) (fire time.Time, missed 
 	return fire, missed, n
 }
 
-// ScheduleRunID is the run id of a schedule's tick: the same on every
+// scheduleRunID is the run id of a schedule's tick: the same on every
 // leader, so a tick cannot be submitted twice.
-func ScheduleRunID(name string, tick time.Time) string {
+func scheduleRunID(name string, tick time.Time) string {
 	return "s-" + name + "-" + strconv.FormatInt(tick.UnixMilli(), 10)
 }
 
@@ -326,7 +326,7 @@ type FireResult struct {
 }
 
 // FireSchedules fires the due tick of each named schedule at now (Redis
-// time): the missed-tick rule picks the tick (ScheduleTicks), a fenced
+// time): the missed-tick rule picks the tick (scheduleTicks), a fenced
 // fire_schedule script per schedule submits its run and moves the
 // schedule to its next tick, all in one pipelined round trip after one
 // read of the specs.
@@ -365,11 +365,11 @@ func (s *Store) FireSchedules(ctx context.Context, f Fence, names []string, now 
 			out[i].Err = err
 			continue
 		}
-		fire, missed, next := ScheduleTicks(cs, sc.Next, now)
+		fire, missed, next := scheduleTicks(cs, sc.Next, now)
 		if next.IsZero() {
 			next = time.UnixMilli(1<<53 - 1) // no tick ever again: park it far ahead
 		}
-		id := ScheduleRunID(n, fire)
+		id := scheduleRunID(n, fire)
 		g := sc.Group
 		out[i].Tick, out[i].Missed = fire, missed
 		calls = append(calls, scriptCall{

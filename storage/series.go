@@ -18,7 +18,7 @@ const (
 	SeriesInterval = 10 * time.Second
 	SeriesPoints   = 8640 // 24 h of points
 	SeriesGroups   = 500
-	SeriesLifetime = 25 * time.Hour
+	seriesLifetime = 25 * time.Hour
 )
 
 // SeriesPoint is one point of a time series: what happened in the
@@ -72,7 +72,7 @@ func (s *Store) RecordSeries(ctx context.Context, f Fence, ns SeriesPoint, group
 	}
 	k := s.k
 	keys := []string{k.Fence(), k.Lock(), k.Series()}
-	args := append(f.args(), SeriesPoints, SeriesLifetime.Milliseconds(), ns.encode(false))
+	args := append(f.args(), SeriesPoints, seriesLifetime.Milliseconds(), ns.encode(false))
 	for g, p := range groups {
 		if err := ValidateName("group", g); err != nil {
 			return err

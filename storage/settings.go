@@ -10,11 +10,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// SettingsRecheck is how long a Store trusts the namespace settings it
+// settingsRecheck is how long a Store trusts the namespace settings it
 // read (a leader's new --max-run-slots reaches every client within it).
-const SettingsRecheck = 10 * time.Second
+const settingsRecheck = 10 * time.Second
 
-// settingsCache is a Store's last read of Keys().Settings().
+// settingsCache is a Store's last read of keyspace.Keys.Settings().
 type settingsCache struct {
 	mu          sync.Mutex
 	at          time.Time
@@ -43,12 +43,12 @@ func (s *Store) SetMaxRunSlots(ctx context.Context, f Fence, n int) error {
 	return nil
 }
 
-// NamespaceMaxRunSlots returns the namespace's bound on a run's slots (0:
+// namespaceMaxRunSlots returns the namespace's bound on a run's slots (0:
 // none beyond MaxRunSlots), read at most every SettingsRecheck.
-func (s *Store) NamespaceMaxRunSlots(ctx context.Context) (int, error) {
+func (s *Store) namespaceMaxRunSlots(ctx context.Context) (int, error) {
 	s.set.mu.Lock()
 	defer s.set.mu.Unlock()
-	if !s.set.at.IsZero() && time.Since(s.set.at) < SettingsRecheck {
+	if !s.set.at.IsZero() && time.Since(s.set.at) < settingsRecheck {
 		return s.set.maxRunSlots, nil
 	}
 	v, err := s.c.HGet(ctx, s.k.Settings(), "max_run_slots").Int()
@@ -65,7 +65,7 @@ func (s *Store) checkRunSlots(ctx context.Context, r SubmitRequest) error {
 	if r.Slots <= 1 {
 		return nil
 	}
-	m, err := s.NamespaceMaxRunSlots(ctx)
+	m, err := s.namespaceMaxRunSlots(ctx)
 	if err != nil {
 		return err
 	}

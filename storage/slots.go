@@ -12,10 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ValidateWorker checks a worker identity. Unlike ValidateName it allows
+// validateWorker checks a worker identity. Unlike ValidateName it allows
 // '#' (identity stamps are ADDR#START#RANDOM) and up to 256 bytes; it
 // rejects empty, '{', '}', ',', whitespace and control characters.
-func ValidateWorker(id string) error {
+func validateWorker(id string) error {
 	if id == "" || len(id) > 256 {
 		return fmt.Errorf("storage: worker identity %q: empty or longer than 256 bytes: %w", id, ErrInvalid)
 	}
@@ -43,7 +43,7 @@ func ttlMS(op string, ttl time.Duration) (int64, error) {
 // ErrBadState).
 func (s *Store) RegisterWorker(ctx context.Context, identity string, slots int, ttl time.Duration) error {
 	const op = "register worker"
-	if err := ValidateWorker(identity); err != nil {
+	if err := validateWorker(identity); err != nil {
 		return err
 	}
 	if slots < 1 {
@@ -63,7 +63,7 @@ func (s *Store) RegisterWorker(ctx context.Context, identity string, slots int, 
 // are not offered again. It returns how many of its slots are still
 // assigned. ErrUnknownWorker if it is not registered.
 func (s *Store) DrainWorker(ctx context.Context, identity string) (busy int, err error) {
-	if err := ValidateWorker(identity); err != nil {
+	if err := validateWorker(identity); err != nil {
 		return 0, err
 	}
 	k := s.k
@@ -74,7 +74,7 @@ func (s *Store) DrainWorker(ctx context.Context, identity string) (busy int, err
 // DeregisterWorker removes worker identity and its slots, once none is
 // assigned (ErrBadState otherwise); a worker not registered is a no-op.
 func (s *Store) DeregisterWorker(ctx context.Context, identity string) error {
-	if err := ValidateWorker(identity); err != nil {
+	if err := validateWorker(identity); err != nil {
 		return err
 	}
 	k := s.k
@@ -171,7 +171,7 @@ func (s *Store) fillRunStates(ctx context.Context, sl []SlotState, need func(tok
 // trip.
 func (s *Store) Heartbeat(ctx context.Context, identity string, ttl time.Duration, need func(token string) bool) ([]SlotState, error) {
 	const op = "heartbeat"
-	if err := ValidateWorker(identity); err != nil {
+	if err := validateWorker(identity); err != nil {
 		return nil, err
 	}
 	ms, err := ttlMS(op, ttl)
@@ -218,7 +218,7 @@ func (s *Store) ConfirmBeat(ctx context.Context, identity string, ttl time.Durat
 // whether (and how long) it waits for a replica.
 func (s *Store) beat(ctx context.Context, identity string, ttl time.Duration) error {
 	const op = "heartbeat"
-	if err := ValidateWorker(identity); err != nil {
+	if err := validateWorker(identity); err != nil {
 		return err
 	}
 	ms, err := ttlMS(op, ttl)
@@ -231,7 +231,7 @@ func (s *Store) beat(ctx context.Context, identity string, ttl time.Duration) er
 }
 
 // SlotEvent is one task-0 assignment (or stop request) announced on the
-// worker's Keys().SlotEvents(identity) by apply, AllocateBatch or
+// worker's keyspace.Keys.SlotEvents(identity) by apply, AllocateBatch or
 // RequestStop: worker identity, slot index, run id.
 type SlotEvent struct {
 	Worker string
@@ -289,7 +289,7 @@ func parsePickup(vals []any) (Run, bool) {
 // Detail set (other events are dropped: the heartbeat reconciles them).
 func (s *Store) PollAssigned(ctx context.Context, identity string, evs []SlotEvent) ([]SlotState, error) {
 	const op = "poll assigned"
-	if err := ValidateWorker(identity); err != nil {
+	if err := validateWorker(identity); err != nil {
 		return nil, err
 	}
 	keep := make([]SlotEvent, 0, len(evs))
@@ -337,7 +337,7 @@ func (s *Store) PollAssigned(ctx context.Context, identity string, evs []SlotEve
 // report (same token) succeeds without writing.
 func (s *Store) Report(ctx context.Context, identity, runID, token string, outcome State, reason string) error {
 	const op = "report"
-	if err := ValidateWorker(identity); err != nil {
+	if err := validateWorker(identity); err != nil {
 		return err
 	}
 	switch outcome {
@@ -375,7 +375,7 @@ const (
 
 func reportCheck(identity string, r ReportReq) error {
 	const op = "report"
-	if err := ValidateWorker(identity); err != nil {
+	if err := validateWorker(identity); err != nil {
 		return err
 	}
 	if err := ValidateName("group", r.Group); err != nil {
@@ -445,10 +445,10 @@ func (s *Store) reportHead(identity string) scriptCall {
 
 // reportPart is one report's keys and args in a report call.
 func (s *Store) reportPart(r ReportReq) scriptCall {
-	if len(r.Reason) > MaxStopReason {
+	if len(r.Reason) > maxStopReason {
 		// a handler's error can be anything: the run (and each of its
-		// recorded attempts) keeps its first MaxStopReason bytes
-		r.Reason = r.Reason[:MaxStopReason] + "..."
+		// recorded attempts) keeps its first maxStopReason bytes
+		r.Reason = r.Reason[:maxStopReason] + "..."
 	}
 	k := s.k
 	g := r.Group
@@ -479,7 +479,7 @@ func (s *Store) LaunchedRuns(ctx context.Context, limit int) ([]string, error) {
 // AllocOutcome is the result of one run of an AllocateBatch.
 type AllocOutcome string
 
-// AllocateBatch outcomes.
+// allocateBatch outcomes.
 const (
 	AllocAllocated AllocOutcome = "allocated" // all k slots assigned, run RUNNING
 	AllocSkipped   AllocOutcome = "skipped"   // not LAUNCHED (stopped or gone): nothing written
@@ -497,17 +497,17 @@ type AllocResult struct {
 	Assignments []Assignment // AllocAllocated, by task
 }
 
-// AllocateBatch is Allocate for up to len(runIDs) runs in ONE fenced script:
+// allocateBatch is Allocate for up to len(runIDs) runs in ONE fenced script:
 // in the given order (pass the head of LaunchedRuns: FIFO by seq), each
 // LAUNCHED run gets all of its k slots or none; a run that is no longer
 // LAUNCHED is skipped; the first run that does not fit stops the batch
 // (AllocNoSlots, nothing written for it), so no younger run overtakes it.
 // The results are in order and end at the first AllocNoSlots; runs after it
 // are not in the results. The workers that got a task-0 slot are notified,
-// each on its own Keys().SlotEvents(identity). A go-redis retry finds the runs it already
+// each on its own keyspace.Keys.SlotEvents(identity). A go-redis retry finds the runs it already
 // allocated (same op id) and reports them allocated again, never twice.
 // Errors (nothing written): ErrFenced, ErrInvalid (a run id twice or invalid).
-func (s *Store) AllocateBatch(ctx context.Context, f Fence, runIDs []string) ([]AllocResult, error) {
+func (s *Store) allocateBatch(ctx context.Context, f Fence, runIDs []string) ([]AllocResult, error) {
 	return s.AllocateBackfill(ctx, f, runIDs, 0)
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -228,7 +229,7 @@ func TestStore_Restore(t *testing.T) {
 			t.Fatalf("slots = %+v", v)
 		}
 		// a slot changed between check and apply: stale
-		e.c.HSet(ctx, e.s.Keys().Slots(), "wA#0", "")
+		e.c.HSet(ctx, keyspace.Of(e.s).Slots(), "wA#0", "")
 		if _, err := e.s.RestoreApply(ctx, f2, "ra", []int{0, 1, 2}, nil); !errors.Is(err, storage.ErrStale) {
 			t.Fatalf("changed slot = %v", err)
 		}

@@ -9,10 +9,11 @@ import (
 	"unicode"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 )
 
-// MaxNameLen is the longest accepted name.
-const MaxNameLen = 128
+// maxNameLen is the longest accepted name.
+const maxNameLen = 128
 
 // ValidateName checks a namespace, group, run, worker or policy name: not
 // empty, at most MaxNameLen bytes, no '{', '}', '#', ',', whitespace or
@@ -21,8 +22,8 @@ func ValidateName(kind, s string) error {
 	if s == "" {
 		return fmt.Errorf("storage: %s name is empty: %w", kind, ErrInvalid)
 	}
-	if len(s) > MaxNameLen {
-		return fmt.Errorf("storage: %s name %.20q... is %d bytes, max %d: %w", kind, s, len(s), MaxNameLen, ErrInvalid)
+	if len(s) > maxNameLen {
+		return fmt.Errorf("storage: %s name %.20q... is %d bytes, max %d: %w", kind, s, len(s), maxNameLen, ErrInvalid)
 	}
 	for _, r := range s {
 		switch {
@@ -40,7 +41,7 @@ func ValidateName(kind, s string) error {
 type Store struct {
 	c  redis.UniversalClient
 	ns string
-	k  Keys
+	k  keyspace.Keys
 
 	// refused is when (unix ns, this process's clock) Redis last refused
 	// one of this Store's scripts at maxmemory; 0 if never. The reaper
@@ -55,7 +56,7 @@ type Store struct {
 // New returns a Store for namespace (validated with ValidateName). It does
 // not talk to Redis; call Load to preload scripts (optional). A client from
 // Connect brings its URL's durability (durable=, durable_timeout=); any
-// other client gets DurableAuto (SetDurability changes it).
+// other client gets durableAuto (SetDurability changes it).
 func New(c redis.UniversalClient, namespace string) (*Store, error) {
 	if c == nil {
 		return nil, fmt.Errorf("storage: new: nil client: %w", ErrInvalid)
@@ -65,7 +66,7 @@ func New(c redis.UniversalClient, namespace string) (*Store, error) {
 	}
 	given := c
 	c, d, _ := fromConnect(c)
-	st := &Store{c: c, ns: namespace, k: NewKeys(namespace), given: given}
+	st := &Store{c: c, ns: namespace, k: keyspace.New(namespace), given: given}
 	d = d.withDefaults()
 	st.dur.cfg.Store(&d)
 	return st, nil
@@ -79,9 +80,6 @@ func (s *Store) Namespace() string { return s.ns }
 // gets this one's durability.
 func (s *Store) Redis() redis.UniversalClient { return s.given }
 
-// Keys returns the namespace's key builder.
-func (s *Store) Keys() Keys { return s.k }
-
 // Fence is a leader's authority: the epoch it got from BecomeLeader and its
 // holder stamp. Every leader-authority write checks it inside the script.
 type Fence struct {
@@ -92,7 +90,7 @@ type Fence struct {
 func (f Fence) args() []any { return []any{strconv.FormatInt(f.Epoch, 10), f.Holder} }
 
 // BecomeLeader bumps the namespace epoch and records stamp as holder (and
-// since = Redis TIME), only if the lock key (Keys().Lock()) holds stamp;
+// since = Redis TIME), only if the lock key (keyspace.Keys.Lock()) holds stamp;
 // else ErrNotHolder and nothing is written. Use redislock without Metadata,
 // so the lock value equals the stamp.
 func (s *Store) BecomeLeader(ctx context.Context, stamp string) (int64, error) {

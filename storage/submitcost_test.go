@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -67,7 +68,7 @@ func TestStore_SubmitBatch_perGroupOnce(t *testing.T) {
 	if calls["zadd"] != 80 {
 		t.Errorf("%d ZADD, want 80 (each run into waiting and into runs)", calls["zadd"])
 	}
-	if n := ok(e.c.ZCard(ctx, e.s.Keys().Runs()).Result())(t); n != 40 {
+	if n := ok(e.c.ZCard(ctx, keyspace.Of(e.s).Runs()).Result())(t); n != 40 {
 		t.Errorf("%d runs indexed, want 40", n)
 	}
 	// SADD: the new group g into the groups set, then dirty once
@@ -131,14 +132,14 @@ func TestStore_ApplyBatch_oneSREM(t *testing.T) {
 			}
 			as := r.Assignments[0]
 			f := fmt.Sprintf("%s#%d", as.Worker, as.Slot)
-			v := ok(e.c.HGet(ctx, e.s.Keys().Slots(), f).Result())(t)
+			v := ok(e.c.HGet(ctx, keyspace.Of(e.s).Slots(), f).Result())(t)
 			if held[f] || v != fmt.Sprintf("%s#%s#0", a.Run, as.Token) {
 				t.Errorf("slot %s holds %q (taken twice: %v), want %s's assignment", f, v, held[f], a.Run)
 			}
 			held[f] = true
 		}
 	}
-	if n := ok(e.c.ZCard(ctx, e.s.Keys().Free()).Result())(t); n != 8-3 {
+	if n := ok(e.c.ZCard(ctx, keyspace.Of(e.s).Free()).Result())(t); n != 8-3 {
 		t.Errorf("%d slots free, want 5", n)
 	}
 	if d := ok(e.s.DirtyGroups(ctx, 0))(t); len(d) != 0 {
@@ -155,7 +156,7 @@ func TestStore_SubmitBatch_failedRunKeepsTheBumps(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		ok(e.s.SetGroup(ctx, "g", "wait", 1))(t)
 		v0 := ok(e.s.GetGroup(ctx, "g"))(t).Version
-		mustNil(t, e.c.Set(ctx, e.s.Keys().Run("r2"), "not a hash", 0).Err())
+		mustNil(t, e.c.Set(ctx, keyspace.Of(e.s).Run("r2"), "not a hash", 0).Err())
 		res := e.s.SubmitBatch(ctx, []storage.SubmitRequest{{Group: "g", ID: "r0"}, {Group: "g", ID: "r1"},
 			{Group: "g", ID: "r2"}, {Group: "g", ID: "r3"}})
 		for i, r := range res {
@@ -207,10 +208,10 @@ func TestStore_AllocateBatch_deferredRemovals(t *testing.T) {
 	if calls["zrange"] != 2 || calls["hget"] != 100 {
 		t.Errorf("the cursor read %d windows and checked %d slots, want 2 and 100", calls["zrange"], calls["hget"])
 	}
-	if n := ok(e.c.ZCard(ctx, e.s.Keys().Free()).Result())(t); n != 0 {
+	if n := ok(e.c.ZCard(ctx, keyspace.Of(e.s).Free()).Result())(t); n != 0 {
 		t.Errorf("%d slots left in free, want 0", n)
 	}
-	if n := ok(e.c.ZCard(ctx, e.s.Keys().Launched()).Result())(t); n != 0 {
+	if n := ok(e.c.ZCard(ctx, keyspace.Of(e.s).Launched()).Result())(t); n != 0 {
 		t.Errorf("%d runs left in launched, want 0", n)
 	}
 }
@@ -232,8 +233,8 @@ func TestStore_ApplyBatch_failedGroupLeavesTheOthers(t *testing.T) {
 				Version: ok(e.s.GetGroup(ctx, g))(t).Version, ClaimID: "c-" + g,
 				Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: g + "-r"}}}})
 		}
-		mustNil(t, e.c.Set(ctx, e.s.Keys().Decisions("g2"), "not a list", 0).Err())
-		slots := e.s.Subscribe(ctx, e.s.Keys().SlotEvents("wA"))
+		mustNil(t, e.c.Set(ctx, keyspace.Of(e.s).Decisions("g2"), "not a list", 0).Err())
+		slots := e.s.Subscribe(ctx, keyspace.Of(e.s).SlotEvents("wA"))
 		defer slots.Close()
 		if _, err := slots.Receive(ctx); err != nil {
 			t.Fatal(err)
@@ -262,7 +263,7 @@ func TestStore_ApplyBatch_failedGroupLeavesTheOthers(t *testing.T) {
 		}
 		// g2's run holds a slot (written before its failure): two slots
 		// for g1 and g3 and g2's out of free, the rest free
-		if n := ok(e.c.ZCard(ctx, e.s.Keys().Free()).Result())(t); n != 5 {
+		if n := ok(e.c.ZCard(ctx, keyspace.Of(e.s).Free()).Result())(t); n != 5 {
 			t.Errorf("%d slots free, want 5", n)
 		}
 	})
@@ -281,8 +282,8 @@ func TestStore_ApplyBatch_failedActionAnnouncesWhatItWrote(t *testing.T) {
 		for _, id := range []string{"r1", "r2"} {
 			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: id}))(t)
 		}
-		mustNil(t, e.c.Set(ctx, e.s.Keys().Run("r2"), "not a hash", 0).Err())
-		slots := e.s.Subscribe(ctx, e.s.Keys().SlotEvents("wA"), e.s.Keys().RunEvents())
+		mustNil(t, e.c.Set(ctx, keyspace.Of(e.s).Run("r2"), "not a hash", 0).Err())
+		slots := e.s.Subscribe(ctx, keyspace.Of(e.s).SlotEvents("wA"), keyspace.Of(e.s).RunEvents())
 		defer slots.Close()
 		for range 2 {
 			if _, err := slots.Receive(ctx); err != nil {
@@ -299,10 +300,10 @@ func TestStore_ApplyBatch_failedActionAnnouncesWhatItWrote(t *testing.T) {
 			t.Fatalf("r1 is %s, want RUNNING (written before the failure)", r.State)
 		}
 		got := messages(t, slots, 2) // a slot-events and a run-events message
-		if p := got[e.s.Keys().SlotEvents("wA")]; !strings.Contains(p, "#r1") || strings.Contains(p, "#r2") {
+		if p := got[keyspace.Of(e.s).SlotEvents("wA")]; !strings.Contains(p, "#r1") || strings.Contains(p, "#r2") {
 			t.Errorf("slot events %q, want r1's only", p)
 		}
-		if p := got[e.s.Keys().RunEvents()]; !strings.Contains(p, "RUNNING#g#r1") {
+		if p := got[keyspace.Of(e.s).RunEvents()]; !strings.Contains(p, "RUNNING#g#r1") {
 			t.Errorf("run events %q, want r1 RUNNING", p)
 		}
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/internal/embedded"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -93,7 +94,7 @@ var ctx = context.Background()
 // lead makes stamp the lock holder and leader; returns its fence.
 func (e *env) lead(t testing.TB, stamp string) storage.Fence {
 	t.Helper()
-	if err := e.c.Set(ctx, e.s.Keys().Lock(), stamp, time.Minute).Err(); err != nil {
+	if err := e.c.Set(ctx, keyspace.Of(e.s).Lock(), stamp, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	ep, err := e.s.BecomeLeader(ctx, stamp)
@@ -107,7 +108,7 @@ func (e *env) lead(t testing.TB, stamp string) storage.Fence {
 // "nothing written" comparisons.
 func (e *env) dump(t testing.TB) string {
 	t.Helper()
-	keys, err := e.c.Keys(ctx, e.s.Keys().Prefix()+"*").Result()
+	keys, err := e.c.Keys(ctx, keyspace.Of(e.s).Prefix()+"*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Tick is the leader's last liveness mark (hash Keys().LeaderTick()).
+// Tick is the leader's last liveness mark (hash keyspace.Keys.LeaderTick()).
 type Tick struct {
 	Holder string
 	Epoch  int64

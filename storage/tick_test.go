@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -30,7 +31,7 @@ func TestStore_Tick(t *testing.T) {
 			t.Fatalf("LastTick = %+v, %v", tk, err)
 		}
 		// B takes over: A's ticks are fenced and write nothing; B's count restarts.
-		e.c.Set(ctx, e.s.Keys().Lock(), "B#2#y", time.Minute)
+		e.c.Set(ctx, keyspace.Of(e.s).Lock(), "B#2#y", time.Minute)
 		f2 := e.lead(t, "B#2#y")
 		e.unchanged(t, func() {
 			for _, bad := range []storage.Fence{f1, {Epoch: f2.Epoch, Holder: "A#1#x"}, {Epoch: f1.Epoch, Holder: "B#2#y"}} {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -40,7 +41,7 @@ func TestStore_Submit_notBefore(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		f := e.lead(t, "L#1#a")
 		ok(e.s.SetGroup(ctx, "g", "wait", 1))(t)
-		mustNil(t, e.c.Del(ctx, e.s.Keys().Dirty()).Err())
+		mustNil(t, e.c.Del(ctx, keyspace.Of(e.s).Dirty()).Err())
 		v0 := ok(e.s.GetGroup(ctx, "g"))(t).Version
 		at := time.Now().Add(400 * time.Millisecond)
 		d := ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "later", NotBefore: at}))(t)
@@ -51,7 +52,7 @@ func TestStore_Submit_notBefore(t *testing.T) {
 		if g.Waiting != 0 || g.Delayed != 1 || g.Version != v0 {
 			t.Fatalf("group %+v: want 0 waiting, 1 delayed, version %d kept", g, v0)
 		}
-		if n := e.c.SCard(ctx, e.s.Keys().Dirty()).Val(); n != 0 {
+		if n := e.c.SCard(ctx, keyspace.Of(e.s).Dirty()).Val(); n != 0 {
 			t.Fatalf("dirty has %d groups after a delayed submit, want 0", n)
 		}
 		sn := ok(e.s.Snapshot(ctx, "g"))(t)
@@ -89,7 +90,7 @@ func TestStore_Submit_notBefore(t *testing.T) {
 		if strings.Join(ids, ",") != "past,now,later" {
 			t.Fatalf("queue %v: want the due run behind the runs waiting when it became due", ids)
 		}
-		if n := e.c.SIsMember(ctx, e.s.Keys().Dirty(), "g").Val(); !n {
+		if n := e.c.SIsMember(ctx, keyspace.Of(e.s).Dirty(), "g").Val(); !n {
 			t.Fatal("the group is not dirty after a run became due")
 		}
 		if r := ok(e.s.GetRun(ctx, "later"))(t); r.Seq <= ok(e.s.GetRun(ctx, "now"))(t).Seq {
@@ -121,7 +122,7 @@ func TestStore_Submit_timeBounds(t *testing.T) {
 				if !errors.Is(err, storage.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 					t.Fatalf("err = %v, want ErrInvalid naming %q", err, c.want)
 				}
-				if n := e.c.Exists(ctx, e.s.Keys().Run("bad"), e.s.Keys().Group("g")).Val(); n != 0 {
+				if n := e.c.Exists(ctx, keyspace.Of(e.s).Run("bad"), keyspace.Of(e.s).Group("g")).Val(); n != 0 {
 					t.Fatalf("%d keys written by a refused submit", n)
 				}
 			})
@@ -167,10 +168,10 @@ func TestStore_Report_retries(t *testing.T) {
 			if !strings.Contains(r.Reason, "attempt ") || !strings.Contains(r.Reason, "exit status 7") {
 				t.Fatalf("reason %q: want the failed attempt named", r.Reason)
 			}
-			if n := e.c.ZCard(ctx, e.s.Keys().Finished("g")).Val(); n != 0 {
+			if n := e.c.ZCard(ctx, keyspace.Of(e.s).Finished("g")).Val(); n != 0 {
 				t.Fatalf("a retried run is in the finished index (%d)", n)
 			}
-			if free := e.c.ZCard(ctx, e.s.Keys().Free()).Val(); free != 2 {
+			if free := e.c.ZCard(ctx, keyspace.Of(e.s).Free()).Val(); free != 2 {
 				t.Fatalf("%d free slots after the failed attempt, want 2", free)
 			}
 			if g := ok(e.s.GetGroup(ctx, "g"))(t); g.Delayed != 1 || g.Active != 0 {
@@ -255,7 +256,7 @@ func TestStore_DeleteGroup_delayed(t *testing.T) {
 		if r := ok(e.s.GetRun(ctx, "d"))(t); r.State != storage.StateDiscarded {
 			t.Fatalf("delayed run = %s, want DISCARDED", r.State)
 		}
-		if n := e.c.Exists(ctx, e.s.Keys().Delayed("g")).Val() + e.c.ZCard(ctx, e.s.Keys().Timers()).Val(); n != 0 {
+		if n := e.c.Exists(ctx, keyspace.Of(e.s).Delayed("g")).Val() + e.c.ZCard(ctx, keyspace.Of(e.s).Timers()).Val(); n != 0 {
 			t.Fatal("the deleted group's delayed zset or timer is left")
 		}
 	})
@@ -297,7 +298,7 @@ func TestStore_Schedules(t *testing.T) {
 		if e2.Err != nil || e2.Outcome != "stale" {
 			t.Fatalf("second fire = %+v, want stale", e2)
 		}
-		if n := e.c.ZCard(ctx, e.s.Keys().Runs()).Val(); n != 1 {
+		if n := e.c.ZCard(ctx, keyspace.Of(e.s).Runs()).Val(); n != 1 {
 			t.Fatalf("%d runs after two fires of one tick, want 1", n)
 		}
 		mustNil(t, e.s.PauseSchedule(ctx, "s"))
@@ -343,7 +344,7 @@ func TestStore_Schedules(t *testing.T) {
 				t.Fatalf("SetSchedule(%+v) = %v, want ErrInvalid", bad, err)
 			}
 		}
-		if n := e.c.SCard(ctx, e.s.Keys().ScheduleNames()).Val(); n != 0 {
+		if n := e.c.SCard(ctx, keyspace.Of(e.s).ScheduleNames()).Val(); n != 0 {
 			t.Fatalf("%d schedules written by refused specs", n)
 		}
 	})

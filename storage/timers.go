@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// DueChunk is the number of due runs one due script moves into a group's
+// dueChunk is the number of due runs one due script moves into a group's
 // queue (the timer calls again while more are due).
-const DueChunk = 256
+const dueChunk = 256
 
 // TimerEvent is the work-events message of a script that changed only
 // the timers (a delayed submit, a retry parked): the leader's timer task
@@ -78,7 +78,7 @@ type DueResult struct {
 	Err   error
 }
 
-// DueBatch moves the due delayed runs of each group (up to DueChunk per
+// DueBatch moves the due delayed runs of each group (up to dueChunk per
 // group) into its queue, one fenced due script per group, all in one
 // pipelined round trip; the moved runs' groups are dirty and announced on
 // work-events. Errors are per group (ErrFenced for all when deposed).
@@ -94,7 +94,7 @@ func (s *Store) DueBatch(ctx context.Context, f Fence, groups []string) []DueRes
 		}
 		calls = append(calls, scriptCall{
 			keys: []string{k.Fence(), k.Lock(), k.Timers(), k.Group(g), k.Delayed(g), k.Waiting(g), k.WaitInfo(g), k.Dirty(), k.Seq(), k.Runs()},
-			args: append(f.args(), g, DueChunk, k.RunPrefix(), k.WorkEvents())})
+			args: append(f.args(), g, dueChunk, k.RunPrefix(), k.WorkEvents())})
 		pos = append(pos, i)
 	}
 	s.pipeReplies(ctx, "due", "due", calls, pos, 2, func(i int, err error) { out[i].Err = err }, func(i int, a []any) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -172,7 +173,7 @@ func TestStore_Launches(t *testing.T) {
 				t.Fatalf("launches not oldest first at %d", i)
 			}
 		}
-		if n := e.c.LLen(ctx, e.s.Keys().Launches("g")).Val(); n > 2*abi.MaxLaunches {
+		if n := e.c.LLen(ctx, keyspace.Of(e.s).Launches("g")).Val(); n > 2*abi.MaxLaunches {
 			t.Fatalf("launches list has %d entries, bound %d", n, 2*abi.MaxLaunches)
 		}
 		// a report hands back no snapshot for a group with a history (its
@@ -184,7 +185,7 @@ func TestStore_Launches(t *testing.T) {
 		// a decision by a policy that does not read them drops them
 		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "plain"}))(t)
 		launch(t, e, f, "g", "plain")
-		if n := e.c.Exists(ctx, e.s.Keys().Launches("g")).Val(); n != 0 || len(e.s.SnapshotBatch(ctx, []string{"g"})[0].Snapshot.Launches) != 0 {
+		if n := e.c.Exists(ctx, keyspace.Of(e.s).Launches("g")).Val(); n != 0 || len(e.s.SnapshotBatch(ctx, []string{"g"})[0].Snapshot.Launches) != 0 {
 			t.Fatal("the history outlived a decision without it")
 		}
 	})
@@ -209,7 +210,7 @@ func TestStore_Wake(t *testing.T) {
 		if d := g.WakeAt.UnixMilli() - now; d < abi.MinWakeInterval-50 || d > abi.MinWakeInterval+1000 {
 			t.Fatalf("wake %v ms ahead, want about %d", d, abi.MinWakeInterval)
 		}
-		if n := e.c.SCard(ctx, e.s.Keys().Dirty()).Val(); n != 0 {
+		if n := e.c.SCard(ctx, keyspace.Of(e.s).Dirty()).Val(); n != 0 {
 			t.Fatalf("a wake-only decision left the group dirty")
 		}
 		first := g.WakeAt
@@ -217,7 +218,7 @@ func TestStore_Wake(t *testing.T) {
 		if got := ok(e.s.GetGroup(ctx, "g"))(t).WakeAt; !got.Equal(first) {
 			t.Fatalf("wake moved to %v, want the earliest %v", got, first)
 		}
-		sc := e.c.ZScore(ctx, e.s.Keys().Timers(), "g").Val()
+		sc := e.c.ZScore(ctx, keyspace.Of(e.s).Timers(), "g").Val()
 		if int64(sc) != first.UnixMilli() {
 			t.Fatalf("timer %v, want the wake %v", sc, first.UnixMilli())
 		}
@@ -228,10 +229,10 @@ func TestStore_Wake(t *testing.T) {
 			t.Fatalf("due = %+v, want woken with nothing next", r)
 		}
 		g = ok(e.s.GetGroup(ctx, "g"))(t)
-		if !g.WakeAt.IsZero() || g.Version != v0 || e.c.SIsMember(ctx, e.s.Keys().Dirty(), "g").Val() != true {
+		if !g.WakeAt.IsZero() || g.Version != v0 || e.c.SIsMember(ctx, keyspace.Of(e.s).Dirty(), "g").Val() != true {
 			t.Fatalf("after the wake: %+v, want no wake, version %d, dirty", g, v0)
 		}
-		if e.c.ZScore(ctx, e.s.Keys().Timers(), "g").Err() == nil {
+		if e.c.ZScore(ctx, keyspace.Of(e.s).Timers(), "g").Err() == nil {
 			t.Fatal("the timer is still set")
 		}
 		// a wake beyond the horizon is moved in; one in the past is soon
@@ -278,7 +279,7 @@ func TestStore_Series(t *testing.T) {
 		if len(gs) != 3 || gs[2].WaitP95 != 1500*time.Millisecond || gs[2].Waiting != 2 {
 			t.Fatalf("group series %+v", gs)
 		}
-		if ttl := e.c.PTTL(ctx, e.s.Keys().GroupSeries("g")).Val(); ttl < 24*time.Hour {
+		if ttl := e.c.PTTL(ctx, keyspace.Of(e.s).GroupSeries("g")).Val(); ttl < 24*time.Hour {
 			t.Fatalf("a group's series expires in %v, want about %v", ttl, storage.SeriesLifetime)
 		}
 		// a stale leader writes nothing

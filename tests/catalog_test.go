@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -382,7 +383,7 @@ func TestWake_failover(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if dirty := r.Client(t).SIsMember(context.Background(), st.Keys().Dirty(), "g").Val(); dirty {
+	if dirty := r.Client(t).SIsMember(context.Background(), keyspace.Of(st).Dirty(), "g").Val(); dirty {
 		t.Fatal("the group is still dirty: the wake must be what decides it again")
 	}
 	if out := cli(t, r, ns, "run", "explain", "late"); !strings.Contains(out, "the policy asked to be woken at") &&

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/host/worker"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -530,7 +531,7 @@ func startStalledWorker(t *testing.T, ctx context.Context, url, ns string, journ
 		t.Fatal(err)
 	}
 	st := storeOn(t, rdb, ns)
-	stall := &reportStall{retire: st.Keys().Retire(), release: make(chan struct{})}
+	stall := &reportStall{retire: keyspace.Of(st).Retire(), release: make(chan struct{})}
 	rdb.AddHook(stall)
 	journals["w1"] = filepath.Join(t.TempDir(), "w1.journal")
 	w, err := worker.New(ctx, worker.Config{Client: rdb, Namespace: ns, Advertise: "127.0.0.1:7970", Slots: 4,

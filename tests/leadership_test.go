@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/redistest"
 )
 
@@ -89,7 +90,7 @@ func TestRestartSameAddress(t *testing.T) {
 	a := Serve(t, "a", r, "ns", addr, ttl)
 	ida := a.Identity(t)
 	l1 := waitLeader(t, r, "ns", 15*time.Second, 0, ida)
-	lockKey := Store(t, r, "ns").Keys().Lock()
+	lockKey := keyspace.Of(Store(t, r, "ns")).Lock()
 
 	a.Kill()
 	pttl, err := rdb.PTTL(ctx, lockKey).Result()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -98,7 +99,7 @@ func TestRetentionSoak(t *testing.T) {
 	for _, s := range curve {
 		t.Logf("  runs %7d  t %6.1fs  used_memory %7.2f MiB", s.runs, s.at.Seconds(), float64(s.mem)/(1<<20))
 	}
-	left, err := rdb.ZCard(ctx, st.Keys().Runs()).Result()
+	left, err := rdb.ZCard(ctx, keyspace.Of(st).Runs()).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

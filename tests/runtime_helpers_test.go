@@ -16,6 +16,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/internal/redistest"
+	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -183,7 +184,7 @@ func WaitAllFinal(t testing.TB, st *storage.Store, d time.Duration) map[string]s
 	deadline := time.Now().Add(d)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		rs, err := st.ListRuns(ctx, storage.RunFilter{Limit: 100000})
+		rs, err := storagetest.ListRuns(ctx, st, storage.RunFilter{Limit: 100000})
 		cancel()
 		if err == nil {
 			last = rs
@@ -237,7 +238,7 @@ func SampleActive(t testing.TB, st *storage.Store, group string) *ActiveSampler 
 				return
 			default:
 			}
-			rs, err := st.ListRuns(ctx, storage.RunFilter{Group: group, Limit: 10000})
+			rs, err := storagetest.ListRuns(ctx, st, storage.RunFilter{Group: group, Limit: 10000})
 			if err == nil {
 				var act []string
 				for _, r := range rs {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/redistest"
-	"github.com/wasmsched/wasmsched/storage"
 )
 
 // TestScaleOutBench measures aggregate launches/s of 3 namespaces, each
@@ -32,7 +32,7 @@ func TestScaleOutBench(t *testing.T) {
 		per := map[string]int{}
 		for i := 0; len(nss) < nNS && i < 1000; i++ {
 			ns := fmt.Sprintf("b%d-%02d", shards, i)
-			slot, err := cc.ClusterKeySlot(ctx, storage.NewKeys(ns).Fence()).Result()
+			slot, err := cc.ClusterKeySlot(ctx, keyspace.New(ns).Fence()).Result()
 			if err != nil {
 				t.Fatal(err)
 			}

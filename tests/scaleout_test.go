@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/redistest"
+	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -34,7 +36,7 @@ func TestClusterScaleOut(t *testing.T) {
 	var nss []string
 	for i := 0; len(nss) < 12 && i < 1000; i++ {
 		ns := fmt.Sprintf("ns%02d", i)
-		slot, err := cc.ClusterKeySlot(ctx, storage.NewKeys(ns).Fence()).Result()
+		slot, err := cc.ClusterKeySlot(ctx, keyspace.New(ns).Fence()).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,7 +211,7 @@ func TestSentinelFailover(t *testing.T) {
 	}
 	// Wait until something runs, then kill the master.
 	WaitFor(t, 10*time.Second, "a RUNNING run", func() bool {
-		rs, err := st.ListRuns(ctx, storage.RunFilter{Limit: 100})
+		rs, err := storagetest.ListRuns(ctx, st, storage.RunFilter{Limit: 100})
 		if err != nil {
 			return false
 		}

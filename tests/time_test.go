@@ -15,6 +15,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/internal/redistest"
+	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -332,7 +333,7 @@ func TestScheduleAcrossLeaderKill9(t *testing.T) {
 // scheduled counts the runs schedule name submitted.
 func scheduled(t *testing.T, st *storage.Store, name string) int {
 	t.Helper()
-	rs, err := st.ListRuns(testCtx(t, 5*time.Second), storage.RunFilter{Limit: 10000})
+	rs, err := storagetest.ListRuns(testCtx(t, 5*time.Second), st, storage.RunFilter{Limit: 10000})
 	if err != nil {
 		t.Fatal(err)
 	}

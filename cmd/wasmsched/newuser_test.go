@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -88,7 +89,7 @@ func TestRunStop_stoppingExits2(t *testing.T) {
 	var s client.Run
 	e.ok(&s, "submit", "g", "--id", "r1")
 	// a run its worker is stopping (the state a RUNNING run gets from run stop)
-	if err := e.rdb.HSet(context.Background(), e.st.Keys().Run("r1"), "state", "STOPPING").Err(); err != nil {
+	if err := e.rdb.HSet(context.Background(), keyspace.Of(e.st).Run("r1"), "state", "STOPPING").Err(); err != nil {
 		t.Fatal(err)
 	}
 	e.usage("run r1 is already STOPPING", "run", "stop", "r1")

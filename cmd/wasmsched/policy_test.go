@@ -19,6 +19,7 @@ import (
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/policytool"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -244,7 +245,7 @@ func dumpNamespace(t *testing.T, e *cliEnv) map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	c := e.rdb
-	keys, err := c.Keys(ctx, e.st.Keys().Prefix()+"*").Result()
+	keys, err := c.Keys(ctx, keyspace.Of(e.st).Prefix()+"*").Result()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/recordtest"
 	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/plugins"
@@ -122,7 +123,7 @@ func (e *cliEnv) lead() storage.Fence {
 	e.t.Helper()
 	ctx := context.Background()
 	stamp := "leader:1#1#bb"
-	if err := e.rdb.Set(ctx, e.st.Keys().Lock(), stamp, time.Hour).Err(); err != nil {
+	if err := e.rdb.Set(ctx, keyspace.Of(e.st).Lock(), stamp, time.Hour).Err(); err != nil {
 		e.t.Fatal(err)
 	}
 	epoch, err := e.st.BecomeLeader(ctx, stamp)

@@ -21,8 +21,10 @@ import (
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/host/api"
 	"github.com/wasmsched/wasmsched/host/worker"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/recordtest"
 	"github.com/wasmsched/wasmsched/internal/redistest"
+	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -55,7 +57,7 @@ func newEnv(t *testing.T, o opts) *env {
 		t.Fatal(err)
 	}
 	if o.durableOn {
-		if err := st.SetDurability(storage.Durability{Mode: storage.DurableOn, Timeout: 20 * time.Millisecond}); err != nil {
+		if err := storagetest.SetDurability(st, storage.Durability{Mode: storage.DurableOn, Timeout: 20 * time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -969,7 +971,7 @@ func leadNS(t *testing.T, e *env) storage.Fence {
 	t.Helper()
 	ctx := context.Background()
 	stamp := storage.NewIdentity("apitest:1")
-	if err := e.st.Redis().Set(ctx, e.st.Keys().Lock(), stamp, time.Hour).Err(); err != nil {
+	if err := e.st.Redis().Set(ctx, keyspace.Of(e.st).Lock(), stamp, time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
 	epoch, err := e.st.BecomeLeader(ctx, stamp)

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -60,7 +61,7 @@ func newWEnv(t *testing.T) *wenv {
 	}
 	ctx := context.Background()
 	stamp := storage.NewIdentity("leader:1")
-	if err := rdb.Set(ctx, st.Keys().Lock(), stamp, time.Hour).Err(); err != nil {
+	if err := rdb.Set(ctx, keyspace.Of(st).Lock(), stamp, time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
 	epoch, err := st.BecomeLeader(ctx, stamp)
@@ -333,7 +334,7 @@ func TestWorkerReapedReRegistersAndDropsWork(t *testing.T) {
 func (e *wenv) reap(id string) storage.Reaped {
 	e.t.Helper()
 	ctx := context.Background()
-	if err := e.rdb.ZAdd(ctx, e.st.Keys().Workers(), redis.Z{Score: 1, Member: id}).Err(); err != nil {
+	if err := e.rdb.ZAdd(ctx, keyspace.Of(e.st).Workers(), redis.Z{Score: 1, Member: id}).Err(); err != nil {
 		e.t.Fatal(err)
 	}
 	rp, err := e.st.ReapDeadWorkers(ctx, e.fence)
@@ -354,7 +355,7 @@ func (e *wenv) numsub(channel string) int64 {
 }
 
 // TestWorker_slotEventsOwnChannel: a worker listens on its own slot-events
-// channel (storage.Keys.SlotEvents of its identity) and starts a run
+// channel (keyspace.Keys.SlotEvents of its identity) and starts a run
 // announced there at once: its heartbeat (TTL 3 min: one a minute, the
 // first at start) could not have picked the run up in the wait. A
 // re-registration (reaped: a new identity) moves the subscription to the
@@ -368,7 +369,7 @@ func TestWorker_slotEventsOwnChannel(t *testing.T) {
 		w := &agent{Slots: 1, HeartbeatTTL: ttl}
 		e.start(w)
 		id := w.Identity()
-		e.waitFor("subscribed to its own channel", func() bool { return e.numsub(e.st.Keys().SlotEvents(id)) == 1 })
+		e.waitFor("subscribed to its own channel", func() bool { return e.numsub(keyspace.Of(e.st).SlotEvents(id)) == 1 })
 		return e, w, id
 	}
 	executing := func(e *wenv, w *agent, run string) {
@@ -383,18 +384,18 @@ func TestWorker_slotEventsOwnChannel(t *testing.T) {
 		// a host from before the per-worker channels announces on the
 		// shared one: the worker takes the entries naming it
 		e, w, id := listening(t, 3*time.Minute)
-		if n := e.numsub(e.st.Keys().SharedSlotEvents()); n != 1 {
+		if n := e.numsub(keyspace.Of(e.st).SharedSlotEvents()); n != 1 {
 			t.Fatalf("%d subscribers of the shared channel, want 1", n)
 		}
 		// the launch announces on the worker's own channel: off it first
 		// (as an older worker), so only the shared message can start the run
 		w.relisten <- "elsewhere"
-		e.waitFor("off its own channel", func() bool { return e.numsub(e.st.Keys().SlotEvents(id)) == 0 })
+		e.waitFor("off its own channel", func() bool { return e.numsub(keyspace.Of(e.st).SlotEvents(id)) == 0 })
 		r, _ := e.launch(storage.SubmitRequest{ID: "r1", Duration: time.Hour})
 		if len(w.Running()) != 0 {
 			t.Fatalf("started before the shared message: %v", w.Running())
 		}
-		if err := e.rdb.Publish(context.Background(), e.st.Keys().SharedSlotEvents(), "other#0#x "+id+"#0#"+r.ID).Err(); err != nil {
+		if err := e.rdb.Publish(context.Background(), keyspace.Of(e.st).SharedSlotEvents(), "other#0#x "+id+"#0#"+r.ID).Err(); err != nil {
 			t.Fatal(err)
 		}
 		executing(e, w, r.ID)
@@ -405,7 +406,7 @@ func TestWorker_slotEventsOwnChannel(t *testing.T) {
 		e.waitFor("re-registered under a new identity", func() bool { id := w.Identity(); return id != "" && id != old })
 		id := w.Identity()
 		e.waitFor("subscription moved to the new identity's channel", func() bool {
-			return e.numsub(e.st.Keys().SlotEvents(id)) == 1 && e.numsub(e.st.Keys().SlotEvents(old)) == 0
+			return e.numsub(keyspace.Of(e.st).SlotEvents(id)) == 1 && e.numsub(keyspace.Of(e.st).SlotEvents(old)) == 0
 		})
 	})
 }
@@ -456,7 +457,7 @@ func TestWorkerDrain(t *testing.T) {
 	stopped := make(chan struct{})
 	go func() { stop(); close(stopped) }()
 	e.waitFor("the worker's free slot out of the pool", func() bool {
-		n, _ := e.rdb.ZCard(context.Background(), e.st.Keys().Free()).Result()
+		n, _ := e.rdb.ZCard(context.Background(), keyspace.Of(e.st).Free()).Result()
 		return n == 0
 	})
 	// the leader cannot place a new run on a draining worker
@@ -483,7 +484,7 @@ func TestWorkerDrain(t *testing.T) {
 			t.Fatalf("the drained worker is still registered: %+v", wk)
 		}
 	}
-	if n := e.rdb.SCard(context.Background(), e.st.Keys().Draining()).Val(); n != 0 {
+	if n := e.rdb.SCard(context.Background(), keyspace.Of(e.st).Draining()).Val(); n != 0 {
 		t.Fatalf("%d draining marks left", n)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wasmsched/wasmsched/internal/keyspace"
+	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -22,7 +24,7 @@ import (
 func (e *wenv) dumpNamespace() map[string]string {
 	e.t.Helper()
 	ctx := context.Background()
-	keys, err := e.rdb.Keys(ctx, e.st.Keys().Prefix()+"*").Result()
+	keys, err := e.rdb.Keys(ctx, keyspace.Of(e.st).Prefix()+"*").Result()
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -45,7 +47,7 @@ func (e *wenv) dumpNamespace() map[string]string {
 func (e *wenv) restoreNamespace(d map[string]string) {
 	e.t.Helper()
 	ctx := context.Background()
-	keys, err := e.rdb.Keys(ctx, e.st.Keys().Prefix()+"*").Result()
+	keys, err := e.rdb.Keys(ctx, keyspace.Of(e.st).Prefix()+"*").Result()
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -120,7 +122,7 @@ func TestWorker_lostRun(t *testing.T) {
 	e.start(w)
 	r, tok := e.launch(storage.SubmitRequest{ID: "lost1", Duration: 300 * time.Millisecond})
 	e.waitFor("run started", func() bool { return len(w.Running()) == 1 })
-	if err := e.rdb.Del(context.Background(), e.st.Keys().Run(r.ID)).Err(); err != nil {
+	if err := e.rdb.Del(context.Background(), keyspace.Of(e.st).Run(r.ID)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	e.waitFor("lost report kept", func() bool {
@@ -238,14 +240,14 @@ func TestWorker_durableGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := wst.SetDurability(storage.Durability{Mode: storage.DurableOff}); err != nil {
+	if err := storagetest.SetDurability(wst, storage.Durability{Mode: storage.DurableOff}); err != nil {
 		t.Fatal(err)
 	}
 	w := &agent{Slots: 1, Journal: journal}
 	w.Store = wst
 	stop := e.start(w) // registers (durable off: no replica to wait for)
 	defer stop()
-	if err := wst.SetDurability(storage.Durability{Mode: storage.DurableOn, Timeout: 20 * time.Millisecond}); err != nil {
+	if err := storagetest.SetDurability(wst, storage.Durability{Mode: storage.DurableOn, Timeout: 20 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	r, _ := e.launch(storage.SubmitRequest{ID: "gate1", Duration: 10 * time.Millisecond})
@@ -256,7 +258,7 @@ func TestWorker_durableGate(t *testing.T) {
 	if !strings.Contains(e.logs.String(), "not replicated") {
 		t.Fatalf("no log of the unacknowledged writes:\n%s", e.logs.String())
 	}
-	if err := wst.SetDurability(storage.Durability{Mode: storage.DurableOff}); err != nil {
+	if err := storagetest.SetDurability(wst, storage.Durability{Mode: storage.DurableOff}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitState(r.ID, storage.StateSucceeded)
@@ -316,7 +318,7 @@ func TestWorker_reapedKeepsFinishedOutcome(t *testing.T) {
 	e := newWEnv(t)
 	wc := redis.NewClient(&redis.Options{Addr: e.rdb.(*redis.Client).Options().Addr})
 	t.Cleanup(func() { _ = wc.Close() })
-	block := &blockReports{retire: e.st.Keys().Retire()}
+	block := &blockReports{retire: keyspace.Of(e.st).Retire()}
 	wc.AddHook(block)
 	wst, err := storage.New(wc, "wtest")
 	if err != nil {

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bsm/redislock"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -56,7 +58,8 @@ func Fixture(tb testing.TB, ctx context.Context, st *storage.Store, wasm []byte)
 	_, err = st.Submit(ctx, storage.SubmitRequest{Group: Group, ID: Waiting})
 	must(err)
 	must(st.RegisterWorker(ctx, Worker, 2, time.Hour))
-	must(st.Redis().Set(ctx, st.Keys().Lock(), Holder, time.Hour).Err())
+	_, err = st.Locker().Obtain(ctx, keyspace.Of(st).Lock(), time.Hour, &redislock.Options{Token: Holder})
+	must(err)
 	epoch, err := st.BecomeLeader(ctx, Holder)
 	must(err)
 	f := storage.Fence{Epoch: epoch, Holder: Holder}

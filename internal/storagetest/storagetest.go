@@ -9,7 +9,7 @@ import (
 )
 
 // AllocateOne gives the LAUNCHED run id its slots through
-// Store.AllocateBatch (what the slot manager calls), failing the test on
+// storage's allocateBatch (what the slot manager calls), failing the test on
 // any outcome but allocated.
 func AllocateOne(tb testing.TB, ctx context.Context, st *storage.Store, f storage.Fence, id string) []storage.Assignment {
 	tb.Helper()
@@ -25,7 +25,7 @@ func AllocateOne(tb testing.TB, ctx context.Context, st *storage.Store, f storag
 // is not LAUNCHED (or gone), or the batch's own error (ErrFenced,
 // ErrInvalid).
 func TryAllocateOne(ctx context.Context, st *storage.Store, f storage.Fence, id string) ([]storage.Assignment, error) {
-	res, err := st.AllocateBatch(ctx, f, []string{id})
+	res, err := AllocateBatch(ctx, st, f, []string{id})
 	if err != nil {
 		return nil, err
 	}

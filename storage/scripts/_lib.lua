@@ -56,7 +56,7 @@
 --   the order first noted).
 -- publish_slots(prefix, n): one PUBLISH a worker of its entries in n
 --   (space-separated, storage.ParseSlotEvents) on prefix .. worker (its
---   own channel, storage.Keys.SlotEvents); nothing when prefix is ''.
+--   own channel, keyspace.Keys.SlotEvents); nothing when prefix is ''.
 -- publish_runs(chan, ev): one PUBLISH on chan of the run events in ev, a
 --   list of "STATE#group#id" (storage.ParseRunEvents), space-separated;
 --   nothing when chan is '' or ev is empty. Advisory: watchers (runs

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/rediscount"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -138,7 +139,7 @@ func TestSlotManager_builtinFifo(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := rediscount.New(storage.ScriptName).Hook(e.rdb)
-	linfo := &keyReads{key: e.st.Keys().LaunchInfo()}
+	linfo := &keyReads{key: keyspace.Of(e.st).LaunchInfo()}
 	e.rdb.AddHook(linfo)
 	if n := e.slotPass(); n != 80 {
 		t.Fatalf("allocated %d, want 80", n)
@@ -160,7 +161,7 @@ func TestSlotManager_builtinFifo(t *testing.T) {
 	// the next pass reads a window for the runs that can fit (4 x the 80
 	// free slots the last pass saw: the oldest 320 and newest 320), not
 	// the most a policy's snapshot may hold (500 and 500)
-	queue := &keyReads{key: e.st.Keys().Launched()}
+	queue := &keyReads{key: keyspace.Of(e.st).Launched()}
 	e.rdb.AddHook(queue)
 	e.slotPass()
 	if a, _ := queue.last.Load().([]any); len(a) < 4 || fmt.Sprint(a[0], " ", a[2], " ", a[3]) != "zrange 0 639" {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/host/internal/leader"
 	"github.com/wasmsched/wasmsched/internal/digest"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/policies"
@@ -109,7 +110,7 @@ func (e *renv) newTerm() {
 	e.t.Helper()
 	ctx := context.Background()
 	stamp := storage.NewIdentity("leader:1")
-	if err := e.rdb.Set(ctx, e.st.Keys().Lock(), stamp, time.Hour).Err(); err != nil {
+	if err := e.rdb.Set(ctx, keyspace.Of(e.st).Lock(), stamp, time.Hour).Err(); err != nil {
 		e.t.Fatal(err)
 	}
 	epoch, err := e.st.BecomeLeader(ctx, stamp)

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wasmsched/wasmsched/host/internal/leader"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -276,7 +277,7 @@ const workEventsBuffer = 8192
 
 // workEvents wakes the coordinator on every message of the namespace's
 // work channel (a submit, a finished run, a stop request, a group's
-// settings, a worker's new slots: storage.Keys.WorkEvents) until Close, so
+// settings, a worker's new slots: keyspace.Keys.WorkEvents) until Close, so
 // a serial group hands off without waiting for a poll; the slot manager
 // too while the oldest LAUNCHED run waits for slots (a finished run freed
 // some), and the retention task (a run finished); a storage.TimerEvent
@@ -286,7 +287,7 @@ func (r *Engine) workEvents(bus *leader.Bus) {
 	if bus == nil {
 		return
 	}
-	events, unsubscribe := bus.SubscribeBuffered(r.st.Keys().WorkEvents(), workEventsBuffer)
+	events, unsubscribe := bus.SubscribeBuffered(keyspace.Of(r.st).WorkEvents(), workEventsBuffer)
 	done := make(chan struct{})
 	r.stopWork = func() { close(done); unsubscribe() }
 	go func() {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/wasmsched/wasmsched/host/internal/leader"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -18,7 +19,7 @@ import (
 // Hot swap and auto-rollback (GitHub issue 6).
 //
 // Every host (leader or standby) subscribes to the namespace's policy
-// channel (storage.Keys.PolicyChannel; push, activate, rollback and
+// channel (keyspace.Keys.PolicyChannel; push, activate, rollback and
 // auto-rollback PUBLISH "name version gen"). On a message it refreshes its
 // PolicySet (one GET of the generation, then the names in use are resolved
 // again) and pre-loads the named policy's active version, so the leader's
@@ -119,7 +120,7 @@ type hotSwap struct {
 func (hs *hotSwap) run(ctx context.Context) {
 	defer close(hs.done)
 	r := hs.r
-	ch := r.st.Keys().PolicyChannel()
+	ch := keyspace.Of(r.st).PolicyChannel()
 	events, unsubscribe := hs.bus.Subscribe(ch)
 	defer unsubscribe()
 	for {

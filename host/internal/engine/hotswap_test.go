@@ -14,6 +14,7 @@ import (
 	"github.com/wasmsched/wasmsched/host/internal/leader"
 	"github.com/wasmsched/wasmsched/internal/digest"
 	"github.com/wasmsched/wasmsched/internal/redistest"
+	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -90,7 +91,7 @@ func TestAutoRollbackAfterKConsecutiveFailures(t *testing.T) {
 	if a := e.active("flaky"); a != 1 {
 		t.Fatalf("active %d after repeated traps, want 1 (rolled back)", a)
 	}
-	info, ok, err := e.st.LastAutoRollback(ctx, "flaky")
+	info, ok, err := storagetest.LastAutoRollback(ctx, e.st, "flaky")
 	if err != nil || !ok {
 		t.Fatalf("LastAutoRollback: %v %v", ok, err)
 	}

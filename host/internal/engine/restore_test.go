@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -40,7 +41,7 @@ func (e *renv) runOnWorkers(id string, k int) storage.Run {
 // stopped heartbeating (a dead worker).
 func (e *renv) expire(worker string) {
 	e.t.Helper()
-	if err := e.rdb.ZAdd(context.Background(), e.st.Keys().Workers(), redis.Z{Score: 1, Member: worker}).Err(); err != nil {
+	if err := e.rdb.ZAdd(context.Background(), keyspace.Of(e.st).Workers(), redis.Z{Score: 1, Member: worker}).Err(); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -135,24 +135,65 @@ func (s *SlotManager) Pass(ctx context.Context, lease *leader.Lease) (int, error
 	if !lease.Valid() {
 		return 0, nil
 	}
+	if blocked, err := s.stillBlocked(ctx); blocked || err != nil {
+		return 0, err
+	}
+	view, ok, err := s.readQueue(ctx)
+	if !ok || err != nil {
+		return 0, err
+	}
+	ids, err := s.allocationOrder(ctx, &view)
+	if err != nil {
+		return 0, err
+	}
+	p := &placement{queueHead: view.Launched[0], left: len(view.Launched) > len(ids)} // left: the policy held some back, look again soon
+	defer func() { s.failUnfit(ctx, lease, p.misfit) }()
+	defer s.settle(ctx, p)
+	err = s.place(ctx, lease, ids, view.Free, p)
+	return p.n, err
+}
+
+// placement is what one pass's placing did, for settle.
+type placement struct {
+	queueHead   string
+	left        bool // the allocation order held some launched runs back
+	n, misfits  int
+	first, held *storage.AllocResult
+	misfit      []storage.AllocResult
+	full        bool // a misfit found no free slot: nothing younger can fit
+	complete    bool // a pass cut short (an error, the lease) says nothing about the queue
+}
+
+// stillBlocked reports whether the run the last pass could not place is
+// still the queue's head and no slot was freed since: then a pass would
+// place nothing.
+func (s *SlotManager) stillBlocked(ctx context.Context) (bool, error) {
 	s.mu.Lock()
 	head, free0, at := s.blockedHead, s.blockedFree, s.blockedAt
 	s.blockedHead = ""
 	s.mu.Unlock()
-	if head != "" && time.Since(at) < s.rt.cfg.SlotInterval {
-		first, err := s.rt.st.LaunchedRuns(ctx, 1)
-		if err != nil {
-			return 0, err
-		}
-		if len(first) == 1 && first[0] == head {
-			if free, err := s.rt.st.FreeSlots(ctx); err == nil && free <= free0 {
-				s.mu.Lock()
-				s.blockedHead = head // still blocked: keep the mark
-				s.mu.Unlock()
-				return 0, nil // nothing was freed since the held run did not fit
-			}
+	if head == "" || time.Since(at) >= s.rt.cfg.SlotInterval {
+		return false, nil
+	}
+	first, err := s.rt.st.LaunchedRuns(ctx, 1)
+	if err != nil {
+		return false, err
+	}
+	if len(first) == 1 && first[0] == head {
+		if free, err := s.rt.st.FreeSlots(ctx); err == nil && free <= free0 {
+			s.mu.Lock()
+			s.blockedHead = head // still blocked: keep the mark
+			s.mu.Unlock()
+			return true, nil // nothing was freed since the held run did not fit
 		}
 	}
+	return false, nil
+}
+
+// readQueue reads the launched runs a pass may place and the free slots
+// (and the allocation settings when they may have changed); ok is false
+// when there is nothing to place.
+func (s *SlotManager) readQueue(ctx context.Context) (view storage.AllocationView, ok bool, err error) {
 	k := storage.MaxAllocWindow
 	if s.alloc.free >= 0 && (s.alloc.info != nil || s.alloc.inPlace) { // (an order in place needs no more than the runs that can fit)
 		k = storage.AllocWindow(s.alloc.free)
@@ -161,21 +202,19 @@ func (s *SlotManager) Pass(ctx context.Context, lease *leader.Lease) (int, error
 	// bumps it) or every allocSettingsRecheck (a missed message)
 	gen := s.rt.set.Generation()
 	withSettings := s.alloc.setAt.IsZero() || gen != s.alloc.setGen || time.Since(s.alloc.setAt) >= allocSettingsRecheck
-	view, err := s.rt.st.AllocationState(ctx, min(k, max(1, s.rt.cfg.BatchSize/2)), withSettings)
-	if err == nil {
-		if view.SettingsRead {
-			s.alloc.settings, s.alloc.setGen, s.alloc.setAt = view.Settings, gen, time.Now()
-		} else {
-			view.Settings = s.alloc.settings
-		}
+	view, err = s.rt.st.AllocationState(ctx, min(k, max(1, s.rt.cfg.BatchSize/2)), withSettings)
+	if err != nil {
+		return view, false, err
 	}
-	if err != nil || len(view.Launched) == 0 {
-		if err == nil {
-			s.waiting.Store(false) // nothing queued: nothing waits for slots
-		}
-		return 0, err
+	if view.SettingsRead {
+		s.alloc.settings, s.alloc.setGen, s.alloc.setAt = view.Settings, gen, time.Now()
+	} else {
+		view.Settings = s.alloc.settings
 	}
-	queueHead := view.Launched[0]
+	if len(view.Launched) == 0 {
+		s.waiting.Store(false) // nothing queued: nothing waits for slots
+		return view, false, nil
+	}
 	s.alloc.free = view.Free
 	if view.Free == 0 {
 		// Nothing can be placed: no policy call, no script. A finished
@@ -184,102 +223,105 @@ func (s *SlotManager) Pass(ctx context.Context, lease *leader.Lease) (int, error
 		// run it put first for a full namespace).
 		s.waiting.Store(true)
 		s.full = true
-		return 0, nil
+		return view, false, nil
 	}
-	ids, err := s.allocationOrder(ctx, &view)
-	if err != nil {
-		return 0, err
-	}
-	left := len(view.Launched) > len(ids) // the policy held some back: look again soon
-	n, misfits := 0, 0
-	var first, held *storage.AllocResult
-	var misfit []storage.AllocResult
-	defer func() { s.failUnfit(ctx, lease, misfit) }()
-	complete := false // a pass cut short (an error, the lease) says nothing about the queue
-	defer func() {
-		if complete || misfits > 0 {
-			// the coordinator places launches itself only while nothing waits
-			s.waiting.Store(misfits > 0 || left)
-		}
-		switch {
-		case held != nil:
-			if free, ferr := s.rt.st.FreeSlots(ctx); ferr == nil && n == 0 {
-				s.mu.Lock()
-				// the queue's head then: while it and the free count stay,
-				// nothing can be placed (the held run and the misfits
-				// before it do not fit; the rest may not pass it)
-				s.blockedHead, s.blockedFree, s.blockedAt = queueHead, free, time.Now()
-				s.mu.Unlock()
-			}
-			if !s.holding.Swap(true) {
-				s.rt.log.Info("holding freed slots for a launched run that waited past the slot guard", "run", held.Run,
-					"needs", held.Needed, "free", held.Found, "guard", s.rt.cfg.SlotGuard)
-			}
-		case first != nil:
-			s.holding.Store(false)
-			if !s.backfilling.Swap(true) {
-				s.rt.log.Info("a launched run does not fit; younger runs that fit take slots first until it waited the slot guard",
-					"run", first.Run, "needs", first.Needed, "free", first.Found, "guard", s.rt.cfg.SlotGuard)
-			}
-		default:
-			s.holding.Store(false)
-			s.backfilling.Store(false)
-		}
-	}()
-	full := false // a misfit found no free slot: nothing younger can fit
-	for lo := 0; lo < len(ids) && held == nil && !full; {
+	return view, true, nil
+}
+
+// place allocates ids in order, in round trips of AllocatePass calls,
+// until they run out, a run is held for the slot guard, or a misfit found
+// no free slot.
+func (s *SlotManager) place(ctx context.Context, lease *leader.Lease, ids []string, free int, p *placement) error {
+	for lo := 0; lo < len(ids) && p.held == nil && !p.full; {
 		if !lease.Valid() {
-			return n, nil
+			return nil
 		}
 		// One round trip for the runs that can take the free slots (and
 		// a chunk more, for the misfits passed over), in calls of
 		// AllocChunk: a call after one that stopped places nothing
 		// (storage.AllocatePass). Runs left after that go in the next.
-		hi := min(len(ids), lo+max(storage.AllocChunk, roundUp(view.Free+storage.AllocChunk, storage.AllocChunk)))
+		hi := min(len(ids), lo+max(storage.AllocChunk, roundUp(free+storage.AllocChunk, storage.AllocChunk)))
 		res, err := s.rt.st.AllocatePass(ctx, lease.Fence(), ids[lo:hi], storage.AllocChunk, s.rt.cfg.SlotGuard)
 		lo = hi
 		for i := range res {
-			r := &res[i]
-			switch r.Outcome {
-			case storage.AllocAllocated:
-				n++
-				s.rt.restore.assigned()
-				s.outcome("allocated")
-				s.rt.log.Debug("slots allocated", "run", r.Run, "slots", len(r.Assignments))
-			case storage.AllocSkipped:
-				// stopped or finished since the read: no longer ours to place
-				s.outcome("skipped")
-			case storage.AllocNoSlots:
-				s.outcome("no_slots")
-				misfits++
-				if r.Found > 0 && !s.alloc.inPlace { // (fifo in place is launch order already)
-					if s.alloc.short == nil {
-						s.alloc.short = map[string]struct{}{}
-					}
-					s.alloc.short[r.Run] = struct{}{}
-				}
-				misfit = append(misfit, *r)
-				if first == nil {
-					first = r
-				}
-				if r.Held {
-					held = r
-				}
-				full = full || r.Found == 0
-			}
+			s.placed(&res[i], p)
 		}
 		switch {
 		case errors.Is(err, storage.ErrFenced):
-			return n, err
+			return err
 		case err != nil && ctx.Err() != nil:
-			return n, nil
+			return nil
 		case err != nil:
 			s.outcome("error")
-			return n, err
+			return err
 		}
 	}
-	complete = true
-	return n, nil
+	p.complete = true
+	return nil
+}
+
+// placed counts one allocation result.
+func (s *SlotManager) placed(r *storage.AllocResult, p *placement) {
+	switch r.Outcome {
+	case storage.AllocAllocated:
+		p.n++
+		s.rt.restore.assigned()
+		s.outcome("allocated")
+		s.rt.log.Debug("slots allocated", "run", r.Run, "slots", len(r.Assignments))
+	case storage.AllocSkipped:
+		// stopped or finished since the read: no longer ours to place
+		s.outcome("skipped")
+	case storage.AllocNoSlots:
+		s.outcome("no_slots")
+		p.misfits++
+		if r.Found > 0 && !s.alloc.inPlace { // (fifo in place is launch order already)
+			if s.alloc.short == nil {
+				s.alloc.short = map[string]struct{}{}
+			}
+			s.alloc.short[r.Run] = struct{}{}
+		}
+		p.misfit = append(p.misfit, *r)
+		if p.first == nil {
+			p.first = r
+		}
+		if r.Held {
+			p.held = r
+		}
+		p.full = p.full || r.Found == 0
+	}
+}
+
+// settle records what a pass left: whether runs wait for slots (the
+// coordinator places launches itself only while nothing waits), the
+// blocked head, and the hold and backfill notices.
+func (s *SlotManager) settle(ctx context.Context, p *placement) {
+	if p.complete || p.misfits > 0 {
+		s.waiting.Store(p.misfits > 0 || p.left)
+	}
+	switch {
+	case p.held != nil:
+		if free, ferr := s.rt.st.FreeSlots(ctx); ferr == nil && p.n == 0 {
+			s.mu.Lock()
+			// the queue's head then: while it and the free count stay,
+			// nothing can be placed (the held run and the misfits
+			// before it do not fit; the rest may not pass it)
+			s.blockedHead, s.blockedFree, s.blockedAt = p.queueHead, free, time.Now()
+			s.mu.Unlock()
+		}
+		if !s.holding.Swap(true) {
+			s.rt.log.Info("holding freed slots for a launched run that waited past the slot guard", "run", p.held.Run,
+				"needs", p.held.Needed, "free", p.held.Found, "guard", s.rt.cfg.SlotGuard)
+		}
+	case p.first != nil:
+		s.holding.Store(false)
+		if !s.backfilling.Swap(true) {
+			s.rt.log.Info("a launched run does not fit; younger runs that fit take slots first until it waited the slot guard",
+				"run", p.first.Run, "needs", p.first.Needed, "free", p.first.Found, "guard", s.rt.cfg.SlotGuard)
+		}
+	default:
+		s.holding.Store(false)
+		s.backfilling.Store(false)
+	}
 }
 
 // failUnfit fails the LAUNCHED runs that have needed more slots than every

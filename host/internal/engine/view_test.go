@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -32,7 +33,7 @@ func TestCoordinator_viewByReference(t *testing.T) {
 	}
 	e.settle()
 	e.wantStates([]string{"v-1", "v-2"}, storage.StateRunning, storage.StateWaiting)
-	ps := e.st.Subscribe(ctx, e.st.Keys().WorkEvents())
+	ps := e.st.Subscribe(ctx, keyspace.Of(e.st).WorkEvents())
 	defer ps.Close()
 	if _, err := ps.Receive(ctx); err != nil {
 		t.Fatal(err)
@@ -89,7 +90,7 @@ func TestCoordinator_viewByReference_truncated(t *testing.T) {
 				e.submit(g, id, 1)
 			}
 			e.settle()
-			ps := e.st.Subscribe(ctx, e.st.Keys().WorkEvents())
+			ps := e.st.Subscribe(ctx, keyspace.Of(e.st).WorkEvents())
 			defer ps.Close()
 			if _, err := ps.Receive(ctx); err != nil {
 				t.Fatal(err)
@@ -288,12 +289,12 @@ func TestCoordinator_Pass_handedBack(t *testing.T) {
 	}
 	e.settle()
 	e.wantStates(ids[:2], storage.StateRunning, storage.StateWaiting)
-	ps := e.st.Subscribe(ctx, e.st.Keys().WorkEvents())
+	ps := e.st.Subscribe(ctx, keyspace.Of(e.st).WorkEvents())
 	defer ps.Close()
 	if _, err := ps.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	dirty := &keyReads{key: e.st.Keys().Dirty()}
+	dirty := &keyReads{key: keyspace.Of(e.st).Dirty()}
 	e.rdb.AddHook(dirty)
 	for i, tc := range []struct {
 		name     string

@@ -13,6 +13,7 @@ import (
 
 	"github.com/bsm/redislock"
 
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -84,7 +85,7 @@ type Config struct {
 func New(c Config) *Elector {
 	return &Elector{
 		ns: c.Namespace, identity: c.Identity, store: c.Store, bus: c.Bus,
-		locker: c.Store.Locker(), key: c.Store.Keys().Lock(),
+		locker: c.Store.Locker(), key: keyspace.Of(c.Store).Lock(),
 		ttl: c.TTL, refresh: c.Refresh, retry: c.Retry, margin: c.Margin,
 		log: c.Log, now: time.Now, onChange: c.OnChange,
 	}
@@ -139,7 +140,7 @@ func (e *Elector) Run(ctx context.Context) error {
 	// A leader that releases the lock publishes on the leader-events
 	// channel: standbys wake up and compete at once.
 	wake := make(chan struct{}, 1)
-	events, unsubscribe := e.bus.Subscribe(e.store.Keys().LeaderEvents())
+	events, unsubscribe := e.bus.Subscribe(keyspace.Of(e.store).LeaderEvents())
 	defer unsubscribe()
 	stop := make(chan struct{})
 	defer close(stop)

@@ -1,4 +1,4 @@
-package storage_test
+package keyspace_test
 
 import (
 	"os"
@@ -6,18 +6,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wasmsched/wasmsched/storage"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 )
 
-// TestKeys_documented: every key storage/keys.go builds is in the key
+// TestKeys_documented: every key internal/keyspace/keys.go builds is in the key
 // table of docs/architecture.md, under the name the table uses for its
 // parameter (G, ID, NAME, SHA).
 func TestKeys_documented(t *testing.T) {
-	doc, err := os.ReadFile("../docs/architecture.md")
+	doc, err := os.ReadFile("../../docs/architecture.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := storage.NewKeys("NS")
+	k := keyspace.New("NS")
 	arg := map[string]string{"Group": "G", "Waiting": "G", "WaitInfo": "G", "Active": "G", "Finished": "G", "Decisions": "G", "Launches": "G", "GroupSeries": "G", "Delayed": "G", "Schedule": "NAME", "Run": "ID", "Worker": "ID", "SlotEvents": "ID",
 		"Policy": "NAME", "PolicyVersions": "NAME", "PolicyHistory": "NAME", "PolicyActivations": "NAME", "Blob": "SHA", "Idempotency": "SHA"}
 	v := reflect.ValueOf(k)

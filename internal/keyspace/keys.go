@@ -1,4 +1,4 @@
-package storage
+package keyspace
 
 // Keys builds every Redis key of one namespace. All keys share the hash tag
 // {NS}, so every script touches one cluster slot. No other file (and no Lua
@@ -8,8 +8,8 @@ type Keys struct {
 	p  string // "ws:{NS}:"
 }
 
-// NewKeys returns the key builder of namespace ns (not validated; use New).
-func NewKeys(ns string) Keys { return Keys{ns: ns, p: "ws:{" + ns + "}:"} }
+// New returns the key builder of namespace ns (not validated; use New).
+func New(ns string) Keys { return Keys{ns: ns, p: "ws:{" + ns + "}:"} }
 
 // Prefix is "ws:{NS}:", the prefix of every key of the namespace.
 func (k Keys) Prefix() string { return k.p }
@@ -231,3 +231,7 @@ func (k Keys) PolicyGen() string { return k.p + "policygen" }
 
 // PolicyChannel is the pub/sub channel activations are published on.
 func (k Keys) PolicyChannel() string { return k.p + "policy-events" }
+
+// Of returns the key builder of a store's namespace (anything with a
+// Namespace method: a *storage.Store, a client).
+func Of(s interface{ Namespace() string }) Keys { return New(s.Namespace()) }
