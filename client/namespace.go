@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/wasmsched/wasmsched/storage"
 )
 
 // GetRuns reads runs by id in one round trip, in the order given; an id
@@ -30,13 +28,28 @@ func (c *Client) Slots(ctx context.Context) (Slots, error) {
 }
 
 // LostRun is the report of a run a worker executed that the store no
-// longer has (Redis lost it in a failover).
-type LostRun = storage.LostRun
+// longer has (Redis lost it in a failover, or the store was wiped).
+type LostRun struct {
+	At      int64  `json:"at_ms"` // Redis TIME (ms) of the report
+	Run     string `json:"run"`
+	Token   string `json:"token"` // the assignment token the run ran under
+	Outcome string `json:"outcome"`
+	Worker  string `json:"worker"`
+	Reason  string `json:"reason,omitempty"`
+}
 
 // LostRuns returns up to limit lost-run reports (0: all kept, at most
-// storage.MaxLostReports), the newest first.
+// 1,000), the newest first.
 func (c *Client) LostRuns(ctx context.Context, limit int) ([]LostRun, error) {
-	return c.st.LostRuns(ctx, limit)
+	ls, err := c.st.LostRuns(ctx, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]LostRun, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, LostRun{At: l.At, Run: l.Run, Token: l.Token, Outcome: string(l.Outcome), Worker: l.Worker, Reason: l.Reason})
+	}
+	return out, nil
 }
 
 // Leader reads who leads the namespace and its last tick.

@@ -15,6 +15,38 @@ import (
 // The operator's group controls: pause, resume, drain, and the bulk
 // discard and stop of a group's runs.
 
+const groupControlsDescription = `Pauses group G: the leader asks its policy nothing and launches nothing until
+"group resume G" (a decision made before the pause is stale and not applied).
+Submits are accepted and queue; its active runs go on. Who and when are
+recorded (group show, the API, the UI); run explain says the group is paused.
+
+Examples:
+   wasmsched group pause nightly --who "ops: db migration"`
+
+const groupControlsDescription2 = `Discards every WAITING run of group G (the ones not due yet too), oldest
+first, 100 per script, each recorded with --reason (default: "discarded by"
+--who, else $USER); its active runs go on. With --label K=V (repeatable),
+only the runs carrying every one of those labels. Prints how many.
+
+Examples:
+   wasmsched group discard deploy --label ref=feature-x`
+
+const groupControlsDescription3 = `Asks every active run of group G to stop (LAUNCHED ones end STOPPED at once,
+RUNNING ones once their worker stopped them), recorded with --reason. A
+group that is not paused launches its next runs: pause it first, or use
+"group drain". The reason defaults to "stopped by" --who (else $USER). With
+--label K=V (repeatable), only the runs carrying every one of those labels.
+Prints how many.`
+
+const groupControlsDescription4 = `Pauses group G, then (with --discard) discards its waiting runs and (with
+--stop) stops its active ones, and waits up to --wait for the active runs
+to end. Exit 0 when no run is active any more, 1 when some are still
+active after --wait. Then group delete G succeeds if no run waits (with
+--discard), else group delete G --force discards the waiting ones.
+
+Examples:
+   wasmsched group drain nightly --discard --stop && wasmsched group delete nightly`
+
 func groupControlCommands() []*cli.Command {
 	whoFlag := func(what string) cli.Flag {
 		return &cli.StringFlag{Name: "who", Usage: "recorded as who " + what, DefaultText: "$USER"}
@@ -26,14 +58,8 @@ func groupControlCommands() []*cli.Command {
 	return []*cli.Command{
 		{
 			Name: "pause", Usage: "pause a group: its policy is not asked, nothing launches", ArgsUsage: "G",
-			Description: `Pauses group G: the leader asks its policy nothing and launches nothing until
-"group resume G" (a decision made before the pause is stale and not applied).
-Submits are accepted and queue; its active runs go on. Who and when are
-recorded (group show, the API, the UI); run explain says the group is paused.
-
-Examples:
-   wasmsched group pause nightly --who "ops: db migration"`,
-			Flags: []cli.Flag{who},
+			Description: groupControlsDescription,
+			Flags:       []cli.Flag{who},
 			Action: func(c *cli.Context) error {
 				return withGroup(c, func(cl *client.Client, g string) error {
 					if err := cl.PauseGroup(c.Context, g, whoOf(c)); err != nil {
@@ -58,14 +84,8 @@ Examples:
 		},
 		{
 			Name: "discard", Usage: "discard every waiting run of a group (bulk, in bounded chunks)", ArgsUsage: "G",
-			Description: `Discards every WAITING run of group G (the ones not due yet too), oldest
-first, 100 per script, each recorded with --reason (default: "discarded by"
---who, else $USER); its active runs go on. With --label K=V (repeatable),
-only the runs carrying every one of those labels. Prints how many.
-
-Examples:
-   wasmsched group discard deploy --label ref=feature-x`,
-			Flags: []cli.Flag{reason("discarded by --who"), whoFlag("discarded them"), bulkLabel},
+			Description: groupControlsDescription2,
+			Flags:       []cli.Flag{reason("discarded by --who"), whoFlag("discarded them"), bulkLabel},
 			Action: func(c *cli.Context) error {
 				labels, err := bulkLabels(c)
 				if err != nil {
@@ -82,13 +102,8 @@ Examples:
 		},
 		{
 			Name: "stop", Usage: "stop every active run of a group", ArgsUsage: "G",
-			Description: `Asks every active run of group G to stop (LAUNCHED ones end STOPPED at once,
-RUNNING ones once their worker stopped them), recorded with --reason. A
-group that is not paused launches its next runs: pause it first, or use
-"group drain". The reason defaults to "stopped by" --who (else $USER). With
---label K=V (repeatable), only the runs carrying every one of those labels.
-Prints how many.`,
-			Flags: []cli.Flag{reason("stopped by --who"), whoFlag("stopped them"), bulkLabel},
+			Description: groupControlsDescription3,
+			Flags:       []cli.Flag{reason("stopped by --who"), whoFlag("stopped them"), bulkLabel},
 			Action: func(c *cli.Context) error {
 				labels, err := bulkLabels(c)
 				if err != nil {
@@ -105,14 +120,7 @@ Prints how many.`,
 		},
 		{
 			Name: "drain", Usage: "pause a group, empty it, wait for its active runs: then it can be deleted", ArgsUsage: "G",
-			Description: `Pauses group G, then (with --discard) discards its waiting runs and (with
---stop) stops its active ones, and waits up to --wait for the active runs
-to end. Exit 0 when no run is active any more, 1 when some are still
-active after --wait. Then group delete G succeeds if no run waits (with
---discard), else group delete G --force discards the waiting ones.
-
-Examples:
-   wasmsched group drain nightly --discard --stop && wasmsched group delete nightly`,
+			Description: groupControlsDescription4,
 			Flags: []cli.Flag{whoFlag("drained it (paused it)"),
 				&cli.BoolFlag{Name: "discard", Usage: "discard the waiting runs"},
 				&cli.BoolFlag{Name: "stop", Usage: "stop the active runs"},

@@ -139,12 +139,7 @@ func namespaceTable(w io.Writer, v NamespaceView) {
 	}
 }
 
-func namespaceSetCommand() *cli.Command {
-	return &cli.Command{
-		Name:      "set",
-		Usage:     "set the allocation policy and its parameters",
-		ArgsUsage: " ",
-		Description: `Changes only what the flags say (--reset first goes back to fifo with no
+const namespaceSetDescription = `Changes only what the flags say (--reset first goes back to fifo with no
 parameters). The leader's slot manager uses the new settings on its next
 pass; every host pre-loads the policy. A policy that fails (traps, times
 out, returns an invalid order) changes nothing: the namespace keeps
@@ -156,7 +151,14 @@ Examples:
    wasmsched namespace set --weights a=3
    wasmsched namespace set --allocate priority
    wasmsched namespace set --allocate myalloc --param spread=zone
-   wasmsched namespace set --reset`,
+   wasmsched namespace set --reset`
+
+func namespaceSetCommand() *cli.Command {
+	return &cli.Command{
+		Name:        "set",
+		Usage:       "set the allocation policy and its parameters",
+		ArgsUsage:   " ",
+		Description: namespaceSetDescription,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "allocate", Usage: "the allocation policy `NAME`: fifo, fair, priority-first (or priority), or a pushed one"},
 			&cli.StringFlag{Name: "fair-label", Usage: "fair: the label `KEY` whose values share the slots (\"\" = across groups)"},

@@ -19,12 +19,7 @@ func init() {
 	commands = append(commands, withInterspersed(submitCommand()))
 }
 
-func submitCommand() *cli.Command {
-	return &cli.Command{
-		Name:      "submit",
-		Usage:     "submit a run to a group",
-		ArgsUsage: "G",
-		Description: `Submits a WAITING run to group G. A group that does not exist yet is created
+const submitDescription = `Submits a WAITING run to group G. A group that does not exist yet is created
 with the defaults (policy wait, max_active 1; change them with "group set").
 The group's policy decides when the run launches; it then runs on the worker holding
 its task 0 once all its --slots task slots are assigned.
@@ -71,7 +66,14 @@ Examples:
    wasmsched submit deploy --idempotency-key "$CI_PIPELINE_ID"
    wasmsched submit deploy --label ref=main --label tenant=acme
    wasmsched submit report --in 10m
-   wasmsched submit etl --at 2026-12-24T06:00:00Z --timeout 20m --max-attempts 3 --retry-backoff 30s`,
+   wasmsched submit etl --at 2026-12-24T06:00:00Z --timeout 20m --max-attempts 3 --retry-backoff 30s`
+
+func submitCommand() *cli.Command {
+	return &cli.Command{
+		Name:        "submit",
+		Usage:       "submit a run to a group",
+		ArgsUsage:   "G",
+		Description: submitDescription,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "id", Usage: "run `ID` (default: generated from the namespace seq)"},
 			&cli.IntFlag{Name: "slots", Aliases: []string{"k"}, Value: 1, Usage: "task slots the run needs, `K` from 1 to 1024 (storage.MaxRunSlots)"},
