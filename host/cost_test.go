@@ -15,6 +15,7 @@ import (
 	"github.com/wasmsched/wasmsched/host/worker"
 	"github.com/wasmsched/wasmsched/internal/rediscount"
 	"github.com/wasmsched/wasmsched/internal/redistest"
+	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -233,7 +234,7 @@ func TestCost_commandsPerRun(t *testing.T) {
 			waitAllFinal(t, watch, reqs)
 			// the settles of submits that raced a decision
 			waitFor(t, 10*time.Second, "every group settled", func() bool {
-				d, err := e.st.DirtyGroups(ctx, 0)
+				d, err := storagetest.DirtyGroups(ctx, e.st, 0)
 				return err == nil && len(d) == 0
 			})
 			time.Sleep(50 * time.Millisecond)
@@ -359,7 +360,7 @@ func TestCost_delayed(t *testing.T) {
 	t.Logf("while waiting:\n%s", table(waited, 1))
 	waitAllFinal(t, watch, reqs)
 	waitFor(t, 10*time.Second, "every group settled", func() bool {
-		d, err := e.st.DirtyGroups(ctx, 0)
+		d, err := storagetest.DirtyGroups(ctx, e.st, 0)
 		return err == nil && len(d) == 0
 	})
 	time.Sleep(50 * time.Millisecond)

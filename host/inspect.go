@@ -372,22 +372,8 @@ func (in *Inspector) explain(ctx context.Context, st *storage.Store, c *client.C
 	}
 	ex.Run = r
 	if r.State == string(storage.StateLaunched) {
-		ex.Why = movedWhy(r)
-		ahead, free, ok, err := st.SlotQueuePosition(ctx, id)
-		if err != nil {
-			return ex, false, err
-		}
-		if ok {
-			as, err := ReadAllocationStatus(ctx, st, "")
-			if err != nil {
-				return ex, false, err
-			}
-			ex.Why = fmt.Sprintf("launched, waiting for slots: it needs %d slot(s), %d free; %d launched run(s) ahead of it in launch order. %s%s "+
-				"A run that fits may take slots past one that does not until that one has waited the leader's slot guard (serve --slot-guard, default %v); "+
-				"then the slots that free up are held for it. %s",
-				r.Slots, free, ahead, allocationWhy(as, r), in.leftOut(ctx, st, as, id), DefaultSlotGuard, ex.Why)
-		}
-		return ex, false, nil
+		ex.Why, err = in.launchedWhy(ctx, st, r)
+		return ex, false, err
 	}
 	if r.State != string(storage.StateWaiting) {
 		ex.Why = movedWhy(r)
@@ -443,18 +429,42 @@ func (in *Inspector) explain(ctx context.Context, st *storage.Store, c *client.C
 	if err != nil {
 		return ex, false, err
 	}
+	waitingWhy(&ex, d, r, len(sn.Active), max(sn.Group.MaxActive, 1), len(snap.Waiting), ahead)
+	return ex, false, nil
+}
+
+// launchedWhy says why a LAUNCHED run has no slots yet.
+func (in *Inspector) launchedWhy(ctx context.Context, st *storage.Store, r client.Run) (string, error) {
+	why := movedWhy(r)
+	ahead, free, ok, err := st.SlotQueuePosition(ctx, r.ID)
+	if err != nil || !ok {
+		return why, err
+	}
+	as, err := ReadAllocationStatus(ctx, st, "")
+	if err != nil {
+		return why, err
+	}
+	return fmt.Sprintf("launched, waiting for slots: it needs %d slot(s), %d free; %d launched run(s) ahead of it in launch order. %s%s "+
+		"A run that fits may take slots past one that does not until that one has waited the leader's slot guard (serve --slot-guard, default %v); "+
+		"then the slots that free up are held for it. %s",
+		r.Slots, free, ahead, allocationWhy(as, r), in.leftOut(ctx, st, as, r.ID), DefaultSlotGuard, why), nil
+}
+
+// waitingWhy fills what the policy's decision d on the group's snapshot
+// (active runs of maxActive, a window of window waiting runs) says of the
+// WAITING run r, ahead of which ahead runs wait.
+func waitingWhy(ex *client.Explanation, d client.PolicyDecision, r client.Run, active, maxActive, window int, ahead int64) {
 	var wake *time.Time
 	for _, a := range d.Actions {
 		switch {
 		case a.Action == abi.ActionWake.String():
 			wake = a.At
-		case a.Run == id:
+		case a.Run == r.ID:
 			ex.Now, ex.NowReason = a.Action, a.Reason
 		case a.Action == abi.ActionDiscardBelow.String() && uint64(r.Seq) < a.Seq:
 			ex.Now, ex.NowReason = a.Action, a.Reason
 		}
 	}
-	active, maxActive := len(sn.Active), max(sn.Group.MaxActive, 1)
 	switch {
 	case !d.Valid:
 		ex.Why = fmt.Sprintf("waits: the policy's decision is %s (%v), so the group is not decided", d.Outcome, d.Errors)
@@ -471,13 +481,12 @@ func (in *Inspector) explain(ctx context.Context, st *storage.Store, c *client.C
 		ex.Why = fmt.Sprintf("waits: the policy asked to be woken at %s (%s): it decides the group again then, or at the next change",
 			fmtTime(*wake), untilText(*wake))
 	case !ex.InWindow:
-		ex.Why = fmt.Sprintf("waits: %d runs wait ahead of it, beyond the group's window (the policy sees the oldest and newest %d)", ahead, len(snap.Waiting)/2)
+		ex.Why = fmt.Sprintf("waits: %d runs wait ahead of it, beyond the group's window (the policy sees the oldest and newest %d)", ahead, window/2)
 	case active >= maxActive:
 		ex.Why = fmt.Sprintf("waits: the group has %d active runs of max_active %d, and %d waiting runs ahead of it", active, maxActive, ahead)
 	default:
 		ex.Why = fmt.Sprintf("waits: the policy does not launch it now (%d waiting runs ahead, %d active of max_active %d)", ahead, active, maxActive)
 	}
-	return ex, false, nil
 }
 
 // leftOut says, with a leading space, what the namespace's allocation

@@ -80,12 +80,12 @@ type Decision struct {
 	NoPlace bool
 }
 
-// Apply applies d to group in one fenced script, all-or-nothing, and
+// apply applies d to group in one fenced script, all-or-nothing, and
 // returns the group's version afterwards. Errors: ErrFenced, ErrDuplicate
 // (d.ClaimID already applied; checked before the version), ErrStale,
 // ErrNotFound, ErrBadState, ErrInvalid. Zero actions settles the group
 // (removes it from dirty if still at d.Version; no bump).
-func (s *Store) Apply(ctx context.Context, f Fence, group string, d Decision) (int64, error) {
+func (s *Store) apply(ctx context.Context, f Fence, group string, d Decision) (int64, error) {
 	r := s.ApplyBatch(ctx, f, []GroupDecision{{Group: group, Decision: d}})[0]
 	return r.Version, r.Err
 }

@@ -56,3 +56,14 @@ func (s *Store) LastAutoRollback(ctx context.Context, name string) (AutoRollback
 func (s *Store) NamespaceMaxRunSlots(ctx context.Context) (int, error) {
 	return s.namespaceMaxRunSlots(ctx)
 }
+func (s *Store) Apply(ctx context.Context, f Fence, group string, d Decision) (int64, error) {
+	return s.apply(ctx, f, group, d)
+}
+func (s *Store) AllocateBackfill(ctx context.Context, f Fence, ids []string, guard time.Duration) ([]AllocResult, error) {
+	return s.allocateBackfill(ctx, f, ids, guard)
+}
+func (s *Store) CheckFence(ctx context.Context, f Fence) error { return s.checkFence(ctx, f) }
+func (s *Store) DirtyGroups(ctx context.Context, limit int) ([]string, error) {
+	return s.dirtyGroups(ctx, limit)
+}
+func (s *Store) Register(ctx context.Context) error { return s.register(ctx) }

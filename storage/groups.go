@@ -85,8 +85,6 @@ const (
 	DefaultRetryBase = time.Second
 	DefaultRetryCap  = 10 * time.Minute
 	MaxRetryCap      = 7 * 24 * time.Hour
-	// attemptsKept is how many attempts a run records (the latest).
-	attemptsKept = 20
 )
 
 // TimedOutReason is the reason of an attempt stopped at its timeout d.
@@ -348,9 +346,9 @@ func (s *Store) getGroups(ctx context.Context, names []string) ([]Group, error) 
 	return out, nil
 }
 
-// DirtyGroups returns up to limit (<= 0: all) groups that may need a
+// dirtyGroups returns up to limit (<= 0: all) groups that may need a
 // decision, read from the dirty set (no scan of all groups).
-func (s *Store) DirtyGroups(ctx context.Context, limit int) ([]string, error) {
+func (s *Store) dirtyGroups(ctx context.Context, limit int) ([]string, error) {
 	var (
 		out []string
 		err error

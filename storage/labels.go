@@ -21,9 +21,6 @@ const labelSep = "\x1d"
 // ValidLabel checks one label against the bounds.
 func ValidLabel(key, value string) error { return validPair("label", key, value) }
 
-// validParam checks one policy parameter against the bounds (a label's).
-func validParam(key, value string) error { return validPair("parameter", key, value) }
-
 // validPair checks a key=value pair of what ("label", "parameter").
 func validPair(what, key, value string) error {
 	if key == "" || len(key) > abi.MaxKeyLen {

@@ -21,8 +21,8 @@ const NamespacesKey = "ws:namespaces"
 // Like NamespacesKey it lives outside every namespace.
 const HostsKey = "ws:hosts"
 
-// Register adds the store's namespace to the namespace registry.
-func (s *Store) Register(ctx context.Context) error {
+// register adds the store's namespace to the namespace registry.
+func (s *Store) register(ctx context.Context) error {
 	return RegisterNamespaces(ctx, s.c, s.ns)
 }
 

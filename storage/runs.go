@@ -108,7 +108,7 @@ type Run struct {
 	Attempt, MaxAttempts int
 	RetryBase, RetryCap  time.Duration // with MaxAttempts > 1
 	// Attempts are its finished attempts, oldest first (the last
-	// AttemptsKept), recorded when MaxAttempts > 1.
+	// 20 kept), recorded when MaxAttempts > 1.
 	Attempts []Attempt
 	// Schedule is the schedule that submitted it ("" = a client).
 	Schedule string

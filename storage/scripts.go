@@ -227,94 +227,115 @@ func (s *Store) runPipe(ctx context.Context, op, name string, calls []scriptCall
 	}
 	sc := scripts[name]
 	if sc == nil {
-		for i := range errs {
-			errs[i] = fmt.Errorf("storage: %s: no script %q", op, name)
-		}
-		return vals, errs
+		return vals, fill(errs, fmt.Errorf("storage: %s: no script %q", op, name))
 	}
-	var c redis.Cmdable = s.c
-	_, cluster := s.c.(*redis.ClusterClient)
-	durable := s.waitsFor(ctx, name)
-	if durable {
+	p := &pipeRun{s: s, op: op, sc: sc, calls: calls, vals: vals, errs: errs, c: s.c}
+	_, p.cluster = s.c.(*redis.ClusterClient)
+	if p.durable = s.waitsFor(ctx, name); p.durable {
 		// WAIT on the connection that sent the scripts: on a cluster, the
 		// namespace's shard directly (durable.go).
 		w, err := s.writer(ctx)
 		if err != nil {
-			for i := range errs {
-				errs[i] = err
-			}
-			return vals, errs
+			return vals, fill(errs, err)
 		}
-		c, cluster = w, false
-	}
-	send := func(idx []int, eval bool) ([]*redis.Cmd, *redis.Cmd) {
-		cmds := make([]*redis.Cmd, len(idx))
-		var wait *redis.Cmd
-		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for j, i := range idx {
-				if eval {
-					cmds[j] = sc.Eval(ctx, p, calls[i].keys, calls[i].args...)
-				} else {
-					cmds[j] = sc.EvalSha(ctx, p, calls[i].keys, calls[i].args...)
-				}
-			}
-			if durable {
-				wait = s.waitCmd(ctx, p)
-			}
-			return nil
-		})
-		return cmds, wait
-	}
-	// replicated turns the calls that succeeded into ErrNotReplicated when
-	// their pipeline's WAIT saw no replica acknowledge them.
-	replicated := func(idx []int, wait *redis.Cmd) {
-		if wait == nil {
-			return
-		}
-		if n, err := wait.Int64(); err == nil && n >= 1 {
-			return
-		}
-		for _, i := range idx {
-			if errs[i] == nil {
-				errs[i] = s.notReplicated(ctx, op, wait)
-			}
-		}
+		p.c, p.cluster = w, false
 	}
 	all := make([]int, len(calls))
 	for i := range all {
 		all[i] = i
 	}
-	idx := all
-	cmds, wait := send(idx, false)
-	var retry []int
-	var done []int
+	cmds, wait := p.send(ctx, all, false)
+	var retry, done []int
 	for j, cmd := range cmds {
 		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			retry = append(retry, idx[j])
+			retry = append(retry, all[j])
 			continue
 		}
-		vals[idx[j]], errs[idx[j]] = pipeResult(op, cmd)
-		s.noteRefusal(errs[idx[j]])
-		done = append(done, idx[j])
+		p.result(all[j], cmd)
+		done = append(done, all[j])
 	}
-	replicated(done, wait)
-	if len(retry) > 0 {
-		if !cluster {
-			if lerr := sc.Load(ctx, c).Err(); lerr != nil {
-				for _, i := range retry {
-					errs[i] = fmt.Errorf("storage: %s: reload script %s: %w", op, name, lerr)
-				}
-				return vals, errs
+	p.replicated(ctx, done, wait)
+	if len(retry) == 0 {
+		return vals, errs
+	}
+	if !p.cluster {
+		if lerr := sc.Load(ctx, p.c).Err(); lerr != nil {
+			for _, i := range retry {
+				errs[i] = fmt.Errorf("storage: %s: reload script %s: %w", op, name, lerr)
+			}
+			return vals, errs
+		}
+	}
+	cmds, wait = p.send(ctx, retry, p.cluster)
+	for j, cmd := range cmds {
+		p.result(retry[j], cmd)
+	}
+	p.replicated(ctx, retry, wait)
+	return vals, errs
+}
+
+// fill sets every error of errs to err and returns errs.
+func fill(errs []error, err error) []error {
+	for i := range errs {
+		errs[i] = err
+	}
+	return errs
+}
+
+// pipeRun is one runPipe: the calls of one script, their results, and
+// the connection they go on.
+type pipeRun struct {
+	s                *Store
+	op               string
+	sc               *redis.Script
+	calls            []scriptCall
+	vals             []any
+	errs             []error
+	c                redis.Cmdable
+	cluster, durable bool
+}
+
+// send pipelines the calls idx (EVAL when eval, else EVALSHA), with a
+// WAIT after them when the store waits for replicas.
+func (p *pipeRun) send(ctx context.Context, idx []int, eval bool) ([]*redis.Cmd, *redis.Cmd) {
+	cmds := make([]*redis.Cmd, len(idx))
+	var wait *redis.Cmd
+	_, _ = p.c.Pipelined(ctx, func(pl redis.Pipeliner) error {
+		for j, i := range idx {
+			if eval {
+				cmds[j] = p.sc.Eval(ctx, pl, p.calls[i].keys, p.calls[i].args...)
+			} else {
+				cmds[j] = p.sc.EvalSha(ctx, pl, p.calls[i].keys, p.calls[i].args...)
 			}
 		}
-		cmds, wait = send(retry, cluster)
-		for j, cmd := range cmds {
-			vals[retry[j]], errs[retry[j]] = pipeResult(op, cmd)
-			s.noteRefusal(errs[retry[j]])
+		if p.durable {
+			wait = p.s.waitCmd(ctx, pl)
 		}
-		replicated(retry, wait)
+		return nil
+	})
+	return cmds, wait
+}
+
+// result keeps call i's answer.
+func (p *pipeRun) result(i int, cmd *redis.Cmd) {
+	p.vals[i], p.errs[i] = pipeResult(p.op, cmd)
+	p.s.noteRefusal(p.errs[i])
+}
+
+// replicated turns the calls that succeeded into ErrNotReplicated when
+// their pipeline's WAIT saw no replica acknowledge them.
+func (p *pipeRun) replicated(ctx context.Context, idx []int, wait *redis.Cmd) {
+	if wait == nil {
+		return
 	}
-	return vals, errs
+	if n, err := wait.Int64(); err == nil && n >= 1 {
+		return
+	}
+	for _, i := range idx {
+		if p.errs[i] == nil {
+			p.errs[i] = p.s.notReplicated(ctx, p.op, wait)
+		}
+	}
 }
 
 func pipeResult(op string, c *redis.Cmd) (any, error) {

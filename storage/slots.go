@@ -508,10 +508,10 @@ type AllocResult struct {
 // allocated (same op id) and reports them allocated again, never twice.
 // Errors (nothing written): ErrFenced, ErrInvalid (a run id twice or invalid).
 func (s *Store) allocateBatch(ctx context.Context, f Fence, runIDs []string) ([]AllocResult, error) {
-	return s.AllocateBackfill(ctx, f, runIDs, 0)
+	return s.allocateBackfill(ctx, f, runIDs, 0)
 }
 
-// AllocateBackfill is AllocateBatch with backfill: a run that does not fit
+// allocateBackfill is AllocateBatch with backfill: a run that does not fit
 // is passed over (AllocNoSlots, Held false) and the younger runs that fit
 // get slots, unless it has been LAUNCHED for at least guard: then it is
 // held (Held true), the batch stops at it, and the slots freed from then
@@ -519,7 +519,7 @@ func (s *Store) allocateBatch(ctx context.Context, f Fence, runIDs []string) ([]
 // AllocateBatch's strict FIFO.
 // A misfit that found no free slot (Found 0) ends the batch too: nothing
 // younger could fit.
-func (s *Store) AllocateBackfill(ctx context.Context, f Fence, runIDs []string, guard time.Duration) ([]AllocResult, error) {
+func (s *Store) allocateBackfill(ctx context.Context, f Fence, runIDs []string, guard time.Duration) ([]AllocResult, error) {
 	return s.AllocatePass(ctx, f, runIDs, max(len(runIDs), 1), guard) // one call
 }
 
@@ -753,7 +753,7 @@ func (s *Store) ReapDeadWorkers(ctx context.Context, f Fence) (Reaped, error) {
 	cands, out := toStrings(a[0]), Reaped{Assigned: int(toInt64(a[1]))}
 	if len(cands) == 0 {
 		// still check the fence so a deposed leader learns it
-		return out, s.CheckFence(ctx, f)
+		return out, s.checkFence(ctx, f)
 	}
 	keys := []string{k.Fence(), k.Lock(), k.Workers(), k.Slots(), k.Free(), k.Restore()}
 	args := append(f.args(), s.sparedSince())

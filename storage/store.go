@@ -138,9 +138,9 @@ func (s *Store) Leader(ctx context.Context) (LeaderInfo, error) {
 	return li, nil
 }
 
-// CheckFence is a read-only check of f against the fence and the lock:
+// checkFence is a read-only check of f against the fence and the lock:
 // ErrFenced unless f is the current leader's.
-func (s *Store) CheckFence(ctx context.Context, f Fence) error {
+func (s *Store) checkFence(ctx context.Context, f Fence) error {
 	li, err := s.Leader(ctx)
 	if err != nil {
 		return err

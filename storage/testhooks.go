@@ -9,4 +9,8 @@ func init() {
 	testhooks.Register("storage.setDurability", (*Store).setDurability)
 	testhooks.Register("storage.listRuns", (*Store).listRuns)
 	testhooks.Register("storage.lastAutoRollback", (*Store).lastAutoRollback)
+	testhooks.Register("storage.apply", (*Store).apply)
+	testhooks.Register("storage.allocateBackfill", (*Store).allocateBackfill)
+	testhooks.Register("storage.checkFence", (*Store).checkFence)
+	testhooks.Register("storage.dirtyGroups", (*Store).dirtyGroups)
 }

@@ -267,7 +267,7 @@ func TestSentinelFailover(t *testing.T) {
 	if err := st.Tick(ctx, oldFence); !errors.Is(err, storage.ErrFenced) {
 		t.Errorf("tick with the pre-failover fence %+v: %v, want ErrFenced", oldFence, err)
 	}
-	if err := st.CheckFence(ctx, oldFence); !errors.Is(err, storage.ErrFenced) {
+	if err := storagetest.CheckFence(ctx, st, oldFence); !errors.Is(err, storage.ErrFenced) {
 		t.Errorf("check fence %+v: %v, want ErrFenced", oldFence, err)
 	}
 	all := WaitAllFinal(t, st, 45*time.Second)

@@ -22,6 +22,7 @@ import (
 	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/recordtest"
 	"github.com/wasmsched/wasmsched/internal/redistest"
+	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -143,7 +144,7 @@ func (e *cliEnv) submitLaunched(fence storage.Fence, group, id string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := e.st.Apply(ctx, fence, group, storage.Decision{Version: sn.Group.Version, ClaimID: "c-" + id, Policy: "wait", PolicyVersion: "v",
+	if _, err := storagetest.Apply(ctx, e.st, fence, group, storage.Decision{Version: sn.Group.Version, ClaimID: "c-" + id, Policy: "wait", PolicyVersion: "v",
 		Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: id}}}); err != nil {
 		e.t.Fatal(err)
 	}
@@ -386,7 +387,7 @@ func TestCLIRunShowAssignmentsAndStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.st.Apply(ctx, fence, "g", storage.Decision{Version: sn.Group.Version, ClaimID: "c1", Policy: "wait",
+	if _, err := storagetest.Apply(ctx, e.st, fence, "g", storage.Decision{Version: sn.Group.Version, ClaimID: "c1", Policy: "wait",
 		PolicyVersion: "v1", PolicySHA256: "v1full", Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "r1", Reason: "oldest"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -511,7 +512,7 @@ func TestCLIRunExplain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.st.Apply(ctx, fence, "g", storage.Decision{Version: sn.Group.Version,
+	if _, err := storagetest.Apply(ctx, e.st, fence, "g", storage.Decision{Version: sn.Group.Version,
 		ClaimID: "c1", Policy: "wait", PolicyVersion: "v", Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "r1", Reason: "oldest"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -792,7 +793,7 @@ func TestCLIRuns_watchTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.st.Apply(ctx, f, "g", storage.Decision{Version: sn.Group.Version, ClaimID: "c1", Policy: "wait", PolicyVersion: "v",
+	if _, err := storagetest.Apply(ctx, e.st, f, "g", storage.Decision{Version: sn.Group.Version, ClaimID: "c1", Policy: "wait", PolicyVersion: "v",
 		Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "w1"}}}); err != nil {
 		t.Fatal(err)
 	} // the apply places w1: LAUNCHED and RUNNING in one message

@@ -950,7 +950,7 @@ func TestAPI_allocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	g, _ := e.st.GetGroup(ctx, "g")
-	if _, err := e.st.Apply(ctx, f, "g", storage.Decision{Version: g.Version, ClaimID: "c1", Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "r1"}}}); err != nil {
+	if _, err := storagetest.Apply(ctx, e.st, f, "g", storage.Decision{Version: g.Version, ClaimID: "c1", Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "r1"}}}); err != nil {
 		t.Fatal(err)
 	}
 	if code := e.do("GET", "/api/v1/namespaces/ns/allocation?group=g", "", &got); code != 200 || got.Free != 1 || got.Slots != 3 ||

@@ -219,27 +219,8 @@ func (w *agent) Run(ctx context.Context) error {
 	w.relisten = make(chan string, 1)
 	w.reportKick = make(chan struct{}, 1)
 	w.reported = make(chan struct{}, 1)
-	w.runsDone = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "wasmsched_worker_runs_total",
-		Help: "Runs executed by this worker, by outcome (SUCCEEDED, FAILED, STOPPED, DROPPED).",
-	}, []string{"outcome"})
-	w.rollback = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "wasmsched_worker_rollbacks_total",
-		Help: "Assignments the store handed back after losing what this worker had done (a Redis failover): replayed (outcome reported again, not run), refused (token older than one already run on the slot: reported FAILED, not run), lost (the run itself is gone: kept in the namespace's lost list).",
-	}, []string{"what"})
-	for _, what := range []string{"replayed", "refused", "lost"} {
-		w.rollback.WithLabelValues(what)
-	}
-	if w.Registerer != nil {
-		for _, c := range []**prometheus.CounterVec{&w.runsDone, &w.rollback} {
-			if err := w.Registerer.Register(*c); err != nil {
-				var are prometheus.AlreadyRegisteredError
-				if !errors.As(err, &are) {
-					return fmt.Errorf("worker: metrics: %w", err)
-				}
-				*c = are.ExistingCollector.(*prometheus.CounterVec)
-			}
-		}
+	if err := w.setupMetrics(); err != nil {
+		return err
 	}
 	if w.Journal != "" {
 		f, err := os.OpenFile(w.Journal, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
@@ -294,21 +275,7 @@ func (w *agent) Run(ctx context.Context) error {
 			}
 			return nil
 		case f := <-w.done:
-			// Take every execution that has finished by now; the reporter
-			// sends them together (one pipelined round trip: retryReports).
-			report := w.record(f)
-		drain:
-			for {
-				select {
-				case f := <-w.done:
-					report = w.record(f) || report
-				default:
-					break drain
-				}
-			}
-			if report {
-				w.kickReports()
-			}
+			w.collect(f)
 		case <-w.reported:
 			// (a drain ends once the last report is in: checked above)
 		case <-tick.C:
@@ -316,6 +283,51 @@ func (w *agent) Run(ctx context.Context) error {
 			beats++
 		case <-kick:
 			w.poll(ctx)
+		}
+	}
+}
+
+// setupMetrics makes the worker's counters and registers them (sharing
+// the ones another worker in the process registered first).
+func (w *agent) setupMetrics() error {
+	w.runsDone = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "wasmsched_worker_runs_total",
+		Help: "Runs executed by this worker, by outcome (SUCCEEDED, FAILED, STOPPED, DROPPED).",
+	}, []string{"outcome"})
+	w.rollback = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "wasmsched_worker_rollbacks_total",
+		Help: "Assignments the store handed back after losing what this worker had done (a Redis failover): replayed (outcome reported again, not run), refused (token older than one already run on the slot: reported FAILED, not run), lost (the run itself is gone: kept in the namespace's lost list).",
+	}, []string{"what"})
+	for _, what := range []string{"replayed", "refused", "lost"} {
+		w.rollback.WithLabelValues(what)
+	}
+	if w.Registerer != nil {
+		for _, c := range []**prometheus.CounterVec{&w.runsDone, &w.rollback} {
+			if err := w.Registerer.Register(*c); err != nil {
+				var are prometheus.AlreadyRegisteredError
+				if !errors.As(err, &are) {
+					return fmt.Errorf("worker: metrics: %w", err)
+				}
+				*c = are.ExistingCollector.(*prometheus.CounterVec)
+			}
+		}
+	}
+	return nil
+}
+
+// collect takes f and every other execution that has finished by now; the
+// reporter sends them together (one pipelined round trip: retryReports).
+func (w *agent) collect(f *finished) {
+	report := w.record(f)
+	for {
+		select {
+		case f := <-w.done:
+			report = w.record(f) || report
+		default:
+			if report {
+				w.kickReports()
+			}
+			return
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/redistest"
+	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -125,7 +126,7 @@ func (e *wenv) launch(req storage.SubmitRequest) (storage.Run, string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := e.st.Apply(ctx, e.fence, req.Group, storage.Decision{
+	if _, err := storagetest.Apply(ctx, e.st, e.fence, req.Group, storage.Decision{
 		Version: sn.Group.Version, ClaimID: "c-" + r.ID, Policy: "wait", PolicyVersion: "test",
 		Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: r.ID}},
 	}); err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/bsm/redislock"
 	"github.com/wasmsched/wasmsched/internal/keyspace"
+	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -66,7 +67,7 @@ func Fixture(tb testing.TB, ctx context.Context, st *storage.Store, wasm []byte)
 	must(st.Tick(ctx, f))
 	sn, err := st.Snapshot(ctx, Group)
 	must(err)
-	_, err = st.Apply(ctx, f, Group, storage.Decision{Version: sn.Group.Version, ClaimID: Claim, Policy: "wait", PolicyVersion: "0123456789ab",
+	_, err = storagetest.Apply(ctx, st, f, Group, storage.Decision{Version: sn.Group.Version, ClaimID: Claim, Policy: "wait", PolicyVersion: "0123456789ab",
 		PolicySHA256: "0123456789ab" + string(bytes.Repeat([]byte("0"), 52)),
 		Actions:      []storage.Action{{Kind: storage.ActionLaunch, Run: Running, Reason: "oldest"}}})
 	must(err) // the apply places Running on the worker's free slot

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -63,7 +64,7 @@ func benchAllocate(b *testing.B, queued int, mode string) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := e.st.Apply(ctx, e.lease.Fence(), g, storage.Decision{Version: gr.Version, ClaimID: fmt.Sprintf("c%d", seq), Actions: acts, NoPlace: true}); err != nil {
+			if _, err := storagetest.Apply(ctx, e.st, e.lease.Fence(), g, storage.Decision{Version: gr.Version, ClaimID: fmt.Sprintf("c%d", seq), Actions: acts, NoPlace: true}); err != nil {
 				b.Fatal(err)
 			}
 			seq += k
@@ -79,7 +80,7 @@ func benchAllocate(b *testing.B, queued int, mode string) {
 			}
 			n := 0
 			for lo := 0; lo < len(ids); lo += storage.AllocChunk {
-				res, err := e.st.AllocateBackfill(ctx, e.lease.Fence(), ids[lo:min(lo+storage.AllocChunk, len(ids))], DefaultSlotGuard)
+				res, err := storagetest.AllocateBackfill(ctx, e.st, e.lease.Fence(), ids[lo:min(lo+storage.AllocChunk, len(ids))], DefaultSlotGuard)
 				if err != nil {
 					b.Fatal(err)
 				}

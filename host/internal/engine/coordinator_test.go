@@ -21,6 +21,7 @@ import (
 	"github.com/wasmsched/wasmsched/internal/digest"
 	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/redistest"
+	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
@@ -296,7 +297,7 @@ func (e *renv) metric(name string, labels ...string) float64 {
 
 func (e *renv) dirty() []string {
 	e.t.Helper()
-	ds, err := e.st.DirtyGroups(context.Background(), 0)
+	ds, err := storagetest.DirtyGroups(context.Background(), e.st, 0)
 	if err != nil {
 		e.t.Fatal(err)
 	}

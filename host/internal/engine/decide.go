@@ -63,39 +63,9 @@ func policyOutcome(err error) string {
 // changed something; it returns only storage.ErrFenced or ctx errors.
 func (c *Coordinator) decideBatch(ctx context.Context, lease *leader.Lease, groups []string) (bool, error) {
 	log := c.rt.log
-	snaps := c.snapshots(ctx, groups)
-	type pending struct {
-		policy, version string
-		waits           []time.Duration // of its launches: submit to the snapshot's now
-		sn              storage.Snapshot
-	}
-	var (
-		ds      []storage.GroupDecision
-		meta    []pending
-		scratch abi.SerialDecision // each decision is copied into the store's form at once
-	)
-	for i, group := range groups {
-		sn, err := snaps[i].Snapshot, snaps[i].Err
-		if err != nil {
-			if ctx.Err() != nil {
-				return false, ctx.Err()
-			}
-			log.Warn("snapshot failed", "group", group, "err", err)
-			c.outcome("", "", OutcomeError)
-			c.fail(group)
-			continue
-		}
-		d, ver, ok, err := c.decideOne(ctx, lease, sn, &scratch)
-		if err != nil {
-			return false, err
-		}
-		if ok {
-			ds = append(ds, storage.GroupDecision{Group: group, Decision: d})
-			meta = append(meta, pending{policy: d.Policy, version: ver, waits: launchWaits(sn, d.Actions), sn: sn})
-		}
-	}
-	if len(ds) == 0 {
-		return false, nil
+	ds, meta, err := c.decideGroups(ctx, lease, groups)
+	if err != nil || len(ds) == 0 {
+		return false, err
 	}
 	if c.beforeApply != nil {
 		for _, gd := range ds {
@@ -126,34 +96,8 @@ func (c *Coordinator) decideBatch(ctx context.Context, lease *leader.Lease, grou
 		}
 		switch {
 		case err == nil || errors.Is(err, storage.ErrDuplicate):
-			c.succeed(group)
-			if err == nil {
-				launches := 0
-				for _, a := range d.Actions {
-					if a.Kind == storage.ActionLaunch {
-						launches++
-					}
-				}
-				queued += r.Queued
-				placed += launches - r.Queued
-				if len(meta[i].waits) > 0 {
-					c.rt.acc.launched(group, meta[i].waits)
-				}
-			}
-			if d.Below > 0 {
-				wakeUp(c.rt.drain.wake)
-			}
-			if d.Again {
-				c.more.Store(true) // the apply kept it dirty: the next window
-			}
-			if len(d.Actions) == 0 {
-				c.outcome(policy, ver, OutcomeSettled)
-				log.Debug("group settled", "group", group, "policy", policy, "version", ver, "group_version", d.Version)
-			} else {
-				c.outcome(policy, ver, OutcomeApplied)
-				log.Debug("decision applied", "group", group, "policy", policy, "version", ver,
-					"group_version", d.Version, "actions", len(d.Actions))
-			}
+			q, p := c.applied(group, d, &meta[i], err == nil, r.Queued)
+			queued, placed = queued+q, placed+p
 			worked = true
 		case errors.Is(err, storage.ErrFenced):
 			c.outcome(policy, ver, OutcomeFenced)
@@ -180,6 +124,81 @@ func (c *Coordinator) decideBatch(ctx context.Context, lease *leader.Lease, grou
 		return false, fenced
 	}
 	return worked, nil
+}
+
+// pendingApply is what decideBatch keeps of a decision until its apply
+// answers.
+type pendingApply struct {
+	policy, version string
+	waits           []time.Duration // of its launches: submit to the snapshot's now
+	sn              storage.Snapshot
+}
+
+// decideGroups snapshots groups and asks each one's policy, returning the
+// decisions to apply. A group whose snapshot failed is backed off and
+// left out; an error is the context's or a lease's end.
+func (c *Coordinator) decideGroups(ctx context.Context, lease *leader.Lease, groups []string) ([]storage.GroupDecision, []pendingApply, error) {
+	snaps := c.snapshots(ctx, groups)
+	var (
+		ds      []storage.GroupDecision
+		meta    []pendingApply
+		scratch abi.SerialDecision // each decision is copied into the store's form at once
+	)
+	for i, group := range groups {
+		sn, err := snaps[i].Snapshot, snaps[i].Err
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, nil, ctx.Err()
+			}
+			c.rt.log.Warn("snapshot failed", "group", group, "err", err)
+			c.outcome("", "", OutcomeError)
+			c.fail(group)
+			continue
+		}
+		d, ver, ok, err := c.decideOne(ctx, lease, sn, &scratch)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ok {
+			ds = append(ds, storage.GroupDecision{Group: group, Decision: d})
+			meta = append(meta, pendingApply{policy: d.Policy, version: ver, waits: launchWaits(sn, d.Actions), sn: sn})
+		}
+	}
+	return ds, meta, nil
+}
+
+// applied records a decision the store applied (fresh: not a replay of
+// one applied before) and returns how many of its launches were queued
+// for the slot manager and how many the apply placed.
+func (c *Coordinator) applied(group string, d storage.Decision, m *pendingApply, fresh bool, queuedN int) (queued, placed int) {
+	c.succeed(group)
+	if fresh {
+		launches := 0
+		for _, a := range d.Actions {
+			if a.Kind == storage.ActionLaunch {
+				launches++
+			}
+		}
+		queued, placed = queuedN, launches-queuedN
+		if len(m.waits) > 0 {
+			c.rt.acc.launched(group, m.waits)
+		}
+	}
+	if d.Below > 0 {
+		wakeUp(c.rt.drain.wake)
+	}
+	if d.Again {
+		c.more.Store(true) // the apply kept it dirty: the next window
+	}
+	if len(d.Actions) == 0 {
+		c.outcome(m.policy, m.version, OutcomeSettled)
+		c.rt.log.Debug("group settled", "group", group, "policy", m.policy, "version", m.version, "group_version", d.Version)
+	} else {
+		c.outcome(m.policy, m.version, OutcomeApplied)
+		c.rt.log.Debug("decision applied", "group", group, "policy", m.policy, "version", m.version,
+			"group_version", d.Version, "actions", len(d.Actions))
+	}
+	return queued, placed
 }
 
 // snapshots returns the batch's snapshots in order: the offered ones, and

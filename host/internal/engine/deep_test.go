@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/internal/digest"
+	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -166,7 +167,7 @@ func TestCoordinator_v1OnTruncatedWindow(t *testing.T) {
 	if o := e.outcomes("discard1"); o[OutcomeApplied] != 19 || o[OutcomeInvalid] != 0 {
 		t.Fatalf("decisions %v, want 19 applied (one per window of 16 runs)", o)
 	}
-	if d, _ := e.st.DirtyGroups(ctx, 0); len(d) != 0 {
+	if d, _ := storagetest.DirtyGroups(ctx, e.st, 0); len(d) != 0 {
 		t.Fatalf("dirty %v after the group settled", d)
 	}
 }

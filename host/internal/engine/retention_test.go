@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -27,7 +28,7 @@ func TestEngine_retentionAcrossFailover(t *testing.T) {
 		for _, id := range ids {
 			acts = append(acts, storage.Action{Kind: storage.ActionDiscard, Run: id, Reason: "test"})
 		}
-		if _, err := e.st.Apply(ctx, e.lease.Fence(), "g", storage.Decision{Version: sn.Group.Version, ClaimID: "c-" + ids[0], Actions: acts}); err != nil {
+		if _, err := storagetest.Apply(ctx, e.st, e.lease.Fence(), "g", storage.Decision{Version: sn.Group.Version, ClaimID: "c-" + ids[0], Actions: acts}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -156,50 +156,7 @@ func Check(wasm []byte, l Limits) (Info, error) {
 			return c.info, s.errf("section %d out of order or duplicated", id)
 		}
 		last = o
-		switch id {
-		case secType:
-			err = c.types(s)
-		case secImport:
-			err = c.imports(s)
-		case secFunction:
-			err = c.vec(s, "MaxFunctions", &c.info.Functions, l.Functions, func() error { _, err := s.u32(); return err })
-		case secTable:
-			tables, err = c.tables(s)
-		case secMemory:
-			var n uint64
-			err = c.vec(s, "MaxMemories", &n, l.Memories, s.limits)
-		case secGlobal:
-			err = c.vec(s, "MaxGlobals", &c.info.Globals, l.Globals, func() error {
-				if _, err := s.bytes(2); err != nil { // valtype, mutability
-					return err
-				}
-				return s.constExpr()
-			})
-		case secExport:
-			var n uint64
-			err = c.vec(s, "MaxExports", &n, l.Exports, func() error {
-				if _, err := s.name(); err != nil {
-					return err
-				}
-				if _, err := s.byte(); err != nil {
-					return err
-				}
-				_, err := s.u32()
-				return err
-			})
-		case secStart:
-			c.info.HasStart = true
-			_, err = s.u32()
-		case secElement:
-			err = c.elements(s)
-		case secDataCnt:
-			_, err = s.u32()
-		case secCode:
-			err = c.code(s)
-		case secData:
-			err = c.data(s)
-		}
-		if err != nil {
+		if err := c.section(id, s, &tables); err != nil {
 			return c.info, err
 		}
 		if id != secCode && s.pos != len(s.b) {
@@ -219,6 +176,55 @@ func Check(wasm []byte, l Limits) (Info, error) {
 		}
 	}
 	return c.info, nil
+}
+
+// section checks one non-custom section's entries against the limits.
+func (c *checker) section(id byte, s *reader, tables *[]tableLimits) error {
+	var err error
+	switch id {
+	case secType:
+		err = c.types(s)
+	case secImport:
+		err = c.imports(s)
+	case secFunction:
+		err = c.vec(s, "MaxFunctions", &c.info.Functions, c.l.Functions, func() error { _, err := s.u32(); return err })
+	case secTable:
+		*tables, err = c.tables(s)
+	case secMemory:
+		var n uint64
+		err = c.vec(s, "MaxMemories", &n, c.l.Memories, s.limits)
+	case secGlobal:
+		err = c.vec(s, "MaxGlobals", &c.info.Globals, c.l.Globals, func() error {
+			if _, err := s.bytes(2); err != nil { // valtype, mutability
+				return err
+			}
+			return s.constExpr()
+		})
+	case secExport:
+		var n uint64
+		err = c.vec(s, "MaxExports", &n, c.l.Exports, func() error {
+			if _, err := s.name(); err != nil {
+				return err
+			}
+			if _, err := s.byte(); err != nil {
+				return err
+			}
+			_, err := s.u32()
+			return err
+		})
+	case secStart:
+		c.info.HasStart = true
+		_, err = s.u32()
+	case secElement:
+		err = c.elements(s)
+	case secDataCnt:
+		_, err = s.u32()
+	case secCode:
+		err = c.code(s)
+	case secData:
+		err = c.data(s)
+	}
+	return err
 }
 
 // vec reads a vector's count into *total (added to what is there), checks

@@ -164,80 +164,116 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 	if len(wasm) < 8 || !bytes.Equal(wasm[:4], []byte("\x00asm")) || !bytes.Equal(wasm[4:8], []byte{1, 0, 0, 0}) {
 		return nil, st, &Error{0, "not a core wasm module (magic/version)"}
 	}
+	secs, err := splitSections(wasm)
+	if err != nil {
+		return nil, st, err
+	}
+	m, err := scanSections(secs, &st)
+	if err != nil {
+		return nil, st, err
+	}
+	hasMemory := m.hasMemory || m.imp.memories > 0
+	st.AddedMemory = !hasMemory
+	stop := m.imp.globals + m.definedGlobals
+	budget := stop + 1
+	st.StopGlobal, st.BudgetGlobal = stop, budget
+	st.YieldFunc = m.imp.funcs + m.definedFuncs
+	st.ChargeFunc = st.YieldFunc + 1
+	added := helpers(&st, m.types)
+	if hasMemory {
+		delete(added, secMemory)
+	}
+	return assemble(wasm, secs, m, added, &st)
+}
+
+// splitSections checks the section order of a module and returns its
+// sections.
+func splitSections(wasm []byte) ([]section, error) {
 	r := &reader{b: wasm, pos: 8}
 	var secs []section
 	last := 0
 	for r.pos < len(r.b) {
 		id, err := r.byte()
 		if err != nil {
-			return nil, st, err
+			return nil, err
 		}
 		size, err := r.u32()
 		if err != nil {
-			return nil, st, err
+			return nil, err
 		}
 		if int(size) > len(r.b)-r.pos {
-			return nil, st, r.errf("section %d of %d bytes overruns the module", id, size)
+			return nil, r.errf("section %d of %d bytes overruns the module", id, size)
 		}
 		if id != secCustom {
 			o, ok := order[id]
 			if !ok {
-				return nil, st, r.unsupported("section id %d", id)
+				return nil, r.unsupported("section id %d", id)
 			}
 			if o <= last {
-				return nil, st, r.errf("section %d out of order or duplicated", id)
+				return nil, r.errf("section %d out of order or duplicated", id)
 			}
 			last = o
 		}
 		secs = append(secs, section{id: id, body: r.b[r.pos : r.pos+int(size)], off: r.pos})
 		r.pos += int(size)
 	}
+	return secs, nil
+}
 
-	var imp imports
-	var definedGlobals, definedFuncs, types uint32
-	var hasMemory bool
+// moduleCounts is what Rewrite needs to know of a module before it
+// rewrites it.
+type moduleCounts struct {
+	imp                                 imports
+	definedGlobals, definedFuncs, types uint32
+	hasMemory                           bool
+}
+
+// scanSections counts a module's imports, types, functions, globals and
+// memories, and checks its exports against them.
+func scanSections(secs []section, st *Stats) (moduleCounts, error) {
+	var m moduleCounts
 	for _, s := range secs {
 		var n uint32
 		var err error
 		if s.id == secGlobal || s.id == secFunction || s.id == secType || s.id == secMemory {
 			n, err = (&reader{b: s.body, base: s.off}).u32()
 			if err != nil {
-				return nil, st, err
+				return m, err
 			}
 		}
 		switch s.id {
 		case secImport:
-			imp, err = countImports(s)
+			m.imp, err = countImports(s)
 			if err != nil {
-				return nil, st, err
+				return m, err
 			}
 		case secType:
-			types = n
+			m.types = n
 		case secFunction:
-			definedFuncs = n
+			m.definedFuncs = n
 		case secMemory:
-			hasMemory = hasMemory || n > 0
+			m.hasMemory = m.hasMemory || n > 0
 		case secGlobal:
-			definedGlobals = n
+			m.definedGlobals = n
 		case secExport:
 			// sections come in order: the import, function and global
 			// counts are known here
-			if err := checkExports(s, imp.funcs+definedFuncs, imp.globals+definedGlobals); err != nil {
-				return nil, st, err
+			if err := checkExports(s, m.imp.funcs+m.definedFuncs, m.imp.globals+m.definedGlobals); err != nil {
+				return m, err
 			}
 		case secStart:
 			st.HasStart = true
 		}
 	}
-	hasMemory = hasMemory || imp.memories > 0
-	st.AddedMemory = !hasMemory
-	stop := imp.globals + definedGlobals
-	budget := stop + 1
-	st.StopGlobal, st.BudgetGlobal = stop, budget
-	st.YieldFunc = imp.funcs + definedFuncs
-	st.ChargeFunc = st.YieldFunc + 1
-	yieldType, chargeType := types, types+1
+	return m, nil
+}
 
+// helpers returns the entries Rewrite adds to each section: the stop and
+// budget globals and their exports, the $yield and $charge functions and
+// their types, and a memory (used when the module has none).
+func helpers(st *Stats, types uint32) map[byte][]byte {
+	stop, budget := st.StopGlobal, st.BudgetGlobal
+	yieldType, chargeType := types, types+1
 	// the new globals: i32, mutable, init i32.const 0 / YieldEvery
 	newGlobals := []byte{0x7F, 0x01, 0x41, 0x00, 0x0B, 0x7F, 0x01, 0x41}
 	newGlobals = appendS32(newGlobals, YieldEvery)
@@ -271,6 +307,19 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 	newCode = appendU32(newCode, uint32(len(charge)))
 	newCode = append(newCode, charge...)
 
+	return map[byte][]byte{
+		secType: newTypes, secFunction: newFuncs, secGlobal: newGlobals,
+		secExport: newExports, secCode: newCode, secMemory: newMemory,
+	}
+}
+
+// assemble writes the rewritten module: each section with the entries
+// added to it (a section the module lacks is emitted in its place), the
+// code rewritten, custom .debug_ sections dropped.
+func assemble(wasm []byte, secs []section, m moduleCounts, added map[byte][]byte, st *Stats) ([]byte, Stats, error) {
+	newCode := added[secCode]
+	budget := st.BudgetGlobal
+	imp, definedFuncs, definedGlobals := m.imp, m.definedFuncs, m.definedGlobals
 	out := make([]byte, 0, len(wasm)+len(wasm)/8+128)
 	out = append(out, wasm[:8]...)
 	have := map[byte]bool{}
@@ -279,14 +328,7 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 		out = appendU32(out, uint32(len(body)))
 		out = append(out, body...)
 	}
-	added := map[byte][]byte{
-		secType: newTypes, secFunction: newFuncs, secGlobal: newGlobals,
-		secExport: newExports, secCode: newCode,
-	}
-	counts := map[byte]uint32{secType: 2, secFunction: 2, secGlobal: 2, secExport: 2, secCode: 2}
-	if !hasMemory {
-		added[secMemory], counts[secMemory] = newMemory, 1
-	}
+	counts := map[byte]uint32{secType: 2, secFunction: 2, secGlobal: 2, secExport: 2, secCode: 2, secMemory: 1}
 	// emitMissing adds, with only the new entries, each section that must
 	// precede a section of order `before` and that the module lacks.
 	emitMissing := func(before int) {
@@ -306,7 +348,7 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 			sr := &reader{b: s.body, base: s.off}
 			name, err := sr.name()
 			if err != nil {
-				return nil, st, err
+				return nil, *st, err
 			}
 			if bytes.HasPrefix(name, []byte(".debug_")) {
 				continue
@@ -322,9 +364,9 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 		case secCode:
 			have[secCode] = true
 			body, err := rewriteCode(s, &bodyCtx{budget: budget, yield: st.YieldFunc, charge: st.ChargeFunc, importedFuncs: imp.funcs,
-				funcs: imp.funcs + definedFuncs, globals: imp.globals + definedGlobals}, newCode, &st)
+				funcs: imp.funcs + definedFuncs, globals: imp.globals + definedGlobals}, newCode, st)
 			if err != nil {
-				return nil, st, err
+				return nil, *st, err
 			}
 			emit(s.id, body)
 		default:
@@ -332,7 +374,7 @@ func Rewrite(wasm []byte) ([]byte, Stats, error) {
 		}
 	}
 	emitMissing(1 << 30)
-	return out, st, nil
+	return out, *st, nil
 }
 
 // appendVec returns a vector section's body with k more entries.
@@ -476,17 +518,8 @@ func rewriteCode(s section, bc *bodyCtx, extra []byte, st *Stats) ([]byte, error
 // rewriteBody copies one function body with the checks injected. One
 // function on purpose: a switch over the instruction set, a case each.
 func rewriteBody(out []byte, r *reader, bc *bodyCtx, st *Stats) ([]byte, error) {
-	groups, err := r.u32()
-	if err != nil {
+	if err := skipLocals(r); err != nil {
 		return nil, err
-	}
-	for range groups {
-		if _, err := r.u32(); err != nil {
-			return nil, err
-		}
-		if _, err := r.byte(); err != nil {
-			return nil, err
-		}
 	}
 	// A check's weight bounds the straight-line code it pays for: in one
 	// frame, execution only moves forward between two checks (a backward
@@ -546,36 +579,22 @@ func rewriteBody(out []byte, r *reader, bc *bodyCtx, st *Stats) ([]byte, error) 
 			}
 			depth--
 		case 0x10, 0xD2: // call, ref.func: the module's own functions only
-			f, err := r.u32()
+			f, err := readIndex(r, start, "function", bc.funcs)
 			if err != nil {
 				return nil, err
-			}
-			if f >= bc.funcs {
-				r.pos = start
-				return nil, r.errf("function index %d out of range (the module has %d)", f, bc.funcs)
 			}
 			if op == 0x10 && f < bc.importedFuncs { // a WASI call: no entry check inside
 				checkBefore(start)
 			}
-		case 0x11: // call_indirect: the callee may be an import
+		case 0x11, 0x40: // call_indirect (the callee may be an import), memory.grow (zeroes up to the memory cap)
 			if err := r.skipImmediates(op); err != nil {
 				return nil, err
 			}
 			checkBefore(start)
 		case 0x23, 0x24: // global.get, global.set: the module's own globals only
-			g, err := r.u32()
-			if err != nil {
+			if _, err := readIndex(r, start, "global", bc.globals); err != nil {
 				return nil, err
 			}
-			if g >= bc.globals {
-				r.pos = start
-				return nil, r.errf("global index %d out of range (the module has %d)", g, bc.globals)
-			}
-		case 0x40: // memory.grow: zeroes up to the memory cap
-			if err := r.skipImmediates(op); err != nil {
-				return nil, err
-			}
-			checkBefore(start)
 		case 0xFC:
 			sub, err := r.u32()
 			if err != nil {
@@ -595,6 +614,37 @@ func rewriteBody(out []byte, r *reader, bc *bodyCtx, st *Stats) ([]byte, error) 
 			}
 		}
 	}
+}
+
+// skipLocals reads past a function body's local declarations.
+func skipLocals(r *reader) error {
+	groups, err := r.u32()
+	if err != nil {
+		return err
+	}
+	for range groups {
+		if _, err := r.u32(); err != nil {
+			return err
+		}
+		if _, err := r.byte(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readIndex reads the function or global index of the instruction at
+// start, refusing one past the module's n.
+func readIndex(r *reader, start int, what string, n uint32) (uint32, error) {
+	x, err := r.u32()
+	if err != nil {
+		return 0, err
+	}
+	if x >= n {
+		r.pos = start
+		return 0, r.errf("%s index %d out of range (the module has %d)", what, x, n)
+	}
+	return x, nil
 }
 
 // skipImmediates moves past the immediates of op (already consumed), for

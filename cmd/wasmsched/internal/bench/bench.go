@@ -316,21 +316,9 @@ func Run(ctx context.Context, url string, o Options, errw io.Writer, log *slog.L
 	if costErr != nil {
 		fmt.Fprintf(errw, "bench: %v\n", costErr)
 	}
-	recs, err := readRuns(context.WithoutCancel(ctx), e.st, ids)
+	res, err := e.result(context.WithoutCancel(ctx), ids, submitTook, cost, readSlow, waitRate, waitCounts)
 	if err != nil {
-		return nil, fmt.Errorf("bench: reading the runs: %w", err)
-	}
-	res := summarize(o, recs, submitTook)
-	res.Durable = e.st.Durable(context.WithoutCancel(ctx))
-	res.ListpackValue, _ = e.st.ListpackValue(context.WithoutCancel(ctx))
-	if !e.due.IsZero() {
-		res.addDue(e.due, recs)
-		res.WaitCommandsPerS, res.WaitCommands = waitRate, waitCounts
-	}
-	res.Redis = cost
-	res.Engine = e.counters()
-	if readSlow != nil {
-		res.addSlowLog(readSlow(context.WithoutCancel(ctx)))
+		return nil, err
 	}
 	e.shutdown()
 	if cleanup {
@@ -343,6 +331,28 @@ func Run(ctx context.Context, url string, o Options, errw io.Writer, log *slog.L
 	res.CleanedUp = cleaned
 	if waitErr != nil {
 		return res, fmt.Errorf("bench: %w (partial figures above)", waitErr)
+	}
+	return res, nil
+}
+
+// result reads the runs back and assembles the figures of a bench.
+func (e *env) result(ctx context.Context, ids []string, submitTook time.Duration, cost *RedisCost,
+	readSlow func(context.Context) ([]storage.SlowCommand, error), waitRate *float64, waitCounts map[string]int64) (*Result, error) {
+	recs, err := readRuns(ctx, e.st, ids)
+	if err != nil {
+		return nil, fmt.Errorf("bench: reading the runs: %w", err)
+	}
+	res := summarize(e.o, recs, submitTook)
+	res.Durable = e.st.Durable(ctx)
+	res.ListpackValue, _ = e.st.ListpackValue(ctx)
+	if !e.due.IsZero() {
+		res.addDue(e.due, recs)
+		res.WaitCommandsPerS, res.WaitCommands = waitRate, waitCounts
+	}
+	res.Redis = cost
+	res.Engine = e.counters()
+	if readSlow != nil {
+		res.addSlowLog(readSlow(ctx))
 	}
 	return res, nil
 }
