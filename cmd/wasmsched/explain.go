@@ -37,7 +37,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			st, closeFn, err := openStore(c)
+			st, _, closeFn, err := openNamespace(c, false)
 			if err != nil {
 				return err
 			}
@@ -58,7 +58,7 @@ func explainRun(ctx context.Context, sb policytool.Sandbox, st *storage.Store, i
 		case errors.Is(err, storage.ErrNotFound):
 			return usageErrorf("run %s not found in namespace %s (expired or never existed)", id, st.Namespace())
 		case err != nil:
-			return storeUsage(policytool.LoadError(err))
+			return policytool.LoadError(err)
 		}
 		return nil
 	})

@@ -134,6 +134,24 @@ func openStore(c *cli.Context) (*storage.Store, func(), error) {
 	return st, closeFn, nil
 }
 
+// openNamespace is how a command opens --namespace on --redis: the store
+// and its client view on one connection. With mustExist, a namespace
+// nothing was ever written in is a usage error (a typo in --namespace). The
+// caller closes.
+func openNamespace(c *cli.Context, mustExist bool) (*storage.Store, *client.Client, func(), error) {
+	st, closeFn, err := openStore(c)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if mustExist {
+		if err := requireNamespace(c.Context, st); err != nil {
+			closeFn()
+			return nil, nil, nil, err
+		}
+	}
+	return st, clientOf(st), closeFn, nil
+}
+
 // clientOf is the client view of st (records; the same connection).
 func clientOf(st *storage.Store) *client.Client {
 	c, err := client.NewFromRedis(st.Redis(), st.Namespace())

@@ -197,7 +197,7 @@ Examples:
 				return usageErrorf("group %s not found in namespace %s", name, st.Namespace())
 			}
 			if err != nil {
-				return storeUsage(err)
+				return err
 			}
 			res := struct {
 				Group     string `json:"group"`
@@ -251,7 +251,7 @@ Unknown group: exit 2.`,
 				return usageErrorf("group %s not found in namespace %s", name, st.Namespace())
 			}
 			if err != nil {
-				return storeUsage(err)
+				return err
 			}
 			return writeJSON(c.App.Writer, policytool.SnapshotJSON(snap))
 		},
@@ -332,15 +332,12 @@ Examples:
 			if err := exactArgs(c, 0, "none"); err != nil {
 				return err
 			}
-			st, closeFn, err := openStore(c)
+			_, cl, closeFn, err := openNamespace(c, true)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			if err := requireNamespace(c.Context, st); err != nil {
-				return err
-			}
-			gs, err := clientOf(st).Groups(c.Context)
+			gs, err := cl.Groups(c.Context)
 			if err != nil {
 				return err
 			}
@@ -370,7 +367,7 @@ Examples:
 				return usageErrorf("group %s not found in namespace %s", name, st.Namespace())
 			}
 			if err != nil {
-				return storeUsage(err)
+				return err
 			}
 			return render(c, g, func(w io.Writer) { groupsTable(w, []client.Group{g}); groupDetailTable(w, g) })
 		},
@@ -428,7 +425,7 @@ func groupSet(c *cli.Context) error {
 	if err := storage.ValidateName("group", name); err != nil {
 		return asUsage(err)
 	}
-	st, closeFn, err := openStore(c)
+	st, cl, closeFn, err := openNamespace(c, false)
 	if err != nil {
 		return err
 	}
@@ -451,9 +448,9 @@ func groupSet(c *cli.Context) error {
 			return err
 		}
 	}
-	g, err := clientOf(st).SetGroup(c.Context, name, gs)
+	g, err := cl.SetGroup(c.Context, name, gs)
 	if err != nil {
-		return storeUsage(err)
+		return err
 	}
 	return render(c, g, func(w io.Writer) { groupsTable(w, []client.Group{g}) })
 }

@@ -168,7 +168,7 @@ func withGroup(c *cli.Context, fn func(cl *client.Client, g string) error) error
 		return err
 	}
 	defer closeFn()
-	return storeUsage(fn(clientOf(st), name))
+	return fn(clientOf(st), name)
 }
 
 func groupDrain(c *cli.Context) error {

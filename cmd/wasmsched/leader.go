@@ -30,15 +30,12 @@ Examples:
 			if _, err := outputFormat(c); err != nil {
 				return err
 			}
-			st, closeFn, err := openStore(c)
+			_, cl, closeFn, err := openNamespace(c, true)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			if err := requireNamespace(c.Context, st); err != nil {
-				return err
-			}
-			v, err := clientOf(st).Leader(c.Context)
+			v, err := cl.Leader(c.Context)
 			if err != nil {
 				return err
 			}

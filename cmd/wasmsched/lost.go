@@ -41,15 +41,12 @@ Examples:
 			if n := c.Int("limit"); n < 0 {
 				return usageErrorf("--limit %d: want 0 or more", n)
 			}
-			st, closeFn, err := openStore(c)
+			_, cl, closeFn, err := openNamespace(c, true)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			if err := requireNamespace(c.Context, st); err != nil {
-				return err
-			}
-			v, err := clientOf(st).LostRuns(c.Context, c.Int("limit"))
+			v, err := cl.LostRuns(c.Context, c.Int("limit"))
 			if err != nil {
 				return err
 			}

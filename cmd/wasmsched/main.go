@@ -207,11 +207,18 @@ type checkFailed struct{ msg string }
 
 func (e *checkFailed) Error() string { return e.msg }
 
+// exitCodeOf is the one map from a command's error to its exit code: 2 for
+// what the user can fix by changing the command (a usage error, bad input,
+// and the store's refusals: an invalid value, an unknown name, a run in the
+// wrong state, a duplicate), 1 for a check that failed, else 1 (Redis down,
+// a runtime failure).
 func exitCodeOf(err error) int {
 	var u *usageError
 	var cf *checkFailed
 	switch {
-	case errors.As(err, &u), errors.Is(err, badinput.Err):
+	case errors.As(err, &u), errors.Is(err, badinput.Err),
+		errors.Is(err, storage.ErrInvalid), errors.Is(err, storage.ErrNotFound),
+		errors.Is(err, storage.ErrBadState), errors.Is(err, storage.ErrDuplicate):
 		return exitUsage
 	case errors.As(err, &cf):
 		return exitCheck

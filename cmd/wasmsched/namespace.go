@@ -70,19 +70,16 @@ Examples:
 			if err := exactArgs(c, 0, "none"); err != nil {
 				return err
 			}
-			st, closeFn, err := openStore(c)
+			st, cl, closeFn, err := openNamespace(c, true)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			if err := requireNamespace(c.Context, st); err != nil {
-				return err
-			}
 			as, err := host.ReadAllocationStatus(c.Context, st, "") // counts and usage, not the queue's runs
 			if err != nil {
 				return err
 			}
-			a, err := clientOf(st).Allocation(c.Context)
+			a, err := cl.Allocation(c.Context)
 			if err != nil {
 				return err
 			}
@@ -173,12 +170,11 @@ func namespaceSetCommand() *cli.Command {
 			if !c.IsSet("allocate") && !c.IsSet("fair-label") && !c.IsSet("weights") && !c.IsSet("param") && !c.Bool("reset") {
 				return usageErrorf("namespace set: nothing to set (--allocate, --fair-label, --weights, --param or --reset)")
 			}
-			st, closeFn, err := openStore(c)
+			st, cl, closeFn, err := openNamespace(c, false)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			cl := clientOf(st)
 			a := client.Allocation{Policy: storage.DefaultAllocation}
 			if !c.Bool("reset") {
 				if a, err = cl.Allocation(c.Context); err != nil {
@@ -268,14 +264,11 @@ namespace's parameters. Dry-run a policy against it:
 			if !c.Bool("allocation") {
 				return usageErrorf("namespace snapshot: say --allocation (the allocation snapshot; a group's snapshot: policy dry-run --group G)")
 			}
-			st, closeFn, err := openStore(c)
+			st, _, closeFn, err := openNamespace(c, true)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			if err := requireNamespace(c.Context, st); err != nil {
-				return err
-			}
 			snap, _, err := host.AllocationSnapshot(c.Context, st)
 			if err != nil {
 				return err

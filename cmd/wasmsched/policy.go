@@ -417,11 +417,7 @@ func allocationDryRun(c *cli.Context, sb policytool.Sandbox, polArg, file string
 	closeFn := func() {}
 	var err error
 	if file == "" {
-		if st, closeFn, err = openStore(c); err != nil {
-			return err
-		}
-		if err := requireNamespace(c.Context, st); err != nil {
-			closeFn()
+		if st, _, closeFn, err = openNamespace(c, true); err != nil {
 			return err
 		}
 	} else {
@@ -563,7 +559,7 @@ Examples:
 			if err := policies.CheckLimits(sb.Config(), name, wasm); err != nil {
 				return policytool.LoadError(err)
 			}
-			st, closeFn, err := openStore(c)
+			st, _, closeFn, err := openNamespace(c, false)
 			if err != nil {
 				return err
 			}
@@ -610,7 +606,7 @@ Examples:
 			if c.NArg() > 1 {
 				return usageErrorf("list: want at most one argument (NAME), got %d", c.NArg())
 			}
-			st, closeFn, err := openStore(c)
+			st, _, closeFn, err := openNamespace(c, false)
 			if err != nil {
 				return err
 			}
@@ -696,7 +692,7 @@ Examples:
 			if err := exactArgs(c, 2, "NAME VERSION"); err != nil {
 				return err
 			}
-			st, closeFn, err := openStore(c)
+			st, _, closeFn, err := openNamespace(c, false)
 			if err != nil {
 				return err
 			}
@@ -704,7 +700,7 @@ Examples:
 			name := c.Args().Get(0)
 			p, err := st.GetPolicy(c.Context, name)
 			if err != nil {
-				return storeUsage(err)
+				return err
 			}
 			ver, err := parseVersionArg(p, c.Args().Get(1))
 			if err != nil {
@@ -714,7 +710,7 @@ Examples:
 				return err
 			}
 			if err := st.ActivatePolicy(c.Context, name, ver, whoAmI(), c.String("note")); err != nil {
-				return storeUsage(err)
+				return err
 			}
 			res := activeJSON{Name: name, Active: ver, Message: activeMessage(name, ver)}
 			if ver > 0 {
@@ -808,14 +804,14 @@ Examples:
 			if c.IsSet("version") && v < 1 {
 				return usageErrorf("--version must be >= 1, got %d", v)
 			}
-			st, closeFn, err := openStore(c)
+			st, _, closeFn, err := openNamespace(c, false)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
 			n, err := st.DeletePolicy(c.Context, name, v, whoAmI(), c.String("note"))
 			if err != nil {
-				return storeUsage(err)
+				return err
 			}
 			msg := fmt.Sprintf("deleted policy %s", name)
 			if v > 0 {
@@ -849,7 +845,7 @@ Examples:
 			if err := exactArgs(c, 1, "NAME"); err != nil {
 				return err
 			}
-			st, closeFn, err := openStore(c)
+			st, _, closeFn, err := openNamespace(c, false)
 			if err != nil {
 				return err
 			}
@@ -857,7 +853,7 @@ Examples:
 			name := c.Args().First()
 			v, err := st.RollbackPolicy(c.Context, name, whoAmI(), c.String("note"))
 			if err != nil {
-				return storeUsage(err)
+				return err
 			}
 			msg := fmt.Sprintf("policy %s: rolled back to version %d", name, v.Version)
 			if v.Version == 0 {

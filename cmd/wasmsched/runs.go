@@ -30,20 +30,6 @@ func dash(s string) string {
 	return s
 }
 
-// storeUsage turns storage errors the user can fix by changing the command
-// (bad input, unknown names, wrong state, duplicates) into usage errors
-// (exit 2); other errors (Redis down) stay runtime failures (exit 1).
-func storeUsage(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, storage.ErrInvalid), errors.Is(err, storage.ErrNotFound),
-		errors.Is(err, storage.ErrBadState), errors.Is(err, storage.ErrDuplicate):
-		return asUsage(err)
-	}
-	return err
-}
-
 // parseState parses a run state name (case-insensitive).
 func parseState(s string) (storage.State, error) {
 	for _, st := range client.States {
@@ -125,7 +111,7 @@ func listRuns(ctx context.Context, c *client.Client, o client.ListOptions, limit
 		}
 		p, err := c.List(ctx, o)
 		if err != nil {
-			return nil, p, storeUsage(err)
+			return nil, p, err
 		}
 		out = append(out, p.Runs...)
 		if !p.More || (limit > 0 && len(out) >= limit) {
@@ -236,7 +222,7 @@ Examples:
 					if err := exactArgs(c, 1, "ID"); err != nil {
 						return err
 					}
-					st, closeFn, err := openStore(c)
+					st, _, closeFn, err := openNamespace(c, false)
 					if err != nil {
 						return err
 					}
@@ -266,7 +252,7 @@ Examples:
 					if err := exactArgs(c, 1, "ID"); err != nil {
 						return err
 					}
-					st, closeFn, err := openStore(c)
+					st, _, closeFn, err := openNamespace(c, false)
 					if err != nil {
 						return err
 					}
@@ -318,7 +304,7 @@ func stopRun(ctx context.Context, st *storage.Store, id, reason string) (client.
 		}
 		return r, asUsage(err)
 	}
-	return r, storeUsage(err)
+	return r, err
 }
 
 func runShowTable(w io.Writer, r client.Run) {
@@ -577,14 +563,11 @@ func listRunsAction(c *cli.Context) error {
 		}
 		o.State = string(st)
 	}
-	st, closeFn, err := openStore(c)
+	st, cl, closeFn, err := openNamespace(c, true)
 	if err != nil {
 		return err
 	}
 	defer closeFn()
-	if err := requireNamespace(c.Context, st); err != nil {
-		return err
-	}
 	if o.Group != "" && o.Cursor == "" {
 		// a filter, not a lookup: a group not made yet (runs --watch waits
 		// for its first run) or deleted (its runs are kept until their
@@ -594,7 +577,6 @@ func listRunsAction(c *cli.Context) error {
 				o.Group, st.Namespace())
 		}
 	}
-	cl := clientOf(st)
 	if c.Bool("watch") {
 		return watchRuns(c, cl, o, limit)
 	}

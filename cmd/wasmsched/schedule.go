@@ -123,14 +123,14 @@ func scheduleSet(c *cli.Context) error {
 		spec.Timeout = *timeout
 	}
 	spec.Retry = client.Retry{MaxAttempts: r.MaxAttempts, Backoff: r.Base, Cap: r.Cap}
-	st, closeFn, err := openStore(c)
+	_, cl, closeFn, err := openNamespace(c, false)
 	if err != nil {
 		return err
 	}
 	defer closeFn()
-	sc, err := clientOf(st).SetSchedule(c.Context, name, spec)
+	sc, err := cl.SetSchedule(c.Context, name, spec)
 	if err != nil {
-		return storeUsage(err)
+		return err
 	}
 	return render(c, sc, func(w io.Writer) { schedulesTable(w, []client.Schedule{sc}) })
 }
@@ -139,12 +139,12 @@ func scheduleList(c *cli.Context) error {
 	if err := exactArgs(c, 0, ""); err != nil {
 		return err
 	}
-	st, closeFn, err := openStore(c)
+	_, cl, closeFn, err := openNamespace(c, false)
 	if err != nil {
 		return err
 	}
 	defer closeFn()
-	scs, err := clientOf(st).Schedules(c.Context)
+	scs, err := cl.Schedules(c.Context)
 	if err != nil {
 		return err
 	}
@@ -187,16 +187,16 @@ func withSchedule(c *cli.Context, fn func(cl *client.Client, name string) error)
 	if err != nil {
 		return err
 	}
-	st, closeFn, err := openStore(c)
+	st, cl, closeFn, err := openNamespace(c, false)
 	if err != nil {
 		return err
 	}
 	defer closeFn()
-	err = fn(clientOf(st), name)
+	err = fn(cl, name)
 	if errors.Is(err, client.ErrNotFound) {
 		return usageErrorf("schedule %s not found in namespace %s", name, st.Namespace())
 	}
-	return storeUsage(err)
+	return err
 }
 
 func schedulesTable(w io.Writer, scs []client.Schedule) {

@@ -31,15 +31,12 @@ Examples:
 			if err := exactArgs(c, 0, "none"); err != nil {
 				return err
 			}
-			st, closeFn, err := openStore(c)
+			_, cl, closeFn, err := openNamespace(c, true)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			if err := requireNamespace(c.Context, st); err != nil {
-				return err
-			}
-			v, err := clientOf(st).Slots(c.Context)
+			v, err := cl.Slots(c.Context)
 			if err != nil {
 				return err
 			}

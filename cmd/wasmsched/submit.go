@@ -119,7 +119,7 @@ func submitCommand() *cli.Command {
 			if timeout != nil {
 				req.Timeout = *timeout
 			}
-			st, closeFn, err := openStore(c)
+			st, _, closeFn, err := openNamespace(c, false)
 			if err != nil {
 				return err
 			}
@@ -175,7 +175,7 @@ func submitRun(ctx context.Context, st *storage.Store, req storage.SubmitRequest
 	case errors.Is(err, client.ErrConflict):
 		return r, err // a key reused for another request: exit 1, naming the run
 	}
-	return r, storeUsage(err)
+	return r, err
 }
 
 // runTimeFlags are the per-run time settings of submit, schedule set

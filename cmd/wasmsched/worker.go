@@ -121,7 +121,7 @@ Examples:
 					return asUsage(err) // nothing registered
 				}
 			}
-			st, closeFn, err := openStore(c)
+			st, _, closeFn, err := openNamespace(c, false)
 			if err != nil {
 				return err
 			}
