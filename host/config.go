@@ -37,7 +37,7 @@ type EngineConfig struct {
 	// apply round trip each; docs/architecture.md) are decided at once
 	// (1..256), one while a launched run waits for slots; the failover
 	// restore restores max(Coordinators, 8) runs at once. Default 1
-	// (RATIONALE.md "Coordinator: one batch at a time by default").
+	// (RATIONALE.md "Why one coordinator batch at a time by default?").
 	Coordinators int
 	// PolicyTimeout is the deadline of one policy decide call; default
 	// policies.DefaultCallTimeout.

@@ -38,7 +38,7 @@ const (
 	// liveness record and an idle deposed leader's way to learn it was
 	// fenced; safety rests on the lease and the fence of every write, so
 	// it need not be frequent (an idle namespace's Redis commands:
-	// RATIONALE.md "Cost follows work").
+	// RATIONALE.md "Why does cost follow work?").
 	tickMultiple = 5
 )
 

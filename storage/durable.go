@@ -18,8 +18,8 @@ import (
 // pipeline, by WAIT 1 TIMEOUT, and the call fails with ErrNotReplicated
 // unless a replica acknowledged it. Replication is asynchronous: without
 // this, a write the master acknowledged can be gone after a failover to a
-// replica that had not received it (issue 29, RATIONALE.md "Durable
-// acknowledgements").
+// replica that had not received it (RATIONALE.md "Why durable
+// acknowledgements, ...?").
 
 // Durability modes (the redis URL's durable= parameter).
 const (

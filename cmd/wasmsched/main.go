@@ -1,7 +1,7 @@
 // The GOMAXPROCS updater (Go 1.25+) wakes an idle process every second to
 // re-read its cgroup CPU limit; a serve leading an idle namespace wakes
 // about 2.5 times a second in all, so it is a third of the idle cost. The
-// limit is still read once at start (RATIONALE.md, "Idle wake-ups").
+// limit is still read once at start (RATIONALE.md, "Why no GOMAXPROCS updater?").
 //
 //go:debug updatemaxprocs=0
 package main

@@ -119,7 +119,7 @@ func (k Keys) Drain() string { return k.p + "drain" }
 func (k Keys) Run(id string) string { return k.p + "run:" + id }
 
 // RunPrefix is the prefix of run hashes (passed to the read-only snapshot
-// script; see RATIONALE.md "Snapshot reads run hashes by prefix").
+// script; see RATIONALE.md "Why do snapshot reads run hashes by prefix?").
 func (k Keys) RunPrefix() string { return k.p + "run:" }
 
 // Runs is the zset of all run ids by seq.
@@ -176,7 +176,7 @@ func (k Keys) Free() string { return k.p + "free" }
 // just assigned or asked to stop (ParseSlotEvents), one message a worker a
 // call. A channel per worker: a message reaches the worker it names and no
 // other, so what an assignment costs Redis does not grow with the number
-// of workers (RATIONALE "A slot-events channel per worker").
+// of workers (RATIONALE "Why a slot-events channel per worker?").
 func (k Keys) SlotEvents(identity string) string { return k.SlotEventsPrefix() + identity }
 
 // SlotEventsPrefix is what the scripts append a worker identity to for its

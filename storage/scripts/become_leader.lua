@@ -1,8 +1,8 @@
 -- become_leader: record the lock holder as leader and raise the epoch to
 -- the larger of the last epoch + 1 and Redis TIME in milliseconds, so an
 -- epoch is never issued twice even when a failover promoted a replica that
--- missed the last epoch change (the clock moved on; RATIONALE.md "Epochs
--- that cannot go back in time").
+-- missed the last epoch change (the clock moved on; RATIONALE.md "Why
+-- durable acknowledgements, epochs from the clock, ...?").
 -- KEYS[1] fence hash, KEYS[2] leader lock key
 -- ARGV[1] holder stamp
 -- returns: new epoch (integer, > every earlier one and >= now in ms)

@@ -138,8 +138,8 @@ func (s *SlotManager) allocationOrder(ctx context.Context, v *storage.Allocation
 				// The built-in fifo orders the runs as they launched
 				// (plugins/fifo): that order is the window itself, so the
 				// pass neither reads the runs' fields nor calls the
-				// plugin (RATIONALE.md "The built-in fifo allocation is
-				// launch order, computed in place"). A pushed fifo is
+				// plugin (RATIONALE.md "Why is the built-in fifo
+				// allocation launch order, computed in place?"). A pushed fifo is
 				// called like any policy.
 				a.info, a.placed, a.inPlace = nil, nil, true
 				return dedupe(v.Launched), nil

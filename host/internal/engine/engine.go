@@ -24,8 +24,8 @@ const (
 	// and applies, and one batch at a time lets the next pass's batch grow
 	// while this one applies; more at once cost Redis more per run and, on
 	// a namespace with fewer free slots than ready groups, launched past
-	// the free slots (RATIONALE.md "Coordinator: one batch at a time by
-	// default").
+	// the free slots (RATIONALE.md "Why one coordinator batch at a
+	// time by default?").
 	DefaultCoordinators = 1
 	// DefaultPollInterval is how long the coordinator, the slot manager,
 	// the drainer and the restore task wait for a wake-up (work-events,

@@ -19,7 +19,7 @@ import (
 // take slots (backfill: one big run does not stop the namespace) until it
 // has waited SlotGuard; then the pass stops at it and the slots freed from
 // then on are held for it, so a big run is never starved by a stream of
-// small ones (RATIONALE.md "Slots: backfill with a guard").
+// small ones (RATIONALE.md "Why backfill with a guard?").
 //
 // Most launches never come here: the apply that launches a run places it
 // on free slots itself when none waits in the LAUNCHED queue
