@@ -55,7 +55,7 @@ func (c *Client) Allocation(ctx context.Context) (Allocation, error) {
 	return allocationOf(s), nil
 }
 
-// SetAllocation sets the namespace's allocation settings (storage.ErrInvalid
+// SetAllocation sets the namespace's allocation settings (ErrInvalid
 // for a malformed one: nothing is written). The leader's next pass uses
 // them. It does not check that the policy exists and is an allocation
 // policy (host.CheckAllocationPolicy does; the CLI and the HTTP API call

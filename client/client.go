@@ -9,23 +9,24 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/errs"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
-// Sentinel errors (errors.Is). They are the storage layer's, so an error
-// from any wasmsched package matches them.
+// Sentinel errors (errors.Is). They are wasmsched's one set of sentinels,
+// so an error from any wasmsched package matches them.
 var (
-	ErrNotFound    = storage.ErrNotFound    // no such run or group (or it expired)
-	ErrInvalid     = storage.ErrInvalid     // bad input: names, bounds, a bad cursor
-	ErrExists      = storage.ErrDuplicate   // the run id exists (submitted by another call)
-	ErrConflict    = storage.ErrConflict    // an idempotency key reused with another request (the error names its run)
-	ErrBadState    = storage.ErrBadState    // the run cannot make that change (e.g. stop a finished run)
-	ErrOutOfMemory = storage.ErrOutOfMemory // Redis is at maxmemory: nothing was written
+	ErrNotFound    = errs.ErrNotFound    // no such run or group (or it expired)
+	ErrInvalid     = errs.ErrInvalid     // bad input: names, bounds, a bad cursor
+	ErrExists      = errs.ErrDuplicate   // the run id exists (submitted by another call)
+	ErrConflict    = errs.ErrConflict    // an idempotency key reused with another request (the error names its run)
+	ErrBadState    = errs.ErrBadState    // the run cannot make that change (e.g. stop a finished run)
+	ErrOutOfMemory = errs.ErrOutOfMemory // Redis is at maxmemory: nothing was written
 	// ErrNotReplicated: the write reached the master but no replica
 	// acknowledged it in time (durable=, docs/operations.md "What survives
 	// what"); a failover could lose it. Retry; with an idempotency key a
 	// submit is safe to retry.
-	ErrNotReplicated = storage.ErrNotReplicated
+	ErrNotReplicated = errs.ErrNotReplicated
 )
 
 // Defaults and bounds.
@@ -38,10 +39,10 @@ const (
 	DefaultListLimit = 100
 	MaxListLimit     = 1000
 	// MaxGetRuns bounds the ids of one GetRuns call.
-	MaxGetRuns = storage.MaxGetRuns
+	MaxGetRuns = 10_000
 	// RetentionDefault, as GroupSettings.Retention, returns a group to
 	// the namespace's default retention.
-	RetentionDefault = storage.RetentionDefault
+	RetentionDefault time.Duration = -1
 )
 
 // Config configures New. The zero value connects to redis://127.0.0.1:6379/0,
@@ -133,7 +134,7 @@ type SubmitOptions struct {
 	// the run exists) returns the first one's run instead of a new one.
 	IdempotencyKey string
 	// NotBefore (zero = none): not launched before it, by Redis time; a
-	// time in the past is now, at most a year ahead (storage.MaxNotBefore).
+	// time in the past is now, at most a year ahead.
 	NotBefore time.Time
 	// Timeout (0 = the group's run timeout, if any): each attempt is
 	// stopped after it and FAILED "timed out after D".
@@ -320,7 +321,7 @@ func (c *Client) Group(ctx context.Context, name string) (Group, error) {
 }
 
 // Groups lists the namespace's groups by name, each with its latest
-// decision (one round trip for all; of the first storage.MaxGetRuns
+// decision (one round trip for all; of the first MaxGetRuns
 // groups).
 func (c *Client) Groups(ctx context.Context) ([]Group, error) {
 	gs, err := c.st.ListGroups(ctx)

@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/wasmsched/wasmsched/internal/errs"
 )
 
 // Durable acknowledgements: when the Redis master has replicas, every
@@ -52,7 +52,7 @@ const (
 // lose it. It is reported as not done: the caller retries (a submit with an
 // idempotency key is safe to retry; a fenced leader write is re-decided on
 // the next pass; a worker keeps its report and sends it again).
-var ErrNotReplicated = errors.New("not replicated")
+var ErrNotReplicated = errs.ErrNotReplicated
 
 // Durability is how a Store waits for replicas. The zero value is
 // durableAuto with defaultDurableTimeout.

@@ -6,27 +6,29 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/wasmsched/wasmsched/internal/errs"
 )
 
-// Sentinel errors. Script results map to them in scriptErr; check with
+// Sentinel errors (defined once in internal/errs, which the client
+// re-exports). Script results map to them in scriptErr; check with
 // errors.Is. The wrapped message keeps the detail, e.g.
 // "storage: apply: run r12 is RUNNING, want WAITING: bad state".
 var (
-	ErrFenced        = errors.New("fenced")          // caller is not the current leader (epoch/holder/lock mismatch)
-	ErrStale         = errors.New("stale")           // version CAS failed / slot changed since the check
-	ErrBadState      = errors.New("bad state")       // run (or worker) not in a state allowing the change
-	ErrNoSlots       = errors.New("no free slots")   // not enough free slots on live workers
-	ErrNotOwner      = errors.New("not owner")       // wrong worker or assignment token
-	ErrDuplicate     = errors.New("duplicate")       // id / claim / blob already exists
-	ErrNotFound      = errors.New("not found")       // unknown run, group, policy, version
-	ErrNotHolder     = errors.New("not lock holder") // lock does not hold the caller's stamp
-	ErrUnknownWorker = errors.New("unknown worker")  // worker reaped or never registered
-	ErrInvalid       = errors.New("invalid")         // bad input
-	ErrConflict      = errors.New("conflict")        // an idempotency key reused with another request
+	ErrFenced        = errs.ErrFenced        // caller is not the current leader (epoch/holder/lock mismatch)
+	ErrStale         = errs.ErrStale         // version CAS failed / slot changed since the check
+	ErrBadState      = errs.ErrBadState      // run (or worker) not in a state allowing the change
+	ErrNoSlots       = errs.ErrNoSlots       // not enough free slots on live workers
+	ErrNotOwner      = errs.ErrNotOwner      // wrong worker or assignment token
+	ErrDuplicate     = errs.ErrDuplicate     // id / claim / blob already exists
+	ErrNotFound      = errs.ErrNotFound      // unknown run, group, policy, version
+	ErrNotHolder     = errs.ErrNotHolder     // lock does not hold the caller's stamp
+	ErrUnknownWorker = errs.ErrUnknownWorker // worker reaped or never registered
+	ErrInvalid       = errs.ErrInvalid       // bad input
+	ErrConflict      = errs.ErrConflict      // an idempotency key reused with another request
 	// ErrOutOfMemory: Redis refused a write because it is at maxmemory
 	// with eviction off (noeviction). Nothing was written (a script is
 	// refused before its first write); retry once memory is freed.
-	ErrOutOfMemory = errors.New("redis out of memory")
+	ErrOutOfMemory = errs.ErrOutOfMemory
 )
 
 var codes = map[string]error{

@@ -26,8 +26,8 @@ func TestImports_arrows(t *testing.T) {
 	rules := map[string][]string{ // package -> the only packages of ours it may import
 		"abi":               {},
 		"internal/abicodec": {"abi"},
-		"storage":           {"abi", "internal/digest", "internal/keyspace", "internal/testhooks"},
-		"client":            {"storage", "abi", "internal/digest"},
+		"storage":           {"abi", "internal/digest", "internal/errs", "internal/keyspace", "internal/testhooks"},
+		"client":            {"storage", "abi", "internal/digest", "internal/errs"},
 		"policies":          {"abi", "abi/params", "internal/abicodec", "internal/digest", "policies/internal/wasmrewrite"},
 		"plugins":           {"abi"},
 		"abi/sdk":           {"abi", "internal/abicodec"},
