@@ -243,15 +243,77 @@ func (s *Store) SetGroupSettings(ctx context.Context, name string, gs GroupSetti
 	if err != nil {
 		return Group{}, err
 	}
-	a := v.([]any)
-	for len(a) < 12 {
-		a = append(a, nil)
+	a, _ := v.([]any)
+	return parseGroup(name, setGroupReply, a), nil
+}
+
+// The group hash's fields as each reader gets them, in order: what
+// set_group.lua returns (waiting, active and delayed are its queues'
+// counts), what getGroups reads, and the decision view _lib.lua's
+// group_view reads for a snapshot. parseGroup decodes all three.
+var (
+	setGroupReply = []string{"policy", "max_active", "version", "waiting", "active", "window", "retention_ms",
+		"run_timeout_ms", "max_attempts", "backoff", "delayed", "params"}
+	groupReadFields = []string{"policy", "max_active", "version", "window", "retention_ms",
+		"run_timeout_ms", "max_attempts", "backoff", "paused", "paused_at", "paused_by", "params", "wake_at"}
+	groupViewFields = []string{"policy", "max_active", "version", "window", "discard_below", "gen", "paused",
+		"params", "wake_at"}
+)
+
+// parseGroup is the one decoder of a group hash: vals are the values of
+// fields (missing ones read as unset).
+func parseGroup(name string, fields []string, vals []any) Group {
+	g := Group{Name: name}
+	var timeout, maxa, backoff any
+	runDefaults := false
+	for i, f := range fields {
+		if i >= len(vals) {
+			break
+		}
+		v := vals[i]
+		switch f {
+		case "policy":
+			g.Policy = str(v)
+		case "max_active":
+			g.MaxActive = int(toInt64(v))
+		case "version":
+			g.Version = toInt64(v)
+		case "window":
+			g.Window = int(toInt64(v))
+		case "retention_ms":
+			g.Retention = retention(v)
+		case "run_timeout_ms":
+			timeout, runDefaults = v, true
+		case "max_attempts":
+			maxa = v
+		case "backoff":
+			backoff = v
+		case "paused":
+			g.Paused = str(v) == "1"
+		case "paused_at":
+			g.PausedAt = msTime(toInt64(v))
+		case "paused_by":
+			g.PausedBy = str(v)
+		case "params":
+			g.Params = decodeLabels(str(v))
+		case "wake_at":
+			g.WakeAt = msTime(toInt64(v))
+		case "discard_below":
+			g.DiscardBelow = toInt64(v)
+		case "gen":
+			g.Gen = toInt64(v)
+		case "waiting":
+			g.Waiting = int(toInt64(v))
+		case "active":
+			g.Active = int(toInt64(v))
+		case "delayed":
+			g.Delayed = int(toInt64(v))
+		}
 	}
-	g := Group{Name: name, Policy: str(a[0]), MaxActive: int(toInt64(a[1])), Version: toInt64(a[2]),
-		Waiting: int(toInt64(a[3])), Active: int(toInt64(a[4])), Window: int(toInt64(a[5])), Retention: retention(a[6]),
-		Delayed: int(toInt64(a[10])), Params: decodeLabels(str(a[11]))}
-	g.RunTimeout, g.Retry = groupRunDefaults(a[7], a[8], a[9])
-	return g, nil
+	if runDefaults {
+		g.RunTimeout, g.Retry = groupRunDefaults(timeout, maxa, backoff)
+	}
+	return g
 }
 
 // groupRunDefaults parses a group's run_timeout_ms, max_attempts and
@@ -320,8 +382,7 @@ func (s *Store) getGroups(ctx context.Context, names []string) ([]Group, error) 
 	cs := make([]cmds, len(names))
 	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, n := range names {
-			cs[i] = cmds{p.HMGet(ctx, s.k.Group(n), "policy", "max_active", "version", "window", "retention_ms",
-				"run_timeout_ms", "max_attempts", "backoff", "paused", "paused_at", "paused_by", "params", "wake_at"),
+			cs[i] = cmds{p.HMGet(ctx, s.k.Group(n), groupReadFields...),
 				p.ZCard(ctx, s.k.Waiting(n)), p.ZCard(ctx, s.k.Active(n)), p.ZCard(ctx, s.k.Delayed(n))}
 		}
 		return nil
@@ -335,12 +396,8 @@ func (s *Store) getGroups(ctx context.Context, names []string) ([]Group, error) 
 		if v[0] == nil {
 			continue
 		}
-		g := Group{Name: n, Policy: str(v[0]), MaxActive: int(toInt64(v[1])), Version: toInt64(v[2]),
-			Window: int(toInt64(v[3])), Retention: retention(v[4]), Waiting: int(cs[i].w.Val()), Active: int(cs[i].a.Val()),
-			Delayed: int(cs[i].d.Val())}
-		g.RunTimeout, g.Retry = groupRunDefaults(v[5], v[6], v[7])
-		g.Paused, g.PausedAt, g.PausedBy = str(v[8]) == "1", msTime(toInt64(v[9])), str(v[10])
-		g.Params, g.WakeAt = decodeLabels(str(v[11])), msTime(toInt64(v[12]))
+		g := parseGroup(n, groupReadFields, v)
+		g.Waiting, g.Active, g.Delayed = int(cs[i].w.Val()), int(cs[i].a.Val()), int(cs[i].d.Val())
 		out = append(out, g)
 	}
 	return out, nil

@@ -185,9 +185,8 @@ func parseSnapshot(group string, v any, parse func([]any) (Run, bool), indexed b
 	} else {
 		sn.Waiting = runs(a[3])
 	}
-	sn.Group = Group{Name: group, Policy: str(g[0]), MaxActive: int(toInt64(g[1])), Version: toInt64(g[2]),
-		Window: int(toInt64(g[3])), DiscardBelow: toInt64(g[4]), Gen: toInt64(g[5]), Waiting: sn.WaitingTotal, Active: len(sn.Active),
-		Paused: str(g[6]) == "1", Params: decodeLabels(str(g[7])), WakeAt: msTime(toInt64(g[8]))}
+	sn.Group = parseGroup(group, groupViewFields, g)
+	sn.Group.Waiting, sn.Group.Active = sn.WaitingTotal, len(sn.Active)
 	if len(a) > 6 {
 		ls, _ := a[6].([]any)
 		for i := len(ls) - 1; i >= 0; i-- { // stored newest first
