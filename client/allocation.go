@@ -73,3 +73,21 @@ func UsageOf(us []abi.SlotUsage) []SlotUsage {
 	}
 	return out
 }
+
+// AllocationStatus is a namespace's allocation as `namespace show` and the
+// API's overview print it: the settings, the free and total slots of live
+// workers, the launched runs waiting for slots, and the slots in use.
+type AllocationStatus struct {
+	// Namespace is set by `namespace show` (the API's path names it).
+	Namespace  string     `json:"namespace,omitempty"`
+	Allocation Allocation `json:"allocation"`
+	Free       int        `json:"free"`
+	Slots      int        `json:"slots"`
+	Launched   int        `json:"launched"` // runs waiting for slots
+	// By is what Usage is keyed by in the API's view: the fair label, or
+	// "group" (the CLI lists every key: by group, then by label value).
+	By    string      `json:"by,omitempty"`
+	Usage []SlotUsage `json:"usage"`
+	// Group is one group's slots in use, when one was asked for.
+	Group []SlotUsage `json:"group,omitempty"`
+}

@@ -44,16 +44,7 @@ allocation) works too; --param passes it parameters.`,
 	}
 }
 
-// NamespaceView is namespace show's record.
-type NamespaceView struct {
-	Namespace  string             `json:"namespace"`
-	Allocation client.Allocation  `json:"allocation"`
-	Free       int                `json:"free"`
-	Slots      int                `json:"slots"`
-	Launched   int                `json:"launched"` // runs waiting for slots
-	Usage      []client.SlotUsage `json:"usage"`    // by group, then by label value
-}
-
+// client.AllocationStatus is namespace show's record.
 func namespaceShowCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "show",
@@ -83,14 +74,14 @@ Examples:
 			if err != nil {
 				return err
 			}
-			v := NamespaceView{Namespace: st.Namespace(), Allocation: a, Free: as.Free, Slots: as.Slots,
+			v := client.AllocationStatus{Namespace: st.Namespace(), Allocation: a, Free: as.Free, Slots: as.Slots,
 				Launched: as.Launched, Usage: client.UsageOf(as.Usage)}
 			return render(c, v, func(w io.Writer) { namespaceTable(w, v) })
 		},
 	}
 }
 
-func namespaceTable(w io.Writer, v NamespaceView) {
+func namespaceTable(w io.Writer, v client.AllocationStatus) {
 	a := v.Allocation
 	fmt.Fprintf(w, "namespace\t%s\n", v.Namespace)
 	fmt.Fprintf(w, "allocate\t%s\n", a.Policy)

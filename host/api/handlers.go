@@ -62,7 +62,7 @@ type overviewJSON struct {
 	Active    int           `json:"active"`
 	// Allocation: the allocation policy and the slots in use per value of
 	// its fair label (per group without one).
-	Allocation allocationJSON `json:"allocation"`
+	Allocation client.AllocationStatus `json:"allocation"`
 }
 
 func (s *Server) overview(_ http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
@@ -630,30 +630,21 @@ func orString(s, def string) string {
 
 // --- allocation (namespace set --allocate) ---
 
-// allocationJSON is GET .../allocation: the namespace's allocation policy
-// and parameters, its capacity, the launched runs waiting for slots, and
-// the slots in use per value of the fair label (per group without one);
-// with ?group=G also that group's runs' slots per value of the fair label.
-type allocationJSON struct {
-	Allocation client.Allocation  `json:"allocation"`
-	Free       int                `json:"free"`
-	Slots      int                `json:"slots"`
-	Launched   int                `json:"launched"`
-	By         string             `json:"by"` // the fair label, or "group"
-	Usage      []client.SlotUsage `json:"usage"`
-	Group      []client.SlotUsage `json:"group,omitempty"`
-}
-
-func allocationOf(ctx context.Context, c *call, group string) (allocationJSON, error) {
+// allocationOf is GET .../allocation (a client.AllocationStatus): the
+// namespace's allocation policy and parameters, its capacity, the launched
+// runs waiting for slots, and the slots in use per value of the fair label
+// (per group without one); with ?group=G also that group's runs' slots per
+// value of the fair label.
+func allocationOf(ctx context.Context, c *call, group string) (client.AllocationStatus, error) {
 	st, err := host.ReadAllocationStatus(ctx, c.st, group)
 	if err != nil {
-		return allocationJSON{}, err
+		return client.AllocationStatus{}, err
 	}
 	a, err := c.c.Allocation(ctx)
 	if err != nil {
-		return allocationJSON{}, err
+		return client.AllocationStatus{}, err
 	}
-	out := allocationJSON{Allocation: a, Free: st.Free, Slots: st.Slots, Launched: st.Launched, By: "group", Usage: []client.SlotUsage{}}
+	out := client.AllocationStatus{Allocation: a, Free: st.Free, Slots: st.Slots, Launched: st.Launched, By: "group", Usage: []client.SlotUsage{}}
 	if a.FairLabel != "" {
 		out.By = a.FairLabel
 	}
