@@ -18,8 +18,8 @@ import (
 // allocation policy where one is needed.
 var ErrNotAllocation = errors.New("not an allocation policy")
 
-// AllocationPolicies names the built-in allocation policies.
-func AllocationPolicies() []string {
+// allocationPolicies names the built-in allocation policies.
+func allocationPolicies() []string {
 	var out []string
 	for _, p := range plugins.All() {
 		if p.Kind == abi.KindAllocation {
@@ -35,7 +35,7 @@ func AllocationPolicies() []string {
 // API refuse others with this message). Errors wrap ErrUnknownPolicy or
 // ErrNotAllocation.
 func CheckAllocationPolicy(ctx context.Context, st *storage.Store, name string) error {
-	builtins := strings.Join(AllocationPolicies(), ", ")
+	builtins := strings.Join(allocationPolicies(), ", ")
 	if bp, ok := plugins.Lookup(name); ok {
 		if bp.Kind != abi.KindAllocation {
 			return fmt.Errorf("policy %s is %s policy; --allocate needs an allocation policy (%s, or a pushed allocation policy): %w", name, aKind(bp.Kind.String()), builtins, ErrNotAllocation)

@@ -18,8 +18,8 @@ import (
 // API answers 400.
 var ErrInvalidParams = params.ErrInvalid
 
-// ModuleParams returns the group parameters module m declares (nil: none).
-func (in *Inspector) ModuleParams(ctx context.Context, m Module) ([]params.Param, error) {
+// moduleParams returns the group parameters module m declares (nil: none).
+func (in *Inspector) moduleParams(ctx context.Context, m Module) ([]params.Param, error) {
 	p, done, err := in.acquire(ctx, m)
 	if err != nil {
 		return nil, err
@@ -28,11 +28,11 @@ func (in *Inspector) ModuleParams(ctx context.Context, m Module) ([]params.Param
 	return p.Params(), nil
 }
 
-// PolicyParams returns the group parameters policy name declares in st's
+// policyParams returns the group parameters policy name declares in st's
 // namespace: its active pushed version's declaration (the module is
 // loaded, once per version, in the Inspector), nil for a built-in (they
 // read no parameter) or a name that resolves to nothing.
-func (in *Inspector) PolicyParams(ctx context.Context, st *storage.Store, name string) ([]params.Param, error) {
+func (in *Inspector) policyParams(ctx context.Context, st *storage.Store, name string) ([]params.Param, error) {
 	m, err := ResolvePolicy(ctx, st, name)
 	switch {
 	case errors.Is(err, ErrUnknownPolicy):
@@ -42,15 +42,15 @@ func (in *Inspector) PolicyParams(ctx context.Context, st *storage.Store, name s
 	case m.Registry == 0:
 		return nil, nil
 	}
-	return in.ModuleParams(ctx, m)
+	return in.moduleParams(ctx, m)
 }
 
-// CheckGroupParams checks a group's parameters (as they will be after a
+// checkGroupParams checks a group's parameters (as they will be after a
 // change) against what its policy declares. A policy that declares none
 // accepts any; else each must be declared, of its type, within its bounds.
 // The error names the parameter and wraps ErrInvalidParams.
-func (in *Inspector) CheckGroupParams(ctx context.Context, st *storage.Store, policy string, ps []abi.Label) error {
-	decls, err := in.PolicyParams(ctx, st, policy)
+func (in *Inspector) checkGroupParams(ctx context.Context, st *storage.Store, policy string, ps []abi.Label) error {
+	decls, err := in.policyParams(ctx, st, policy)
 	if err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func (in *Inspector) CheckGroupChange(ctx context.Context, st *storage.Store, gr
 	for _, k := range keys {
 		ps = append(ps, abi.Label{Key: k, Value: cur[k]})
 	}
-	return in.CheckGroupParams(ctx, st, policy, ps)
+	return in.checkGroupParams(ctx, st, policy, ps)
 }
 
 // CheckPolicyGroups checks the parameters of every group of st whose
@@ -139,7 +139,7 @@ func (in *Inspector) CheckActivation(ctx context.Context, st *storage.Store, nam
 	if err != nil {
 		return err
 	}
-	decls, err := in.ModuleParams(ctx, Module{Name: name, Label: fmt.Sprintf("%s v%d", name, version), Registry: version, SHA256: v.SHA256, Wasm: b})
+	decls, err := in.moduleParams(ctx, Module{Name: name, Label: fmt.Sprintf("%s v%d", name, version), Registry: version, SHA256: v.SHA256, Wasm: b})
 	if err != nil {
 		return err
 	}
