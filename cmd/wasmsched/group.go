@@ -192,7 +192,7 @@ Examples:
 				return err
 			}
 			defer closeFn()
-			n, err := st.DeleteGroup(c.Context, name, c.Bool("force"), c.String("reason"))
+			n, err := clientOf(st).DeleteGroup(c.Context, name, c.Bool("force"), c.String("reason"))
 			if errors.Is(err, storage.ErrNotFound) {
 				return usageErrorf("group %s not found in namespace %s", name, st.Namespace())
 			}

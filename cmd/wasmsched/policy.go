@@ -692,13 +692,13 @@ Examples:
 			if err := exactArgs(c, 2, "NAME VERSION"); err != nil {
 				return err
 			}
-			st, _, closeFn, err := openNamespace(c, false)
+			st, cl, closeFn, err := openNamespace(c, false)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
 			name := c.Args().Get(0)
-			p, err := st.GetPolicy(c.Context, name)
+			p, err := cl.Policy(c.Context, name)
 			if err != nil {
 				return err
 			}
@@ -709,7 +709,7 @@ Examples:
 			if err := checkActivation(c, st, name, ver); err != nil {
 				return err
 			}
-			if err := st.ActivatePolicy(c.Context, name, ver, whoAmI(), c.String("note")); err != nil {
+			if err := cl.ActivatePolicy(c.Context, name, ver, whoAmI(), c.String("note")); err != nil {
 				return err
 			}
 			res := activeJSON{Name: name, Active: ver, Message: activeMessage(name, ver)}
@@ -745,7 +745,7 @@ func activeMessage(name string, ver int) string {
 	return fmt.Sprintf("policy %s: no version is active: its groups hold until one is (policy activate %s VERSION)", name, name)
 }
 
-func parseVersionArg(p storage.Policy, s string) (int, error) {
+func parseVersionArg(p client.Policy, s string) (int, error) {
 	if s == "builtin" || s == "built-in" || s == "none" {
 		return 0, nil
 	}
@@ -804,12 +804,12 @@ Examples:
 			if c.IsSet("version") && v < 1 {
 				return usageErrorf("--version must be >= 1, got %d", v)
 			}
-			st, _, closeFn, err := openNamespace(c, false)
+			_, cl, closeFn, err := openNamespace(c, false)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			n, err := st.DeletePolicy(c.Context, name, v, whoAmI(), c.String("note"))
+			n, err := cl.DeletePolicy(c.Context, name, v, whoAmI(), c.String("note"))
 			if err != nil {
 				return err
 			}
@@ -845,13 +845,13 @@ Examples:
 			if err := exactArgs(c, 1, "NAME"); err != nil {
 				return err
 			}
-			st, _, closeFn, err := openNamespace(c, false)
+			_, cl, closeFn, err := openNamespace(c, false)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
 			name := c.Args().First()
-			v, err := st.RollbackPolicy(c.Context, name, whoAmI(), c.String("note"))
+			v, err := cl.RollbackPolicy(c.Context, name, whoAmI(), c.String("note"))
 			if err != nil {
 				return err
 			}

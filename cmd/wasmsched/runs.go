@@ -90,7 +90,7 @@ Examples:
 // requireNamespace refuses a namespace nothing was ever written in: a
 // mistyped --namespace would otherwise list nothing and exit 0.
 func requireNamespace(ctx context.Context, st *storage.Store) error {
-	ok, err := st.Exists(ctx)
+	ok, err := clientOf(st).Exists(ctx)
 	if err != nil {
 		return err
 	}
@@ -572,7 +572,7 @@ func listRunsAction(c *cli.Context) error {
 		// a filter, not a lookup: a group not made yet (runs --watch waits
 		// for its first run) or deleted (its runs are kept until their
 		// retention) lists what runs it has; a warning catches a typo
-		if _, err := st.GetGroup(c.Context, o.Group); errors.Is(err, storage.ErrNotFound) {
+		if _, err := cl.Group(c.Context, o.Group); errors.Is(err, client.ErrNotFound) {
 			fmt.Fprintf(c.App.ErrWriter, "wasmsched: warning: group %s does not exist in namespace %s (not made yet, or deleted): listing the runs it has\n",
 				o.Group, st.Namespace())
 		}

@@ -128,7 +128,7 @@ func submitCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if li, err := st.Leader(c.Context); err == nil && li.Identity == "" {
+			if li, err := st.Leader(c.Context); err == nil && li.Identity == "" { // one read: the client's Leader also reads the tick
 				fmt.Fprintf(c.App.ErrWriter, "wasmsched: warning: no host leads namespace %s: the run waits until one does (wasmsched serve, or wasmsched dev)\n", st.Namespace())
 			}
 			return render(c, out, func(w io.Writer) {

@@ -452,7 +452,7 @@ func (s *Server) activate(w http.ResponseWriter, r *http.Request, c *call) (int,
 	} else if err != nil && !errors.Is(err, storage.ErrNotFound) {
 		return 0, nil, err
 	}
-	if err := c.st.ActivatePolicy(r.Context(), name, *body.Version, c.who.who, body.Note); err != nil {
+	if err := c.c.ActivatePolicy(r.Context(), name, *body.Version, c.who.who, body.Note); err != nil {
 		return 0, nil, err
 	}
 	return s.onePolicy(r.Context(), c, name)
@@ -466,7 +466,7 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request, c *call) (int,
 		return 0, nil, err
 	}
 	name := r.PathValue("name")
-	if _, err := c.st.RollbackPolicy(r.Context(), name, c.who.who, body.Note); err != nil {
+	if _, err := c.c.RollbackPolicy(r.Context(), name, c.who.who, body.Note); err != nil {
 		return 0, nil, err
 	}
 	return s.onePolicy(r.Context(), c, name)
