@@ -116,6 +116,7 @@ func TestInfiniteLoopStoppedByDeadline(tt *testing.T) {
 }
 
 func TestPanicThrowsInstanceAway(tt *testing.T) {
+	skipUnderRace(tt)
 	for _, m := range terminationModes {
 		tt.Run(m, func(tt *testing.T) { testPanicThrowsInstanceAway(tt, m) })
 	}
@@ -140,6 +141,7 @@ func testPanicThrowsInstanceAway(tt *testing.T, m string) {
 }
 
 func TestMemoryBombHitsCap(tt *testing.T) {
+	skipUnderRace(tt)
 	for _, m := range terminationModes {
 		tt.Run(m, func(tt *testing.T) { testMemoryBombHitsCap(tt, m) })
 	}
