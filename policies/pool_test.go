@@ -137,7 +137,9 @@ func mustWorkWait(tb testing.TB, p *Policy) {
 func TestRuntime_Load_concurrentSameModule(tt *testing.T) {
 	wasm, _ := plugins.Builtin("priority")
 	builtin(tt, newRT(tt, Config{}), "priority") // the file cache has it now
-	rounds := 5                                  // the half-built module showed within a few rounds
+
+	// The half-built module showed within a few rounds.
+	rounds := 5
 	if raceEnabled {
 		rounds = 2 // the detector sees an unsynchronised access in the first
 	}
