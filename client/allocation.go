@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -29,14 +30,14 @@ type SlotUsage struct {
 }
 
 func allocationOf(s storage.AllocationSettings) Allocation {
-	return Allocation{Policy: s.PolicyName(), FairLabel: s.FairLabel, Weights: s.Weights, Params: storage.LabelsMap(s.Params)}
+	return Allocation{Policy: s.PolicyName(), FairLabel: s.FairLabel, Weights: s.Weights, Params: limits.LabelsMap(s.Params)}
 }
 
 // Settings converts a to the storage form (Policy "fifo" is stored as
 // the default).
 func (a Allocation) settings() storage.AllocationSettings {
 	s := storage.AllocationSettings{Policy: a.Policy, FairLabel: a.FairLabel, Weights: a.Weights}
-	if s.Policy == storage.DefaultAllocation {
+	if s.Policy == limits.DefaultAllocation {
 		s.Policy = ""
 	}
 	for k, v := range a.Params {

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/internal/errs"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -61,7 +62,7 @@ func (c Config) Validate() error {
 	if _, err := storage.ParseRedisURL(c.Redis); err != nil {
 		return fmt.Errorf("client: Redis: %w", err)
 	}
-	if err := storage.ValidateName("namespace", c.Namespace); err != nil {
+	if err := limits.ValidateName("namespace", c.Namespace); err != nil {
 		return fmt.Errorf("client: Namespace: %w", err)
 	}
 	return nil
@@ -164,7 +165,7 @@ func (c *Client) Submit(ctx context.Context, group string, o SubmitOptions) (Run
 func (c *Client) SubmitReplay(ctx context.Context, group string, o SubmitOptions) (Run, bool, error) {
 	r, replayed, err := c.st.SubmitReplay(ctx, storage.SubmitRequest{Group: group, ID: o.ID, Slots: o.Slots,
 		Priority: o.Priority, Payload: o.Payload, Duration: o.Duration, IdempotencyKey: o.IdempotencyKey,
-		NotBefore: o.NotBefore, Timeout: o.Timeout, Labels: storage.LabelsFromMap(o.Labels),
+		NotBefore: o.NotBefore, Timeout: o.Timeout, Labels: limits.LabelsFromMap(o.Labels),
 		Retry: storage.Retry{MaxAttempts: o.MaxAttempts, Base: o.RetryBackoff, Cap: o.RetryCap}})
 	if err != nil {
 		return Run{}, false, err
@@ -227,7 +228,7 @@ type Page struct {
 func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 	f := storage.RunFilter{Group: o.Group, State: storage.State(o.State), Limit: o.Limit, Below: o.After}
 	if len(o.Labels) > 0 {
-		ls, err := storage.NormalizeLabels("labels", storage.LabelsFromMap(o.Labels), abi.MaxLabels)
+		ls, err := limits.NormalizeLabels("labels", limits.LabelsFromMap(o.Labels), abi.MaxLabels)
 		if err != nil {
 			return Page{}, fmt.Errorf("list: %v: %w", err, ErrInvalid)
 		}
@@ -263,7 +264,7 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 		return Page{}, fmt.Errorf("list: state %q is not a run state (%s): %w", f.State, strings.Join(States, ", "), ErrInvalid)
 	}
 	if f.Group != "" {
-		if err := storage.ValidateName("group", f.Group); err != nil {
+		if err := limits.ValidateName("group", f.Group); err != nil {
 			return Page{}, err
 		}
 	}
@@ -388,7 +389,7 @@ func (c *Client) SetGroup(ctx context.Context, name string, s GroupSettings) (Gr
 	gs := storage.GroupSettings{Policy: s.Policy, MaxActive: s.MaxActive, Window: s.Window,
 		Retention: s.Retention, RunTimeout: s.RunTimeout, Retry: retry, ReplaceParams: s.ReplaceParams}
 	if s.Params != nil || s.ReplaceParams {
-		gs.Params = storage.LabelsFromMap(s.Params)
+		gs.Params = limits.LabelsFromMap(s.Params)
 	}
 	g, err := c.st.SetGroupSettings(ctx, name, gs)
 	if err != nil {
@@ -484,7 +485,7 @@ func (c *Client) ResumeGroup(ctx context.Context, name string) error {
 //
 // With labels, only the runs carrying every one of them.
 func (c *Client) DiscardWaiting(ctx context.Context, group, reason string, labels map[string]string) (int, error) {
-	return c.st.DiscardWaiting(ctx, group, reason, storage.LabelsFromMap(labels)...)
+	return c.st.DiscardWaiting(ctx, group, reason, limits.LabelsFromMap(labels)...)
 }
 
 // StopActive asks every active run of a group to stop, with reason; it
@@ -493,7 +494,7 @@ func (c *Client) DiscardWaiting(ctx context.Context, group, reason string, label
 //
 // With labels, only the runs carrying every one of them.
 func (c *Client) StopActive(ctx context.Context, group, reason string, labels map[string]string) (int, error) {
-	return c.st.StopActive(ctx, group, reason, storage.LabelsFromMap(labels)...)
+	return c.st.StopActive(ctx, group, reason, limits.LabelsFromMap(labels)...)
 }
 
 // Series reads the namespace's time series (group "") or a group's, the

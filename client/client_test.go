@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/internal/redistest"
-	"github.com/wasmsched/wasmsched/storage"
 )
 
 var (
@@ -251,7 +251,7 @@ func TestClient_Stop(t *testing.T) {
 func TestClient_Groups(t *testing.T) {
 	c := newClient(t)
 	g, err := c.SetGroup(ctx, "g", client.GroupSettings{Policy: "priority", MaxActive: 3})
-	if err != nil || g.Policy != "priority" || g.MaxActive != 3 || g.Window != storage.DefaultWindow || g.Retention != "default" {
+	if err != nil || g.Policy != "priority" || g.MaxActive != 3 || g.Window != limits.DefaultWindow || g.Retention != "default" {
 		t.Fatalf("SetGroup = %+v, %v", g, err)
 	}
 	if _, err := c.Submit(ctx, "g", client.SubmitOptions{}); err != nil {
@@ -264,7 +264,7 @@ func TestClient_Groups(t *testing.T) {
 	if _, err := c.Group(ctx, "nosuch"); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("Group unknown = %v", err)
 	}
-	if _, err := c.SetGroup(ctx, "g", client.GroupSettings{MaxActive: storage.MaxMaxActive + 1}); !errors.Is(err, client.ErrInvalid) {
+	if _, err := c.SetGroup(ctx, "g", client.GroupSettings{MaxActive: limits.MaxMaxActive + 1}); !errors.Is(err, client.ErrInvalid) {
 		t.Fatalf("SetGroup too big = %v", err)
 	}
 	gs, err := c.Groups(ctx)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -71,7 +72,7 @@ func retentionString(d time.Duration) string {
 func groupOf(g storage.Group) Group {
 	w := g.Window
 	if w == 0 {
-		w = storage.DefaultWindow
+		w = limits.DefaultWindow
 	}
 	return Group{Name: g.Name, Policy: g.Policy, MaxActive: g.MaxActive, Window: w, Retention: retentionString(g.Retention),
 		Version: g.Version, Waiting: g.Waiting, Active: g.Active, Delayed: g.Delayed,

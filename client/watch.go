@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -45,12 +46,12 @@ func (c *Client) Watch(ctx context.Context, o WatchOptions) (*Watch, error) {
 		return nil, fmt.Errorf("client: watch: give a run or a group, not both: %w", ErrInvalid)
 	}
 	if o.Run != "" {
-		if err := storage.ValidateName("run", o.Run); err != nil {
+		if err := limits.ValidateName("run", o.Run); err != nil {
 			return nil, err
 		}
 	}
 	if o.Group != "" {
-		if err := storage.ValidateName("group", o.Group); err != nil {
+		if err := limits.ValidateName("group", o.Group); err != nil {
 			return nil, err
 		}
 	}

@@ -83,7 +83,7 @@ type EngineConfig struct {
 	UnfitTimeout time.Duration
 	// MaxRunSlots, when > 0, is the namespace's bound on a run's slots:
 	// the leader records it (storage.Store.SetMaxRunSlots) and submit
-	// refuses a run asking more. 0: only storage.MaxRunSlots.
+	// refuses a run asking more. 0: only limits.MaxRunSlots (1,024).
 	MaxRunSlots int
 	// RestoreInterval is the period of dead-worker reaping and restore-queue
 	// processing while slots are assigned (with none, a PollInterval).

@@ -14,6 +14,7 @@ import (
 	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/host/internal/engine"
 	"github.com/wasmsched/wasmsched/internal/digest"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
@@ -497,7 +498,7 @@ func waitingWhy(ex *client.Explanation, d client.PolicyDecision, r client.Run, a
 // or the policy cannot be run here.
 func (in *Inspector) leftOut(ctx context.Context, st *storage.Store, as AllocationStatus, id string) string {
 	name := as.Settings.PolicyName()
-	if name == storage.DefaultAllocation {
+	if name == limits.DefaultAllocation {
 		if _, err := st.GetPolicy(ctx, name); errors.Is(err, storage.ErrNotFound) {
 			return "" // the built-in fifo: launch order, which leaves no run out
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/host/internal/engine"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -121,7 +122,7 @@ func (c MultiConfig) Validate() error {
 	}
 	seen := map[string]bool{}
 	for _, ns := range c.Namespaces {
-		if err := storage.ValidateName("namespace", ns); err != nil {
+		if err := limits.ValidateName("namespace", ns); err != nil {
 			return fmt.Errorf("host: multi: %w", err)
 		}
 		if seen[ns] {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/abi/params"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -72,7 +73,7 @@ func (in *Inspector) CheckGroupChange(ctx context.Context, st *storage.Store, gr
 		if policy == "" {
 			policy = g.Policy
 		}
-		if m := storage.LabelsMap(g.Params); m != nil && !replace {
+		if m := limits.LabelsMap(g.Params); m != nil && !replace {
 			cur = m
 		}
 	case errors.Is(err, storage.ErrNotFound):

@@ -12,14 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
-
-// DefaultAllocation is the allocation policy of a namespace that set none:
-// launch order, with backfill and the slot guard.
-const DefaultAllocation = "fifo"
-
-// maxWeight bounds one weight of AllocationSettings.Weights.
-const maxWeight = 1000
 
 // AllocationSettings is how a namespace's LAUNCHED runs get slots
 // (namespace set --allocate): the allocation policy and its parameters.
@@ -36,7 +30,7 @@ type AllocationSettings struct {
 // PolicyName is s.Policy, or DefaultAllocation when unset.
 func (s AllocationSettings) PolicyName() string {
 	if s.Policy == "" {
-		return DefaultAllocation
+		return limits.DefaultAllocation
 	}
 	return s.Policy
 }
@@ -49,48 +43,6 @@ func (s AllocationSettings) Weight(value string) int {
 	return 1
 }
 
-// ParseWeights parses "a=2,b=1".
-func ParseWeights(s string) (map[string]int, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
-	out := map[string]int{}
-	for _, kv := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if !ok {
-			return nil, fmt.Errorf("weight %q: want value=weight", kv)
-		}
-		w, err := strconv.Atoi(v)
-		if err != nil || w < 1 || w > maxWeight {
-			return nil, fmt.Errorf("weight %q: the weight must be an integer 1..%d", kv, maxWeight)
-		}
-		if _, dup := out[k]; dup {
-			return nil, fmt.Errorf("weight %q: value %q named twice", kv, k)
-		}
-		out[k] = w
-	}
-	return out, nil
-}
-
-// FormatWeights is the "a=2,b=1" form of w, sorted by value.
-func FormatWeights(w map[string]int) string {
-	keys := make([]string, 0, len(w))
-	for k := range w {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(strconv.Itoa(w[k]))
-	}
-	return b.String()
-}
-
 // AllParams is every parameter the policy is sent, sorted by name.
 func (s AllocationSettings) AllParams() []abi.Label {
 	out := slices.Clone(s.Params)
@@ -98,7 +50,7 @@ func (s AllocationSettings) AllParams() []abi.Label {
 		out = append(out, abi.Label{Key: abi.ParamFairLabel, Value: s.FairLabel})
 	}
 	if len(s.Weights) > 0 {
-		out = append(out, abi.Label{Key: abi.ParamWeights, Value: FormatWeights(s.Weights)})
+		out = append(out, abi.Label{Key: abi.ParamWeights, Value: limits.FormatWeights(s.Weights)})
 	}
 	slices.SortFunc(out, func(a, b abi.Label) int { return strings.Compare(a.Key, b.Key) })
 	return out
@@ -107,12 +59,12 @@ func (s AllocationSettings) AllParams() []abi.Label {
 // Validate checks the settings (names, label key, weights, parameters).
 func (s AllocationSettings) Validate() error {
 	if s.Policy != "" {
-		if err := ValidateName("policy", s.Policy); err != nil {
+		if err := limits.ValidateName("policy", s.Policy); err != nil {
 			return err
 		}
 	}
 	if s.FairLabel != "" {
-		if err := ValidLabel(s.FairLabel, ""); err != nil {
+		if err := limits.ValidLabel(s.FairLabel, ""); err != nil {
 			return fmt.Errorf("fair label: %w", err)
 		}
 	}
@@ -120,8 +72,8 @@ func (s AllocationSettings) Validate() error {
 		if v == "" || strings.ContainsAny(v, ",=") {
 			return fmt.Errorf("weight for %q: a value must be non-empty, without ',' or '='", v)
 		}
-		if w < 1 || w > maxWeight {
-			return fmt.Errorf("weight for %q: %d, want 1..%d", v, w, maxWeight)
+		if w < 1 || w > limits.MaxWeight {
+			return fmt.Errorf("weight for %q: %d, want 1..%d", v, w, limits.MaxWeight)
 		}
 	}
 	for _, p := range s.Params {
@@ -129,7 +81,7 @@ func (s AllocationSettings) Validate() error {
 			return fmt.Errorf("parameter %s: set it with the fair label and weights", p.Key)
 		}
 	}
-	_, err := NormalizeLabels("allocation parameters", s.AllParams(), abi.MaxParams)
+	_, err := limits.NormalizeLabels("allocation parameters", s.AllParams(), abi.MaxParams)
 	return err
 }
 
@@ -141,7 +93,7 @@ func allocationFrom(policy, params string) AllocationSettings {
 		case abi.ParamFairLabel:
 			s.FairLabel = p.Value
 		case abi.ParamWeights:
-			s.Weights, _ = ParseWeights(p.Value)
+			s.Weights, _ = limits.ParseWeights(p.Value)
 		default:
 			s.Params = append(s.Params, p)
 		}
@@ -196,7 +148,6 @@ type AllocationView struct {
 // launched runs.
 const (
 	minAllocWindow = 32
-	MaxAllocWindow = 500
 )
 
 // AllocWindow is the window k the slot manager reads with free slots
@@ -204,7 +155,7 @@ const (
 // enough runs to fill the free slots, and to see the queue's both ends;
 // reading more costs Redis time on every pass (BENCHMARKS.md
 // "Allocation policies").
-func AllocWindow(free int) int { return min(MaxAllocWindow, max(minAllocWindow, 4*free)) }
+func AllocWindow(free int) int { return min(limits.MaxAllocWindow, max(minAllocWindow, 4*free)) }
 
 // AllocationState reads the allocation view with a window of the oldest
 // k and the newest k launched runs (k clamped to 1..MaxAllocWindow):
@@ -222,7 +173,7 @@ func (s *Store) AllocationState(ctx context.Context, k int, withSettings bool) (
 		dr   *redis.StringSliceCmd
 		v    AllocationView
 	)
-	k = min(max(k, 1), MaxAllocWindow)
+	k = min(max(k, 1), limits.MaxAllocWindow)
 	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		head = p.ZRange(ctx, s.k.Launched(), 0, 2*int64(k)-1)
 		ws = p.ZRangeWithScores(ctx, s.k.Workers(), 0, -1)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/internal/keyspace"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -21,7 +22,7 @@ func TestStore_SetAllocation(t *testing.T) {
 			"policy-brace":   {Policy: "fa{ir"},
 			"label-upper":    {Policy: "fair", FairLabel: "Tenant"},
 			"weight-zero":    {Policy: "fair", Weights: map[string]int{"a": 0}},
-			"weight-big":     {Policy: "fair", Weights: map[string]int{"a": storage.MaxWeight + 1}},
+			"weight-big":     {Policy: "fair", Weights: map[string]int{"a": limits.MaxWeight + 1}},
 			"weight-comma":   {Policy: "fair", Weights: map[string]int{"a,b": 1}},
 			"reserved-param": {Policy: "x", Params: []abi.Label{{Key: abi.ParamWeights, Value: "a=1"}}},
 			"param-key":      {Policy: "x", Params: []abi.Label{{Key: "Mode", Value: "1"}}},
@@ -48,7 +49,7 @@ func TestStore_SetAllocation(t *testing.T) {
 		if a := ok(e.s.Allocation(ctx))(t); a.Policy != "" || a.FairLabel != "" || a.Weights != nil {
 			t.Fatalf("reset %+v", a)
 		}
-		if _, err := storage.ParseWeights("a=2,b"); err == nil {
+		if _, err := limits.ParseWeights("a=2,b"); err == nil {
 			t.Fatal("a=2,b parsed")
 		}
 	})

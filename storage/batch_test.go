@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/internal/keyspace"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -451,7 +452,7 @@ func TestStore_MaxRunSlots(t *testing.T) {
 			if err := e.s.SetMaxRunSlots(ctx, storage.Fence{Epoch: f.Epoch + 1, Holder: f.Holder}, 4); !errors.Is(err, storage.ErrFenced) {
 				t.Fatalf("unfenced: %v", err)
 			}
-			if err := e.s.SetMaxRunSlots(ctx, f, storage.MaxRunSlots+1); !errors.Is(err, storage.ErrInvalid) {
+			if err := e.s.SetMaxRunSlots(ctx, f, limits.MaxRunSlots+1); !errors.Is(err, storage.ErrInvalid) {
 				t.Fatalf("over the built-in bound: %v", err)
 			}
 		})

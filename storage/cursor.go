@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
 // cursorVersion prefixes every cursor, so its form can change later.
@@ -52,14 +53,14 @@ func ParseCursor(c string) (RunFilter, error) {
 	}
 	f := RunFilter{Group: parts[0], State: State(parts[1]), Below: below}
 	if len(parts) == 4 {
-		ls, err := NormalizeLabels("labels", decodeLabels(parts[3]), abi.MaxLabels)
+		ls, err := limits.NormalizeLabels("labels", decodeLabels(parts[3]), abi.MaxLabels)
 		if err != nil || len(ls) == 0 {
 			return bad("bad labels")
 		}
 		f.Labels = ls
 	}
 	if f.Group != "" {
-		if err := ValidateName("group", f.Group); err != nil {
+		if err := limits.ValidateName("group", f.Group); err != nil {
 			return bad("bad group")
 		}
 	}

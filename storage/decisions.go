@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
 // ActionKind is the kind of a decision action.
@@ -122,7 +123,7 @@ func (s *Store) applyShared(f Fence) ([]string, []any) {
 // applyPart is one group's share of an apply call (its keys and args).
 func (s *Store) applyPart(group string, d Decision) (scriptCall, error) {
 	const op = "apply"
-	if err := ValidateName("group", group); err != nil {
+	if err := limits.ValidateName("group", group); err != nil {
 		return scriptCall{}, err
 	}
 	k := s.k
@@ -148,7 +149,7 @@ func (s *Store) applyPart(group string, d Decision) (scriptCall, error) {
 	args = append(args, len(d.Actions), group, d.Version, d.ClaimID, d.Policy, d.PolicyVersion, d.Below, d.BelowReason, again,
 		d.PolicySHA256, d.PolicyRegistry, place, max(d.WakeAt, 0), hist, viewArg(d))
 	for _, a := range d.Actions {
-		if err := ValidateName("run", a.Run); err != nil {
+		if err := limits.ValidateName("run", a.Run); err != nil {
 			return scriptCall{}, fmt.Errorf("storage: %s: %w", op, err)
 		}
 		switch a.Kind {
@@ -228,7 +229,7 @@ type GroupDecisionRecord struct {
 // GroupDecisions returns group's latest applied decisions (at most
 // decisionsKept), newest first.
 func (s *Store) GroupDecisions(ctx context.Context, group string) ([]GroupDecisionRecord, error) {
-	if err := ValidateName("group", group); err != nil {
+	if err := limits.ValidateName("group", group); err != nil {
 		return nil, err
 	}
 	vs, err := s.c.LRange(ctx, s.k.Decisions(group), 0, decisionsKept-1).Result()
@@ -262,7 +263,7 @@ func (s *Store) LatestDecisions(ctx context.Context, groups []string) ([]*GroupD
 		return nil, invalid("latest decisions", "%d groups, at most %d per call", len(groups), MaxGetRuns)
 	}
 	for _, g := range groups {
-		if err := ValidateName("group", g); err != nil {
+		if err := limits.ValidateName("group", g); err != nil {
 			return nil, err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -72,7 +73,7 @@ func TestStore_Snapshot_window(t *testing.T) {
 func TestStore_SetGroupSettings_bounds(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		ok(e.s.SetGroupSettings(ctx, "g", storage.GroupSettings{Window: 7, MaxActive: 2}))(t)
-		for _, gs := range []storage.GroupSettings{{Window: -1}, {Window: storage.MaxWindow + 1}, {MaxActive: storage.MaxMaxActive + 1}} {
+		for _, gs := range []storage.GroupSettings{{Window: -1}, {Window: limits.MaxWindow + 1}, {MaxActive: limits.MaxMaxActive + 1}} {
 			e.unchanged(t, func() {
 				if _, err := e.s.SetGroupSettings(ctx, "g", gs); !errors.Is(err, storage.ErrInvalid) {
 					t.Fatalf("%+v: err %v, want ErrInvalid", gs, err)

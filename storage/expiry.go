@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
 // retention reads a retention_ms value: absent or -1 = the default (-1).
@@ -30,7 +31,7 @@ const ExpireChunk = 256
 // index entries, in one fenced script, and reports how many and whether
 // more may be due (then call it again). Errors: ErrFenced, ErrInvalid.
 func (s *Store) expire(ctx context.Context, f Fence, group string, def time.Duration, chunk int) (n int, more bool, err error) {
-	if err := ValidateName("group", group); err != nil {
+	if err := limits.ValidateName("group", group); err != nil {
 		return 0, false, err
 	}
 	if def < 0 {
@@ -88,7 +89,7 @@ func (s *Store) expireCalls(ctx context.Context, f Fence, groups []string, def t
 	parts := make([]scriptCall, 0, len(groups))
 	pos := make([]int, 0, len(groups))
 	for i, g := range groups {
-		if err := ValidateName("group", g); err != nil {
+		if err := limits.ValidateName("group", g); err != nil {
 			out[i].Err = err
 			continue
 		}

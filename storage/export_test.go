@@ -16,7 +16,6 @@ var (
 const (
 	MaxCronLen            = maxCronLen
 	MaxTZLen              = maxTZLen
-	MaxWeight             = maxWeight
 	UnlinkChunk           = unlinkChunk
 	DecisionsKept         = decisionsKept
 	IdempotencyTTL        = idempotencyTTL

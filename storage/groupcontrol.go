@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
 // PauseGroup pauses group name: the leader asks its policy nothing and
@@ -24,7 +25,7 @@ func (s *Store) ResumeGroup(ctx context.Context, name string) error {
 }
 
 func (s *Store) groupControl(ctx context.Context, op, name, who string) error {
-	if err := ValidateName("group", name); err != nil {
+	if err := limits.ValidateName("group", name); err != nil {
 		return err
 	}
 	if len(who) > maxStopReason {
@@ -49,13 +50,13 @@ func (s *Store) DiscardWaiting(ctx context.Context, name, reason string, labels 
 		return s.discardLoop(ctx, "discard waiting", name, "2", reason)
 	}
 	const op = "discard waiting"
-	if err := ValidateName("group", name); err != nil {
+	if err := limits.ValidateName("group", name); err != nil {
 		return 0, err
 	}
 	if len(reason) > maxStopReason {
 		return 0, invalid(op, "reason is %d bytes, at most %d", len(reason), maxStopReason)
 	}
-	ls, err := NormalizeLabels("labels", labels, abi.MaxLabels)
+	ls, err := limits.NormalizeLabels("labels", labels, abi.MaxLabels)
 	if err != nil {
 		return 0, invalid(op, "%v", err)
 	}
@@ -127,7 +128,7 @@ func (s *Store) matchLabels(ctx context.Context, ids []string, ls []abi.Label) (
 // discardLoop calls delete_group until it is done: mode "0" delete, "1"
 // discard then delete, "2" discard only.
 func (s *Store) discardLoop(ctx context.Context, op, name, mode, reason string) (discarded int, err error) {
-	if err := ValidateName("group", name); err != nil {
+	if err := limits.ValidateName("group", name); err != nil {
 		return 0, err
 	}
 	if len(reason) > maxStopReason {
@@ -173,7 +174,7 @@ func (s *Store) discardLoop(ctx context.Context, op, name, mode, reason string) 
 // active runs carrying every one of them.
 func (s *Store) StopActive(ctx context.Context, name, reason string, labels ...abi.Label) (int, error) {
 	const op = "stop active"
-	if err := ValidateName("group", name); err != nil {
+	if err := limits.ValidateName("group", name); err != nil {
 		return 0, err
 	}
 	if len(reason) > maxStopReason {
@@ -194,7 +195,7 @@ func (s *Store) StopActive(ctx context.Context, name, reason string, labels ...a
 		}
 	}
 	if len(labels) > 0 {
-		ls, err := NormalizeLabels("labels", labels, abi.MaxLabels)
+		ls, err := limits.NormalizeLabels("labels", labels, abi.MaxLabels)
 		if err != nil {
 			return 0, invalid(op, "%v", err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
 // Group is a serial group.
@@ -53,14 +54,7 @@ type Group struct {
 
 // Bounds of a group's settings and of what one decision reads.
 const (
-	// DefaultWindow is the number of oldest and of newest WAITING runs a
-	// snapshot holds when a group has more than twice as many (each part
-	// is at least max_active); Group.Window overrides it per group.
-	DefaultWindow = 16
-	// MaxWindow bounds Group.Window and MaxMaxActive bounds max_active, so
-	// that a snapshot holds at most 2·MaxWindow waiting runs.
-	MaxWindow    = 10_000
-	MaxMaxActive = 10_000
+
 	// DrainChunk is the number of covered runs one drain script discards.
 	DrainChunk = 256
 	// decisionsKept is how many of its latest decisions a group keeps
@@ -78,14 +72,7 @@ type Retry struct {
 }
 
 // Bounds and defaults of runs in time.
-const (
-	MaxNotBefore     = 366 * 24 * time.Hour
-	MaxTimeout       = 30 * 24 * time.Hour
-	MaxAttempts      = 100
-	DefaultRetryBase = time.Second
-	DefaultRetryCap  = 10 * time.Minute
-	MaxRetryCap      = 7 * 24 * time.Hour
-)
+const ()
 
 // TimedOutReason is the reason of an attempt stopped at its timeout d.
 func TimedOutReason(d time.Duration) string { return "timed out after " + d.String() }
@@ -93,12 +80,12 @@ func TimedOutReason(d time.Duration) string { return "timed out after " + d.Stri
 // validate checks r (op names the caller); a zero Retry is valid.
 func (r Retry) validate(op, what string) error {
 	switch {
-	case r.MaxAttempts < 0 || r.MaxAttempts > MaxAttempts:
-		return invalid(op, "%s: max attempts %d outside 1..%d", what, r.MaxAttempts, MaxAttempts)
-	case r.Base < 0 || (r.Base > 0 && r.Base < time.Millisecond) || r.Base > MaxRetryCap:
-		return invalid(op, "%s: retry backoff %v outside 1ms..%v", what, r.Base, MaxRetryCap)
-	case r.Cap < 0 || (r.Cap > 0 && r.Cap < time.Millisecond) || r.Cap > MaxRetryCap:
-		return invalid(op, "%s: retry backoff cap %v outside 1ms..%v", what, r.Cap, MaxRetryCap)
+	case r.MaxAttempts < 0 || r.MaxAttempts > limits.MaxAttempts:
+		return invalid(op, "%s: max attempts %d outside 1..%d", what, r.MaxAttempts, limits.MaxAttempts)
+	case r.Base < 0 || (r.Base > 0 && r.Base < time.Millisecond) || r.Base > limits.MaxRetryCap:
+		return invalid(op, "%s: retry backoff %v outside 1ms..%v", what, r.Base, limits.MaxRetryCap)
+	case r.Cap < 0 || (r.Cap > 0 && r.Cap < time.Millisecond) || r.Cap > limits.MaxRetryCap:
+		return invalid(op, "%s: retry backoff cap %v outside 1ms..%v", what, r.Cap, limits.MaxRetryCap)
 	case r.Cap > 0 && r.Base > r.Cap:
 		return invalid(op, "%s: retry backoff %v is above its cap %v", what, r.Base, r.Cap)
 	}
@@ -113,17 +100,17 @@ func (r Retry) backoff() string {
 	}
 	b, c := r.Base, r.Cap
 	if b == 0 {
-		b = min(DefaultRetryBase, c)
+		b = min(limits.DefaultRetryBase, c)
 	}
 	if c == 0 {
-		c = max(DefaultRetryCap, b)
+		c = max(limits.DefaultRetryCap, b)
 	}
 	return fmt.Sprintf("%d,%d", b.Milliseconds(), c.Milliseconds())
 }
 
 func validTimeout(op, what string, d time.Duration) error {
-	if d < 0 || (d > 0 && d < time.Millisecond) || d > MaxTimeout {
-		return invalid(op, "%s: timeout %v outside 1ms..%v", what, d, MaxTimeout)
+	if d < 0 || (d > 0 && d < time.Millisecond) || d > limits.MaxTimeout {
+		return invalid(op, "%s: timeout %v outside 1ms..%v", what, d, limits.MaxTimeout)
 	}
 	return nil
 }
@@ -170,19 +157,37 @@ const RetentionDefault time.Duration = -1
 // change. It bumps the version and marks the group dirty.
 func (s *Store) SetGroupSettings(ctx context.Context, name string, gs GroupSettings) (Group, error) {
 	const op = "set group"
-	if err := ValidateName("group", name); err != nil {
+	if err := limits.ValidateName("group", name); err != nil {
 		return Group{}, err
 	}
 	if gs.Policy != "" {
-		if err := ValidateName("policy", gs.Policy); err != nil {
+		if err := limits.ValidateName("policy", gs.Policy); err != nil {
 			return Group{}, err
 		}
 	}
-	if gs.MaxActive < 0 || gs.MaxActive > MaxMaxActive {
-		return Group{}, invalid(op, "group %s: max_active %d is outside 1 to %d", name, gs.MaxActive, MaxMaxActive)
+	args, err := gs.scriptArgs(op, name, s.k.WorkEvents())
+	if err != nil {
+		return Group{}, err
 	}
-	if gs.Window < 0 || gs.Window > MaxWindow {
-		return Group{}, invalid(op, "group %s: window %d is outside 1 to %d", name, gs.Window, MaxWindow)
+	k := s.k
+	v, err := s.run(ctx, op, "set_group", []string{k.Groups(), k.Group(name), k.Dirty(), k.Waiting(name), k.Active(name), k.GroupGen(), k.Retire(),
+		k.Delayed(name)}, args...)
+	if err != nil {
+		return Group{}, err
+	}
+	a, _ := v.([]any)
+	return parseGroup(name, setGroupReply, a), nil
+}
+
+// scriptArgs checks every setting (the one place their ranges are
+// checked: the CLI and the API hand them on) and returns set_group.lua's
+// ARGV; work is the work channel.
+func (gs GroupSettings) scriptArgs(op, name, work string) ([]any, error) {
+	if gs.MaxActive < 0 || gs.MaxActive > limits.MaxMaxActive {
+		return nil, invalid(op, "group %s: max_active %d is outside 1 to %d", name, gs.MaxActive, limits.MaxMaxActive)
+	}
+	if gs.Window < 0 || gs.Window > limits.MaxWindow {
+		return nil, invalid(op, "group %s: window %d is outside 1 to %d", name, gs.Window, limits.MaxWindow)
 	}
 	ret := ""
 	if r := gs.Retention; r != nil {
@@ -190,9 +195,9 @@ func (s *Store) SetGroupSettings(ctx context.Context, name string, gs GroupSetti
 		case *r == RetentionDefault:
 			ret = "-1"
 		case *r < 0:
-			return Group{}, invalid(op, "group %s: retention %v is negative", name, *r)
+			return nil, invalid(op, "group %s: retention %v is negative", name, *r)
 		case *r > 0 && *r < time.Millisecond:
-			return Group{}, invalid(op, "group %s: retention %v is below 1ms", name, *r)
+			return nil, invalid(op, "group %s: retention %v is below 1ms", name, *r)
 		default:
 			ret = strconv.FormatInt(r.Milliseconds(), 10)
 		}
@@ -200,13 +205,13 @@ func (s *Store) SetGroupSettings(ctx context.Context, name string, gs GroupSetti
 	timeout, maxa, backoff := "", "", ""
 	if d := gs.RunTimeout; d != nil {
 		if err := validTimeout(op, "group "+name, *d); err != nil {
-			return Group{}, err
+			return nil, err
 		}
 		timeout = strconv.FormatInt(d.Milliseconds(), 10)
 	}
 	if r := gs.Retry; r != nil {
 		if err := r.validate(op, "group "+name); err != nil {
-			return Group{}, err
+			return nil, err
 		}
 		maxa, backoff = strconv.Itoa(r.MaxAttempts), r.backoff()
 		if backoff == "" {
@@ -220,31 +225,24 @@ func (s *Store) SetGroupSettings(ctx context.Context, name string, gs GroupSetti
 	case gs.Params != nil:
 		mode = "merge"
 	}
-	args := []any{name, gs.Policy, gs.MaxActive, gs.Window, ret, s.k.WorkEvents(), timeout, maxa, backoff, mode, abi.MaxParams}
+	args := []any{name, gs.Policy, gs.MaxActive, gs.Window, ret, work, timeout, maxa, backoff, mode, abi.MaxParams}
 	if mode != "" {
 		if len(gs.Params) > abi.MaxParams {
-			return Group{}, invalid(op, "group %s: %d policy parameters, at most %d", name, len(gs.Params), abi.MaxParams)
+			return nil, invalid(op, "group %s: %d policy parameters, at most %d", name, len(gs.Params), abi.MaxParams)
 		}
 		seen := map[string]bool{}
 		for _, p := range gs.Params {
-			if err := ValidLabel(p.Key, p.Value); err != nil {
-				return Group{}, invalid(op, "group %s: parameter %s", name, strings.TrimPrefix(err.Error(), "label "))
+			if err := limits.ValidLabel(p.Key, p.Value); err != nil {
+				return nil, invalid(op, "group %s: parameter %s", name, strings.TrimPrefix(err.Error(), "label "))
 			}
 			if seen[p.Key] {
-				return Group{}, invalid(op, "group %s: parameter %s given twice", name, p.Key)
+				return nil, invalid(op, "group %s: parameter %s given twice", name, p.Key)
 			}
 			seen[p.Key] = true
 			args = append(args, p.Key, p.Value)
 		}
 	}
-	k := s.k
-	v, err := s.run(ctx, op, "set_group", []string{k.Groups(), k.Group(name), k.Dirty(), k.Waiting(name), k.Active(name), k.GroupGen(), k.Retire(),
-		k.Delayed(name)}, args...)
-	if err != nil {
-		return Group{}, err
-	}
-	a, _ := v.([]any)
-	return parseGroup(name, setGroupReply, a), nil
+	return args, nil
 }
 
 // The group hash's fields as each reader gets them, in order: what
@@ -348,7 +346,7 @@ func (s *Store) DeleteGroup(ctx context.Context, name string, force bool, reason
 
 // GetGroup reads a group (ErrNotFound if absent).
 func (s *Store) GetGroup(ctx context.Context, name string) (Group, error) {
-	if err := ValidateName("group", name); err != nil {
+	if err := limits.ValidateName("group", name); err != nil {
 		return Group{}, err
 	}
 	gs, err := s.getGroups(ctx, []string{name})
@@ -473,7 +471,7 @@ func (s *Store) DrainGroups(ctx context.Context, limit int) ([]string, error) {
 // covered by its discard_below, in one fenced script, and reports how many
 // and whether more may remain (then call it again). Errors: ErrFenced.
 func (s *Store) Drain(ctx context.Context, f Fence, group string, chunk int) (n int, more bool, err error) {
-	if err := ValidateName("group", group); err != nil {
+	if err := limits.ValidateName("group", group); err != nil {
 		return 0, false, err
 	}
 	if chunk <= 0 {

@@ -1,8 +1,6 @@
 package storage
 
 import (
-	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/wasmsched/wasmsched/abi"
@@ -17,80 +15,6 @@ import (
 // run's labels too, so a snapshot reads them with the run.
 
 const labelSep = "\x1d"
-
-// ValidLabel checks one label against the bounds.
-func ValidLabel(key, value string) error { return validPair("label", key, value) }
-
-// validPair checks a key=value pair of what ("label", "parameter").
-func validPair(what, key, value string) error {
-	if key == "" || len(key) > abi.MaxKeyLen {
-		return fmt.Errorf("%s %q: the key must be 1 to %d bytes", what, clip(key), abi.MaxKeyLen)
-	}
-	for i := 0; i < len(key); i++ {
-		c := key[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return fmt.Errorf("%s %q: the key may hold only a-z, 0-9, '_', '.' and '-' (byte %d is %q)", what, clip(key), i, c)
-		}
-	}
-	if len(value) > abi.MaxValueLen {
-		return fmt.Errorf("%s %s: the value is %d bytes, at most %d", what, key, len(value), abi.MaxValueLen)
-	}
-	for i := 0; i < len(value); i++ {
-		if c := value[i]; c < 0x20 || c == 0x7f {
-			return fmt.Errorf("%s %s: the value holds a control character (byte %d)", what, key, i)
-		}
-	}
-	return nil
-}
-
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "..."
-	}
-	return s
-}
-
-// ParseLabel parses "key=value" as a label (the value may be empty).
-func ParseLabel(s string) (abi.Label, error) { return parsePair("label", s) }
-
-// ParseParam parses "key=value" as a policy parameter.
-func ParseParam(s string) (abi.Label, error) { return parsePair("parameter", s) }
-
-func parsePair(what, s string) (abi.Label, error) {
-	k, v, ok := strings.Cut(s, "=")
-	if !ok {
-		return abi.Label{}, fmt.Errorf("%s %q: want key=value", what, clip(s))
-	}
-	if err := validPair(what, k, v); err != nil {
-		return abi.Label{}, err
-	}
-	return abi.Label{Key: k, Value: v}, nil
-}
-
-// NormalizeLabels checks ls (what: "labels" or "params", at most max of
-// them, every key once) and returns them sorted by key.
-func NormalizeLabels(what string, ls []abi.Label, max int) ([]abi.Label, error) {
-	if len(ls) > max {
-		return nil, fmt.Errorf("%d %s, at most %d", len(ls), what, max)
-	}
-	out := slices.Clone(ls)
-	pair := "label"
-	if what == "params" {
-		pair = "parameter"
-	}
-	for _, l := range out {
-		if err := validPair(pair, l.Key, l.Value); err != nil {
-			return nil, err
-		}
-	}
-	slices.SortFunc(out, func(a, b abi.Label) int { return strings.Compare(a.Key, b.Key) })
-	for i := 1; i < len(out); i++ {
-		if out[i].Key == out[i-1].Key {
-			return nil, fmt.Errorf("%s: key %s given twice", what, out[i].Key)
-		}
-	}
-	return out, nil
-}
 
 // encodeLabels is the stored form of sorted, valid labels.
 func encodeLabels(ls []abi.Label) string {
@@ -121,28 +45,6 @@ func decodeLabels(s string) []abi.Label {
 			out = append(out, abi.Label{Key: k, Value: v})
 		}
 	}
-	return out
-}
-
-// LabelsMap returns ls as a map (nil when empty), for records.
-func LabelsMap(ls []abi.Label) map[string]string {
-	if len(ls) == 0 {
-		return nil
-	}
-	m := make(map[string]string, len(ls))
-	for _, l := range ls {
-		m[l.Key] = l.Value
-	}
-	return m
-}
-
-// LabelsFromMap returns m's entries as labels sorted by key.
-func LabelsFromMap(m map[string]string) []abi.Label {
-	out := make([]abi.Label, 0, len(m))
-	for k, v := range m {
-		out = append(out, abi.Label{Key: k, Value: v})
-	}
-	slices.SortFunc(out, func(a, b abi.Label) int { return strings.Compare(a.Key, b.Key) })
 	return out
 }
 

@@ -11,25 +11,6 @@ import (
 	"github.com/wasmsched/wasmsched/storage"
 )
 
-func TestValidateName(t *testing.T) {
-	for _, tc := range []struct {
-		in string
-		ok bool
-	}{
-		{"g1", true}, {"a.b-c_d:e/f", true}, {"", false}, {"a{b", false}, {"a}b", false}, {"a b", false},
-		{"a\tb", false}, {"a\nb", false}, {"a#b", false}, {"a,b", false}, {"a\x00b", false},
-		{strings.Repeat("x", 128), true}, {strings.Repeat("x", 129), false},
-	} {
-		err := storage.ValidateName("group", tc.in)
-		if (err == nil) != tc.ok {
-			t.Errorf("ValidateName(%q) = %v, want ok=%v", tc.in, err, tc.ok)
-		}
-		if err != nil && (!errors.Is(err, storage.ErrInvalid) || !strings.Contains(err.Error(), "group")) {
-			t.Errorf("ValidateName(%q) = %v: want ErrInvalid naming the kind", tc.in, err)
-		}
-	}
-}
-
 func TestStore_New(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
 		for _, ns := range []string{"", "a{b}", "a b"} {

@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-)
 
-// MaxLostReports bounds the lost-run reports a namespace keeps.
-const MaxLostReports = 1000
+	"github.com/wasmsched/wasmsched/internal/limits"
+)
 
 // LostRun is the report of a run a worker executed that the store no
 // longer has: Redis lost it (a failover to a replica that had not received
@@ -31,14 +30,14 @@ func (s *Store) NoteLost(ctx context.Context, l LostRun) error {
 	}
 	reason := strings.ReplaceAll(l.Reason, "|", "/")
 	_, err := s.run(ctx, "note lost", "note_lost", []string{s.k.Lost()},
-		l.Run, l.Token, l.Worker, string(l.Outcome), reason, MaxLostReports)
+		l.Run, l.Token, l.Worker, string(l.Outcome), reason, limits.MaxLostReports)
 	return err
 }
 
 // LostRuns returns up to limit lost-run reports, the newest first.
 func (s *Store) LostRuns(ctx context.Context, limit int) ([]LostRun, error) {
-	if limit <= 0 || limit > MaxLostReports {
-		limit = MaxLostReports
+	if limit <= 0 || limit > limits.MaxLostReports {
+		limit = limits.MaxLostReports
 	}
 	vals, err := s.c.LRange(ctx, s.k.Lost(), 0, int64(limit-1)).Result()
 	if err != nil {

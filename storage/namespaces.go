@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
 // NamespacesKey is the advisory namespace registry: a set of namespace
@@ -33,7 +34,7 @@ func RegisterNamespaces(ctx context.Context, c redis.UniversalClient, names ...s
 	}
 	members := make([]any, 0, len(names))
 	for _, n := range names {
-		if err := ValidateName("namespace", n); err != nil {
+		if err := limits.ValidateName("namespace", n); err != nil {
 			return err
 		}
 		members = append(members, n)
@@ -53,7 +54,7 @@ func ListNamespaces(ctx context.Context, c redis.UniversalClient) ([]string, err
 	}
 	out := ms[:0]
 	for _, n := range ms {
-		if ValidateName("namespace", n) == nil {
+		if limits.ValidateName("namespace", n) == nil {
 			out = append(out, n)
 		}
 	}

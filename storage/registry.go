@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/internal/digest"
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
 // PolicyVersion is one pushed version of a policy (content-addressed).
@@ -71,10 +72,10 @@ var dupVersion = regexp.MustCompile(`version (\d+) of policy`)
 // With Activate, the version becomes active (see ActivatePolicy).
 func (s *Store) PushPolicy(ctx context.Context, req PushRequest) (PolicyVersion, error) {
 	const op = "push policy"
-	if err := ValidateName("policy", req.Name); err != nil {
+	if err := limits.ValidateName("policy", req.Name); err != nil {
 		return PolicyVersion{}, err
 	}
-	if err := ValidateName("policy kind", req.Kind); err != nil {
+	if err := limits.ValidateName("policy kind", req.Kind); err != nil {
 		return PolicyVersion{}, err
 	}
 	if len(req.Blob) == 0 {
@@ -113,7 +114,7 @@ func (s *Store) PushPolicy(ctx context.Context, req PushRequest) (PolicyVersion,
 
 // GetPolicy reads a policy with its versions and history (ErrNotFound).
 func (s *Store) GetPolicy(ctx context.Context, name string) (Policy, error) {
-	if err := ValidateName("policy", name); err != nil {
+	if err := limits.ValidateName("policy", name); err != nil {
 		return Policy{}, err
 	}
 	ps, err := s.getPolicies(ctx, []string{name})
@@ -186,7 +187,7 @@ func (s *Store) getPolicies(ctx context.Context, names []string) ([]Policy, erro
 
 // PolicyBlob returns the blob with the given sha256 hex (ErrNotFound).
 func (s *Store) PolicyBlob(ctx context.Context, sha string) ([]byte, error) {
-	if err := ValidateName("sha256", sha); err != nil {
+	if err := limits.ValidateName("sha256", sha); err != nil {
 		return nil, err
 	}
 	b, err := s.c.Get(ctx, s.k.Blob(sha)).Bytes()
@@ -200,7 +201,7 @@ func (s *Store) PolicyBlob(ctx context.Context, sha string) ([]byte, error) {
 }
 
 func (s *Store) activate(ctx context.Context, op, name, version, who, note string) (int, error) {
-	if err := ValidateName("policy", name); err != nil {
+	if err := limits.ValidateName("policy", name); err != nil {
 		return 0, err
 	}
 	for _, x := range [][2]string{{"who", who}, {"note", note}} {
@@ -275,7 +276,7 @@ func (s *Store) PolicyGeneration(ctx context.Context) (int64, error) {
 // unknown policy or version (also one already deleted).
 func (s *Store) DeletePolicy(ctx context.Context, name string, version int, who, note string) (int, error) {
 	const op = "delete policy"
-	if err := ValidateName("policy", name); err != nil {
+	if err := limits.ValidateName("policy", name); err != nil {
 		return 0, err
 	}
 	if version < 0 {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strconv"
 	"time"
+
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
 // AutoRollback is the outcome of AutoRollbackPolicy.
@@ -25,7 +27,7 @@ type AutoRollback struct {
 // intent, checked atomically in the script.
 func (s *Store) AutoRollbackPolicy(ctx context.Context, name string, version int, who, reason string) (AutoRollback, error) {
 	const op = "auto rollback policy"
-	if err := ValidateName("policy", name); err != nil {
+	if err := limits.ValidateName("policy", name); err != nil {
 		return AutoRollback{}, err
 	}
 	if version < 1 {
@@ -57,7 +59,7 @@ type AutoRollbackInfo struct {
 // lastAutoRollback returns the policy's last automatic rollback; ok is false
 // if it never had one (or the policy does not exist).
 func (s *Store) lastAutoRollback(ctx context.Context, name string) (info AutoRollbackInfo, ok bool, err error) {
-	if err := ValidateName("policy", name); err != nil {
+	if err := limits.ValidateName("policy", name); err != nil {
 		return info, false, err
 	}
 	vals, err := s.c.HMGet(ctx, s.k.Policy(name), autoRollbackFields...).Result()

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
 // State is a run state.
@@ -73,11 +74,6 @@ func parseAttempts(v string) []Attempt {
 	}
 	return out
 }
-
-// MaxRunSlots bounds the task slots one run may ask for: a run that asks
-// more is refused at submit (ErrInvalid), never launched to wait for
-// slots no namespace of workers this engine is built for has together.
-const MaxRunSlots = 1024
 
 // Assignment is one task slot of a run: (worker, slot index, token), task 0..k-1.
 type Assignment struct {
@@ -274,7 +270,7 @@ func newID(prefix string) string {
 
 // GetRun reads a run (ErrNotFound if absent).
 func (s *Store) GetRun(ctx context.Context, id string) (Run, error) {
-	if err := ValidateName("run", id); err != nil {
+	if err := limits.ValidateName("run", id); err != nil {
 		return Run{}, err
 	}
 	v, err := s.c.HMGet(ctx, s.k.Run(id), runFields...).Result()
@@ -295,7 +291,7 @@ func (s *Store) GetRuns(ctx context.Context, ids []string) ([]Run, error) {
 		return nil, invalid("get runs", "%d ids, at most %d per call", len(ids), MaxGetRuns)
 	}
 	for _, id := range ids {
-		if err := ValidateName("run", id); err != nil {
+		if err := limits.ValidateName("run", id); err != nil {
 			return nil, err
 		}
 	}
@@ -430,7 +426,7 @@ func (s *Store) getRuns(ctx context.Context, ids []string) ([]Run, error) {
 // many waiting runs are older (0 = the head) and how many wait in all, in
 // one round trip. ok is false when the run is not waiting in group.
 func (s *Store) QueuePosition(ctx context.Context, group, id string) (ahead, total int64, ok bool, err error) {
-	if err := ValidateName("group", group); err != nil {
+	if err := limits.ValidateName("group", group); err != nil {
 		return 0, 0, false, err
 	}
 	var rank *redis.IntCmd
@@ -492,7 +488,7 @@ func (s *Store) RequestStop(ctx context.Context, id, reason string) (Run, error)
 
 // runGroup reads the (immutable) group of a run.
 func (s *Store) runGroup(ctx context.Context, op, id string) (string, error) {
-	if err := ValidateName("run", id); err != nil {
+	if err := limits.ValidateName("run", id); err != nil {
 		return "", fmt.Errorf("storage: %s: %w", op, err)
 	}
 	g, err := s.c.HGet(ctx, s.k.Run(id), "group").Result()

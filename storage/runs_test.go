@@ -11,6 +11,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/internal/digest"
 	"github.com/wasmsched/wasmsched/internal/keyspace"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/storage"
@@ -467,7 +468,7 @@ func TestStore_Submit_idempotency(t *testing.T) {
 			t.Fatalf("another key = %+v replayed %v", other, replayed)
 		}
 		e.unchanged(t, func() {
-			_, _, err := e.s.SubmitReplay(ctx, storage.SubmitRequest{Group: "g", IdempotencyKey: strings.Repeat("k", storage.MaxIdempotencyKey+1)})
+			_, _, err := e.s.SubmitReplay(ctx, storage.SubmitRequest{Group: "g", IdempotencyKey: strings.Repeat("k", limits.MaxIdempotencyKey+1)})
 			if !errors.Is(err, storage.ErrInvalid) {
 				t.Fatalf("oversized key = %v", err)
 			}
@@ -485,9 +486,9 @@ func TestStore_Submit_idempotency(t *testing.T) {
 // ErrInvalid and writes nothing.
 func TestStore_Submit_bounds(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
-		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "a", Payload: strings.Repeat("p", storage.MaxPayload)}))(t)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "a", Payload: strings.Repeat("p", limits.MaxPayload)}))(t)
 		e.unchanged(t, func() {
-			if _, err := e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "b", Payload: strings.Repeat("p", storage.MaxPayload+1)}); !errors.Is(err, storage.ErrInvalid) {
+			if _, err := e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "b", Payload: strings.Repeat("p", limits.MaxPayload+1)}); !errors.Is(err, storage.ErrInvalid) {
 				t.Fatalf("oversized payload = %v", err)
 			}
 			if _, err := e.s.RequestStop(ctx, "a", strings.Repeat("r", storage.MaxStopReason+1)); !errors.Is(err, storage.ErrInvalid) {

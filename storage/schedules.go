@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/robfig/cron/v3"
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
 // Schedule is a cron schedule: the leader submits one run to Group per
@@ -44,8 +45,7 @@ type Schedule struct {
 
 // Schedule bounds.
 const (
-	// MaxScheduleName bounds a schedule's name (its runs' ids carry it).
-	MaxScheduleName = 96
+
 	// minScheduleInterval is the shortest @every a schedule may have.
 	minScheduleInterval = time.Second
 	// maxCronLen and maxTZLen bound a schedule's expression and zone.
@@ -151,13 +151,13 @@ func scheduleRunID(name string, tick time.Time) string {
 
 func (sc Schedule) validate() (cron.Schedule, error) {
 	const op = "schedule"
-	if err := ValidateName("schedule", sc.Name); err != nil {
+	if err := limits.ValidateName("schedule", sc.Name); err != nil {
 		return nil, err
 	}
-	if len(sc.Name) > MaxScheduleName {
-		return nil, invalid(op, "schedule name is %d bytes, at most %d", len(sc.Name), MaxScheduleName)
+	if len(sc.Name) > limits.MaxScheduleName {
+		return nil, invalid(op, "schedule name is %d bytes, at most %d", len(sc.Name), limits.MaxScheduleName)
 	}
-	if err := ValidateName("group", sc.Group); err != nil {
+	if err := limits.ValidateName("group", sc.Group); err != nil {
 		return nil, err
 	}
 	cs, err := ParseCron(sc.Cron, sc.TZ)
@@ -167,10 +167,10 @@ func (sc Schedule) validate() (cron.Schedule, error) {
 	switch {
 	case sc.Slots < 0:
 		return nil, invalid(op, "schedule %s: slots %d is negative", sc.Name, sc.Slots)
-	case sc.Slots > MaxRunSlots:
-		return nil, invalid(op, "schedule %s: slots %d: at most %d (storage.MaxRunSlots)", sc.Name, sc.Slots, MaxRunSlots)
-	case len(sc.Payload) > MaxPayload:
-		return nil, invalid(op, "schedule %s: payload is %d bytes, at most %d", sc.Name, len(sc.Payload), MaxPayload)
+	case sc.Slots > limits.MaxRunSlots:
+		return nil, invalid(op, "schedule %s: slots %d: at most %d", sc.Name, sc.Slots, limits.MaxRunSlots)
+	case len(sc.Payload) > limits.MaxPayload:
+		return nil, invalid(op, "schedule %s: payload is %d bytes, at most %d", sc.Name, len(sc.Payload), limits.MaxPayload)
 	case sc.Priority < -1<<31 || sc.Priority > 1<<31-1:
 		return nil, invalid(op, "schedule %s: priority %d outside the 32-bit range", sc.Name, sc.Priority)
 	}
@@ -219,7 +219,7 @@ func boolField(b bool) string {
 }
 
 func (s *Store) scheduleOp(ctx context.Context, op, name string, next time.Time, fields ...any) error {
-	if err := ValidateName("schedule", name); err != nil {
+	if err := limits.ValidateName("schedule", name); err != nil {
 		return err
 	}
 	k := s.k
@@ -261,7 +261,7 @@ var scheduleFields = []string{"name", "group", "cron", "tz", "payload", "priorit
 
 // GetSchedule reads a schedule (ErrNotFound if absent).
 func (s *Store) GetSchedule(ctx context.Context, name string) (Schedule, error) {
-	if err := ValidateName("schedule", name); err != nil {
+	if err := limits.ValidateName("schedule", name); err != nil {
 		return Schedule{}, err
 	}
 	out, err := s.getSchedules(ctx, []string{name})
@@ -346,7 +346,7 @@ func (s *Store) FireSchedules(ctx context.Context, f Fence, names []string, now 
 	k := s.k
 	calls := make([]scriptCall, 0, len(names))
 	pos := make([]int, 0, len(names))
-	defBackoff := Retry{Base: DefaultRetryBase, Cap: DefaultRetryCap}.backoff()
+	defBackoff := Retry{Base: limits.DefaultRetryBase, Cap: limits.DefaultRetryCap}.backoff()
 	for i, n := range names {
 		out[i].Name = n
 		sc, ok := byName[n]

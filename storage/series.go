@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
 // Time series the leader keeps for pictures (the web UI's charts, GET
@@ -74,7 +75,7 @@ func (s *Store) RecordSeries(ctx context.Context, f Fence, ns SeriesPoint, group
 	keys := []string{k.Fence(), k.Lock(), k.Series()}
 	args := append(f.args(), SeriesPoints, seriesLifetime.Milliseconds(), ns.encode(false))
 	for g, p := range groups {
-		if err := ValidateName("group", g); err != nil {
+		if err := limits.ValidateName("group", g); err != nil {
 			return err
 		}
 		keys = append(keys, k.GroupSeries(g))
@@ -89,7 +90,7 @@ func (s *Store) RecordSeries(ctx context.Context, f Fence, ns SeriesPoint, group
 func (s *Store) Series(ctx context.Context, group string, since time.Time) ([]SeriesPoint, error) {
 	key := s.k.Series()
 	if group != "" {
-		if err := ValidateName("group", group); err != nil {
+		if err := limits.ValidateName("group", group); err != nil {
 			return nil, err
 		}
 		key = s.k.GroupSeries(group)

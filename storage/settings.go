@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
 // settingsRecheck is how long a Store trusts the namespace settings it
@@ -27,8 +28,8 @@ type settingsCache struct {
 // more (ErrInvalid), within SettingsRecheck of the change.
 func (s *Store) SetMaxRunSlots(ctx context.Context, f Fence, n int) error {
 	const op = "set max run slots"
-	if n < 0 || n > MaxRunSlots {
-		return invalid(op, "max run slots %d: want 0 (none) or 1..%d", n, MaxRunSlots)
+	if n < 0 || n > limits.MaxRunSlots {
+		return invalid(op, "max run slots %d: want 0 (none) or 1..%d", n, limits.MaxRunSlots)
 	}
 	v := ""
 	if n > 0 {

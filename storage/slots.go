@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
 // validateWorker checks a worker identity. Unlike ValidateName it allows
@@ -294,7 +295,7 @@ func (s *Store) PollAssigned(ctx context.Context, identity string, evs []SlotEve
 	}
 	keep := make([]SlotEvent, 0, len(evs))
 	for _, e := range evs {
-		if e.Worker == identity && ValidateName("run", e.Run) == nil {
+		if e.Worker == identity && limits.ValidateName("run", e.Run) == nil {
 			keep = append(keep, e)
 		}
 	}
@@ -368,20 +369,17 @@ type ReportReq struct {
 }
 
 // Bounds of what a report stores on a run.
-const (
-	MaxResult = 64 << 10
-	MaxOutput = 4 << 10
-)
+const ()
 
 func reportCheck(identity string, r ReportReq) error {
 	const op = "report"
 	if err := validateWorker(identity); err != nil {
 		return err
 	}
-	if err := ValidateName("group", r.Group); err != nil {
+	if err := limits.ValidateName("group", r.Group); err != nil {
 		return fmt.Errorf("storage: %s: %w", op, err)
 	}
-	if err := ValidateName("run", r.Run); err != nil {
+	if err := limits.ValidateName("run", r.Run); err != nil {
 		return fmt.Errorf("storage: %s: %w", op, err)
 	}
 	switch r.Outcome {
@@ -392,11 +390,11 @@ func reportCheck(identity string, r ReportReq) error {
 	if r.Token == "" {
 		return invalid(op, "run %s: empty token", r.Run)
 	}
-	if len(r.Result) > MaxResult {
-		return invalid(op, "run %s: result is %d bytes, at most %d", r.Run, len(r.Result), MaxResult)
+	if len(r.Result) > limits.MaxResult {
+		return invalid(op, "run %s: result is %d bytes, at most %d", r.Run, len(r.Result), limits.MaxResult)
 	}
-	if len(r.Output) > MaxOutput {
-		return invalid(op, "run %s: output is %d bytes, at most %d (keep its tail)", r.Run, len(r.Output), MaxOutput)
+	if len(r.Output) > limits.MaxOutput {
+		return invalid(op, "run %s: output is %d bytes, at most %d (keep its tail)", r.Run, len(r.Output), limits.MaxOutput)
 	}
 	return nil
 }
@@ -439,7 +437,7 @@ func (s *Store) reportHead(identity string) scriptCall {
 	k := s.k
 	return scriptCall{
 		keys: []string{k.Slots(), k.Free(), k.Retire(), k.Restore(), k.Dirty(), k.Timers(), k.PolicyGen()},
-		args: []any{identity, k.WorkEvents(), k.RunEvents(), DefaultWindow},
+		args: []any{identity, k.WorkEvents(), k.RunEvents(), limits.DefaultWindow},
 	}
 }
 
@@ -549,7 +547,7 @@ func (s *Store) AllocatePass(ctx context.Context, f Fence, runIDs []string, perC
 		perCall = AllocChunk
 	}
 	for _, id := range runIDs {
-		if err := ValidateName("run", id); err != nil {
+		if err := limits.ValidateName("run", id); err != nil {
 			return nil, fmt.Errorf("storage: %s: %w", op, err)
 		}
 	}
@@ -841,7 +839,7 @@ type RestoreCheck struct {
 // RestoreCheck verifies, inside one script, each recorded slot of runID.
 func (s *Store) RestoreCheck(ctx context.Context, runID string) (RestoreCheck, error) {
 	const op = "restore check"
-	if err := ValidateName("run", runID); err != nil {
+	if err := limits.ValidateName("run", runID); err != nil {
 		return RestoreCheck{}, err
 	}
 	k := s.k
@@ -876,7 +874,7 @@ func (s *Store) RestoreCheck(ctx context.Context, runID string) (RestoreCheck, e
 // success the run leaves the restore set. Fenced. Returns all assignments.
 func (s *Store) RestoreApply(ctx context.Context, f Fence, runID string, reuseTasks, reallocTasks []int) ([]Assignment, error) {
 	const op = "restore apply"
-	if err := ValidateName("run", runID); err != nil {
+	if err := limits.ValidateName("run", runID); err != nil {
 		return nil, err
 	}
 	k := s.k

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
 // Snapshot is a group's state for a decision, read in one script.
@@ -46,7 +47,7 @@ func (sn Snapshot) Truncated() bool { return sn.WaitingTotal > len(sn.Waiting) }
 // (at most 2·max(window, max_active) of them: snapshot.lua) in ONE round
 // trip.
 func (s *Store) Snapshot(ctx context.Context, group string) (Snapshot, error) {
-	if err := ValidateName("group", group); err != nil {
+	if err := limits.ValidateName("group", group); err != nil {
 		return Snapshot{}, err
 	}
 	c := s.snapshotCall(group, false, runFieldArgs())
@@ -104,7 +105,7 @@ func (s *Store) snapshotCall(group string, indexed bool, fields []any) scriptCal
 	if indexed {
 		mode = "1"
 	}
-	args = append(args, k.RunPrefix(), DefaultWindow, mode, abi.MaxLaunches)
+	args = append(args, k.RunPrefix(), limits.DefaultWindow, mode, abi.MaxLaunches)
 	args = append(args, fields...)
 	return scriptCall{keys: []string{k.Group(group), k.Waiting(group), k.Active(group), k.WaitInfo(group), k.Launches(group)}, args: args}
 }
@@ -216,7 +217,7 @@ func (s *Store) SnapshotBatch(ctx context.Context, groups []string) []SnapshotRe
 	var pos []int
 	var args []any
 	for i, g := range groups {
-		if err := ValidateName("group", g); err != nil {
+		if err := limits.ValidateName("group", g); err != nil {
 			out[i].Err = err
 			continue
 		}

@@ -6,35 +6,11 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
-	"unicode"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/wasmsched/wasmsched/internal/keyspace"
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
-
-// maxNameLen is the longest accepted name.
-const maxNameLen = 128
-
-// ValidateName checks a namespace, group, run, worker or policy name: not
-// empty, at most MaxNameLen bytes, no '{', '}', '#', ',', whitespace or
-// control characters. The error (ErrInvalid) names kind and value.
-func ValidateName(kind, s string) error {
-	if s == "" {
-		return fmt.Errorf("storage: %s name is empty: %w", kind, ErrInvalid)
-	}
-	if len(s) > maxNameLen {
-		return fmt.Errorf("storage: %s name %.20q... is %d bytes, max %d: %w", kind, s, len(s), maxNameLen, ErrInvalid)
-	}
-	for _, r := range s {
-		switch {
-		case r == '{' || r == '}' || r == '#' || r == ',':
-			return fmt.Errorf("storage: %s name %q contains %q: %w", kind, s, r, ErrInvalid)
-		case unicode.IsSpace(r) || unicode.IsControl(r) || r == unicode.ReplacementChar:
-			return fmt.Errorf("storage: %s name %q contains whitespace or a control character: %w", kind, s, ErrInvalid)
-		}
-	}
-	return nil
-}
 
 // Store is the typed API over one namespace's Redis state. It is safe for
 // concurrent use; every write goes through one Lua script.
@@ -61,7 +37,7 @@ func New(c redis.UniversalClient, namespace string) (*Store, error) {
 	if c == nil {
 		return nil, fmt.Errorf("storage: new: nil client: %w", ErrInvalid)
 	}
-	if err := ValidateName("namespace", namespace); err != nil {
+	if err := limits.ValidateName("namespace", namespace); err != nil {
 		return nil, err
 	}
 	given := c

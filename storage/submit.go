@@ -10,6 +10,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/internal/digest"
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
 // SubmitRequest describes a new run.
@@ -42,15 +43,13 @@ type SubmitRequest struct {
 
 // Idempotency bounds.
 const (
-	idempotencyTTL    = 24 * time.Hour
-	MaxIdempotencyKey = 256
+	idempotencyTTL = 24 * time.Hour
 )
 
 // Bounds of what a client stores with a run: a payload is handed to the
 // worker as is (pass a reference, not the data); a stop reason is shown
 // with the run.
 const (
-	MaxPayload    = 64 << 10
 	maxStopReason = 1024
 )
 
@@ -99,7 +98,7 @@ func (s *Store) SubmitReplay(ctx context.Context, r SubmitRequest) (Run, bool, e
 
 func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 	const op = "submit"
-	if err := ValidateName("group", r.Group); err != nil {
+	if err := limits.ValidateName("group", r.Group); err != nil {
 		return r, scriptCall{}, err
 	}
 	explicitID := r.ID != ""
@@ -112,14 +111,14 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 	if !explicitID {
 		name = "the run"
 	}
-	if err := ValidateName("run", r.ID); err != nil {
+	if err := limits.ValidateName("run", r.ID); err != nil {
 		return r, scriptCall{}, err
 	}
 	if r.Slots < 0 {
 		return r, scriptCall{}, invalid(op, "%s: slots %d is negative", name, r.Slots)
 	}
-	if r.Slots > MaxRunSlots {
-		return r, scriptCall{}, invalid(op, "%s: slots %d: at most %d (storage.MaxRunSlots)", name, r.Slots, MaxRunSlots)
+	if r.Slots > limits.MaxRunSlots {
+		return r, scriptCall{}, invalid(op, "%s: slots %d: at most %d", name, r.Slots, limits.MaxRunSlots)
 	}
 	if r.Slots == 0 {
 		r.Slots = 1
@@ -130,16 +129,16 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 	if r.Priority < math.MinInt32 || r.Priority > math.MaxInt32 {
 		return r, scriptCall{}, invalid(op, "%s: priority %d outside %d..%d (a policy reads it as a 32-bit integer)", name, r.Priority, math.MinInt32, math.MaxInt32)
 	}
-	if len(r.Payload) > MaxPayload {
-		return r, scriptCall{}, invalid(op, "%s: payload is %d bytes, at most %d (pass a reference to the data)", name, len(r.Payload), MaxPayload)
+	if len(r.Payload) > limits.MaxPayload {
+		return r, scriptCall{}, invalid(op, "%s: payload is %d bytes, at most %d (pass a reference to the data)", name, len(r.Payload), limits.MaxPayload)
 	}
-	if len(r.IdempotencyKey) > MaxIdempotencyKey {
-		return r, scriptCall{}, invalid(op, "idempotency key is %d bytes, at most %d", len(r.IdempotencyKey), MaxIdempotencyKey)
+	if len(r.IdempotencyKey) > limits.MaxIdempotencyKey {
+		return r, scriptCall{}, invalid(op, "idempotency key is %d bytes, at most %d", len(r.IdempotencyKey), limits.MaxIdempotencyKey)
 	}
 	var nb int64
 	if !r.NotBefore.IsZero() {
-		if time.Until(r.NotBefore) > MaxNotBefore {
-			return r, scriptCall{}, invalid(op, "%s: not_before %s is more than %v ahead", name, r.NotBefore.UTC().Format(time.RFC3339), MaxNotBefore)
+		if time.Until(r.NotBefore) > limits.MaxNotBefore {
+			return r, scriptCall{}, invalid(op, "%s: not_before %s is more than %v ahead", name, r.NotBefore.UTC().Format(time.RFC3339), limits.MaxNotBefore)
 		}
 		nb = max(r.NotBefore.UnixMilli(), 0)
 	}
@@ -151,7 +150,7 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 	if err := r.Retry.validate(op, name); err != nil {
 		return r, scriptCall{}, err
 	}
-	labels, err := NormalizeLabels("labels", r.Labels, abi.MaxLabels)
+	labels, err := limits.NormalizeLabels("labels", r.Labels, abi.MaxLabels)
 	if err != nil {
 		return r, scriptCall{}, invalid(op, "%s: %v", name, err)
 	}
@@ -190,7 +189,7 @@ func (s *Store) submitShared() scriptCall {
 	k := s.k
 	return scriptCall{
 		keys: []string{k.Seq(), k.Groups(), k.Dirty(), k.Runs(), k.GroupGen(), k.Timers()},
-		args: []any{k.WorkEvents(), k.RunEvents(), Retry{Base: DefaultRetryBase, Cap: DefaultRetryCap}.backoff(), k.RunPrefix()},
+		args: []any{k.WorkEvents(), k.RunEvents(), Retry{Base: limits.DefaultRetryBase, Cap: limits.DefaultRetryCap}.backoff(), k.RunPrefix()},
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/wasmsched/wasmsched/internal/keyspace"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -108,9 +109,9 @@ func TestStore_Submit_timeBounds(t *testing.T) {
 			req  storage.SubmitRequest
 			want string
 		}{
-			{"not_before beyond a year", storage.SubmitRequest{NotBefore: time.Now().Add(storage.MaxNotBefore + time.Hour)}, "not_before"},
+			{"not_before beyond a year", storage.SubmitRequest{NotBefore: time.Now().Add(limits.MaxNotBefore + time.Hour)}, "not_before"},
 			{"negative timeout", storage.SubmitRequest{Timeout: -time.Second}, "timeout"},
-			{"timeout beyond the bound", storage.SubmitRequest{Timeout: storage.MaxTimeout + time.Hour}, "timeout"},
+			{"timeout beyond the bound", storage.SubmitRequest{Timeout: limits.MaxTimeout + time.Hour}, "timeout"},
 			{"max attempts 101", storage.SubmitRequest{Retry: storage.Retry{MaxAttempts: 101}}, "max attempts"},
 			{"negative max attempts", storage.SubmitRequest{Retry: storage.Retry{MaxAttempts: -1}}, "max attempts"},
 			{"backoff above cap", storage.SubmitRequest{Retry: storage.Retry{MaxAttempts: 3, Base: time.Minute, Cap: time.Second}}, "cap"},
@@ -337,7 +338,7 @@ func TestStore_Schedules(t *testing.T) {
 			{Name: "b", Group: "g", Cron: "@hourly" + strings.Repeat(" ", storage.MaxCronLen)},
 			{Name: "b", Group: "g", Cron: "@hourly", TZ: strings.Repeat("x", storage.MaxTZLen+1)},
 			{Name: "b", Group: "", Cron: "@hourly"},
-			{Name: strings.Repeat("n", storage.MaxScheduleName+1), Group: "g", Cron: "@hourly"},
+			{Name: strings.Repeat("n", limits.MaxScheduleName+1), Group: "g", Cron: "@hourly"},
 			{Name: "b", Group: "g", Cron: "@hourly", Retry: storage.Retry{MaxAttempts: 101}},
 		} {
 			if _, err := e.s.SetSchedule(ctx, bad); !errors.Is(err, storage.ErrInvalid) {

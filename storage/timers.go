@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
 // dueChunk is the number of due runs one due script moves into a group's
@@ -88,7 +90,7 @@ func (s *Store) DueBatch(ctx context.Context, f Fence, groups []string) []DueRes
 	calls := make([]scriptCall, 0, len(groups))
 	pos := make([]int, 0, len(groups))
 	for i, g := range groups {
-		if err := ValidateName("group", g); err != nil {
+		if err := limits.ValidateName("group", g); err != nil {
 			out[i].Err = err
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/internal/keyspace"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -297,13 +298,13 @@ func TestStore_Series(t *testing.T) {
 // LAUNCHED holding up the namespace's queue (issue 26).
 func TestStore_Submit_maxRunSlots(t *testing.T) {
 	backends(t, func(t *testing.T, e *env) {
-		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "max", Slots: storage.MaxRunSlots}))(t)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "max", Slots: limits.MaxRunSlots}))(t)
 		e.unchanged(t, func() {
 			_, err := e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "huge", Slots: 100_000})
 			if !errors.Is(err, storage.ErrInvalid) || !strings.Contains(err.Error(), "slots 100000: at most 1024") {
 				t.Fatalf("a 100,000-slot run: %v", err)
 			}
-			_, err = e.s.SetSchedule(ctx, storage.Schedule{Name: "s", Group: "g", Cron: "@hourly", Slots: storage.MaxRunSlots + 1})
+			_, err = e.s.SetSchedule(ctx, storage.Schedule{Name: "s", Group: "g", Cron: "@hourly", Slots: limits.MaxRunSlots + 1})
 			if !errors.Is(err, storage.ErrInvalid) || !strings.Contains(err.Error(), "at most 1024") {
 				t.Fatalf("a schedule of 1,025-slot runs: %v", err)
 			}

@@ -9,7 +9,8 @@ import (
 
 // TestImports_arrows: the import arrows of docs/architecture.md hold:
 // abi on the standard library only (it is compiled into plugins), the
-// codec on abi only, storage below everything of ours but digest and abi's
+// codec on abi only, the input rules (internal/limits) on abi and
+// internal/errs only, storage below everything of ours but digest and abi's
 // plain types, client on storage (and abi's types) only (applications pull
 // in no wasm runtime), policies below
 // host, client and the built-ins, and nothing imports a command.
@@ -26,8 +27,10 @@ func TestImports_arrows(t *testing.T) {
 	rules := map[string][]string{ // package -> the only packages of ours it may import
 		"abi":               {},
 		"internal/abicodec": {"abi"},
-		"storage":           {"abi", "internal/digest", "internal/errs", "internal/keyspace", "internal/testhooks"},
-		"client":            {"storage", "abi", "internal/digest", "internal/errs"},
+		"storage":           {"abi", "internal/digest", "internal/errs", "internal/keyspace", "internal/limits", "internal/testhooks"},
+		"client":            {"storage", "abi", "internal/digest", "internal/errs", "internal/limits"},
+		"internal/limits":   {"abi", "internal/errs"},
+		"internal/errs":     {},
 		"policies":          {"abi", "abi/params", "internal/abicodec", "internal/digest", "policies/internal/wasmrewrite"},
 		"plugins":           {"abi"},
 		"abi/sdk":           {"abi", "internal/abicodec"},

@@ -10,7 +10,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/bench"
 	"github.com/wasmsched/wasmsched/host"
-	"github.com/wasmsched/wasmsched/storage"
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
 func init() {
@@ -72,7 +72,7 @@ Examples:
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "groups", Value: 1000, Usage: "spread the runs over `N` groups"},
 			&cli.StringFlag{Name: "policy", Value: "wait", Usage: "serial policy `NAME` of the generated groups (wait, discard, priority, or one pushed in --namespace)"},
-			&cli.IntFlag{Name: "window", Usage: "snapshot window `N` of the generated groups (group set --window)", DefaultText: fmt.Sprint(storage.DefaultWindow)},
+			&cli.IntFlag{Name: "window", Usage: "snapshot window `N` of the generated groups (group set --window)", DefaultText: fmt.Sprint(limits.DefaultWindow)},
 			&cli.IntFlag{Name: "runs", Usage: "submit `N` runs", DefaultText: "10 x --groups"},
 			&cli.IntFlag{Name: "workers", Value: 4, Usage: "in-process simulated workers `W` (0 = use the running ones)"},
 			&cli.IntFlag{Name: "slots", Value: 128, Usage: "slots `S` per in-process worker"},

@@ -19,6 +19,7 @@ import (
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/host/worker"
 	"github.com/wasmsched/wasmsched/internal/embedded"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -97,7 +98,7 @@ Examples:
 				return err
 			}
 			ns := globalString(c, flagNamespace)
-			if err := storage.ValidateName("namespace", ns); err != nil {
+			if err := limits.ValidateName("namespace", ns); err != nil {
 				return asUsage(err)
 			}
 			var level slog.Level

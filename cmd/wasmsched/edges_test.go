@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -197,11 +198,11 @@ func TestCLI_smallEdges(t *testing.T) {
 	}
 	e.usage("--in must be in [0, ", "submit", "g", "--in", "-1s")
 	// an error never names a run id that was never created
-	code, _, errs := e.cli("submit", "g", "--payload", strings.Repeat("x", storage.MaxPayload+1))
+	code, _, errs := e.cli("submit", "g", "--payload", strings.Repeat("x", limits.MaxPayload+1))
 	if code != 2 || !strings.Contains(errs, "the run: payload is") || strings.Contains(errs, "r-") {
 		t.Fatalf("oversized payload: exit %d, stderr %q", code, errs)
 	}
-	e.usage("run named: payload is", "submit", "g", "--id", "named", "--payload", strings.Repeat("x", storage.MaxPayload+1))
+	e.usage("run named: payload is", "submit", "g", "--id", "named", "--payload", strings.Repeat("x", limits.MaxPayload+1))
 	// --who says what it records
 	for cmd, want := range map[string]string{"discard": "recorded as who discarded them", "stop": "recorded as who stopped them", "pause": "recorded as who paused it"} {
 		if out := e.okText("group", cmd, "--help"); !strings.Contains(out, want) {
@@ -276,4 +277,69 @@ func TestGroupSet_paramsChecked(t *testing.T) {
 	e.ok(nil, "group", "set", "q", "--replace-params", "--param", "limit=5")
 	e.ok(nil, "policy", "activate", "mine", "2")
 	e.usage("parameter limit: 0 is below the minimum 1", "group", "set", "q", "--param", "limit=0")
+}
+
+// TestScheduleSet_badValues: each bad value is refused with exit 2 and a
+// message naming it (storage checks the values, once), and nothing is
+// written.
+func TestScheduleSet_badValues(t *testing.T) {
+	e := newCLIEnv(t)
+	big := strings.Repeat("x", 64<<10+1)
+	for _, tc := range []struct {
+		want string
+		args []string
+	}{
+		{`group name "a{b}"`, []string{"--group", "a{b}", "--cron", "@hourly"}},
+		{`cron "*/5 * *"`, []string{"--group", "g", "--cron", "*/5 * *"}},
+		{`tz "Mars/Olympus"`, []string{"--group", "g", "--cron", "@hourly", "--tz", "Mars/Olympus"}},
+		{"payload is 65537 bytes, at most 65536", []string{"--group", "g", "--cron", "@hourly", "--payload", big}},
+		{"priority 4294967296 outside the 32-bit range", []string{"--group", "g", "--cron", "@hourly", "--priority", "4294967296"}},
+		{"--group is required", []string{"--cron", "@hourly"}},
+		{"--slots must be >= 1, got 0", []string{"--group", "g", "--cron", "@hourly", "--slots", "0"}},
+	} {
+		e.usage(tc.want, append([]string{"schedule", "set", "nightly"}, tc.args...)...)
+	}
+	var out []client.Schedule
+	e.ok(&out, "schedule", "list")
+	if len(out) != 0 {
+		t.Errorf("bad input wrote schedules: %+v", out)
+	}
+}
+
+// TestRunTimeFlags_badValues: a zero where zero means "not given" is the
+// CLI's to refuse; an out-of-range value is storage's (checked once, for
+// submit, schedule set and group set alike). Each is exit 2 naming the
+// value, and nothing is written.
+func TestRunTimeFlags_badValues(t *testing.T) {
+	e := newCLIEnv(t)
+	e.ok(nil, "group", "set", "g")
+	for _, tc := range []struct {
+		want string
+		args []string
+	}{
+		{"--timeout 0: leave the flag out", []string{"--timeout", "0s"}},
+		{"timeout -1s outside 1ms..720h0m0s", []string{"--timeout", "-1s"}},
+		{"timeout 721h0m0s outside 1ms..720h0m0s", []string{"--timeout", "721h"}},
+		{"--max-attempts 0: want at least 1", []string{"--max-attempts", "0"}},
+		{"max attempts 101 outside 1..100", []string{"--max-attempts", "101"}},
+		{"retry backoff 10m0s is above its cap 1m0s", []string{"--max-attempts", "3", "--retry-backoff", "10m", "--retry-cap", "1m"}},
+		{"retry backoff cap 1000h0m0s outside 1ms..168h0m0s", []string{"--max-attempts", "3", "--retry-cap", "1000h"}},
+		{"need --max-attempts N", []string{"--retry-backoff", "1s"}},
+	} {
+		e.usage(tc.want, append([]string{"submit", "g"}, tc.args...)...)
+		e.usage(tc.want, append([]string{"schedule", "set", "s", "--group", "g", "--cron", "@hourly"}, tc.args...)...)
+		if tc.args[0] != "--timeout" {
+			e.usage(tc.want, append([]string{"group", "set", "g"}, tc.args...)...)
+		}
+	}
+	e.usage("group g: timeout -1s outside", "group", "set", "g", "--run-timeout", "-1s")
+	var rs []client.Run
+	e.ok(&rs, "runs")
+	var scs []client.Schedule
+	e.ok(&scs, "schedule", "list")
+	var g client.Group
+	e.ok(&g, "group", "show", "g")
+	if len(rs) != 0 || len(scs) != 0 || g.Version != 1 || g.MaxAttempts != 0 || g.RunTimeoutMS != 0 {
+		t.Errorf("bad input wrote: %d runs, %d schedules, group %+v", len(rs), len(scs), g)
+	}
 }

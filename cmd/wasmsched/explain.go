@@ -11,6 +11,7 @@ import (
 	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/policytool"
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/errs"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -55,7 +56,7 @@ func explainRun(ctx context.Context, sb policytool.Sandbox, st *storage.Store, i
 	err = withInspector(ctx, sb, func(in *host.Inspector) error {
 		ex, err = in.Explain(ctx, st, id)
 		switch {
-		case errors.Is(err, storage.ErrNotFound):
+		case errors.Is(err, errs.ErrNotFound):
 			return usageErrorf("run %s not found in namespace %s (expired or never existed)", id, st.Namespace())
 		case err != nil:
 			return policytool.LoadError(err)

@@ -11,6 +11,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/internal/errs"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -119,7 +121,7 @@ func exactArgs(c *cli.Context, n int, names string) error {
 // the returned client.
 func openStore(c *cli.Context) (*storage.Store, func(), error) {
 	ns := globalString(c, flagNamespace)
-	if err := storage.ValidateName("namespace", ns); err != nil {
+	if err := limits.ValidateName("namespace", ns); err != nil {
 		return nil, nil, asUsage(err)
 	}
 	rdb, closeFn, err := openClient(c)
@@ -165,7 +167,7 @@ func clientOf(st *storage.Store) *client.Client {
 func openClient(c *cli.Context) (redis.UniversalClient, func(), error) {
 	rdb, err := storage.Connect(c.Context, globalString(c, flagRedis))
 	if err != nil {
-		if errors.Is(err, storage.ErrInvalid) {
+		if errors.Is(err, errs.ErrInvalid) {
 			return nil, nil, asUsage(err) // malformed --redis: exit 2
 		}
 		return nil, nil, err

@@ -16,6 +16,8 @@ import (
 	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/policytool"
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/errs"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -115,8 +117,8 @@ func groupDetailTable(w io.Writer, g client.Group) {
 			fmt.Fprintf(w, "timeout\t%v\n", time.Duration(g.RunTimeoutMS)*time.Millisecond)
 		}
 		if g.MaxAttempts > 1 {
-			fmt.Fprintf(w, "attempts\t%d (backoff %v, cap %v)\n", g.MaxAttempts, orDefault(g.RetryBackoffMS, storage.DefaultRetryBase),
-				orDefault(g.RetryCapMS, storage.DefaultRetryCap))
+			fmt.Fprintf(w, "attempts\t%d (backoff %v, cap %v)\n", g.MaxAttempts, orDefault(g.RetryBackoffMS, limits.DefaultRetryBase),
+				orDefault(g.RetryCapMS, limits.DefaultRetryCap))
 		}
 	}
 	if len(g.Params) > 0 {
@@ -193,7 +195,7 @@ Examples:
 			}
 			defer closeFn()
 			n, err := clientOf(st).DeleteGroup(c.Context, name, c.Bool("force"), c.String("reason"))
-			if errors.Is(err, storage.ErrNotFound) {
+			if errors.Is(err, errs.ErrNotFound) {
 				return usageErrorf("group %s not found in namespace %s", name, st.Namespace())
 			}
 			if err != nil {
@@ -218,7 +220,7 @@ func groupArg(c *cli.Context) (name string, st *storage.Store, closeFn func(), e
 		return "", nil, nil, err
 	}
 	name = c.Args().First()
-	if err := storage.ValidateName("group", name); err != nil {
+	if err := limits.ValidateName("group", name); err != nil {
 		return "", nil, nil, asUsage(err)
 	}
 	st, closeFn, err = openStore(c)
@@ -304,9 +306,9 @@ Examples:
    wasmsched group set hooks --policy debounce --param period=2s --param max_wait=30s`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "policy", Aliases: []string{"p"}, Usage: "serial policy `NAME` (wait, discard, priority, or a pushed one)"},
-			&cli.IntFlag{Name: "max-active", Aliases: []string{"m"}, Usage: fmt.Sprintf("at most `N` (1 to %d) active runs (a new group: 1)", storage.MaxMaxActive), DefaultText: "kept"},
+			&cli.IntFlag{Name: "max-active", Aliases: []string{"m"}, Usage: fmt.Sprintf("at most `N` (1 to %d) active runs (a new group: 1)", limits.MaxMaxActive), DefaultText: "kept"},
 			&cli.StringFlag{Name: "retention", Usage: "keep the group's finished runs for `D` (36h, 7d), 0 = forever, default = the leader's serve --retention (7d unless set)", DefaultText: "kept"},
-			&cli.IntFlag{Name: "window", Usage: fmt.Sprintf("a decision sees the oldest and the newest `N` (1 to %d) waiting runs of a deeper group (a new group: %d)", storage.MaxWindow, storage.DefaultWindow), DefaultText: "kept"},
+			&cli.IntFlag{Name: "window", Usage: fmt.Sprintf("a decision sees the oldest and the newest `N` (1 to %d) waiting runs of a deeper group (a new group: %d)", limits.MaxWindow, limits.DefaultWindow), DefaultText: "kept"},
 			&cli.BoolFlag{Name: "allow-unpushed", Usage: "accept a --policy name that is not pushed yet (its runs wait until it is)"},
 			&cli.StringSliceFlag{Name: "param", Usage: "set the policy's parameter `NAME=VALUE` (repeatable; NAME= removes it)"},
 			&cli.BoolFlag{Name: "replace-params", Usage: "the --param given become all of the group's parameters"},
@@ -363,7 +365,7 @@ Examples:
 			}
 			defer closeFn()
 			g, err := clientOf(st).Group(c.Context, name)
-			if errors.Is(err, storage.ErrNotFound) {
+			if errors.Is(err, errs.ErrNotFound) {
 				return usageErrorf("group %s not found in namespace %s", name, st.Namespace())
 			}
 			if err != nil {
@@ -381,15 +383,15 @@ func groupSet(c *cli.Context) error {
 	maxActive := 0
 	if c.IsSet("max-active") {
 		maxActive = c.Int("max-active")
-		if maxActive < 1 || maxActive > storage.MaxMaxActive {
-			return usageErrorf("--max-active must be 1 to %d, got %d", storage.MaxMaxActive, maxActive)
+		if maxActive == 0 { // 0 keeps the current value; storage checks the range
+			return usageErrorf("--max-active 0: a group runs at least 1 (leave the flag out to keep the current value)")
 		}
 	}
 	window := 0
 	if c.IsSet("window") {
 		window = c.Int("window")
-		if window < 1 || window > storage.MaxWindow {
-			return usageErrorf("--window must be 1 to %d, got %d", storage.MaxWindow, window)
+		if window == 0 { // 0 keeps the current value; storage checks the range
+			return usageErrorf("--window 0: a policy sees at least 1 run (leave the flag out to keep the current value)")
 		}
 	}
 	var retention *time.Duration
@@ -406,7 +408,7 @@ func groupSet(c *cli.Context) error {
 	}
 	var retry *client.Retry
 	if c.IsSet("max-attempts") || c.IsSet("retry-backoff") || c.IsSet("retry-cap") {
-		retry = &client.Retry{MaxAttempts: r.MaxAttempts, Backoff: r.Base, Cap: r.Cap}
+		retry = &r
 		if r.MaxAttempts == 1 {
 			retry = &client.Retry{} // no retries
 		}
@@ -417,12 +419,12 @@ func groupSet(c *cli.Context) error {
 	}
 	policy := c.String("policy")
 	if c.IsSet("policy") {
-		if err := storage.ValidateName("policy", policy); err != nil {
+		if err := limits.ValidateName("policy", policy); err != nil {
 			return asUsage(err)
 		}
 	}
 	name := c.Args().First()
-	if err := storage.ValidateName("group", name); err != nil {
+	if err := limits.ValidateName("group", name); err != nil {
 		return asUsage(err)
 	}
 	st, cl, closeFn, err := openNamespace(c, false)
@@ -438,7 +440,7 @@ func groupSet(c *cli.Context) error {
 	gs := client.GroupSettings{Policy: policy, MaxActive: maxActive, Window: window,
 		Retention: retention, RunTimeout: timeout, Retry: retry, ReplaceParams: c.Bool("replace-params")}
 	if c.IsSet("param") || gs.ReplaceParams {
-		gs.Params = storage.LabelsMap(params)
+		gs.Params = limits.LabelsMap(params)
 		if gs.Params == nil {
 			gs.Params = map[string]string{}
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/client"
-	"github.com/wasmsched/wasmsched/storage"
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
 // The operator's group controls: pause, resume, drain, and the bulk
@@ -137,7 +137,7 @@ var bulkLabel = &cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usag
 
 func bulkLabels(c *cli.Context) (map[string]string, error) {
 	ls, err := labelFlags(c, "label", abi.MaxLabels)
-	return storage.LabelsMap(ls), err
+	return limits.LabelsMap(ls), err
 }
 
 // bulkReason is --reason, else "VERB by WHO" (whoOf): each run a bulk

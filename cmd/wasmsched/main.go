@@ -23,7 +23,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/badinput"
-	"github.com/wasmsched/wasmsched/storage"
+	"github.com/wasmsched/wasmsched/internal/errs"
 )
 
 // Exit codes, documented in --help and docs: 0 success, 1 a failed check
@@ -75,8 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// userMessage is err's message in the user's terms (storage.UserMessage).
-func userMessage(err error) string { return storage.UserMessage(err) }
+// userMessage is err's message in the user's terms (errs.UserMessage).
+func userMessage(err error) string { return errs.UserMessage(err) }
 
 func init() {
 	// --version prints what `wasmsched version` does, not "wasmsched
@@ -217,8 +217,8 @@ func exitCodeOf(err error) int {
 	var cf *checkFailed
 	switch {
 	case errors.As(err, &u), errors.Is(err, badinput.Err),
-		errors.Is(err, storage.ErrInvalid), errors.Is(err, storage.ErrNotFound),
-		errors.Is(err, storage.ErrBadState), errors.Is(err, storage.ErrDuplicate):
+		errors.Is(err, errs.ErrInvalid), errors.Is(err, errs.ErrNotFound),
+		errors.Is(err, errs.ErrBadState), errors.Is(err, errs.ErrDuplicate):
 		return exitUsage
 	case errors.As(err, &cf):
 		return exitCheck

@@ -13,7 +13,8 @@ import (
 	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/policytool"
 	"github.com/wasmsched/wasmsched/host"
-	"github.com/wasmsched/wasmsched/storage"
+	"github.com/wasmsched/wasmsched/internal/errs"
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
 func init() {
@@ -89,7 +90,7 @@ func namespaceTable(w io.Writer, v client.AllocationStatus) {
 		fmt.Fprintf(w, "fair label\t%s\n", a.FairLabel)
 	}
 	if len(a.Weights) > 0 {
-		fmt.Fprintf(w, "weights\t%s\n", storage.FormatWeights(a.Weights))
+		fmt.Fprintf(w, "weights\t%s\n", limits.FormatWeights(a.Weights))
 	}
 	keys := make([]string, 0, len(a.Params))
 	for k := range a.Params {
@@ -166,7 +167,7 @@ func namespaceSetCommand() *cli.Command {
 				return err
 			}
 			defer closeFn()
-			a := client.Allocation{Policy: storage.DefaultAllocation}
+			a := client.Allocation{Policy: limits.DefaultAllocation}
 			if !c.Bool("reset") {
 				if a, err = cl.Allocation(c.Context); err != nil {
 					return err
@@ -174,7 +175,7 @@ func namespaceSetCommand() *cli.Command {
 			}
 			if c.IsSet("allocate") {
 				a.Policy = host.AllocationPolicyName(c.String("allocate"))
-				if err := storage.ValidateName("policy", a.Policy); err != nil {
+				if err := limits.ValidateName("policy", a.Policy); err != nil {
 					return asUsage(err)
 				}
 			}
@@ -182,7 +183,7 @@ func namespaceSetCommand() *cli.Command {
 				a.FairLabel = c.String("fair-label")
 			}
 			if c.IsSet("weights") {
-				w, err := storage.ParseWeights(c.String("weights"))
+				w, err := limits.ParseWeights(c.String("weights"))
 				if err != nil {
 					return usageErrorf("--weights: %v", err)
 				}
@@ -209,7 +210,7 @@ func namespaceSetCommand() *cli.Command {
 				return err
 			}
 			if err := cl.SetAllocation(c.Context, a); err != nil {
-				if errors.Is(err, storage.ErrInvalid) {
+				if errors.Is(err, errs.ErrInvalid) {
 					return asUsage(err)
 				}
 				return err
@@ -224,7 +225,7 @@ func namespaceSetCommand() *cli.Command {
 					fmt.Fprintf(w, " across label %s", a.FairLabel)
 				}
 				if len(a.Weights) > 0 && a.Policy == "fair" {
-					fmt.Fprintf(w, " (weights %s)", storage.FormatWeights(a.Weights))
+					fmt.Fprintf(w, " (weights %s)", limits.FormatWeights(a.Weights))
 				}
 				fmt.Fprintln(w)
 			})

@@ -62,8 +62,8 @@ func TestGroupSet_policyMustExistAndBeSerial(t *testing.T) {
 
 func TestSubmit_priorityIsInt32(t *testing.T) {
 	e := newCLIEnv(t)
-	e.usage("--priority must be in -2147483648..2147483647", "submit", "g", "--priority", "2147483648")
-	e.usage("--priority must be in", "submit", "g", "--priority", "-2147483649")
+	e.usage("priority 2147483648 outside -2147483648..2147483647", "submit", "g", "--priority", "2147483648")
+	e.usage("priority -2147483649 outside", "submit", "g", "--priority", "-2147483649")
 	var s client.Run
 	e.ok(&s, "submit", "g", "--priority", "2147483647")
 	r, err := e.st.GetRun(context.Background(), s.ID)
@@ -93,6 +93,13 @@ func TestRunStop_stoppingExits2(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.usage("run r1 is already STOPPING", "run", "stop", "r1")
+	// a finished run: the stop script's refusal names its state
+	e.ok(nil, "submit", "g", "--id", "r2")
+	e.ok(nil, "run", "stop", "r2") // WAITING -> DISCARDED
+	code, _, stderr := e.cli("run", "stop", "r2")
+	if code != 2 || !strings.Contains(stderr, "run r2 is DISCARDED: it can no longer be stopped") || strings.Contains(stderr, "bad state") {
+		t.Errorf("stop of a finished run: exit %d, stderr %q", code, stderr)
+	}
 }
 
 func TestGroupDelete(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/policytool"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/digest"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
@@ -358,7 +359,7 @@ Examples:
 			var st *storage.Store
 			closeFn := func() {}
 			if group != "" {
-				if err := storage.ValidateName("group", group); err != nil {
+				if err := limits.ValidateName("group", group); err != nil {
 					return asUsage(err)
 				}
 				st, closeFn, err = openStore(c)
@@ -537,7 +538,7 @@ Examples:
 				return err
 			}
 			name, file := c.Args().Get(0), c.Args().Get(1)
-			if err := storage.ValidateName("policy", name); err != nil {
+			if err := limits.ValidateName("policy", name); err != nil {
 				return asUsage(err)
 			}
 			if _, builtin := plugins.Builtin(name); builtin && !c.Bool("no-activate") && !c.Bool("force") {
@@ -797,7 +798,7 @@ Examples:
 				return err
 			}
 			name := c.Args().First()
-			if err := storage.ValidateName("policy", name); err != nil {
+			if err := limits.ValidateName("policy", name); err != nil {
 				return asUsage(err)
 			}
 			v := c.Int("version")

@@ -16,6 +16,8 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/internal/errs"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -272,19 +274,19 @@ Examples:
 
 // showRun reads one run with its assignments.
 func showRun(ctx context.Context, st *storage.Store, id string) (client.Run, error) {
-	if err := storage.ValidateName("run", id); err != nil {
+	if err := limits.ValidateName("run", id); err != nil {
 		return client.Run{}, asUsage(err)
 	}
 	r, err := clientOf(st).Get(ctx, id)
-	if errors.Is(err, storage.ErrNotFound) {
+	if errors.Is(err, errs.ErrNotFound) {
 		return r, usageErrorf("run %s not found in namespace %s (expired or never existed)", id, st.Namespace())
 	}
 	return r, err
 }
 
-// stopRun requests a stop (or discard) of run id.
+// stopRun requests a stop (or discard) of run id: a read and the stop.
 func stopRun(ctx context.Context, st *storage.Store, id, reason string) (client.Run, error) {
-	if err := storage.ValidateName("run", id); err != nil {
+	if err := limits.ValidateName("run", id); err != nil {
 		return client.Run{}, asUsage(err)
 	}
 	c := clientOf(st)
@@ -296,12 +298,9 @@ func stopRun(ctx context.Context, st *storage.Store, id, reason string) (client.
 	}
 	r, err := c.Stop(ctx, id, reason)
 	switch {
-	case errors.Is(err, storage.ErrNotFound):
+	case errors.Is(err, errs.ErrNotFound):
 		return r, usageErrorf("run %s not found in namespace %s (expired or never existed)", id, st.Namespace())
-	case errors.Is(err, storage.ErrBadState):
-		if cur, gerr := c.Get(ctx, id); gerr == nil {
-			return r, usageErrorf("run %s is %s: it can no longer be stopped", id, cur.State)
-		}
+	case errors.Is(err, errs.ErrBadState): // "run r1 is SUCCEEDED: it can no longer be stopped"
 		return r, asUsage(err)
 	}
 	return r, err
@@ -524,7 +523,7 @@ func listRunsAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	o.Labels = storage.LabelsMap(labels)
+	o.Labels = limits.LabelsMap(labels)
 	limit := c.Int("limit")
 	if limit < 0 {
 		return usageErrorf("--limit must be >= 0, got %d", limit)
@@ -552,7 +551,7 @@ func listRunsAction(c *cli.Context) error {
 		}
 	}
 	if o.Group != "" {
-		if err := storage.ValidateName("group", o.Group); err != nil {
+		if err := limits.ValidateName("group", o.Group); err != nil {
 			return asUsage(err)
 		}
 	}

@@ -300,10 +300,10 @@ func TestCLIBadInput(t *testing.T) {
 	e := newCLIEnv(t)
 	e.ok(nil, "group", "set", "g1")
 	e.usage("group nope not found", "group", "show", "nope")
-	e.usage("--slots must be 1 to 1024, got -1", "submit", "g1", "--slots", "-1")
-	e.usage("--slots must be 1 to 1024, got 0", "submit", "g1", "--slots", "0")
-	e.usage("--slots must be 1 to 1024, got 100000", "submit", "g1", "--slots", "100000")
-	e.usage("--duration must not be negative", "submit", "g1", "--duration", "-1s")
+	e.usage("slots -1 is negative", "submit", "g1", "--slots", "-1")
+	e.usage("--slots 0: a run needs at least 1 slot", "submit", "g1", "--slots", "0")
+	e.usage("slots 100000: at most 1024", "submit", "g1", "--slots", "100000")
+	e.usage("duration -1s is negative", "submit", "g1", "--duration", "-1s")
 	e.usage("flag provided but not defined: --bogus (see wasmsched runs --help)", "runs", "--bogus")
 	e.usage("flag provided but not defined: --bogus (see wasmsched group set --help)", "group", "set", "g", "--bogus")
 	e.usage("valid states: WAITING", "runs", "--state", "SLEEPING")
@@ -314,12 +314,15 @@ func TestCLIBadInput(t *testing.T) {
 	e.usage(`"a{b}"`, "runs", "--group", "a{b}")
 	e.usage(`"r{1}"`, "run", "show", "r{1}")
 	e.usage(`"r{1}"`, "submit", "g1", "--id", "r{1}")
-	e.usage("--max-active must be 1 to 10000, got 0", "group", "set", "g1", "--max-active", "0")
-	e.usage("--window must be 1 to 10000, got 0", "group", "set", "g1", "--window", "0")
+	e.usage("--max-active 0: a group runs at least 1 (leave the flag out to keep the current value)", "group", "set", "g1", "--max-active", "0")
+	e.usage("--window 0: a policy sees at least 1 run", "group", "set", "g1", "--window", "0")
 	e.usage("--retention: retention \"-1h\": want a duration (36h), whole days (7d) or forever, or default", "group", "set", "g1", "--retention", "-1h")
 	e.usage("--retention: retention \"xd\": want a duration (36h), whole days (7d) or forever, or default", "group", "set", "g1", "--retention", "xd")
 	e.usage("run nosuch not found in namespace clitest (expired or never existed)", "run", "show", "nosuch")
-	e.usage("--max-active must be 1 to 10000, got 10001", "group", "set", "g1", "--max-active", "10001")
+	// The ranges are storage's (checked once, before anything is written).
+	e.usage("group g1: max_active 10001 is outside 1 to 10000", "group", "set", "g1", "--max-active", "10001")
+	e.usage("group g1: window 10001 is outside 1 to 10000", "group", "set", "g1", "--window", "10001")
+	e.usage("group g1: max_active -2 is outside 1 to 10000", "group", "set", "g1", "--max-active", "-2")
 	e.usage("run r404 not found", "run", "show", "r404")
 	e.usage("run r404 not found", "run", "stop", "r404")
 	e.usage("want 1 argument(s)", "run", "show")
@@ -352,6 +355,14 @@ func TestCLIBadInput(t *testing.T) {
 	e.ok(&gs, "group", "list")
 	if len(gs) != 1 {
 		t.Errorf("bad input wrote groups: %v", gs)
+	}
+	var g1 struct {
+		MaxActive int   `json:"max_active"`
+		Version   int64 `json:"version"`
+	}
+	e.ok(&g1, "group", "show", "g1")
+	if g1.MaxActive != 1 || g1.Version != 1 {
+		t.Errorf("bad input changed g1: max_active %d, version %d; want 1, 1", g1.MaxActive, g1.Version)
 	}
 }
 
@@ -723,7 +734,7 @@ func TestCLISubmit_idempotencyKey(t *testing.T) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q: want exit 1 naming run %s", args, code, out, errs, a.ID)
 		}
 	}
-	e.usage("--idempotency-key is 257 bytes, at most 256", "submit", "g", "--idempotency-key", strings.Repeat("k", 257))
+	e.usage("idempotency key is 257 bytes, at most 256", "submit", "g", "--idempotency-key", strings.Repeat("k", 257))
 }
 
 // TestCLIRecords_goldens: the CLI's -o json of every record is the shared

@@ -4,12 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/wasmsched/wasmsched/client"
-	"github.com/wasmsched/wasmsched/storage"
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
 func init() {
@@ -81,11 +80,11 @@ func scheduleName(c *cli.Context) (string, error) {
 		return "", err
 	}
 	name := c.Args().First()
-	if err := storage.ValidateName("schedule", name); err != nil {
+	if err := limits.ValidateName("schedule", name); err != nil {
 		return "", asUsage(err)
 	}
-	if len(name) > storage.MaxScheduleName {
-		return "", usageErrorf("schedule name is %d bytes, at most %d", len(name), storage.MaxScheduleName)
+	if len(name) > limits.MaxScheduleName {
+		return "", usageErrorf("schedule name is %d bytes, at most %d", len(name), limits.MaxScheduleName)
 	}
 	return name, nil
 }
@@ -97,6 +96,9 @@ func scheduleSet(c *cli.Context) error {
 	}
 	spec := client.ScheduleSpec{Group: c.String("group"), Cron: c.String("cron"), TZ: c.String("tz"), Payload: c.String("payload"),
 		Priority: c.Int("priority"), Slots: c.Int("slots"), Paused: c.Bool("paused")}
+	// Flags the store cannot tell from a zero value are checked here; the
+	// values themselves (group name, cron and tz, payload, priority) once,
+	// by storage, before anything is written.
 	switch {
 	case spec.Group == "":
 		return usageErrorf("--group is required")
@@ -104,16 +106,6 @@ func scheduleSet(c *cli.Context) error {
 		return usageErrorf("--cron is required")
 	case spec.Slots < 1:
 		return usageErrorf("--slots must be >= 1, got %d", spec.Slots)
-	case spec.Priority < math.MinInt32 || spec.Priority > math.MaxInt32:
-		return usageErrorf("--priority must be a 32-bit integer, got %d", spec.Priority)
-	case len(spec.Payload) > storage.MaxPayload:
-		return usageErrorf("--payload is %d bytes, at most %d", len(spec.Payload), storage.MaxPayload)
-	}
-	if err := storage.ValidateName("group", spec.Group); err != nil {
-		return asUsage(err)
-	}
-	if _, err := storage.ParseCron(spec.Cron, spec.TZ); err != nil {
-		return asUsage(err)
 	}
 	timeout, r, err := runTimeOf(c, "")
 	if err != nil {
@@ -122,7 +114,7 @@ func scheduleSet(c *cli.Context) error {
 	if timeout != nil {
 		spec.Timeout = *timeout
 	}
-	spec.Retry = client.Retry{MaxAttempts: r.MaxAttempts, Backoff: r.Base, Cap: r.Cap}
+	spec.Retry = r
 	_, cl, closeFn, err := openNamespace(c, false)
 	if err != nil {
 		return err

@@ -11,7 +11,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -34,7 +36,7 @@ type serveOptions struct {
 	Retention     time.Duration // --retention: the namespace default; 0 = forever
 	SlotGuard     time.Duration // --slot-guard
 	UnfitTimeout  time.Duration // --unfit-timeout
-	MaxRunSlots   int           // --max-run-slots: 0 = only storage.MaxRunSlots
+	MaxRunSlots   int           // --max-run-slots: 0 = only limits.MaxRunSlots
 }
 
 func serveCommand() *cli.Command {
@@ -82,7 +84,7 @@ Examples:
 			&cli.StringFlag{Name: "retention", Value: "7d", Usage: "keep finished runs for `D` (e.g. 36h, 7d; 0 = forever) unless their group says otherwise (group set --retention)"},
 			&cli.DurationFlag{Name: "slot-guard", Value: host.DefaultSlotGuard, Usage: "a launched run that does not fit lets younger runs that fit take slots past it for `D`, then the freed slots are held for it (0 = hold at once: strict FIFO)"},
 			&cli.DurationFlag{Name: "unfit-timeout", Value: host.DefaultUnfitTimeout, Usage: "fail a launched run that needs more slots than every live worker has together for longer than `D` (> 0)"},
-			&cli.IntFlag{Name: "max-run-slots", Usage: fmt.Sprintf("when leading, make `N` (1..%d) the most slots one run may ask in the namespace: submit refuses more (exit 2 / 400); 0 = only the built-in %d", storage.MaxRunSlots, storage.MaxRunSlots)},
+			&cli.IntFlag{Name: "max-run-slots", Usage: fmt.Sprintf("when leading, make `N` (1..%d) the most slots one run may ask in the namespace: submit refuses more (exit 2 / 400); 0 = only the built-in %d", limits.MaxRunSlots, limits.MaxRunSlots)},
 			&cli.IntFlag{Name: "rollback-after", Value: host.DefaultRollbackAfter, Usage: "roll a pushed policy version back after `K` consecutive failed decisions (trap, timeout, invalid); 0 disables"},
 			&cli.StringFlag{Name: "namespaces", Usage: "compete for each of `LIST` (comma-separated, or \"all\" = every registered namespace) instead of --namespace"},
 			&cli.IntFlag{Name: "balance-slack", Usage: "with --namespaces: lead at most ceil(namespaces/hosts)+`N` before resigning one; -1 disables balancing"},
@@ -105,8 +107,8 @@ func (o serveOptions) check() error {
 	if o.SlotGuard < 0 {
 		return usageErrorf("serve: --slot-guard must be >= 0 (0 = strict FIFO), got %v", o.SlotGuard)
 	}
-	if o.MaxRunSlots < 0 || o.MaxRunSlots > storage.MaxRunSlots {
-		return usageErrorf("serve: --max-run-slots must be in 0..%d (0 = only the built-in bound), got %d", storage.MaxRunSlots, o.MaxRunSlots)
+	if o.MaxRunSlots < 0 || o.MaxRunSlots > limits.MaxRunSlots {
+		return usageErrorf("serve: --max-run-slots must be in 0..%d (0 = only the built-in bound), got %d", limits.MaxRunSlots, o.MaxRunSlots)
 	}
 	if o.UnfitTimeout <= 0 {
 		return usageErrorf("serve: --unfit-timeout must be > 0, got %v", o.UnfitTimeout)
@@ -143,12 +145,12 @@ func (o serveOptions) runtimeConfig() host.EngineConfig {
 
 // parseRetention parses a retention: a Go duration or whole days ("7d"),
 // "0" for forever, and (with allowDefault) "default" for the namespace's
-// default (storage.RetentionDefault).
+// default (client.RetentionDefault).
 func parseRetention(s string, allowDefault bool) (time.Duration, error) {
 	t := strings.TrimSpace(s)
 	switch {
 	case t == "default" && allowDefault:
-		return storage.RetentionDefault, nil
+		return client.RetentionDefault, nil
 	case t == "0":
 		return 0, nil
 	case strings.HasSuffix(t, "d"):
@@ -255,7 +257,7 @@ func serve(c *cli.Context) error {
 		return usageErrorf("serve: --log-level %q: want debug, info, warn or error", o.LogLevel)
 	}
 	ns := globalString(c, flagNamespace)
-	if err := storage.ValidateName("namespace", ns); err != nil {
+	if err := limits.ValidateName("namespace", ns); err != nil {
 		return asUsage(err)
 	}
 	rdb, closeFn, err := openClient(c)

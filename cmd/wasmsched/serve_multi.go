@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -34,7 +35,7 @@ func serveMulti(c *cli.Context, rdb redis.UniversalClient, o serveOptions, adv s
 		seen := map[string]bool{}
 		for _, n := range strings.Split(list, ",") {
 			n = strings.TrimSpace(n)
-			if err := storage.ValidateName("namespace", n); err != nil {
+			if err := limits.ValidateName("namespace", n); err != nil {
 				return usageErrorf("serve: --namespaces %q: %v", list, err)
 			}
 			if !seen[n] {

@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/client"
-	"github.com/wasmsched/wasmsched/storage"
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
 func init() {
@@ -76,7 +75,7 @@ func submitCommand() *cli.Command {
 		Description: submitDescription,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "id", Usage: "run `ID` (default: generated from the namespace seq)"},
-			&cli.IntFlag{Name: "slots", Aliases: []string{"k"}, Value: 1, Usage: "task slots the run needs, `K` from 1 to 1024 (storage.MaxRunSlots)"},
+			&cli.IntFlag{Name: "slots", Aliases: []string{"k"}, Value: 1, Usage: "task slots the run needs, `K` from 1 to 1024"},
 			&cli.IntFlag{Name: "priority", Usage: "priority `P`, a 32-bit integer handed to the group's policy (no built-in reads it; see the help)"},
 			&cli.StringFlag{Name: "payload", Usage: "opaque payload `S` for the worker"},
 			&cli.DurationFlag{Name: "duration", Value: time.Second, Usage: "simulated run time `D` (simulating workers)"},
@@ -89,42 +88,33 @@ func submitCommand() *cli.Command {
 			if err := exactArgs(c, 1, "G"); err != nil {
 				return err
 			}
-			req := storage.SubmitRequest{
-				Group:    c.Args().First(),
-				ID:       c.String("id"),
-				Slots:    c.Int("slots"),
-				Priority: c.Int("priority"),
-				Payload:  c.String("payload"),
-				Duration: c.Duration("duration"),
-
-				IdempotencyKey: c.String("idempotency-key"),
+			if c.Int("slots") == 0 { // 0 would be the default, 1: say so
+				return usageErrorf("--slots 0: a run needs at least 1 slot")
 			}
-			if err := checkSubmit(req); err != nil {
-				return err
-			}
+			o := client.SubmitOptions{ID: c.String("id"), Slots: c.Int("slots"), Priority: c.Int("priority"),
+				Payload: c.String("payload"), Duration: c.Duration("duration"), IdempotencyKey: c.String("idempotency-key")}
 			labels, err := labelFlags(c, "label", abi.MaxLabels)
 			if err != nil {
 				return err
 			}
-			req.Labels = labels
-			nb, err := notBeforeFlags(c)
-			if err != nil {
+			o.Labels = limits.LabelsMap(labels)
+			if o.NotBefore, err = notBeforeFlags(c); err != nil {
 				return err
 			}
 			timeout, retry, err := runTimeOf(c, "")
 			if err != nil {
 				return err
 			}
-			req.NotBefore, req.Retry = nb, retry
+			o.MaxAttempts, o.RetryBackoff, o.RetryCap = retry.MaxAttempts, retry.Backoff, retry.Cap
 			if timeout != nil {
-				req.Timeout = *timeout
+				o.Timeout = *timeout
 			}
 			st, _, closeFn, err := openNamespace(c, false)
 			if err != nil {
 				return err
 			}
 			defer closeFn()
-			out, err := submitRun(c.Context, st, req)
+			out, err := submitRun(c.Context, clientOf(st), c.Args().First(), o)
 			if err != nil {
 				return err
 			}
@@ -139,39 +129,13 @@ func submitCommand() *cli.Command {
 	}
 }
 
-// checkSubmit validates a request before touching Redis.
-func checkSubmit(req storage.SubmitRequest) error {
-	if err := storage.ValidateName("group", req.Group); err != nil {
-		return asUsage(err)
-	}
-	if req.ID != "" {
-		if err := storage.ValidateName("run", req.ID); err != nil {
-			return asUsage(err)
-		}
-	}
-	if len(req.IdempotencyKey) > storage.MaxIdempotencyKey {
-		return usageErrorf("--idempotency-key is %d bytes, at most %d", len(req.IdempotencyKey), storage.MaxIdempotencyKey)
-	}
-	if req.Slots < 1 || req.Slots > storage.MaxRunSlots {
-		return usageErrorf("--slots must be 1 to %d, got %d", storage.MaxRunSlots, req.Slots)
-	}
-	if req.Duration < 0 {
-		return usageErrorf("--duration must not be negative, got %v", req.Duration)
-	}
-	if req.Priority < math.MinInt32 || req.Priority > math.MaxInt32 {
-		return usageErrorf("--priority must be in %d..%d (a policy reads it as a 32-bit integer), got %d", math.MinInt32, math.MaxInt32, req.Priority)
-	}
-	return nil
-}
-
-func submitRun(ctx context.Context, st *storage.Store, req storage.SubmitRequest) (client.Run, error) {
-	r, _, err := clientOf(st).SubmitReplay(ctx, req.Group, client.SubmitOptions{ID: req.ID, Slots: req.Slots, Priority: req.Priority,
-		Payload: req.Payload, Duration: req.Duration, IdempotencyKey: req.IdempotencyKey,
-		NotBefore: req.NotBefore, Timeout: req.Timeout, MaxAttempts: req.Retry.MaxAttempts,
-		RetryBackoff: req.Retry.Base, RetryCap: req.Retry.Cap, Labels: storage.LabelsMap(req.Labels)})
+// submitRun submits a run: the values are checked once, by storage,
+// before anything is written (exit 2 naming the bad one).
+func submitRun(ctx context.Context, cl *client.Client, group string, o client.SubmitOptions) (client.Run, error) {
+	r, _, err := cl.SubmitReplay(ctx, group, o)
 	switch {
 	case errors.Is(err, client.ErrExists):
-		return r, usageErrorf("run %s already exists", req.ID)
+		return r, usageErrorf("run %s already exists", o.ID)
 	case errors.Is(err, client.ErrConflict):
 		return r, err // a key reused for another request: exit 1, naming the run
 	}
@@ -197,30 +161,25 @@ func runTimeFlags(prefix string) []cli.Flag {
 }
 
 // runTimeOf reads runTimeFlags: the timeout (nil: not given) and the
-// retry policy (zero: not given), checked (exit 2 naming the flag).
-func runTimeOf(c *cli.Context, prefix string) (*time.Duration, storage.Retry, error) {
+// retry policy (zero: not given). A flag given as 0 where 0 means "not
+// given" is refused here (exit 2 naming the flag); the ranges are checked
+// once, by storage.
+func runTimeOf(c *cli.Context, prefix string) (*time.Duration, client.Retry, error) {
 	var timeout *time.Duration
 	if c.IsSet(prefix + "timeout") {
 		d := c.Duration(prefix + "timeout")
-		if d == 0 && prefix != "" { // group set --run-timeout 0: none
-			return &d, storage.Retry{}, nil
-		}
-		if d < time.Millisecond || d > storage.MaxTimeout {
-			return nil, storage.Retry{}, usageErrorf("--%stimeout must be in 1ms..%v, got %v", prefix, storage.MaxTimeout, d)
+		if d == 0 && prefix == "" { // group set --run-timeout 0: none
+			return nil, client.Retry{}, usageErrorf("--timeout 0: leave the flag out for none (the group's)")
 		}
 		timeout = &d
 	}
-	r := storage.Retry{MaxAttempts: c.Int("max-attempts"), Base: c.Duration("retry-backoff"), Cap: c.Duration("retry-cap")}
+	r := client.Retry{MaxAttempts: c.Int("max-attempts"), Backoff: c.Duration("retry-backoff"), Cap: c.Duration("retry-cap")}
 	switch {
-	case c.IsSet("max-attempts") && (r.MaxAttempts < 1 || r.MaxAttempts > storage.MaxAttempts):
-		return nil, r, usageErrorf("--max-attempts must be in 1..%d, got %d", storage.MaxAttempts, r.MaxAttempts)
-	case c.IsSet("retry-backoff") && (r.Base < time.Millisecond || r.Base > storage.MaxRetryCap):
-		return nil, r, usageErrorf("--retry-backoff must be in 1ms..%v, got %v", storage.MaxRetryCap, r.Base)
-	case c.IsSet("retry-cap") && (r.Cap < time.Millisecond || r.Cap > storage.MaxRetryCap):
-		return nil, r, usageErrorf("--retry-cap must be in 1ms..%v, got %v", storage.MaxRetryCap, r.Cap)
-	case r.Cap > 0 && r.Base > r.Cap:
-		return nil, r, usageErrorf("--retry-backoff %v is above --retry-cap %v", r.Base, r.Cap)
-	case (r.Base > 0 || r.Cap > 0) && r.MaxAttempts == 0:
+	case c.IsSet("max-attempts") && r.MaxAttempts == 0:
+		return nil, r, usageErrorf("--max-attempts 0: want at least 1 (1: no retries)")
+	case c.IsSet("retry-backoff") && r.Backoff == 0, c.IsSet("retry-cap") && r.Cap == 0:
+		return nil, r, usageErrorf("--retry-backoff and --retry-cap: want at least 1ms (leave them out for the defaults)")
+	case (r.Backoff > 0 || r.Cap > 0) && r.MaxAttempts == 0:
 		return nil, r, usageErrorf("--retry-backoff and --retry-cap need --max-attempts N (N > 1)")
 	}
 	return timeout, r, nil
@@ -231,9 +190,9 @@ func runTimeOf(c *cli.Context, prefix string) (*time.Duration, storage.Retry, er
 func labelFlags(c *cli.Context, name string, max int) ([]abi.Label, error) {
 	vs := c.StringSlice(name)
 	out := make([]abi.Label, 0, len(vs))
-	parse := storage.ParseLabel
+	parse := limits.ParseLabel
 	if name == "param" {
-		parse = storage.ParseParam
+		parse = limits.ParseParam
 	}
 	for _, v := range vs {
 		l, err := parse(v)
@@ -242,7 +201,7 @@ func labelFlags(c *cli.Context, name string, max int) ([]abi.Label, error) {
 		}
 		out = append(out, l)
 	}
-	ls, err := storage.NormalizeLabels(name+"s", out, max)
+	ls, err := limits.NormalizeLabels(name+"s", out, max)
 	if err != nil {
 		return nil, usageErrorf("--%s: %v", name, err)
 	}
@@ -256,8 +215,8 @@ func notBeforeFlags(c *cli.Context) (time.Time, error) {
 		return time.Time{}, usageErrorf("--at and --in are exclusive")
 	case c.IsSet("in"):
 		d := c.Duration("in")
-		if d < 0 || d > storage.MaxNotBefore {
-			return time.Time{}, usageErrorf("--in must be in [0, %v] (0: now, the default), got %v", storage.MaxNotBefore, d)
+		if d < 0 || d > limits.MaxNotBefore {
+			return time.Time{}, usageErrorf("--in must be in [0, %v] (0: now, the default), got %v", limits.MaxNotBefore, d)
 		}
 		if d == 0 {
 			return time.Time{}, nil // now
@@ -268,8 +227,8 @@ func notBeforeFlags(c *cli.Context) (time.Time, error) {
 		if err != nil {
 			return time.Time{}, usageErrorf("--at %q: want an RFC 3339 time, e.g. 2026-12-24T18:00:00Z or 2026-12-24T18:00:00+01:00", c.String("at"))
 		}
-		if time.Until(t) > storage.MaxNotBefore {
-			return time.Time{}, usageErrorf("--at %s is more than %v ahead", c.String("at"), storage.MaxNotBefore)
+		if time.Until(t) > limits.MaxNotBefore {
+			return time.Time{}, usageErrorf("--at %s is more than %v ahead", c.String("at"), limits.MaxNotBefore)
 		}
 		return t, nil
 	}

@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/errs"
 	"github.com/wasmsched/wasmsched/policies"
-	"github.com/wasmsched/wasmsched/storage"
 )
 
 // errorJSON is every error response.
@@ -41,19 +41,19 @@ func statusOf(err error) (int, string) {
 		return ae.status, ae.code
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, "too_large"
-	case errors.Is(err, storage.ErrInvalid):
+	case errors.Is(err, errs.ErrInvalid):
 		return http.StatusBadRequest, "invalid"
-	case errors.Is(err, storage.ErrNotFound), errors.Is(err, host.ErrUnknownGroup), errors.Is(err, host.ErrUnknownPolicy):
+	case errors.Is(err, errs.ErrNotFound), errors.Is(err, host.ErrUnknownGroup), errors.Is(err, host.ErrUnknownPolicy):
 		return http.StatusNotFound, "not_found"
-	case errors.Is(err, storage.ErrDuplicate), errors.Is(err, storage.ErrConflict):
+	case errors.Is(err, errs.ErrDuplicate), errors.Is(err, errs.ErrConflict):
 		return http.StatusConflict, "conflict"
-	case errors.Is(err, storage.ErrBadState):
+	case errors.Is(err, errs.ErrBadState):
 		return http.StatusConflict, "bad_state"
 	case errors.Is(err, host.ErrNotSerial), isLoadError(err):
 		return http.StatusUnprocessableEntity, "unprocessable"
-	case errors.Is(err, storage.ErrOutOfMemory):
+	case errors.Is(err, errs.ErrOutOfMemory):
 		return http.StatusServiceUnavailable, "out_of_memory"
-	case errors.Is(err, storage.ErrNotReplicated):
+	case errors.Is(err, errs.ErrNotReplicated):
 		return http.StatusServiceUnavailable, "not_replicated"
 	}
 	return http.StatusInternalServerError, "internal"
@@ -71,7 +71,7 @@ func isLoadError(err error) bool {
 
 func writeError(w http.ResponseWriter, err error) {
 	status, code := statusOf(err)
-	msg := storage.UserMessage(err)
+	msg := errs.UserMessage(err)
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		msg = fmt.Sprintf("the request body is over %d bytes (%d KiB), the most this API reads", mbe.Limit, mbe.Limit>>10)
@@ -122,7 +122,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 		case errors.As(err, &mbe):
 			return err
 		case errors.As(err, &te):
-			return errorf(http.StatusBadRequest, "invalid", "request body: field %s: want %s, got a JSON %s", te.Field, storage.JSONKind(te.Type.String()), te.Value)
+			return errorf(http.StatusBadRequest, "invalid", "request body: field %s: want %s, got a JSON %s", te.Field, errs.JSONKind(te.Type.String()), te.Value)
 		case errors.As(err, &se):
 			return errorf(http.StatusBadRequest, "invalid", "request body: not valid JSON at byte %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
 		case strings.HasPrefix(err.Error(), "json: unknown field "):

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -177,12 +178,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, c *call) (int, a
 	q := r.URL.Query()
 	sub := &stream{ch: make(chan []byte, streamBuffer), group: q.Get("group"), run: q.Get("run"), missed: make(chan struct{}, 1)}
 	if sub.group != "" {
-		if err := storage.ValidateName("group", sub.group); err != nil {
+		if err := limits.ValidateName("group", sub.group); err != nil {
 			return 0, nil, err
 		}
 	}
 	if sub.run != "" {
-		if err := storage.ValidateName("run", sub.run); err != nil {
+		if err := limits.ValidateName("run", sub.run); err != nil {
 			return 0, nil, err
 		}
 	}

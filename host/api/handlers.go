@@ -11,7 +11,8 @@ import (
 
 	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/host"
-	"github.com/wasmsched/wasmsched/storage"
+	"github.com/wasmsched/wasmsched/internal/errs"
+	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
 func (s *Server) listNamespaces(_ http.ResponseWriter, r *http.Request, _ *call) (int, any, error) {
@@ -40,8 +41,8 @@ func (s *Server) lost(_ http.ResponseWriter, r *http.Request, c *call) (int, any
 	limit := 0
 	if q := r.URL.Query().Get("limit"); q != "" {
 		n, err := strconv.Atoi(q)
-		if err != nil || n < 0 || n > storage.MaxLostReports {
-			return 0, nil, fmt.Errorf("limit=%q: want 0..%d: %w", q, storage.MaxLostReports, storage.ErrInvalid)
+		if err != nil || n < 0 || n > limits.MaxLostReports {
+			return 0, nil, fmt.Errorf("limit=%q: want 0..%d: %w", q, limits.MaxLostReports, errs.ErrInvalid)
 		}
 		limit = n
 	}
@@ -142,8 +143,8 @@ func retryOf(maxAttempts *int, backoffMS, capMS *int64) (*client.Retry, error) {
 	}
 	r := &client.Retry{}
 	if maxAttempts != nil {
-		if *maxAttempts < 1 || *maxAttempts > storage.MaxAttempts {
-			return nil, errorf(http.StatusBadRequest, "invalid", "max_attempts %d: want 1..%d", *maxAttempts, storage.MaxAttempts)
+		if *maxAttempts < 1 || *maxAttempts > limits.MaxAttempts {
+			return nil, errorf(http.StatusBadRequest, "invalid", "max_attempts %d: want 1..%d", *maxAttempts, limits.MaxAttempts)
 		}
 		r.MaxAttempts = *maxAttempts
 	}
@@ -187,7 +188,7 @@ func (s *Server) putGroup(w http.ResponseWriter, r *http.Request, c *call) (int,
 		gs.Retention = &d
 	}
 	if body.Policy != "" {
-		if err := storage.ValidateName("policy", body.Policy); err != nil {
+		if err := limits.ValidateName("policy", body.Policy); err != nil {
 			return 0, nil, err
 		}
 		if err := host.CheckGroupPolicy(r.Context(), c.st, body.Policy); err != nil {
@@ -290,7 +291,7 @@ func (s *Server) listRuns(_ http.ResponseWriter, r *http.Request, c *call) (int,
 	q := r.URL.Query()
 	o := client.ListOptions{Group: q.Get("group"), State: q.Get("state"), Cursor: q.Get("cursor")}
 	for _, v := range q["label"] { // label=k=v, repeatable: runs with all of them
-		l, err := storage.ParseLabel(v)
+		l, err := limits.ParseLabel(v)
 		if err != nil {
 			return 0, nil, errorf(http.StatusBadRequest, "invalid", "label: %v", err)
 		}
@@ -317,7 +318,7 @@ func (s *Server) listRuns(_ http.ResponseWriter, r *http.Request, c *call) (int,
 
 func (s *Server) getRun(_ http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
 	run, err := c.c.Get(r.Context(), r.PathValue("id"))
-	if errors.Is(err, storage.ErrNotFound) {
+	if errors.Is(err, errs.ErrNotFound) {
 		return 0, nil, errorf(http.StatusNotFound, "not_found", "run %s not found (expired or never existed)", r.PathValue("id"))
 	}
 	return http.StatusOK, run, err
@@ -357,7 +358,7 @@ func (s *Server) explain(_ http.ResponseWriter, r *http.Request, c *call) (int, 
 	}
 	defer release()
 	ex, err := s.in.Explain(r.Context(), c.st, r.PathValue("id"))
-	if errors.Is(err, storage.ErrNotFound) {
+	if errors.Is(err, errs.ErrNotFound) {
 		return 0, nil, errorf(http.StatusNotFound, "not_found", "run %s not found (expired or never existed)", r.PathValue("id"))
 	}
 	return http.StatusOK, ex, err
@@ -375,7 +376,7 @@ func (s *Server) dryRun(w http.ResponseWriter, r *http.Request, c *call) (int, a
 	if body.Policy == "" {
 		return 0, nil, errorf(http.StatusBadRequest, "invalid", "policy is required: a built-in or a pushed policy name")
 	}
-	if err := storage.ValidateName("policy", body.Policy); err != nil {
+	if err := limits.ValidateName("policy", body.Policy); err != nil {
 		return 0, nil, err
 	}
 	// a name that is no serial policy here is the body's fault (422, the
@@ -449,7 +450,7 @@ func (s *Server) activate(w http.ResponseWriter, r *http.Request, c *call) (int,
 	if err := s.in.CheckActivation(r.Context(), c.st, name, *body.Version); errors.Is(err, host.ErrInvalidParams) {
 		return 0, nil, errorf(http.StatusBadRequest, "invalid", "activate %s %d refused, nothing written: %s", name, *body.Version,
 			strings.TrimSuffix(err.Error(), ": "+host.ErrInvalidParams.Error()))
-	} else if err != nil && !errors.Is(err, storage.ErrNotFound) {
+	} else if err != nil && !errors.Is(err, errs.ErrNotFound) {
 		return 0, nil, err
 	}
 	if err := c.c.ActivatePolicy(r.Context(), name, *body.Version, c.who.who, body.Note); err != nil {
@@ -662,7 +663,7 @@ func allocationOf(ctx context.Context, c *call, group string) (client.Allocation
 func (s *Server) getAllocation(_ http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
 	g := r.URL.Query().Get("group")
 	if g != "" {
-		if err := storage.ValidateName("group", g); err != nil {
+		if err := limits.ValidateName("group", g); err != nil {
 			return 0, nil, err
 		}
 	}
@@ -684,7 +685,7 @@ func (s *Server) putAllocation(w http.ResponseWriter, r *http.Request, c *call) 
 		return 0, nil, err
 	}
 	ctx := r.Context()
-	a := client.Allocation{Policy: storage.DefaultAllocation}
+	a := client.Allocation{Policy: limits.DefaultAllocation}
 	if !body.Reset {
 		var err error
 		if a, err = c.c.Allocation(ctx); err != nil {
@@ -693,7 +694,7 @@ func (s *Server) putAllocation(w http.ResponseWriter, r *http.Request, c *call) 
 	}
 	if body.Policy != nil {
 		a.Policy = host.AllocationPolicyName(*body.Policy)
-		if err := storage.ValidateName("policy", a.Policy); err != nil {
+		if err := limits.ValidateName("policy", a.Policy); err != nil {
 			return 0, nil, err
 		}
 	}

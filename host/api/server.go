@@ -15,6 +15,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -67,7 +68,7 @@ func (c Config) Validate() error {
 		return errors.New("api: Config.Store is required")
 	}
 	for _, ns := range c.Namespaces {
-		if err := storage.ValidateName("namespace", ns); err != nil {
+		if err := limits.ValidateName("namespace", ns); err != nil {
 			return fmt.Errorf("api: Config.Namespaces: %w", err)
 		}
 	}
@@ -213,7 +214,7 @@ func (s *Server) namespaces(ctx context.Context) ([]string, error) {
 
 // namespace opens a served namespace (404 for any other).
 func (s *Server) namespace(ctx context.Context, ns string) (*storage.Store, error) {
-	if err := storage.ValidateName("namespace", ns); err != nil {
+	if err := limits.ValidateName("namespace", ns); err != nil {
 		return nil, err
 	}
 	if ns == s.cfg.Store.Namespace() {

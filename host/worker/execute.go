@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -119,9 +120,9 @@ func (w *agent) runHandler(e *execution, run storage.Run, log *slog.Logger) *fin
 		f = why.result(e)
 	case out.err != nil:
 		f = &finished{run: e.run, token: e.token, outcome: storage.StateFailed, reason: out.err.Error()}
-	case len(out.res) > storage.MaxResult:
+	case len(out.res) > limits.MaxResult:
 		f = &finished{run: e.run, token: e.token, outcome: storage.StateFailed,
-			reason: fmt.Sprintf("result is %d bytes, at most %d", len(out.res), storage.MaxResult)}
+			reason: fmt.Sprintf("result is %d bytes, at most %d", len(out.res), limits.MaxResult)}
 	default:
 		f = &finished{run: e.run, token: e.token, outcome: storage.StateSucceeded, result: out.res}
 	}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -35,10 +36,10 @@ type HandlerFunc func(ctx context.Context, r *Run) (string, error)
 func (f HandlerFunc) Handle(ctx context.Context, r *Run) (string, error) { return f(ctx, r) }
 
 // MaxResult bounds a handler's result (a larger one fails the run).
-const MaxResult = storage.MaxResult
+const MaxResult = limits.MaxResult
 
 // MaxOutput bounds the output kept on a run (SetOutput keeps the tail).
-const MaxOutput = storage.MaxOutput
+const MaxOutput = limits.MaxOutput
 
 // InterruptedReason is the reason of a run still in flight when a drain
 // ended (retried if it has attempts left).

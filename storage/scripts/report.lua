@@ -15,7 +15,7 @@
 -- waiting zset, waiting-run index (Keys.WaitInfo) and delayed zset
 -- ARGV (shared): [1] worker identity, [2] work channel (the coordinator
 -- wakes; advisory), [3] run-events channel (publish_runs: each run's new
--- state), [4] the default window (storage.DefaultWindow); then per report:
+-- state), [4] the default window (limits.DefaultWindow); then per report:
 -- run id, token, outcome (SUCCEEDED|FAILED|STOPPED), reason, group, the
 -- run's result ('' = none), the tail of its output, its exit code ('' =
 -- none): each written only when given (the attempt's, also on a retry)

@@ -13,7 +13,7 @@
 -- (PUBLISH of the group: the coordinator wakes; advisory)
 -- returns: the new state. WAITING -> DISCARDED, LAUNCHED -> STOPPED,
 -- RUNNING -> STOPPING (the worker finishes it), STOPPING -> STOPPING (no write)
--- errors: WS_NOT_FOUND, WS_BAD_STATE (final)
+-- errors: WS_NOT_FOUND, WS_BAD_STATE (final: the message names the state)
 -- replay: a retried call on a run it already stopped returns WS_BAD_STATE
 -- (DISCARDED/STOPPED) or STOPPING; the caller re-reads the run.
 -- bound: O(log n) (one run, its group's zsets)
@@ -50,7 +50,7 @@ elseif st == 'RUNNING' then
   end
   publish_slots(ARGV[5], n)
 else
-  return redis.error_reply('WS_BAD_STATE stop run ' .. ARGV[1] .. ': run is ' .. st)
+  return redis.error_reply('WS_BAD_STATE run ' .. ARGV[1] .. ' is ' .. st .. ': it can no longer be stopped')
 end
 redis.call('HINCRBY', KEYS[2], 'version', 1)
 redis.call('SADD', KEYS[6], ARGV[2])

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -130,7 +131,7 @@ const maxAllocCache = 50_000
 func (s *SlotManager) allocationOrder(ctx context.Context, v *storage.AllocationView) ([]string, error) {
 	a := &s.alloc
 	a.inPlace = false
-	if name := v.Settings.PolicyName(); name == storage.DefaultAllocation {
+	if name := v.Settings.PolicyName(); name == limits.DefaultAllocation {
 		if ref, err := s.rt.set.Acquire(ctx, name); err == nil {
 			builtin := ref.Registry == 0
 			ref.Release()

@@ -20,6 +20,7 @@ import (
 	"github.com/wasmsched/wasmsched/host/internal/leader"
 	"github.com/wasmsched/wasmsched/internal/digest"
 	"github.com/wasmsched/wasmsched/internal/keyspace"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/plugins"
@@ -93,7 +94,7 @@ func newREnv(t testing.TB, cfg Config) *renv {
 	// the default allocation policy compiled before any run is launched: a
 	// first pass that compiles it (a second under -race) would otherwise
 	// count toward a short slot guard
-	if _, err := e.rt.set.Preload(context.Background(), storage.DefaultAllocation); err != nil {
+	if _, err := e.rt.set.Preload(context.Background(), limits.DefaultAllocation); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

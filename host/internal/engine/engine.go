@@ -13,6 +13,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/host/internal/leader"
 	"github.com/wasmsched/wasmsched/internal/keyspace"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -97,13 +98,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("host: runtime: policy timeout %v: want > 0", c.PolicyTimeout)
 	case c.PolicyPool < 0:
 		return fmt.Errorf("host: runtime: policy pool %d: want >= 0", c.PolicyPool)
-	case c.PollInterval < 0 || c.SlotInterval < 0 || c.SlotGuard < 0 || c.UnfitTimeout < 0 || c.MaxRunSlots < 0 || c.MaxRunSlots > storage.MaxRunSlots || c.RestoreInterval < 0 || c.Backoff < 0 || c.MaxBackoff < 0 || c.RetentionInterval < 0:
+	case c.PollInterval < 0 || c.SlotInterval < 0 || c.SlotGuard < 0 || c.UnfitTimeout < 0 || c.MaxRunSlots < 0 || c.MaxRunSlots > limits.MaxRunSlots || c.RestoreInterval < 0 || c.Backoff < 0 || c.MaxBackoff < 0 || c.RetentionInterval < 0:
 		return errors.New("host: runtime: negative interval")
 	case c.BatchSize < 0:
 		return fmt.Errorf("host: runtime: batch size %d: want >= 0", c.BatchSize)
 	}
 	if c.ReusePolicy != "" {
-		if err := storage.ValidateName("policy", c.ReusePolicy); err != nil {
+		if err := limits.ValidateName("policy", c.ReusePolicy); err != nil {
 			return fmt.Errorf("host: runtime: reuse policy: %w", err)
 		}
 	}

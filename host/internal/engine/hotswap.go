@@ -12,8 +12,8 @@ import (
 
 	"github.com/wasmsched/wasmsched/host/internal/leader"
 	"github.com/wasmsched/wasmsched/internal/keyspace"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/policies"
-	"github.com/wasmsched/wasmsched/storage"
 )
 
 // Hot swap and auto-rollback (GitHub issue 6).
@@ -159,7 +159,7 @@ func (hs *hotSwap) refresh(ctx context.Context, trigger, name string) {
 		r.coord.clearBackoff()
 		r.set.rb.swaps.WithLabelValues(r.set.rb.ns, trigger).Inc()
 	}
-	if name == "" || storage.ValidateName("policy", name) != nil {
+	if name == "" || limits.ValidateName("policy", name) != nil {
 		return
 	}
 	lp, err := r.set.Preload(ctx, name)

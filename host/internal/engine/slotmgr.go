@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/host/internal/leader"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -194,7 +195,7 @@ func (s *SlotManager) stillBlocked(ctx context.Context) (bool, error) {
 // (and the allocation settings when they may have changed); ok is false
 // when there is nothing to place.
 func (s *SlotManager) readQueue(ctx context.Context) (view storage.AllocationView, ok bool, err error) {
-	k := storage.MaxAllocWindow
+	k := limits.MaxAllocWindow
 	if s.alloc.free >= 0 && (s.alloc.info != nil || s.alloc.inPlace) { // (an order in place needs no more than the runs that can fit)
 		k = storage.AllocWindow(s.alloc.free)
 	}

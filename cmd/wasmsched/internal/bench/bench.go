@@ -22,6 +22,7 @@ import (
 	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/badinput"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/host/worker"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -31,7 +32,7 @@ type Options struct {
 	Namespace    string // "" = bench-<unix nanos>, deleted afterwards
 	Groups       int
 	Policy       string // of the generated groups; "" = wait
-	Window       int    // of the generated groups; 0 = storage.DefaultWindow
+	Window       int    // of the generated groups; 0 = limits.DefaultWindow
 	Runs         int    // 0 = 10 x Groups
 	Workers      int    // 0 = use the workers already running in the namespace
 	Slots        int
@@ -58,8 +59,8 @@ func (o *Options) Check() error {
 	switch {
 	case o.Groups < 1:
 		return badinput.Errorf("bench: --groups must be >= 1, got %d", o.Groups)
-	case o.Window < 0 || o.Window > storage.MaxWindow:
-		return badinput.Errorf("bench: --window must be 1 to %d, got %d", storage.MaxWindow, o.Window)
+	case o.Window < 0 || o.Window > limits.MaxWindow:
+		return badinput.Errorf("bench: --window must be 1 to %d, got %d", limits.MaxWindow, o.Window)
 	case o.Runs < 0:
 		return badinput.Errorf("bench: --runs must be >= 0, got %d", o.Runs)
 	case o.Workers < 0:
@@ -80,15 +81,15 @@ func (o *Options) Check() error {
 		return badinput.Errorf("bench: --heartbeat-ttl must be >= 30ms, got %v", o.HeartbeatTTL)
 	case o.SlowLog && o.ScriptTimes:
 		return badinput.Errorf("bench: --slowlog and --script-times both set the server's SLOWLOG: give one")
-	case o.Delay < 0 || o.Delay > storage.MaxNotBefore:
-		return badinput.Errorf("bench: --delay must be 0 to %v, got %v", storage.MaxNotBefore, o.Delay)
+	case o.Delay < 0 || o.Delay > limits.MaxNotBefore:
+		return badinput.Errorf("bench: --delay must be 0 to %v, got %v", limits.MaxNotBefore, o.Delay)
 	case o.LeaseTTL < host.MinLeaseTTL:
 		return badinput.Errorf("bench: --lease-ttl must be >= %v, got %v", host.MinLeaseTTL, o.LeaseTTL)
 	}
 	if o.Policy == "" {
 		o.Policy = "wait"
 	}
-	if err := storage.ValidateName("policy", o.Policy); err != nil {
+	if err := limits.ValidateName("policy", o.Policy); err != nil {
 		return badinput.Errorf("bench: --policy: %v", err)
 	}
 	if bp, ok := plugins.Lookup(o.Policy); ok && bp.Kind != abi.KindSerial {
@@ -103,7 +104,7 @@ func (o *Options) Check() error {
 		o.SubmitBatch = 1
 	}
 	if o.Namespace != "" {
-		if err := storage.ValidateName("namespace", o.Namespace); err != nil {
+		if err := limits.ValidateName("namespace", o.Namespace); err != nil {
 			return badinput.Wrap(err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/badinput"
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -64,9 +65,9 @@ type usageOut struct {
 // AllocationJSON is the JSON form of s.
 func AllocationJSON(s *abi.AllocationSnapshot) AllocationOut {
 	out := AllocationOut{Kind: "allocation", Now: msRFC3339(s.Now), Free: s.Free, Total: s.Total, LaunchedTotal: s.LaunchedTotal,
-		Oldest: s.Oldest, Runs: []allocRunOut{}, Workers: []workerOut{}, Usage: []usageOut{}, Params: storage.LabelsMap(s.Params)}
+		Oldest: s.Oldest, Runs: []allocRunOut{}, Workers: []workerOut{}, Usage: []usageOut{}, Params: limits.LabelsMap(s.Params)}
 	for _, r := range s.Runs {
-		ro := allocRunOut{ID: r.ID, Group: r.Group, Seq: r.Seq, Priority: r.Priority, Slots: r.Slots, Labels: storage.LabelsMap(r.Labels)}
+		ro := allocRunOut{ID: r.ID, Group: r.Group, Seq: r.Seq, Priority: r.Priority, Slots: r.Slots, Labels: limits.LabelsMap(r.Labels)}
 		if r.LaunchedAt != 0 {
 			ro.LaunchedAt = msRFC3339(r.LaunchedAt)
 		}
@@ -138,7 +139,7 @@ func parseAllocation(path string, raw json.RawMessage) (*abi.AllocationSnapshot,
 				if err := object(p, raw, map[string]field{
 					"id": strField(&r.ID), "group": strField(&r.Group), "seq": intField(&seq, 1, math.MaxInt64),
 					"launched_at": millisField(&at), "priority": intField(&prio, math.MinInt32, math.MaxInt32),
-					"slots":  intField(&slots, 1, storage.MaxRunSlots),
+					"slots":  intField(&slots, 1, limits.MaxRunSlots),
 					"labels": labelsField(join(p, "labels"), &r.Labels, abi.MaxLabels),
 				}); err != nil {
 					return err

@@ -9,6 +9,7 @@ import (
 	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/badinput"
 	"github.com/wasmsched/wasmsched/host"
+	"github.com/wasmsched/wasmsched/internal/errs"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -47,7 +48,7 @@ func terms(d *client.PolicyDecision) {
 func DryRun(ctx context.Context, sb Sandbox, st *storage.Store, polArg string, snap *abi.SerialSnapshot, group string) (client.DryRun, error) {
 	if group != "" {
 		sn, err := st.GetGroup(ctx, group)
-		if errors.Is(err, storage.ErrNotFound) || (err == nil && sn.Policy == "") {
+		if errors.Is(err, errs.ErrNotFound) || (err == nil && sn.Policy == "") {
 			return client.DryRun{}, badinput.Errorf("group %s not found in namespace %s", group, st.Namespace())
 		}
 		if err != nil {
@@ -88,8 +89,8 @@ func DryRun(ctx context.Context, sb Sandbox, st *storage.Store, polArg string, s
 // (bad input, unknown names, wrong state, duplicates) as bad input.
 func storeInput(err error) error {
 	switch {
-	case errors.Is(err, storage.ErrInvalid), errors.Is(err, storage.ErrNotFound),
-		errors.Is(err, storage.ErrBadState), errors.Is(err, storage.ErrDuplicate):
+	case errors.Is(err, errs.ErrInvalid), errors.Is(err, errs.ErrNotFound),
+		errors.Is(err, errs.ErrBadState), errors.Is(err, errs.ErrDuplicate):
 		return badinput.Wrap(err)
 	}
 	return err

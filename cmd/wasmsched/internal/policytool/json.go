@@ -15,8 +15,8 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/policies"
-	"github.com/wasmsched/wasmsched/storage"
 )
 
 // The JSON form of ABI records, for tools only (Scenario files, dry-run
@@ -112,7 +112,7 @@ func labelsField(path string, dst *[]abi.Label, max int) field {
 			if err := json.Unmarshal(v, &s); err != nil {
 				return fmt.Errorf("%s.%s: want a string, got %s", path, k, kindOf(v))
 			}
-			if err := storage.ValidLabel(k, s); err != nil {
+			if err := limits.ValidLabel(k, s); err != nil {
 				return fmt.Errorf("%s: %v", path, err)
 			}
 			out = append(out, abi.Label{Key: k, Value: s})
@@ -142,7 +142,7 @@ func SnapshotJSON(s *abi.SerialSnapshot) SnapshotOut {
 		for _, r := range rs {
 			o = append(o, runOut{ID: r.ID, Seq: r.Seq, State: r.State.String(), Priority: r.Priority, Slots: r.Slots,
 				SubmittedAt: msRFC3339(r.SubmittedAt), StartedAt: msRFC3339(r.StartedAt),
-				Labels: storage.LabelsMap(r.Labels), NotBefore: msRFC3339(r.NotBefore), Attempt: r.Attempt, MaxAttempts: r.MaxAttempts})
+				Labels: limits.LabelsMap(r.Labels), NotBefore: msRFC3339(r.NotBefore), Attempt: r.Attempt, MaxAttempts: r.MaxAttempts})
 		}
 		return o
 	}
@@ -150,9 +150,9 @@ func SnapshotJSON(s *abi.SerialSnapshot) SnapshotOut {
 	if s.Truncated() {
 		out.WaitingTotal, out.WaitingOldest = s.WaitingTotal, s.WaitingOldest
 	}
-	out.Params = storage.LabelsMap(s.Params)
+	out.Params = limits.LabelsMap(s.Params)
 	for _, l := range s.Launches {
-		out.Launches = append(out.Launches, launchOut{At: msRFC3339(l.At), Labels: storage.LabelsMap(l.Labels)})
+		out.Launches = append(out.Launches, launchOut{At: msRFC3339(l.At), Labels: limits.LabelsMap(l.Labels)})
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/badinput"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/digest"
+	"github.com/wasmsched/wasmsched/internal/errs"
 	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
@@ -40,7 +41,7 @@ func Push(ctx context.Context, sb Sandbox, st *storage.Store, name string, wasm 
 				return PushResult{}, fmt.Errorf("policy %s: registry kind: %w", name, kerr)
 			}
 			want = k
-		case !errors.Is(err, storage.ErrNotFound):
+		case !errors.Is(err, errs.ErrNotFound):
 			return PushResult{}, err
 		}
 	}
@@ -63,7 +64,7 @@ func Push(ctx context.Context, sb Sandbox, st *storage.Store, name string, wasm 
 		}
 	}
 	v, err := st.PushPolicy(ctx, storage.PushRequest{Name: name, Kind: rep.Kind.String(), Who: who, Note: note, Blob: wasm, Activate: activate})
-	if errors.Is(err, storage.ErrDuplicate) {
+	if errors.Is(err, errs.ErrDuplicate) {
 		return PushResult{}, badinput.Errorf("push %s refused: these bytes (sha256 %s) are already version %d; use policy activate %s %d", name, digest.Short(rep.SHA256), v.Version, name, v.Version)
 	}
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/badinput"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/digest"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
@@ -98,7 +99,7 @@ func Resolve(ctx context.Context, st *storage.Store, arg string) (Policy, error)
 	if LooksLikeFile(arg) {
 		return ReadWasmFile(arg)
 	}
-	if err := storage.ValidateName("policy", arg); err != nil {
+	if err := limits.ValidateName("policy", arg); err != nil {
 		return Policy{}, badinput.Wrap(err)
 	}
 	m, err := host.ResolvePolicy(ctx, st, arg) // the hosts' resolver

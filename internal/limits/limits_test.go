@@ -1,0 +1,94 @@
+package limits_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/errs"
+	"github.com/wasmsched/wasmsched/internal/limits"
+)
+
+func TestValidateName(t *testing.T) {
+	for _, tc := range []struct {
+		in string
+		ok bool
+	}{
+		{"g1", true}, {"a.b-c_d:e/f", true}, {"", false}, {"a{b", false}, {"a}b", false}, {"a b", false},
+		{"a\tb", false}, {"a\nb", false}, {"a#b", false}, {"a,b", false}, {"a\x00b", false},
+		{strings.Repeat("x", limits.MaxNameLen), true}, {strings.Repeat("x", limits.MaxNameLen+1), false},
+	} {
+		err := limits.ValidateName("group", tc.in)
+		if (err == nil) != tc.ok {
+			t.Errorf("ValidateName(%q) = %v, want ok=%v", tc.in, err, tc.ok)
+		}
+		if err != nil && (!errors.Is(err, errs.ErrInvalid) || !strings.Contains(err.Error(), "group")) {
+			t.Errorf("ValidateName(%q) = %v: want ErrInvalid naming the kind", tc.in, err)
+		}
+	}
+}
+
+func TestParseLabel(t *testing.T) {
+	for _, tc := range []struct {
+		in, want, err string
+	}{
+		{in: "tenant=acme", want: "{tenant acme}"},
+		{in: "tenant=", want: "{tenant }"},
+		{in: "tenant", err: `label "tenant": want key=value`},
+		{in: "=x", err: "the key must be 1 to"},
+		{in: "Tenant=x", err: "the key may hold only a-z"},
+		{in: "k=a\x01b", err: "control character"},
+		{in: "k=" + strings.Repeat("v", abi.MaxValueLen+1), err: fmt.Sprintf("at most %d", abi.MaxValueLen)},
+	} {
+		l, err := limits.ParseLabel(tc.in)
+		switch {
+		case tc.err == "" && (err != nil || fmt.Sprint(l) != tc.want):
+			t.Errorf("ParseLabel(%q) = %v, %v; want %s", tc.in, l, err, tc.want)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("ParseLabel(%q) = %v; want an error with %q", tc.in, err, tc.err)
+		}
+	}
+	if _, err := limits.ParseParam("mode"); err == nil || !strings.HasPrefix(err.Error(), "parameter ") {
+		t.Errorf("ParseParam: %v; want a parameter error", err)
+	}
+}
+
+func TestNormalizeLabels(t *testing.T) {
+	ls, err := limits.NormalizeLabels("labels", []abi.Label{{Key: "b", Value: "2"}, {Key: "a", Value: "1"}}, 2)
+	if err != nil || fmt.Sprint(ls) != "[{a 1} {b 2}]" {
+		t.Fatalf("NormalizeLabels = %v, %v; want sorted", ls, err)
+	}
+	if _, err := limits.NormalizeLabels("labels", []abi.Label{{Key: "a"}, {Key: "a"}}, 2); err == nil || !strings.Contains(err.Error(), "given twice") {
+		t.Errorf("duplicate key: %v", err)
+	}
+	if _, err := limits.NormalizeLabels("params", []abi.Label{{Key: "a"}, {Key: "b"}}, 1); err == nil || !strings.Contains(err.Error(), "2 params, at most 1") {
+		t.Errorf("too many: %v", err)
+	}
+	m := limits.LabelsMap(ls)
+	if back := limits.LabelsFromMap(m); fmt.Sprint(back) != fmt.Sprint(ls) || limits.LabelsMap(nil) != nil {
+		t.Errorf("LabelsMap/LabelsFromMap round trip: %v -> %v -> %v", ls, m, back)
+	}
+}
+
+func TestParseWeights(t *testing.T) {
+	w, err := limits.ParseWeights("b=1, a=2")
+	if err != nil || limits.FormatWeights(w) != "a=2,b=1" {
+		t.Fatalf("ParseWeights = %v, %v", w, err)
+	}
+	for in, want := range map[string]string{
+		"a=2,b":    "want value=weight",
+		"a=0":      fmt.Sprintf("1..%d", limits.MaxWeight),
+		"a=1,a=2":  "named twice",
+		"a=x":      "must be an integer",
+		"a=100000": fmt.Sprintf("1..%d", limits.MaxWeight),
+	} {
+		if _, err := limits.ParseWeights(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseWeights(%q) = %v; want an error with %q", in, err, want)
+		}
+	}
+	if w, err := limits.ParseWeights(" "); w != nil || err != nil {
+		t.Errorf("ParseWeights(blank) = %v, %v; want none", w, err)
+	}
+}
