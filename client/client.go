@@ -371,6 +371,10 @@ type GroupSettings struct {
 	// sees them (ABI v4); a new policy keeps them.
 	Params        map[string]string `json:"-"`
 	ReplaceParams bool              `json:"-"`
+	// Require: nil keeps them; empty: none; else the labels a worker must
+	// carry, every one, to take the group's runs (at most 16, bounded as
+	// labels are). Runs launched from then on follow them.
+	Require map[string]string `json:"-"`
 }
 
 // Retry is a retry policy: up to MaxAttempts attempts (1..100), attempt
@@ -390,6 +394,9 @@ func (c *Client) SetGroup(ctx context.Context, name string, s GroupSettings) (Gr
 		Retention: s.Retention, RunTimeout: s.RunTimeout, Retry: retry, ReplaceParams: s.ReplaceParams}
 	if s.Params != nil || s.ReplaceParams {
 		gs.Params = limits.LabelsFromMap(s.Params)
+	}
+	if s.Require != nil {
+		gs.Require = limits.LabelsFromMap(s.Require)
 	}
 	g, err := c.st.SetGroupSettings(ctx, name, gs)
 	if err != nil {

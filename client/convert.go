@@ -79,7 +79,7 @@ func groupOf(g storage.Group) Group {
 		RunTimeoutMS: g.RunTimeout.Milliseconds(), MaxAttempts: g.Retry.MaxAttempts,
 		RetryBackoffMS: g.Retry.Base.Milliseconds(), RetryCapMS: g.Retry.Cap.Milliseconds(),
 		Paused: g.Paused, PausedAt: timePtr(g.PausedAt), PausedBy: g.PausedBy,
-		Params: labelsOf(g.Params), WakeAt: timePtr(g.WakeAt)}
+		Params: labelsOf(g.Params), WakeAt: timePtr(g.WakeAt), Require: limits.LabelsMap(g.Require)}
 }
 
 // labelsOf is labels (or parameters) as records show them: an object,
@@ -108,7 +108,8 @@ func groupDecisionOf(d storage.GroupDecisionRecord) GroupDecision {
 func slotsOf(v storage.SlotsView) Slots {
 	out := Slots{Workers: make([]Worker, 0, len(v.Workers)), Free: v.Free, Assigned: v.Assigned, Draining: v.Draining}
 	for _, w := range v.Workers {
-		wk := Worker{Identity: w.Identity, Alive: w.Alive, Draining: w.Draining, Expires: w.Expires.UTC(), Slots: make([]Slot, 0, len(w.Slots))}
+		wk := Worker{Identity: w.Identity, Alive: w.Alive, Draining: w.Draining, Expires: w.Expires.UTC(), Slots: make([]Slot, 0, len(w.Slots)),
+			Labels: limits.LabelsMap(w.Placement.Labels), Groups: w.Placement.Groups}
 		for _, s := range w.Slots {
 			wk.Slots = append(wk.Slots, Slot{Index: s.Index, Run: s.Run, Task: s.Task, Token: s.Token, RunState: string(s.RunState)})
 		}

@@ -142,6 +142,9 @@ type Group struct {
 	// again (null: no wake pending).
 	Params map[string]string `json:"params"`
 	WakeAt *time.Time        `json:"wake_at"`
+	// Require are the labels a worker must carry to take its runs
+	// (`group set --require`; absent: none).
+	Require map[string]string `json:"require,omitempty"`
 	// LatestDecision is its last applied decision (null if none).
 	LatestDecision *GroupDecision `json:"latest_decision"`
 	// Detail (Client.Group only; omitted from lists):
@@ -218,6 +221,12 @@ type Worker struct {
 	Draining bool      `json:"draining"`
 	Expires  time.Time `json:"expires"`
 	Slots    []Slot    `json:"slots"`
+	// Labels and Groups are what it registered for placement (worker
+	// --label, --groups): a group's requirements must be among its labels,
+	// and with groups it takes only runs of the groups they match (absent:
+	// none, every group).
+	Labels map[string]string `json:"labels,omitempty"`
+	Groups []string          `json:"groups,omitempty"`
 }
 
 // Slot is one slot of a worker; Run, Token and RunState are "" when free.

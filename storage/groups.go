@@ -47,6 +47,9 @@ type Group struct {
 	// Params are the settings of the group's policy, sorted by name (at
 	// most abi.MaxParams; GroupSettings.Params): its policy sees them.
 	Params []abi.Label
+	// Require are the labels a worker must carry to take the group's runs
+	// (GroupSettings.Require), sorted by key.
+	Require []abi.Label
 	// WakeAt is when the group's policy asked to be decided again (zero:
 	// no pending wake).
 	WakeAt time.Time
@@ -147,6 +150,11 @@ type GroupSettings struct {
 	// abi.MaxParams after the change. A new policy keeps them.
 	Params        []abi.Label
 	ReplaceParams bool
+	// Require (nil = keep; empty = none) are the labels a worker must carry
+	// to take the group's runs (placement: every one must match; valid as
+	// labels are, at most abi.MaxLabels). Runs launched from then on follow
+	// them; a run already LAUNCHED or RUNNING keeps where it may go.
+	Require []abi.Label
 }
 
 // RetentionDefault, as GroupSettings.Retention, returns a group to the
@@ -225,7 +233,18 @@ func (gs GroupSettings) scriptArgs(op, name, work string) ([]any, error) {
 	case gs.Params != nil:
 		mode = "merge"
 	}
-	args := []any{name, gs.Policy, gs.MaxActive, gs.Window, ret, work, timeout, maxa, backoff, mode, abi.MaxParams}
+	req := ""
+	if gs.Require != nil {
+		ls, err := limits.NormalizeLabels("requirements", gs.Require, abi.MaxLabels)
+		if err != nil {
+			return nil, invalid(op, "group %s: %v", name, err)
+		}
+		req = "-"
+		if len(ls) > 0 {
+			req = encodeLabels(ls)
+		}
+	}
+	args := []any{name, gs.Policy, gs.MaxActive, gs.Window, ret, work, timeout, maxa, backoff, mode, abi.MaxParams, req}
 	if mode != "" {
 		if len(gs.Params) > abi.MaxParams {
 			return nil, invalid(op, "group %s: %d policy parameters, at most %d", name, len(gs.Params), abi.MaxParams)
@@ -251,9 +270,9 @@ func (gs GroupSettings) scriptArgs(op, name, work string) ([]any, error) {
 // group_view reads for a snapshot. parseGroup decodes all three.
 var (
 	setGroupReply = []string{"policy", "max_active", "version", "waiting", "active", "window", "retention_ms",
-		"run_timeout_ms", "max_attempts", "backoff", "delayed", "params"}
+		"run_timeout_ms", "max_attempts", "backoff", "delayed", "params", "require"}
 	groupReadFields = []string{"policy", "max_active", "version", "window", "retention_ms",
-		"run_timeout_ms", "max_attempts", "backoff", "paused", "paused_at", "paused_by", "params", "wake_at"}
+		"run_timeout_ms", "max_attempts", "backoff", "paused", "paused_at", "paused_by", "params", "wake_at", "require"}
 	groupViewFields = []string{"policy", "max_active", "version", "window", "discard_below", "gen", "paused",
 		"params", "wake_at"}
 )
@@ -294,6 +313,8 @@ func parseGroup(name string, fields []string, vals []any) Group {
 			g.PausedBy = str(v)
 		case "params":
 			g.Params = decodeLabels(str(v))
+		case "require":
+			g.Require = decodeLabels(str(v))
 		case "wake_at":
 			g.WakeAt = msTime(toInt64(v))
 		case "discard_below":

@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/internal/limits"
 )
 
@@ -41,8 +42,62 @@ func ttlMS(op string, ttl time.Duration) (int64, error) {
 // RegisterWorker registers identity with slots fixed slots and a heartbeat
 // expiry of now+ttl. Registering again refreshes the expiry; a different
 // slot count grows or shrinks the worker (shrinking past an assigned slot is
-// ErrBadState).
+// ErrBadState). The worker has no placement profile: it takes runs of every
+// group that requires nothing.
 func (s *Store) RegisterWorker(ctx context.Context, identity string, slots int, ttl time.Duration) error {
+	return s.RegisterWorkerWith(ctx, identity, slots, ttl, WorkerPlacement{})
+}
+
+// WorkerPlacement is what a worker says of itself for placement: the
+// labels it carries (a group may require some: GroupSettings.Require) and
+// the groups it serves (names, or patterns where '*' matches any text;
+// none: every group). A run goes only to a worker that serves its group and
+// carries every label it requires.
+type WorkerPlacement struct {
+	Labels []abi.Label
+	Groups []string
+}
+
+// Validate checks the labels (as run labels) and the groups (names or
+// patterns, at most limits.MaxWorkerGroups): ErrInvalid naming the bad one.
+func (p WorkerPlacement) Validate() error {
+	_, err := p.encode("worker placement")
+	return err
+}
+
+// encode is the placement hash's value: "labels 0x1e groups" ("" for none).
+func (p WorkerPlacement) encode(op string) (string, error) {
+	if len(p.Labels) == 0 && len(p.Groups) == 0 {
+		return "", nil
+	}
+	ls, err := limits.NormalizeLabels("labels", p.Labels, abi.MaxLabels)
+	if err != nil {
+		return "", invalid(op, "%v", err)
+	}
+	if len(p.Groups) > limits.MaxWorkerGroups {
+		return "", invalid(op, "%d groups, at most %d", len(p.Groups), limits.MaxWorkerGroups)
+	}
+	for _, g := range p.Groups {
+		if err := limits.ValidateName("group", g); err != nil {
+			return "", fmt.Errorf("storage: %s: %w", op, err)
+		}
+	}
+	return encodeLabels(ls) + "\x1e" + strings.Join(p.Groups, ","), nil
+}
+
+// decodePlacement parses the placement hash's value.
+func decodePlacement(v string) WorkerPlacement {
+	ls, gs, _ := strings.Cut(v, "\x1e")
+	p := WorkerPlacement{Labels: decodeLabels(ls)}
+	if gs != "" {
+		p.Groups = strings.Split(gs, ",")
+	}
+	return p
+}
+
+// RegisterWorkerWith is RegisterWorker with a placement profile (it
+// replaces the one registered before).
+func (s *Store) RegisterWorkerWith(ctx context.Context, identity string, slots int, ttl time.Duration, p WorkerPlacement) error {
 	const op = "register worker"
 	if err := validateWorker(identity); err != nil {
 		return err
@@ -55,7 +110,12 @@ func (s *Store) RegisterWorker(ctx context.Context, identity string, slots int, 
 		return err
 	}
 	k := s.k
-	_, err = s.run(ctx, op, "register_worker", []string{k.Workers(), k.Worker(identity), k.Slots(), k.Free()}, identity, slots, ms, k.WorkEvents())
+	prof, err := p.encode(op)
+	if err != nil {
+		return err
+	}
+	_, err = s.run(ctx, op, "register_worker", []string{k.Workers(), k.Worker(identity), k.Slots(), k.Free(), k.Placement()},
+		identity, slots, ms, k.WorkEvents(), prof)
 	return err
 }
 
@@ -79,7 +139,8 @@ func (s *Store) DeregisterWorker(ctx context.Context, identity string) error {
 		return err
 	}
 	k := s.k
-	_, err := s.run(ctx, "deregister worker", "deregister_worker", []string{k.Draining(), k.Worker(identity), k.Slots(), k.Free(), k.Workers()}, identity)
+	_, err := s.run(ctx, "deregister worker", "deregister_worker", []string{k.Draining(), k.Worker(identity), k.Slots(), k.Free(), k.Workers(),
+		k.Placement()}, identity)
 	return err
 }
 
@@ -614,6 +675,8 @@ type WorkerView struct {
 	Draining bool      // it takes no new run (drain_worker: a graceful shutdown)
 	Expires  time.Time // heartbeat expiry
 	Slots    []SlotState
+	// Placement is what it registered for placement (RegisterWorkerWith).
+	Placement WorkerPlacement
 }
 
 // SlotsView is the slot table of the namespace.
@@ -631,6 +694,7 @@ func (s *Store) Slots(ctx context.Context) (SlotsView, error) {
 		sl    *redis.MapStringStringCmd
 		tnow  *redis.TimeCmd
 		dr    *redis.StringSliceCmd
+		pl    *redis.MapStringStringCmd
 		view  SlotsView
 		byW   = map[string]*WorkerView{}
 		slots []SlotState
@@ -641,6 +705,7 @@ func (s *Store) Slots(ctx context.Context) (SlotsView, error) {
 		sl = p.HGetAll(ctx, s.k.Slots())
 		tnow = p.Time(ctx)
 		dr = p.SMembers(ctx, s.k.Draining())
+		pl = p.HGetAll(ctx, s.k.Placement())
 		return nil
 	})
 	if err != nil {
@@ -654,7 +719,8 @@ func (s *Store) Slots(ctx context.Context) (SlotsView, error) {
 	for _, z := range ws.Val() {
 		id := z.Member.(string)
 		exp := time.UnixMilli(int64(z.Score))
-		view.Workers = append(view.Workers, WorkerView{Identity: id, Alive: exp.After(now), Draining: draining[id], Expires: exp})
+		view.Workers = append(view.Workers, WorkerView{Identity: id, Alive: exp.After(now), Draining: draining[id], Expires: exp,
+			Placement: decodePlacement(pl.Val()[id])})
 	}
 	sort.Slice(view.Workers, func(i, j int) bool { return view.Workers[i].Identity < view.Workers[j].Identity })
 	for i := range view.Workers {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -342,4 +343,33 @@ func TestRunTimeFlags_badValues(t *testing.T) {
 	if len(rs) != 0 || len(scs) != 0 || g.Version != 1 || g.MaxAttempts != 0 || g.RunTimeoutMS != 0 {
 		t.Errorf("bad input wrote: %d runs, %d schedules, group %+v", len(rs), len(scs), g)
 	}
+}
+
+// TestGroupSet_require: --require sets a group's requirements (group show
+// and -o json carry them), --no-require drops them, bad ones exit 2 with
+// nothing written; worker --label/--groups are checked before anything
+// connects.
+func TestGroupSet_require(t *testing.T) {
+	e := newCLIEnv(t)
+	var g client.Group
+	e.ok(&g, "group", "set", "train", "--require", "gpu=a100", "--require", "zone=eu")
+	if fmt.Sprint(g.Require) != "map[gpu:a100 zone:eu]" {
+		t.Fatalf("require %v", g.Require)
+	}
+	if _, out, _ := e.cli("group", "show", "train"); !strings.Contains(out, "REQUIRE") || !strings.Contains(out, "gpu=a100,zone=eu") {
+		t.Errorf("group show does not list the requirements:\n%s", out)
+	}
+	e.usage(`--require: label "GPU": the key may hold only`, "group", "set", "train", "--require", "GPU=x")
+	e.usage("--require and --no-require are exclusive", "group", "set", "train", "--require", "gpu=x", "--no-require")
+	e.ok(&g, "group", "show", "train")
+	if fmt.Sprint(g.Require) != "map[gpu:a100 zone:eu]" || g.Version != 1 {
+		t.Fatalf("a bad --require changed the group: %+v", g)
+	}
+	var cleared client.Group // (a fresh record: an absent field leaves a reused one as it was)
+	e.ok(&cleared, "group", "set", "train", "--no-require")
+	if cleared.Require != nil {
+		t.Fatalf("require after --no-require: %v", cleared.Require)
+	}
+	e.usage(`--label: label "noeq": want key=value`, "worker", "--advertise", "w:1", "--simulate", "--label", "noeq")
+	e.usage(`--groups: worker placement: group name "a b" contains whitespace`, "worker", "--advertise", "w:1", "--simulate", "--groups", "a b")
 }

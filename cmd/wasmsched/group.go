@@ -127,6 +127,9 @@ func groupDetailTable(w io.Writer, g client.Group) {
 			fmt.Fprintf(w, "%s\t%s\n", k, g.Params[k])
 		}
 	}
+	if len(g.Require) > 0 {
+		fmt.Fprintf(w, "\nREQUIRE\t%s (its runs go only to workers with these labels)\n", pairs(g.Require))
+	}
 	if g.WakeAt != nil {
 		fmt.Fprintf(w, "\nWAKE\tthe policy asked to be decided again at %s\n", tableTimeP(g.WakeAt))
 	}
@@ -303,7 +306,13 @@ Examples:
    wasmsched group set nightly --policy priority
    wasmsched group set etl --policy discard --max-active 1 -o json
    wasmsched group set etl --run-timeout 20m --max-attempts 3 --retry-backoff 30s
-   wasmsched group set hooks --policy debounce --param period=2s --param max_wait=30s`,
+   wasmsched group set hooks --policy debounce --param period=2s --param max_wait=30s
+   wasmsched group set train --require gpu=a100 --require zone=eu
+
+--require K=V places the group's runs only on workers that carry every
+label given (worker --label); the runs launched from then on follow the
+change. Without a worker that has them, the runs wait (LAUNCHED), and they
+never hold other runs' slots.`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "policy", Aliases: []string{"p"}, Usage: "serial policy `NAME` (wait, discard, priority, or a pushed one)"},
 			&cli.IntFlag{Name: "max-active", Aliases: []string{"m"}, Usage: fmt.Sprintf("at most `N` (1 to %d) active runs (a new group: 1)", limits.MaxMaxActive), DefaultText: "kept"},
@@ -312,6 +321,8 @@ Examples:
 			&cli.BoolFlag{Name: "allow-unpushed", Usage: "accept a --policy name that is not pushed yet (its runs wait until it is)"},
 			&cli.StringSliceFlag{Name: "param", Usage: "set the policy's parameter `NAME=VALUE` (repeatable; NAME= removes it)"},
 			&cli.BoolFlag{Name: "replace-params", Usage: "the --param given become all of the group's parameters"},
+			&cli.StringSliceFlag{Name: "require", Usage: "its runs go only to workers with the label `K=V` (repeatable: every one; replaces the group's requirements)"},
+			&cli.BoolFlag{Name: "no-require", Usage: "drop the group's requirements: any worker that serves it may run its runs"},
 		}, runTimeFlags("run-")...),
 		Action: groupSet,
 	}
@@ -417,6 +428,19 @@ func groupSet(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	var require map[string]string
+	switch {
+	case c.IsSet("require") && c.Bool("no-require"):
+		return usageErrorf("--require and --no-require are exclusive")
+	case c.IsSet("require"):
+		ls, err := labelFlags(c, "require", abi.MaxLabels)
+		if err != nil {
+			return err
+		}
+		require = limits.LabelsMap(ls)
+	case c.Bool("no-require"):
+		require = map[string]string{}
+	}
 	policy := c.String("policy")
 	if c.IsSet("policy") {
 		if err := limits.ValidateName("policy", policy); err != nil {
@@ -438,7 +462,7 @@ func groupSet(c *cli.Context) error {
 		}
 	}
 	gs := client.GroupSettings{Policy: policy, MaxActive: maxActive, Window: window,
-		Retention: retention, RunTimeout: timeout, Retry: retry, ReplaceParams: c.Bool("replace-params")}
+		Retention: retention, RunTimeout: timeout, Retry: retry, ReplaceParams: c.Bool("replace-params"), Require: require}
 	if c.IsSet("param") || gs.ReplaceParams {
 		gs.Params = limits.LabelsMap(params)
 		if gs.Params == nil {

@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 	"github.com/wasmsched/wasmsched/client"
@@ -55,9 +58,32 @@ func slotsTable(w io.Writer, v client.Slots) {
 			fmt.Fprintf(w, "%s\t%t\t%t\t-\t-\t-\n", wk.Identity, wk.Alive, wk.Draining)
 		}
 	}
+	placed := false
+	for _, wk := range v.Workers {
+		placed = placed || len(wk.Labels) > 0 || len(wk.Groups) > 0
+	}
+	if placed { // only when a worker registered any: placement (worker --label, --groups)
+		fmt.Fprintln(w, "\nWORKER\tLABELS\tGROUPS")
+		for _, wk := range v.Workers {
+			groups := "(every group)"
+			if len(wk.Groups) > 0 {
+				groups = strings.Join(wk.Groups, ",")
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\n", wk.Identity, dash(pairs(wk.Labels)), groups)
+		}
+	}
 	fmt.Fprintf(w, "\nfree: %d  assigned: %d", v.Free, v.Assigned)
 	if v.Draining > 0 {
 		fmt.Fprintf(w, "  draining: %d (free slots of draining workers: no run is placed there)", v.Draining)
 	}
 	fmt.Fprintln(w)
+}
+
+// pairs is m as "k=v,k=v", sorted by key ("" when empty).
+func pairs(m map[string]string) string {
+	out := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, k+"="+m[k])
+	}
+	return strings.Join(out, ",")
 }

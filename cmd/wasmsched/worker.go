@@ -17,7 +17,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/urfave/cli/v2"
 
+	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/host/worker"
+	"github.com/wasmsched/wasmsched/internal/errs"
+	"github.com/wasmsched/wasmsched/internal/limits"
+	"github.com/wasmsched/wasmsched/storage"
 )
 
 func init() {
@@ -37,6 +41,8 @@ type workerOptions struct {
 	Metrics      string
 	DrainTimeout time.Duration
 	EnvDeny      []string
+	Labels       map[string]string // --label: what it carries for placement
+	Groups       []string          // --groups: the groups it serves (none: every group)
 }
 
 func workerCommand() *cli.Command {
@@ -75,6 +81,13 @@ Exactly one mode:
                      when it has run that long: FAILED "timed out after D".
                      The program also gets WASMSCHED_ATTEMPT (1, 2, ...).
 
+Placement: --label K=V (repeatable) are labels this worker carries; a group
+that requires labels (group set --require) sends its runs only to workers
+with every one of them. --groups G,G (names, or patterns with '*') makes it
+serve only those groups: no run of another group is placed on it. Without
+--groups it serves every group (those that require nothing, and those whose
+requirements its labels meet); slots lists each worker's labels and groups.
+
 Logs go to stderr. --journal appends "RUN_ID TOKEN ATTEMPT" per execution start
 (fsynced), for audits.
 
@@ -82,7 +95,9 @@ Examples:
    wasmsched worker --slots 4 --advertise 10.0.0.7:7070 --simulate
    wasmsched worker --slots 2 --advertise w1:7070 --exec ./job.sh
    wasmsched worker --slots 1 --advertise w1:7070 --exec /bin/sh -- -c 'echo $WASMSCHED_PAYLOAD'
-   wasmsched --redis redis://r:6379/0 worker --slots 8 --advertise w2:7070 --simulate --journal /var/log/ws.journal`,
+   wasmsched --redis redis://r:6379/0 worker --slots 8 --advertise w2:7070 --simulate --journal /var/log/ws.journal
+   wasmsched worker --advertise gpu1:7070 --exec ./train.sh --label gpu=a100 --label zone=eu
+   wasmsched worker --advertise w3:7070 --simulate --groups 'thumbnails,reports-*'`,
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "slots", Value: 1, Usage: "number of fixed slots `N` (>= 1)"},
 			&cli.StringFlag{Name: "advertise", Usage: "this worker's `ADDR` (host:port), part of its identity (required)"},
@@ -93,50 +108,61 @@ Examples:
 			&cli.StringFlag{Name: "journal", Usage: "append \"RUN_ID TOKEN ATTEMPT\" per execution start to `FILE`"},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus /metrics on `ADDR` (e.g. :9102)"},
 			&cli.DurationFlag{Name: "drain-timeout", Value: worker.DefaultDrainTimeout, Usage: "on SIGTERM wait up to `D` for the runs in flight"},
+			&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "a label `K=V` this worker carries, for placement (repeatable, at most 16)"},
+			&cli.StringFlag{Name: "groups", Usage: "serve only these groups: `G,G` (names, or patterns with '*'; default: every group)"},
 			&cli.StringFlag{Name: "exec-env-deny", Value: strings.Join(worker.DefaultExecEnvDeny, ","), Usage: "environment variables (comma-separated `PATTERNS`, e.g. 'AWS_*') the program does not get; \"\" = none"},
 		},
-		Action: func(c *cli.Context) error {
-			o := workerOptions{
-				Slots:        c.Int("slots"),
-				Advertise:    c.String("advertise"),
-				Simulate:     c.Bool("simulate"),
-				Exec:         c.String("exec"),
-				ExecArgs:     c.Args().Slice(),
-				HeartbeatTTL: c.Duration("heartbeat-ttl"),
-				StopGrace:    c.Duration("stop-grace"),
-				Journal:      c.String("journal"),
-				Metrics:      c.String("metrics-listen"),
-				DrainTimeout: c.Duration("drain-timeout"),
-				EnvDeny:      splitList(c.String("exec-env-deny")),
-			}
-			if err := o.check(); err != nil {
-				return err
-			}
-			log := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil)).With("namespace", globalString(c, flagNamespace))
-			var h worker.Handler = worker.Simulate()
-			if o.Exec != "" {
-				var err error
-				if h, err = worker.Exec(worker.ExecConfig{Program: o.Exec, Args: o.ExecArgs, StopGrace: o.StopGrace,
-					EnvDeny: o.EnvDeny, Logger: log}); err != nil {
-					return asUsage(err) // nothing registered
-				}
-			}
-			st, _, closeFn, err := openNamespace(c, false)
-			if err != nil {
-				return err
-			}
-			defer closeFn()
-			reg := prometheus.NewRegistry()
-			w, err := worker.New(c.Context, worker.Config{Client: st.Redis(), Namespace: st.Namespace(), Advertise: o.Advertise,
-				Slots: o.Slots, HeartbeatTTL: o.HeartbeatTTL, StopGrace: o.StopGrace, DrainTimeout: o.DrainTimeout,
-				Journal: o.Journal, Logger: log, Registerer: reg})
-			if err != nil {
-				return asUsage(err)
-			}
-			w.HandleDefault(h)
-			return runWorker(c.Context, w, o.Metrics, reg, log)
-		},
+		Action: workerAction,
 	}
+}
+
+// workerAction runs `wasmsched worker`: flags checked before anything
+// connects, then the worker until SIGINT/SIGTERM.
+func workerAction(c *cli.Context) error {
+	o := workerOptions{
+		Slots:        c.Int("slots"),
+		Advertise:    c.String("advertise"),
+		Simulate:     c.Bool("simulate"),
+		Exec:         c.String("exec"),
+		ExecArgs:     c.Args().Slice(),
+		HeartbeatTTL: c.Duration("heartbeat-ttl"),
+		StopGrace:    c.Duration("stop-grace"),
+		Journal:      c.String("journal"),
+		Metrics:      c.String("metrics-listen"),
+		DrainTimeout: c.Duration("drain-timeout"),
+		EnvDeny:      splitList(c.String("exec-env-deny")),
+	}
+	labels, err := labelFlags(c, "label", abi.MaxLabels)
+	if err != nil {
+		return err
+	}
+	o.Labels, o.Groups = limits.LabelsMap(labels), splitList(c.String("groups"))
+	if err := o.check(); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil)).With("namespace", globalString(c, flagNamespace))
+	var h worker.Handler = worker.Simulate()
+	if o.Exec != "" {
+		var err error
+		if h, err = worker.Exec(worker.ExecConfig{Program: o.Exec, Args: o.ExecArgs, StopGrace: o.StopGrace,
+			EnvDeny: o.EnvDeny, Logger: log}); err != nil {
+			return asUsage(err) // nothing registered
+		}
+	}
+	st, _, closeFn, err := openNamespace(c, false)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	reg := prometheus.NewRegistry()
+	w, err := worker.New(c.Context, worker.Config{Client: st.Redis(), Namespace: st.Namespace(), Advertise: o.Advertise,
+		Slots: o.Slots, HeartbeatTTL: o.HeartbeatTTL, StopGrace: o.StopGrace, DrainTimeout: o.DrainTimeout,
+		Journal: o.Journal, Logger: log, Registerer: reg, Labels: o.Labels, Groups: o.Groups})
+	if err != nil {
+		return asUsage(err)
+	}
+	w.HandleDefault(h)
+	return runWorker(c.Context, w, o.Metrics, reg, log)
 }
 
 // splitList splits a comma-separated flag value ("" = none).
@@ -175,6 +201,9 @@ func (o workerOptions) check() error {
 	}
 	if len(o.ExecArgs) > 0 && o.Exec == "" {
 		return usageErrorf("worker: unexpected arguments %q (program arguments need --exec PROGRAM)", o.ExecArgs)
+	}
+	if err := (storage.WorkerPlacement{Groups: o.Groups}).Validate(); err != nil {
+		return usageErrorf("worker: --groups: %s", errs.UserMessage(err))
 	}
 	return nil
 }

@@ -980,3 +980,26 @@ func leadNS(t *testing.T, e *env) storage.Fence {
 	}
 	return storage.Fence{Epoch: epoch, Holder: stamp}
 }
+
+// TestAPI_groupRequire: a group PUT sets its requirements (absent keeps
+// them, {} drops them); a bad one is a 400 naming it, nothing written.
+func TestAPI_groupRequire(t *testing.T) {
+	e := newEnv(t, opts{})
+	type grp struct {
+		Version int64             `json:"version"`
+		Require map[string]string `json:"require"`
+	}
+	var g grp
+	if got := e.do("PUT", ns+"/groups/train", `{"require": {"gpu": "a100"}}`, &g); got != 200 || g.Require["gpu"] != "a100" {
+		t.Fatalf("put: %d %+v", got, g)
+	}
+	e.fails(400, "invalid", `label "GPU"`, "PUT", ns+"/groups/train", `{"require": {"GPU": "x"}}`)
+	var kept grp
+	if got := e.do("PUT", ns+"/groups/train", `{"max_active": 3}`, &kept); got != 200 || kept.Require["gpu"] != "a100" || kept.Version != 2 {
+		t.Fatalf("absent require: %d %+v, want kept (and the bad PUT wrote nothing: version 2)", got, kept)
+	}
+	var none grp
+	if got := e.do("PUT", ns+"/groups/train", `{"require": {}}`, &none); got != 200 || none.Require != nil {
+		t.Fatalf("require {}: %d %+v, want none", got, none)
+	}
+}

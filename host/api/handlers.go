@@ -122,6 +122,8 @@ type groupPutJSON struct {
 	// replace_params they become all of them.
 	Params        map[string]string `json:"params"`
 	ReplaceParams bool              `json:"replace_params"`
+	// Require: the labels a worker must carry (absent: keep; {}: none).
+	Require map[string]string `json:"require"`
 }
 
 // msField is a *_ms field of a request: absent 0, negative a 400 naming it.
@@ -164,7 +166,7 @@ func (s *Server) putGroup(w http.ResponseWriter, r *http.Request, c *call) (int,
 		return 0, nil, err
 	}
 	gs := client.GroupSettings{Policy: body.Policy, MaxActive: body.MaxActive, Window: body.Window,
-		Params: body.Params, ReplaceParams: body.ReplaceParams}
+		Params: body.Params, ReplaceParams: body.ReplaceParams, Require: body.Require}
 	if body.RunTimeoutMS != nil {
 		d, err := msField("run_timeout_ms", body.RunTimeoutMS)
 		if err != nil {

@@ -60,6 +60,9 @@ type agent struct {
 	Advertise string
 	// Slots is the number of fixed slots (default 1).
 	Slots int
+	// Placement is what it registers for placement: its labels and the
+	// groups it serves (none: every group).
+	Placement storage.WorkerPlacement
 	// HeartbeatTTL is the worker's liveness TTL; it heartbeats every TTL/3
 	// (default 3s, minimum 30ms).
 	HeartbeatTTL time.Duration
@@ -144,6 +147,9 @@ func (w *agent) Validate() error {
 		return fmt.Errorf("worker: heartbeat TTL %v is below the minimum %v", w.HeartbeatTTL, MinHeartbeatTTL)
 	case w.StopGrace < 0:
 		return fmt.Errorf("worker: stop grace must not be negative, got %v", w.StopGrace)
+	}
+	if err := w.Placement.Validate(); err != nil {
+		return fmt.Errorf("worker: %w", err)
 	}
 	return nil
 }

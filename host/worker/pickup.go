@@ -155,7 +155,7 @@ func (w *agent) toStart(states []storage.SlotState) bool {
 func (w *agent) register(ctx context.Context) error {
 	id := storage.NewIdentity(w.Advertise)
 	for {
-		err := w.Store.RegisterWorker(ctx, id, w.Slots, w.HeartbeatTTL)
+		err := w.Store.RegisterWorkerWith(ctx, id, w.Slots, w.HeartbeatTTL, w.Placement)
 		if err == nil {
 			break
 		}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -28,6 +30,15 @@ type Config struct {
 	Advertise string
 	// Slots is the number of runs it executes at once (default 1).
 	Slots int
+	// Labels are what the worker carries for placement: a group that
+	// requires labels (group set --require) sends its runs only to workers
+	// with every one of them. At most 16, bounded as run labels are.
+	Labels map[string]string
+	// Groups are the groups it serves: names, or patterns where '*'
+	// matches any text (at most 64). None: every group, but a worker that
+	// registered handlers with Handle and no HandleDefault serves exactly
+	// the groups of its handlers. A run of another group is never placed on it.
+	Groups []string
 	// HeartbeatTTL is its liveness TTL; it heartbeats every TTL/3
 	// (default 3s, at least 30ms).
 	HeartbeatTTL time.Duration
@@ -81,7 +92,8 @@ func New(ctx context.Context, c Config) (*Worker, error) {
 	}
 	a := &agent{Store: st, Advertise: c.Advertise, Slots: c.Slots, HeartbeatTTL: c.HeartbeatTTL, StopGrace: c.StopGrace,
 		DrainTimeout: c.DrainTimeout, Journal: c.Journal, Logger: c.Logger, Registerer: c.Registerer,
-		handlers: map[string]Handler{}, stopNow: make(chan struct{})}
+		Placement: storage.WorkerPlacement{Labels: limits.LabelsFromMap(c.Labels), Groups: c.Groups},
+		handlers:  map[string]Handler{}, stopNow: make(chan struct{})}
 	if err := a.Validate(); err != nil {
 		_ = closeFn()
 		return nil, err
@@ -107,6 +119,13 @@ func (w *Worker) HandleDefault(h Handler) { w.a.def = h }
 // first registration. Run may be called once.
 func (w *Worker) Run(ctx context.Context) error {
 	defer func() { _ = w.close() }()
+	if w.a.def == nil && len(w.a.Placement.Groups) == 0 && len(w.a.handlers) > 0 {
+		// only the groups it has handlers for: no other group's run is placed on it
+		for g := range w.a.handlers {
+			w.a.Placement.Groups = append(w.a.Placement.Groups, g)
+		}
+		slices.Sort(w.a.Placement.Groups)
+	}
 	if w.a.def == nil {
 		w.a.def = HandlerFunc(func(_ context.Context, r *Run) (string, error) {
 			return "", fmt.Errorf("no handler for group %s on this worker", r.Group)

@@ -167,7 +167,14 @@ func (k Keys) Slots() string { return k.p + "slots" }
 // when freed (release_slots derives this key from Free's prefix).
 func (k Keys) Draining() string { return k.p + "draining" }
 
-// Free is the zset of free "worker#index".
+// Placement is the hash of worker identity -> its placement profile,
+// "labels 0x1e groups", for the workers that registered labels or groups;
+// the scripts derive it from Free's prefix (_lib.lua "Placement").
+func (k Keys) Placement() string { return k.p + "placement" }
+
+// Free is the zset of free "worker#index": score 0 for a worker without a
+// placement profile, 1 for one with (a run with requirements reads only
+// those).
 func (k Keys) Free() string { return k.p + "free" }
 
 // SlotEvents is worker identity's pub/sub channel: the scripts that

@@ -34,6 +34,9 @@ const (
 	MaxLostReports = 1000
 	// MaxScheduleName bounds a schedule's name (its runs' ids carry it).
 	MaxScheduleName = 96
+	// MaxWorkerGroups bounds the groups (names or patterns) a worker
+	// serves; its labels are bounded as a run's (abi.MaxLabels).
+	MaxWorkerGroups = 64
 )
 
 // Bounds and defaults of runs in time.

@@ -2,12 +2,14 @@
 -- now_ms(): Redis TIME in unix ms.
 -- parse_assign(s): "worker#index#token#task,..." -> list of {w, i, tok, task}
 --   (worker identities may contain '#'; index, token and task never do).
--- pick_free(kfree, kworkers, kslots, k, now[, alive]): up to k free slots
---   ({w, i, f}) on live workers (heartbeat expiry > now), in free-zset order,
+-- pick_free(kfree, kworkers, kslots, k, now[, alive[, P, group, req]]): up to k free slots
+--   ({w, i, f}) on live workers (heartbeat expiry > now) that may take a
+--   run of group with requirements req (may_place), in free-zset order,
 --   reading the free zset in windows of max(2k, 16) until k are found;
 --   alive (optional) caches worker liveness across calls; writes nothing.
--- free_cursor(kfree, kworkers, kslots, now[, win]): an iterator over the
---   usable free slots for a batch of allocations: c.take(k) returns k slots
+-- free_cursor(kfree, kworkers, kslots, now[, win[, deferred[, P, group, req]]]): an iterator over the
+--   usable free slots for a batch of allocations (with P, those may_place
+--   allows for group and req): c.take(k) returns k slots
 --   ({w, i, f}) or nil and the count found when fewer remain (what it
 --   found is given back, so a smaller run may still take it); each free
 --   zset entry is read and checked once per script (windows of win, default
@@ -15,6 +17,24 @@
 --   slots must be ZREMed by the caller (the cursor accounts for them;
 --   deferred = true: the caller ZREMs them at its end, in one call, and
 --   the cursor reads past them); writes nothing.
+-- Placement (worker labels and groups; keyspace.Keys.Placement, the hash
+--   beside free, named from free's key): identity -> "labels 0x1e groups"
+--   of each worker that has any ("k=v" pairs 0x1d-separated; group names or
+--   patterns with '*', comma-separated). Such a worker's free slots have
+--   score 1 in free, the others' 0, so a run without requirements takes an
+--   open worker's slot first, and a run with requirements reads only the
+--   score-1 slots. A run's requirements are "k=v" pairs 0x1d-separated:
+--   the worker must carry every one; a worker with groups takes only runs
+--   of a group one of them matches.
+-- placement(kfree): nil when no worker has a profile (one EXISTS), else
+--   {key, prof = {}, alive = {}} for a call: prof caches each worker's
+--   parsed profile (false: none), alive its liveness (free_cursor).
+-- may_place(P, w, group, req): whether worker w may take a slot of a run of
+--   group with requirements req (parse_req: nil = none).
+-- cursor_for(C, group, req_s): the call's free cursor for a run of group
+--   with requirements req_s ('' or nil = none); C = {kfree, kworkers,
+--   kslots, now, win, P = placement(kfree), by = {}}: one cursor for every
+--   run when no worker has a profile, else one per group and requirements.
 -- spared(kworker, since): whether a worker whose heartbeat expired is still
 --   taken for alive: since (ms since the leader's term began or Redis last
 --   refused the leader a write at maxmemory; -1 never) is less than its
@@ -42,6 +62,7 @@
 --   script's many releases share: {drain = {}, free = {}}) each worker's
 --   draining check is read once (S.drain) and the slots to offer again are
 --   collected in S.free (score, member pairs) for the caller's one ZADD.
+--   A profiled worker's slot goes back with score 1 (Placement).
 -- group_view(kgroup): a group's decision fields {policy, max_active,
 --   version, window, discard_below, gen, paused, params, wake_at, hist
 --   ('1': its launches are recorded, apply.lua), dv (the version the
@@ -117,17 +138,84 @@ local function join_assign(list)
   end
   return table.concat(parts, ',')
 end
-local function pick_free(kfree, kworkers, kslots, k, now, alive)
+local function parse_req(s)
+  if not s or s == '' then return nil end
+  local out = {}
+  for pair in string.gmatch(s, '[^\29]+') do
+    local k, v = string.match(pair, '^([^=]+)=(.*)$')
+    if k then out[#out + 1] = {k, v} end
+  end
+  return out
+end
+local function placement(kfree)
+  local kp = string.sub(kfree, 1, #kfree - 4) .. 'placement'
+  if redis.call('EXISTS', kp) == 0 then return nil end
+  return {key = kp, prof = {}, alive = {}, has = {}}
+end
+local function glob_match(pat, s)
+  if not string.find(pat, '*', 1, true) then return pat == s end
+  local lp = string.gsub(pat, '[%^%$%(%)%%%.%[%]%+%-%?]', '%%%0')
+  lp = string.gsub(lp, '%*', '.*')
+  return string.match(s, '^' .. lp .. '$') ~= nil
+end
+local function may_place(P, w, group, req)
+  if not P then return req == nil end
+  local p = P.prof[w]
+  if p == nil then
+    p = false
+    local v = redis.call('HGET', P.key, w)
+    if v then
+      local ls, gs = string.match(v, '^([^\30]*)\30(.*)$')
+      p = {labels = {}, groups = nil}
+      for pair in string.gmatch(ls or '', '[^\29]+') do
+        local k, val = string.match(pair, '^([^=]+)=(.*)$')
+        if k then p.labels[k] = val end
+      end
+      if gs and gs ~= '' then
+        p.groups = {}
+        for g in string.gmatch(gs, '[^,]+') do p.groups[#p.groups + 1] = g end
+      end
+    end
+    P.prof[w] = p
+  end
+  if not p then return req == nil end
+  if p.groups then
+    local ok = false
+    for _, pat in ipairs(p.groups) do
+      if glob_match(pat, group) then
+        ok = true
+        break
+      end
+    end
+    if not ok then return false end
+  end
+  if req then
+    for _, kv in ipairs(req) do
+      if p.labels[kv[1]] ~= kv[2] then return false end
+    end
+  end
+  return true
+end
+-- free_range(kfree, from, n, placed): n free-zset entries from offset from,
+-- of every slot or (placed) of the score-1 slots of profiled workers only
+local function free_range(kfree, from, n, placed)
+  if placed then
+    return redis.call('ZRANGEBYSCORE', kfree, 1, '+inf', 'LIMIT', from, n)
+  end
+  return redis.call('ZRANGE', kfree, from, from + n - 1)
+end
+local function pick_free(kfree, kworkers, kslots, k, now, alive, P, group, req)
   local got = {}
   if k <= 0 then return got end
   alive = alive or {}
   -- free holds exactly the free slots (every script that frees a slot adds
   -- it, every script that assigns or deletes one removes it), so only slots
-  -- of dead, not yet reaped workers are skipped: read a window of it, not all.
+  -- of dead, not yet reaped workers (and, with requirements or profiled
+  -- workers, slots the run may not take) are skipped: read a window of it, not all.
   local win = math.max(2 * k, 16)
   local off = 0
   while true do
-    local fs = redis.call('ZRANGE', kfree, off, off + win - 1)
+    local fs = free_range(kfree, off, win, req ~= nil)
     for _, f in ipairs(fs) do
       local w, i = string.match(f, '^(.*)#(%d+)$')
       if w then
@@ -137,7 +225,7 @@ local function pick_free(kfree, kworkers, kslots, k, now, alive)
           a = (sc and tonumber(sc) > now) or false
           alive[w] = a
         end
-        if a and redis.call('HGET', kslots, f) == '' then
+        if a and (P == nil and req == nil or may_place(P, w, group, req)) and redis.call('HGET', kslots, f) == '' then
           got[#got + 1] = {w = w, i = i, f = f}
           if #got == k then return got end
         end
@@ -147,9 +235,10 @@ local function pick_free(kfree, kworkers, kslots, k, now, alive)
     off = off + win
   end
 end
-local function free_cursor(kfree, kworkers, kslots, now, win, deferred)
+local function free_cursor(kfree, kworkers, kslots, now, win, deferred, P, group, req)
   win = win or 64
-  local c = {buf = {}, i = 1, read = 0, taken = 0, eof = false, alive = {}, back = {}, deferred = deferred}
+  local c = {buf = {}, i = 1, read = 0, taken = 0, eof = false, alive = P and P.alive or {}, back = {}, deferred = deferred}
+  local filter = P ~= nil or req ~= nil
   local function nextfree()
     if #c.back > 0 then
       local s = c.back[#c.back]
@@ -162,7 +251,7 @@ local function free_cursor(kfree, kworkers, kslots, now, win, deferred)
         -- entries already read and taken are gone from the zset (unless
         -- their ZREM is deferred to the caller's one call)
         local from = c.deferred and c.read or c.read - c.taken
-        c.buf = redis.call('ZRANGE', kfree, from, from + win - 1)
+        c.buf = free_range(kfree, from, win, req ~= nil)
         c.i = 1
         c.read = c.read + #c.buf
         if #c.buf < win then c.eof = true end
@@ -178,7 +267,7 @@ local function free_cursor(kfree, kworkers, kslots, now, win, deferred)
           a = (sc and tonumber(sc) > now) or false
           c.alive[w] = a
         end
-        if a and redis.call('HGET', kslots, f) == '' then
+        if a and (not filter or may_place(P, w, group, req)) and redis.call('HGET', kslots, f) == '' then
           return {w = w, i = i, f = f}
         end
       end
@@ -197,6 +286,20 @@ local function free_cursor(kfree, kworkers, kslots, now, win, deferred)
     end
     c.taken = c.taken + k
     return got, k
+  end
+  return c
+end
+local function cursor_for(C, group, req_s)
+  local sig = ''
+  if C.P then
+    sig = group .. '\0' .. (req_s or '')
+  elseif req_s and req_s ~= '' then
+    sig = '\0' .. req_s
+  end
+  local c = C.by[sig]
+  if not c then
+    c = free_cursor(C.kfree, C.kworkers, C.kslots, C.now, C.win, true, C.P, group, parse_req(req_s))
+    C.by[sig] = c
   end
   return c
 end
@@ -245,11 +348,25 @@ local function release_slots(kslots, kfree, run, as, S)
         if S then S.drain[a.w] = d end
       end
       if d == 0 then
+        -- score 1: a profiled worker's slot (placement); the check is one
+        -- EXISTS a call, and a HEXISTS a worker only when some worker has a profile
+        local P
         if S then
-          S.free[#S.free + 1] = 0
+          if S.P == nil then S.P = placement(kfree) or false end
+          P = S.P or nil
+        else
+          P = placement(kfree)
+        end
+        local sc = 0
+        if P then
+          if P.has[a.w] == nil then P.has[a.w] = redis.call('HEXISTS', P.key, a.w) == 1 end
+          if P.has[a.w] then sc = 1 end
+        end
+        if S then
+          S.free[#S.free + 1] = sc
           S.free[#S.free + 1] = f
         else
-          redis.call('ZADD', kfree, 0, f)
+          redis.call('ZADD', kfree, sc, f)
         end
       end
     end

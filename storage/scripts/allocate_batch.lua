@@ -4,7 +4,10 @@
 -- is passed over and the younger ones that fit get slots (backfill), unless
 -- it has waited for slots at least the guard (ARGV[6]): then it is held,
 -- the call stops there and the slots freed from now on wait for it. With
--- no free slot left the call stops at the next misfit.
+-- no free slot left the call stops at the next misfit. A run launched with
+-- requirements (its field require: apply.lua) takes only slots of workers
+-- that carry them and serve its group (_lib.lua Placement), is never held,
+-- and a misfit of it stops nothing.
 -- KEYS[1] fence, KEYS[2] lock, KEYS[3] workers zset, KEYS[4] slots hash,
 -- KEYS[5] free zset, KEYS[6] launched zset, KEYS[7] tokens counter,
 -- KEYS[8] the launched runs' index (Keys.LaunchInfo), KEYS[9] the pass
@@ -60,7 +63,7 @@ for j = 1, n do
 end
 local now = now_ms()
 local nows = string.format('%d', now)
-local free = free_cursor(KEYS[5], KEYS[3], KEYS[4], now, nil, true)
+local C = {kfree = KEYS[5], kworkers = KEYS[3], kslots = KEYS[4], now = now, P = placement(KEYS[5]), by = {}}
 local tok = {key = KEYS[7], n = 0} -- one INCR for the call's tokens
 -- the slots taken (out of free) and the runs allocated (out of launched
 -- and its index): one ZREM, ZREM and HDEL for the call, written even
@@ -69,7 +72,7 @@ local out, notify, ev, taken, gone = {}, {}, {}, {}, {}
 local done, err = pcall(function()
   for j = 1, n do
     local id, key = ARGV[7 + j], KEYS[9 + j]
-    local r = redis.call('HMGET', key, 'state', 'slots', 'alloc_op', 'assign', 'group', 'launched_at')
+    local r = redis.call('HMGET', key, 'state', 'slots', 'alloc_op', 'assign', 'group', 'launched_at', 'require')
     if r[1] and r[3] == ARGV[3] then
       out[#out + 1] = {id, 'allocated', flat_assign(parse_assign(r[4]))}
     elseif stopped then
@@ -78,7 +81,8 @@ local done, err = pcall(function()
       out[#out + 1] = {id, 'skipped', r[1] or ''}
     else
       local k = tonumber(r[2]) or 1
-      local got, found = free.take(k)
+      local req = r[7] or ''
+      local got, found = cursor_for(C, r[5] or '', req).take(k)
       if got then
         local as = {}
         for task, s in ipairs(got) do
@@ -90,9 +94,13 @@ local done, err = pcall(function()
         ev[#ev + 1] = 'RUNNING#' .. (r[5] or '') .. '#' .. id
         out[#out + 1] = {id, 'allocated', flat_assign(as)}
       else
-        local held = now - (tonumber(r[6]) or now) >= guard
+        -- a run with requirements is never held (slots freed for it are
+        -- not slots others may not take) and, like any run while a worker
+        -- has a placement profile, does not stop the call: the runs after
+        -- it may take other slots
+        local held = req == '' and now - (tonumber(r[6]) or now) >= guard
         out[#out + 1] = {id, 'no_slots', k, found, held and 1 or 0}
-        if held or found == 0 then -- nothing after it can fit
+        if held or (found == 0 and req == '' and not C.P) then -- nothing after it can fit
           if pass ~= '' then redis.call('SET', KEYS[9], pass, 'PX', 60000) end
           break
         end

@@ -1,17 +1,19 @@
 -- deregister_worker: a worker leaves (worker write, the end of a graceful
 -- shutdown).
 -- KEYS[1] draining set, KEYS[2] worker hash, KEYS[3] slots hash, KEYS[4]
--- free zset, KEYS[5] workers zset
+-- free zset, KEYS[5] workers zset, KEYS[6] placement hash
 -- ARGV[1] identity
 -- returns: 1 (0: not registered, nothing to do)
 -- errors: WS_BAD_STATE (a slot is still assigned: nothing written)
 -- writes: deletes its slots, its free entries, its hash, its workers entry,
--- its draining mark.
+-- its draining mark, its placement profile.
 -- replay: idempotent (a second call finds it gone).
 -- bound: O(s), s the worker's slots
 local n = tonumber(redis.call('HGET', KEYS[2], 'slots') or '')
 if not n then
   redis.call('SREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[6], ARGV[1])
+  redis.call('HDEL', KEYS[6], ARGV[1])
   return 0
 end
 for i = 0, n - 1 do
@@ -28,4 +30,5 @@ end
 redis.call('DEL', KEYS[2])
 redis.call('ZREM', KEYS[5], ARGV[1])
 redis.call('SREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[6], ARGV[1])
 return 1

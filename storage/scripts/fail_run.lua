@@ -38,7 +38,7 @@ if retry then
   state = 'WAITING'
   redis.call('HSET', KEYS[3], 'state', state, 'attempt', att + 1, 'not_before', string.format('%d', retry),
     'reason', 'attempt ' .. att .. ' of ' .. maxa .. ' failed: ' .. ARGV[4], unpack(hist))
-  redis.call('HDEL', KEYS[3], 'assign', 'launched_at', 'started_at')
+  redis.call('HDEL', KEYS[3], 'assign', 'launched_at', 'started_at', 'require')
   park(KEYS[13], KEYS[14], ARGV[5], ARGV[3], retry)
 else
   redis.call('HSET', KEYS[3], 'state', 'FAILED', 'finished_at', fin, 'reason', ARGV[4], unpack(hist))

@@ -14,8 +14,8 @@
 -- so a reap while Redis refuses writes (it refuses the workers' heartbeats
 -- too) fails before it deletes anything (OOM: the caller spares the
 -- workers one TTL from then); then deletes the worker's slots (free or
--- not), worker hash, workers entry, its draining mark (Keys.Draining, from
--- the workers key's prefix); runs that held a slot go into restore.
+-- not), worker hash, workers entry, its draining mark and placement
+-- profile (Keys.Draining, Keys.Placement, from the workers key's prefix); runs that held a slot go into restore.
 -- errors: WS_FENCED, WS_INVALID (arity), OOM (Redis at maxmemory: nothing
 -- deleted). replay: idempotent (reaped workers are gone).
 -- bound: O(c · s): c candidates (the caller passes a bounded list), s slots each
@@ -47,6 +47,7 @@ for j = 4, #ARGV do
     redis.call('DEL', wk)
     redis.call('ZREM', KEYS[3], w)
     redis.call('SREM', string.sub(KEYS[3], 1, #KEYS[3] - 7) .. 'draining', w)
+    redis.call('HDEL', string.sub(KEYS[3], 1, #KEYS[3] - 7) .. 'placement', w)
     reaped[#reaped + 1] = w
   end
 end

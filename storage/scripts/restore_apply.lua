@@ -17,7 +17,7 @@
 -- restore_op; SREM restore.
 -- replay: a retried call finds restore_op == op and returns the assignments.
 -- bound: O(k), k the slots of the run
-local r = redis.call('HMGET', KEYS[3], 'state', 'slots', 'assign', 'restore_op')
+local r = redis.call('HMGET', KEYS[3], 'state', 'slots', 'assign', 'restore_op', 'group', 'require')
 if not r[1] then
   return redis.error_reply('WS_NOT_FOUND run ' .. ARGV[3] .. ' does not exist')
 end
@@ -57,7 +57,9 @@ for _, t in ipairs(reuse) do
     return redis.error_reply('WS_STALE restore run ' .. ARGV[3] .. ': slot ' .. a.w .. '#' .. a.i .. ' no longer holds task ' .. t)
   end
 end
-local got = pick_free(KEYS[6], KEYS[4], KEYS[5], #realloc, now)
+-- a reallocated task goes only where the run may (its requirements, the
+-- workers' groups: _lib.lua Placement)
+local got = pick_free(KEYS[6], KEYS[4], KEYS[5], #realloc, now, nil, #realloc > 0 and placement(KEYS[6]) or nil, r[5] or '', parse_req(r[6]))
 if #got < #realloc then
   return redis.error_reply('WS_NO_SLOTS restore run ' .. ARGV[3] .. ' needs ' .. #realloc .. ' slots, ' .. #got .. ' free on live workers')
 end

@@ -14,11 +14,14 @@
 -- group's delayed zset, ARGV[10] the policy parameters' change ('' =
 -- keep, 'merge': the pairs given are set, one with an empty value
 -- removed, 'replace': the pairs given are all of them), ARGV[11] their
--- bound (abi.MaxParams), ARGV[12..] name, value pairs (valid, checked by
--- the caller); stored sorted by name, "name=value" 0x1d-separated
+-- bound (abi.MaxParams), ARGV[12] its requirements of workers ('' = keep,
+-- '-' = none, else "k=v" pairs 0x1d-separated, sorted, valid: the
+-- placement of its runs launched from now on, apply.lua), ARGV[13..] name,
+-- value pairs (valid, checked by the caller); stored sorted by name,
+-- "name=value" 0x1d-separated
 -- returns: {policy, max_active, version, waiting count, active count, window
 -- (0 = default), retention ms (-1 = the namespace default), run timeout ms,
--- max attempts, backoff, delayed count, params}
+-- max attempts, backoff, delayed count, params, require}
 -- errors (nothing written): WS_INVALID (max_active or window < 0, more
 -- than ARGV[11] parameters after the change)
 -- writes: group policy/max_active/window (only what was given changes),
@@ -27,7 +30,7 @@
 -- version again (harmless).
 -- bound: O(1)
 local cur = redis.call('HMGET', KEYS[2], 'policy', 'max_active', 'window', 'retention_ms', 'name',
-  'run_timeout_ms', 'max_attempts', 'backoff', 'params')
+  'run_timeout_ms', 'max_attempts', 'backoff', 'params', 'require')
 local params = cur[9] or ''
 if ARGV[10] == 'merge' or ARGV[10] == 'replace' then
   local m, names = {}, {}
@@ -37,7 +40,7 @@ if ARGV[10] == 'merge' or ARGV[10] == 'replace' then
       if k then m[k] = v end
     end
   end
-  for i = 12, #ARGV - 1, 2 do
+  for i = 13, #ARGV - 1, 2 do
     if ARGV[10] == 'merge' and ARGV[i + 1] == '' then m[ARGV[i]] = nil else m[ARGV[i]] = ARGV[i + 1] end
   end
   for k in pairs(m) do names[#names + 1] = k end
@@ -98,8 +101,9 @@ local bo = setdef('backoff', ARGV[9], '-', 8)
 if params ~= (cur[9] or '') then
   if params == '' then redis.call('HDEL', KEYS[2], 'params') else redis.call('HSET', KEYS[2], 'params', params) end
 end
+local req = setdef('require', ARGV[12], '-', 10)
 local v = redis.call('HINCRBY', KEYS[2], 'version', 1)
 redis.call('SADD', KEYS[3], ARGV[1])
 if ARGV[6] and ARGV[6] ~= '' then redis.call('PUBLISH', ARGV[6], ARGV[1]) end
 return {policy, m, v, redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5]), w, ret,
-  tonumber(rt) or 0, tonumber(ma) or 0, bo or '', KEYS[8] and redis.call('ZCARD', KEYS[8]) or 0, params}
+  tonumber(rt) or 0, tonumber(ma) or 0, bo or '', KEYS[8] and redis.call('ZCARD', KEYS[8]) or 0, params, req or ''}

@@ -52,6 +52,9 @@ type Options struct {
 	// the first whole second at least Delay after the first submit, so
 	// all become due in the same second.
 	Delay time.Duration
+	// Require (nil = none): every generated group requires these labels,
+	// and the in-process workers carry them (placement's cost).
+	Require map[string]string
 }
 
 // Check validates o and fills its defaults; errors are bad input.
@@ -389,7 +392,8 @@ func (e *env) prepare(ctx context.Context) error {
 			return badinput.Errorf("bench: --policy: %w", err)
 		}
 		for i := range e.o.Groups {
-			if _, err := e.st.SetGroupSettings(ctx, groupName(i), storage.GroupSettings{Policy: e.o.Policy, Window: e.o.Window}); err != nil {
+			if _, err := e.st.SetGroupSettings(ctx, groupName(i), storage.GroupSettings{Policy: e.o.Policy, Window: e.o.Window,
+				Require: limits.LabelsFromMap(e.o.Require)}); err != nil {
 				return fmt.Errorf("bench: group settings: %w", err)
 			}
 		}
@@ -444,7 +448,8 @@ func (e *env) startWorkers(ctx context.Context) error {
 	}
 	for i := range e.o.Workers {
 		w, err := worker.New(ctx, worker.Config{Client: st.Redis(), Namespace: st.Namespace(), Advertise: fmt.Sprintf("bench-worker-%d", i),
-			Slots: e.o.Slots, HeartbeatTTL: e.o.HeartbeatTTL, DrainTimeout: time.Nanosecond, Logger: e.log.With("component", "worker", "worker", i)})
+			Slots: e.o.Slots, HeartbeatTTL: e.o.HeartbeatTTL, DrainTimeout: time.Nanosecond, Logger: e.log.With("component", "worker", "worker", i),
+			Labels: e.o.Require})
 		if err != nil {
 			return badinput.Wrap(err)
 		}

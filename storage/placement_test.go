@@ -1,0 +1,152 @@
+package storage_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// workerOf is the worker of each slot run id holds.
+func workerOf(t *testing.T, e *env, id string) []string {
+	t.Helper()
+	r := ok(e.s.GetRun(ctx, id))(t)
+	var ws []string
+	for _, a := range r.Assignments {
+		ws = append(ws, a.Worker)
+	}
+	return ws
+}
+
+func label(k, v string) abi.Label { return abi.Label{Key: k, Value: v} }
+
+// TestStore_placement: a group's requirements send its runs only to
+// workers carrying every required label, in the apply that launches them,
+// in the slot manager's allocate calls and in a restore; a worker that
+// serves some groups takes no run of another; an unconstrained run takes
+// an open worker's slot before a labelled one's; a run waiting for a label
+// no live worker has is never held and stops nothing.
+func TestStore_placement(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		mustNil(t, e.s.RegisterWorker(ctx, "cpu", 2, time.Minute))
+		mustNil(t, e.s.RegisterWorkerWith(ctx, "gpu", 2, time.Minute, storage.WorkerPlacement{Labels: []abi.Label{label("gpu", "a100"), label("zone", "eu")}}))
+		mustNil(t, e.s.RegisterWorkerWith(ctx, "thumbs", 1, time.Minute, storage.WorkerPlacement{Groups: []string{"thumb*"}}))
+		k := keyspace.Of(e.s)
+		if sc := e.c.ZScore(ctx, k.Free(), "gpu#0").Val(); sc != 1 {
+			t.Fatalf("a labelled worker's free slot has score %v, want 1", sc)
+		}
+		ok(e.s.SetGroupSettings(ctx, "train", storage.GroupSettings{MaxActive: 10, Require: []abi.Label{label("gpu", "a100")}}))(t)
+		ok(e.s.SetGroup(ctx, "plain", "wait", 10))(t)
+		ok(e.s.SetGroup(ctx, "thumbnails", "wait", 10))(t)
+		if g := ok(e.s.GetGroup(ctx, "train"))(t); fmt.Sprint(g.Require) != "[{gpu a100}]" {
+			t.Fatalf("train requires %v", g.Require)
+		}
+		for _, id := range []string{"t1", "t2", "t3"} {
+			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "train", ID: id}))(t)
+		}
+		for _, id := range []string{"p1", "p2", "p3", "p4"} {
+			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "plain", ID: id}))(t)
+		}
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "thumbnails", ID: "th1"}))(t)
+
+		// the apply places train's runs on gpu only: t3 finds no slot and queues
+		if r := launch(t, e, f, "train", "t1", "t2", "t3"); r.Queued != 1 {
+			t.Fatalf("train: queued %d, want 1", r.Queued)
+		}
+		for _, id := range []string{"t1", "t2"} {
+			if ws := workerOf(t, e, id); len(ws) != 1 || ws[0] != "gpu" {
+				t.Fatalf("%s on %v, want gpu", id, ws)
+			}
+		}
+		// plain's runs go to the open worker first; the slot manager gives
+		// them slots past t3, which waits for gpu and holds nothing (p3,
+		// without requirements, is held: this call's guard is 0)
+		launch(t, e, f, "plain", "p1", "p2", "p3", "p4") // all queue: t3 waits
+		launch(t, e, f, "thumbnails", "th1")
+		res := ok(e.s.AllocateBatch(ctx, f, []string{"t3", "p1", "p2", "th1", "p3", "p4"}))(t)
+		got := map[string]string{}
+		for _, r := range res {
+			got[r.Run] = string(r.Outcome)
+		}
+		want := map[string]string{"t3": "no_slots", "p1": "allocated", "p2": "allocated", "th1": "allocated", "p3": "no_slots"}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("allocate: %v, want %v", got, want)
+		}
+		if res[0].Held || !res[4].Held {
+			t.Fatalf("held: t3 %v (a run with requirements: never), p3 %v (want held)", res[0].Held, res[4].Held)
+		}
+		for id, w := range map[string]string{"p1": "cpu", "p2": "cpu", "th1": "thumbs"} {
+			if ws := workerOf(t, e, id); len(ws) != 1 || ws[0] != w {
+				t.Fatalf("%s on %v, want %s", id, ws, w)
+			}
+		}
+
+		// t1 finishes: t3 takes its gpu slot (the freed slot keeps score 1)
+		t1 := ok(e.s.GetRun(ctx, "t1"))(t)
+		mustNil(t, e.s.Report(ctx, "gpu", "t1", t1.Assignments[0].Token, storage.StateSucceeded, ""))
+		if sc := e.c.ZScore(ctx, k.Free(), t1.Assignments[0].Worker+"#"+fmt.Sprint(t1.Assignments[0].Slot)).Val(); sc != 1 {
+			t.Fatalf("a freed gpu slot has score %v, want 1", sc)
+		}
+		res = ok(e.s.AllocateBatch(ctx, f, []string{"t3"}))(t)
+		if res[0].Outcome != storage.AllocAllocated || workerOf(t, e, "t3")[0] != "gpu" {
+			t.Fatalf("t3: %+v on %v, want allocated on gpu", res[0], workerOf(t, e, "t3"))
+		}
+
+		// restore: t2's task moves only to a worker it may use
+		_, err := e.s.RestoreApply(ctx, f, "t2", nil, []int{0})
+		if !errors.Is(err, storage.ErrNoSlots) {
+			t.Fatalf("restore of t2 with no free gpu slot: %v, want ErrNoSlots (cpu and thumbs are free)", err)
+		}
+		mustNil(t, e.s.RegisterWorkerWith(ctx, "gpu2", 1, time.Minute, storage.WorkerPlacement{Labels: []abi.Label{label("gpu", "a100")}}))
+		as := ok(e.s.RestoreApply(ctx, f, "t2", nil, []int{0}))(t)
+		if len(as) != 1 || as[0].Worker != "gpu2" {
+			t.Fatalf("restore of t2: %+v, want its task on gpu2", as)
+		}
+
+		// a worker leaving drops its profile
+		th1 := ok(e.s.GetRun(ctx, "th1"))(t)
+		mustNil(t, e.s.Report(ctx, "thumbs", "th1", th1.Assignments[0].Token, storage.StateSucceeded, ""))
+		mustNil(t, e.s.DeregisterWorker(ctx, "thumbs"))
+		if n := e.c.HLen(ctx, k.Placement()).Val(); n != 2 {
+			t.Fatalf("placement profiles after thumbs left: %d, want 2 (gpu, gpu2)", n)
+		}
+	})
+}
+
+// TestStore_placementInput: bad profiles and requirements are refused with
+// ErrInvalid, nothing written.
+func TestStore_placementInput(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		for name, p := range map[string]storage.WorkerPlacement{
+			"label-key":   {Labels: []abi.Label{label("GPU", "x")}},
+			"label-twice": {Labels: []abi.Label{label("gpu", "x"), label("gpu", "y")}},
+			"group-name":  {Groups: []string{"a b"}},
+		} {
+			t.Run(name, func(t *testing.T) {
+				e.unchanged(t, func() {
+					if err := e.s.RegisterWorkerWith(ctx, "w1", 1, time.Minute, p); !errors.Is(err, storage.ErrInvalid) {
+						t.Fatalf("err = %v, want ErrInvalid", err)
+					}
+				})
+			})
+		}
+		t.Run("require", func(t *testing.T) {
+			e.unchanged(t, func() {
+				_, err := e.s.SetGroupSettings(ctx, "g", storage.GroupSettings{Require: []abi.Label{label("gpu", "a\x01")}})
+				if !errors.Is(err, storage.ErrInvalid) {
+					t.Fatalf("err = %v, want ErrInvalid", err)
+				}
+			})
+		})
+		// none: clears
+		ok(e.s.SetGroupSettings(ctx, "g", storage.GroupSettings{Require: []abi.Label{label("gpu", "yes")}}))(t)
+		if g := ok(e.s.SetGroupSettings(ctx, "g", storage.GroupSettings{Require: []abi.Label{}}))(t); g.Require != nil {
+			t.Fatalf("require after clearing: %v", g.Require)
+		}
+	})
+}

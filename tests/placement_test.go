@@ -1,0 +1,160 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/host/worker"
+	"github.com/wasmsched/wasmsched/internal/redistest"
+)
+
+// TestPlacement_endToEnd, on real processes: a group that requires
+// gpu=yes runs only on the worker with that label, an unconstrained group
+// runs too; after kill -9 of the GPU worker the GPU runs wait and the
+// others go on; a new GPU worker picks them up, none executed twice. A
+// library worker with a handler for group a only never receives a run of
+// group b.
+func TestPlacement_endToEnd(t *testing.T) {
+	const ns = "place"
+	r := redistest.Start(t)
+	RuntimeHost(t, "host", r, ns, "127.0.0.1:7811")
+	_, cpuJ := StartWorker(t, "cpu", r, ns, "127.0.0.1:7812", 2)
+	gpu, gpuJ := StartWorker(t, "gpu", r, ns, "127.0.0.1:7813", 2, "--label", "gpu=yes")
+	journals := map[string]string{"cpu": cpuJ, "gpu": gpuJ}
+	cli(t, r, ns, "group", "set", "train", "--max-active", "10", "--require", "gpu=yes")
+	cli(t, r, ns, "group", "set", "plain", "--max-active", "10")
+	c, err := client.NewFromRedis(r.Client(t), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	submit := func(group, prefix string, n int) []string {
+		var ids []string
+		for i := range n {
+			id := fmt.Sprintf("%s%02d", prefix, i)
+			if _, err := c.Submit(testCtx(t, 5*time.Second), group, client.SubmitOptions{ID: id, Duration: 100 * time.Millisecond}); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	check := func(rs map[string]client.Run, where map[string]bool, what string) {
+		t.Helper()
+		byRun := ExecutionsByRun(ReadJournals(t, journals))
+		for id, run := range rs {
+			if run.State != "SUCCEEDED" {
+				t.Errorf("%s %s: %s (%s), want SUCCEEDED", what, id, run.State, run.Reason)
+			}
+			ex := byRun[id]
+			if len(ex) != 1 {
+				t.Errorf("%s %s executed %d times: %+v", what, id, len(ex), ex)
+			}
+			for _, e := range ex {
+				if where != nil && !where[e.Worker] {
+					t.Errorf("%s %s ran on %s, want one of %v", what, id, e.Worker, where)
+				}
+			}
+		}
+	}
+
+	// 1: train only on gpu; plain anywhere
+	train, plain := submit("train", "t", 20), submit("plain", "p", 20)
+	check(waitFinal(t, c, 60*time.Second, train...), map[string]bool{"gpu": true}, "train")
+	check(waitFinal(t, c, 60*time.Second, plain...), nil, "plain")
+
+	// 2: no GPU worker: train waits, plain goes on
+	gpu.Kill()
+	gpu.Wait(t, 10*time.Second)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		sl, err := c.Slots(testCtx(t, 5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		alive := false
+		for _, wk := range sl.Workers {
+			alive = alive || wk.Alive && wk.Labels["gpu"] == "yes"
+		}
+		if !alive {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the killed GPU worker is still alive after 10 s")
+		}
+	}
+	train2, plain2 := submit("train", "u", 5), submit("plain", "q", 5)
+	check(waitFinal(t, c, 60*time.Second, plain2...), map[string]bool{"cpu": true}, "plain after the kill")
+	for _, id := range train2 {
+		run, err := c.Get(testCtx(t, 5*time.Second), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.FinishedAt != nil || run.StartedAt != nil {
+			t.Fatalf("train %s %s with no GPU worker alive: want it waiting", id, run.State)
+		}
+	}
+
+	// 3: a new GPU worker picks them up
+	_, gpu2J := StartWorker(t, "gpu2", r, ns, "127.0.0.1:7814", 2, "--label", "gpu=yes")
+	journals["gpu2"] = gpu2J
+	check(waitFinal(t, c, 60*time.Second, train2...), map[string]bool{"gpu2": true}, "train after a new GPU worker")
+
+	// 4: a library worker serving only group a
+	var mu sync.Mutex
+	handled := map[string]int{}
+	w, err := worker.New(testCtx(t, 5*time.Second), worker.Config{Client: r.Client(t), Namespace: ns, Advertise: "127.0.0.1:7815",
+		Slots: 4, HeartbeatTTL: 2 * time.Second, Logger: procLogger(t, "lib")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("a", worker.HandlerFunc(func(_ context.Context, run *worker.Run) (string, error) {
+		mu.Lock()
+		handled[run.Group]++
+		mu.Unlock()
+		time.Sleep(50 * time.Millisecond)
+		return "ok", nil
+	}))
+	wctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		if err := w.Run(wctx); err != nil {
+			t.Errorf("library worker: %v", err)
+		}
+	}()
+	defer func() {
+		w.StopNow()
+		cancel()
+		<-exited
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for w.Identity() == "" && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cli(t, r, ns, "group", "set", "a", "--max-active", "20")
+	cli(t, r, ns, "group", "set", "b", "--max-active", "20")
+	as, bs := submit("a", "a", 20), submit("b", "b", 20)
+	for id, run := range waitFinal(t, c, 60*time.Second, append(as, bs...)...) {
+		if run.State != "SUCCEEDED" {
+			t.Errorf("%s: %s (%s), want SUCCEEDED", id, run.State, run.Reason)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if handled["b"] != 0 {
+		t.Errorf("the library worker with a handler for a only ran %d runs of b", handled["b"])
+	}
+	sl, err := c.Slots(testCtx(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, wk := range sl.Workers {
+		if wk.Identity == w.Identity() && fmt.Sprint(wk.Groups) != "[a]" {
+			t.Errorf("the library worker registered groups %v, want [a]", wk.Groups)
+		}
+	}
+	t.Logf("library worker ran %d runs of a", handled["a"])
+}
