@@ -445,6 +445,9 @@ func (in *Inspector) launchedWhy(ctx context.Context, st *storage.Store, r clien
 	if err != nil {
 		return why, err
 	}
+	if pw, err := placementWhy(ctx, st, r); err != nil || pw != "" {
+		return pw + why, err
+	}
 	return fmt.Sprintf("launched, waiting for slots: it needs %d slot(s), %d free; %d launched run(s) ahead of it in launch order. %s%s "+
 		"A run that fits may take slots past one that does not until that one has waited the leader's slot guard (serve --slot-guard, default %v); "+
 		"then the slots that free up are held for it. %s",
@@ -615,4 +618,52 @@ func CheckGroupPolicy(ctx context.Context, st *storage.Store, name string) error
 			name, st.Namespace(), name, ErrUnknownPolicy)
 	}
 	return nil
+}
+
+// placementWhy says where a LAUNCHED run of a group with requirements may
+// go ("" when its group requires nothing): which live workers carry them
+// and serve the group, and how many of their slots are free.
+func placementWhy(ctx context.Context, st *storage.Store, r client.Run) (string, error) {
+	g, err := st.GetGroup(ctx, r.Group)
+	if err != nil || len(g.Require) == 0 {
+		return "", err
+	}
+	sv, err := st.Slots(ctx)
+	if err != nil {
+		return "", err
+	}
+	need := make([]string, 0, len(g.Require))
+	for _, l := range g.Require {
+		need = append(need, l.Key+"="+l.Value)
+	}
+	live, fit, draining, free := 0, 0, 0, 0
+	for _, w := range sv.Workers {
+		if !w.Alive {
+			continue
+		}
+		live++
+		if !w.Placement.Serves(r.Group) || !w.Placement.Carries(g.Require) {
+			continue
+		}
+		if w.Draining {
+			draining++
+			continue
+		}
+		fit++
+		for _, sl := range w.Slots {
+			if sl.Run == "" {
+				free++
+			}
+		}
+	}
+	req := strings.Join(need, ", ")
+	if fit == 0 {
+		msg := fmt.Sprintf("launched, waiting for a worker: its group %s requires %s (group set --require), and none of the %d live workers that serve it carries it", r.Group, req, live)
+		if draining > 0 {
+			msg += fmt.Sprintf(" (%d that do are draining)", draining)
+		}
+		return msg + "; it takes a slot as soon as one registers (worker --label). ", nil
+	}
+	return fmt.Sprintf("launched, waiting for slots: it needs %d slot(s) on workers with %s (its group's requirements): %d live worker(s) have them, %d of their slots free; runs ahead of it and other runs that may use those workers take them first. ",
+		r.Slots, req, fit, free), nil
 }

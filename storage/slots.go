@@ -48,53 +48,6 @@ func (s *Store) RegisterWorker(ctx context.Context, identity string, slots int, 
 	return s.RegisterWorkerWith(ctx, identity, slots, ttl, WorkerPlacement{})
 }
 
-// WorkerPlacement is what a worker says of itself for placement: the
-// labels it carries (a group may require some: GroupSettings.Require) and
-// the groups it serves (names, or patterns where '*' matches any text;
-// none: every group). A run goes only to a worker that serves its group and
-// carries every label it requires.
-type WorkerPlacement struct {
-	Labels []abi.Label
-	Groups []string
-}
-
-// Validate checks the labels (as run labels) and the groups (names or
-// patterns, at most limits.MaxWorkerGroups): ErrInvalid naming the bad one.
-func (p WorkerPlacement) Validate() error {
-	_, err := p.encode("worker placement")
-	return err
-}
-
-// encode is the placement hash's value: "labels 0x1e groups" ("" for none).
-func (p WorkerPlacement) encode(op string) (string, error) {
-	if len(p.Labels) == 0 && len(p.Groups) == 0 {
-		return "", nil
-	}
-	ls, err := limits.NormalizeLabels("labels", p.Labels, abi.MaxLabels)
-	if err != nil {
-		return "", invalid(op, "%v", err)
-	}
-	if len(p.Groups) > limits.MaxWorkerGroups {
-		return "", invalid(op, "%d groups, at most %d", len(p.Groups), limits.MaxWorkerGroups)
-	}
-	for _, g := range p.Groups {
-		if err := limits.ValidateName("group", g); err != nil {
-			return "", fmt.Errorf("storage: %s: %w", op, err)
-		}
-	}
-	return encodeLabels(ls) + "\x1e" + strings.Join(p.Groups, ","), nil
-}
-
-// decodePlacement parses the placement hash's value.
-func decodePlacement(v string) WorkerPlacement {
-	ls, gs, _ := strings.Cut(v, "\x1e")
-	p := WorkerPlacement{Labels: decodeLabels(ls)}
-	if gs != "" {
-		p.Groups = strings.Split(gs, ",")
-	}
-	return p
-}
-
 // RegisterWorkerWith is RegisterWorker with a placement profile (it
 // replaces the one registered before).
 func (s *Store) RegisterWorkerWith(ctx context.Context, identity string, slots int, ttl time.Duration, p WorkerPlacement) error {
@@ -553,6 +506,8 @@ type AllocResult struct {
 	Needed      int          // AllocNoSlots: slots the run needs
 	Found       int          // AllocNoSlots: free slots on live workers
 	Held        bool         // AllocNoSlots: it waited past the guard; the batch stopped at it
+	Group       string       // AllocNoSlots: the run's group
+	Require     []abi.Label  // AllocNoSlots: its requirements (placement; none: any worker that serves the group)
 	Assignments []Assignment // AllocAllocated, by task
 }
 
@@ -662,6 +617,9 @@ func appendAllocResults(out []AllocResult, v any) []AllocResult {
 				r.Found = int(toInt64(row[3]))
 			}
 			r.Held = len(row) > 4 && toInt64(row[4]) == 1
+			if len(row) > 6 {
+				r.Group, r.Require = str(row[5]), decodeLabels(str(row[6]))
+			}
 		}
 		out = append(out, r)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/bench"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/limits"
@@ -74,7 +73,7 @@ Examples:
 			&cli.IntFlag{Name: "groups", Value: 1000, Usage: "spread the runs over `N` groups"},
 			&cli.StringFlag{Name: "policy", Value: "wait", Usage: "serial policy `NAME` of the generated groups (wait, discard, priority, or one pushed in --namespace)"},
 			&cli.IntFlag{Name: "window", Usage: "snapshot window `N` of the generated groups (group set --window)", DefaultText: fmt.Sprint(limits.DefaultWindow)},
-			&cli.StringSliceFlag{Name: "require", Usage: "every generated group requires the label `K=V` and the in-process workers carry it (placement's cost; repeatable)"},
+			&cli.StringFlag{Name: "require", Usage: "every generated group requires the labels `K=V,...` and the in-process workers carry them (placement's cost)"},
 			&cli.IntFlag{Name: "runs", Usage: "submit `N` runs", DefaultText: "10 x --groups"},
 			&cli.IntFlag{Name: "workers", Value: 4, Usage: "in-process simulated workers `W` (0 = use the running ones)"},
 			&cli.IntFlag{Name: "slots", Value: 128, Usage: "slots `S` per in-process worker"},
@@ -137,11 +136,14 @@ func benchAction(c *cli.Context) error {
 		Delay:        c.Duration("delay"),
 	}
 	if c.IsSet("require") {
-		ls, err := labelFlags(c, "require", abi.MaxLabels)
-		if err != nil {
-			return err
+		o.Require = map[string]string{}
+		for _, kv := range splitList(c.String("require")) {
+			l, err := limits.ParseLabel(kv)
+			if err != nil {
+				return usageErrorf("bench: --require: %s", err)
+			}
+			o.Require[l.Key] = l.Value
 		}
-		o.Require = limits.LabelsMap(ls)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
@@ -371,5 +372,31 @@ func TestGroupSet_require(t *testing.T) {
 		t.Fatalf("require after --no-require: %v", cleared.Require)
 	}
 	e.usage(`--label: label "noeq": want key=value`, "worker", "--advertise", "w:1", "--simulate", "--label", "noeq")
-	e.usage(`--groups: worker placement: group name "a b" contains whitespace`, "worker", "--advertise", "w:1", "--simulate", "--groups", "a b")
+	e.usage(`--groups: group name "a b" contains whitespace`, "worker", "--advertise", "w:1", "--simulate", "--groups", "a b")
+}
+
+// TestRunExplain_placement: a LAUNCHED run of a group with requirements
+// is explained by them: no live worker carries them (and how many that do
+// are draining), or how many do and how many of their slots are free.
+func TestRunExplain_placement(t *testing.T) {
+	e := newCLIEnv(t)
+	ctx := context.Background()
+	e.ok(nil, "group", "set", "train", "--require", "gpu=a100")
+	f := e.lead()
+	e.submitLaunched(f, "train", "r1") // no worker at all: it queues LAUNCHED
+	if err := e.st.RegisterWorker(ctx, "cpu", 2, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	var ex client.Explanation
+	e.ok(&ex, "run", "explain", "r1")
+	if ex.Run.State != "LAUNCHED" || !strings.Contains(ex.Why, "requires gpu=a100 (group set --require), and none of the 1 live workers that serve it carries it") {
+		t.Fatalf("explain with no GPU worker: %+v", ex.Why)
+	}
+	if err := e.st.RegisterWorkerWith(ctx, "gpu", 1, time.Hour, storage.WorkerPlacement{Labels: []abi.Label{{Key: "gpu", Value: "a100"}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.ok(&ex, "run", "explain", "r1")
+	if !strings.Contains(ex.Why, "1 live worker(s) have them, 1 of their slots free") {
+		t.Fatalf("explain with a GPU worker: %+v", ex.Why)
+	}
 }

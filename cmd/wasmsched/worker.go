@@ -21,7 +21,6 @@ import (
 	"github.com/wasmsched/wasmsched/host/worker"
 	"github.com/wasmsched/wasmsched/internal/errs"
 	"github.com/wasmsched/wasmsched/internal/limits"
-	"github.com/wasmsched/wasmsched/storage"
 )
 
 func init() {
@@ -202,7 +201,7 @@ func (o workerOptions) check() error {
 	if len(o.ExecArgs) > 0 && o.Exec == "" {
 		return usageErrorf("worker: unexpected arguments %q (program arguments need --exec PROGRAM)", o.ExecArgs)
 	}
-	if err := (storage.WorkerPlacement{Groups: o.Groups}).Validate(); err != nil {
+	if err := limits.ValidateGroups(o.Groups); err != nil {
 		return usageErrorf("worker: --groups: %s", errs.UserMessage(err))
 	}
 	return nil

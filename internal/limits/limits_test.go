@@ -92,3 +92,18 @@ func TestParseWeights(t *testing.T) {
 		t.Errorf("ParseWeights(blank) = %v, %v; want none", w, err)
 	}
 }
+
+func TestValidateGroups(t *testing.T) {
+	if err := limits.ValidateGroups([]string{"thumbnails", "reports-*", "*"}); err != nil {
+		t.Fatalf("valid groups: %v", err)
+	}
+	many := make([]string, limits.MaxWorkerGroups+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("g%d", i)
+	}
+	for _, gs := range [][]string{{"a b"}, {""}, many} {
+		if err := limits.ValidateGroups(gs); !errors.Is(err, errs.ErrInvalid) {
+			t.Errorf("ValidateGroups(%.40q) = %v, want ErrInvalid", gs, err)
+		}
+	}
+}

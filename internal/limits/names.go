@@ -78,3 +78,18 @@ func FormatWeights(w map[string]int) string {
 	}
 	return b.String()
 }
+
+// ValidateGroups checks the groups a worker serves: at most
+// MaxWorkerGroups, each a valid group name or a pattern ('*' matches any
+// text, and is otherwise a name's character).
+func ValidateGroups(gs []string) error {
+	if len(gs) > MaxWorkerGroups {
+		return fmt.Errorf("%d groups, at most %d: %w", len(gs), MaxWorkerGroups, errs.ErrInvalid)
+	}
+	for _, g := range gs {
+		if err := ValidateName("group", g); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -25,8 +25,9 @@
 -- ends), so the pipeline stops where the calls one after another would.
 -- returns: {{run id, "allocated", {worker, index, token, task, ...}},
 --           {run id, "skipped", state or ""},      -- not LAUNCHED (stopped, gone): nothing written
---           {run id, "no_slots", needed, found, held}} -- a misfit: nothing written for it; held 1 = it waited
---                                                  -- past the guard and the call stopped at it
+--           {run id, "no_slots", needed, found, held, group, require}} -- a misfit: nothing written for it; held 1 = it
+--                                                  -- waited past the guard and the call stopped at it; require: its
+--                                                  -- requirements ("k=v" 0x1d-separated, "" = none)
 -- in run order; a run after a held one, or after a misfit that found no
 -- free slot at all (in this call or an earlier call of its pass), is not
 -- in the reply (untouched).
@@ -99,7 +100,7 @@ local done, err = pcall(function()
         -- has a placement profile, does not stop the call: the runs after
         -- it may take other slots
         local held = req == '' and now - (tonumber(r[6]) or now) >= guard
-        out[#out + 1] = {id, 'no_slots', k, found, held and 1 or 0}
+        out[#out + 1] = {id, 'no_slots', k, found, held and 1 or 0, r[5] or '', req}
         if held or (found == 0 and req == '' and not C.P) then -- nothing after it can fit
           if pass ~= '' then redis.call('SET', KEYS[9], pass, 'PX', 60000) end
           break

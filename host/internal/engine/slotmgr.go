@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/host/internal/leader"
 	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/storage"
@@ -338,6 +340,7 @@ func (s *SlotManager) failUnfit(ctx context.Context, lease *leader.Lease, misfit
 		}
 		return
 	}
+	var err error
 	if time.Since(s.liveAt) >= s.rt.cfg.SlotInterval {
 		live, err := s.rt.st.LiveSlots(ctx)
 		if err != nil {
@@ -345,10 +348,34 @@ func (s *SlotManager) failUnfit(ctx context.Context, lease *leader.Lease, misfit
 		}
 		s.live, s.liveAt = live, time.Now()
 	}
+	var caps []storage.WorkerCapacity // read only when a misfit has requirements
+	for _, r := range misfit {
+		if len(r.Require) > 0 {
+			if caps, err = s.rt.st.LiveCapacity(ctx); err != nil {
+				return
+			}
+			break
+		}
+	}
 	now := time.Now()
 	still := map[string]time.Time{}
 	for _, r := range misfit {
-		if r.Needed <= s.live {
+		reason := fmt.Sprintf("needs %d slots; all live workers together have %d, for longer than %v: it can never fit", r.Needed, s.live, s.rt.cfg.UnfitTimeout)
+		if len(r.Require) > 0 {
+			// placement: only the slots of live workers that serve its
+			// group and carry its requirements count
+			can := 0
+			for _, c := range caps {
+				if c.Placement.Serves(r.Group) && c.Placement.Carries(r.Require) {
+					can += c.Slots
+				}
+			}
+			if r.Needed <= can {
+				continue
+			}
+			reason = fmt.Sprintf("needs %d slot(s) on workers with %s (its group's requirements); the live workers with them have %d, for longer than %v: it can never fit",
+				r.Needed, labelsText(r.Require), can, s.rt.cfg.UnfitTimeout)
+		} else if r.Needed <= s.live {
 			continue
 		}
 		since, ok := s.unfit[r.Run]
@@ -359,7 +386,6 @@ func (s *SlotManager) failUnfit(ctx context.Context, lease *leader.Lease, misfit
 			still[r.Run] = since
 			continue
 		}
-		reason := fmt.Sprintf("needs %d slots; all live workers together have %d, for longer than %v: it can never fit", r.Needed, s.live, s.rt.cfg.UnfitTimeout)
 		switch err := s.rt.st.FailRun(ctx, lease.Fence(), r.Run, reason); {
 		case err == nil:
 			s.outcome("unfit")
@@ -372,4 +398,13 @@ func (s *SlotManager) failUnfit(ctx context.Context, lease *leader.Lease, misfit
 		}
 	}
 	s.unfit = still
+}
+
+// labelsText is "k=v, k=v".
+func labelsText(ls []abi.Label) string {
+	out := make([]string, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, l.Key+"="+l.Value)
+	}
+	return strings.Join(out, ", ")
 }

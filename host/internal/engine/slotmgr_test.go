@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -202,5 +203,35 @@ func TestSlotManagerUnfit(t *testing.T) {
 	}
 	if got := e.metric("wasmsched_allocations_total", "outcome", "unfit"); got != 1 {
 		t.Fatalf("unfit %v", got)
+	}
+}
+
+// TestSlotManagerUnfit_placement: a LAUNCHED run whose group requires a
+// label no live worker carries fails after UnfitTimeout with a reason
+// naming the requirement, however many other slots are free; one that a
+// live worker could take (busy now) waits.
+func TestSlotManagerUnfit_placement(t *testing.T) {
+	e := newREnv(t, Config{SlotGuard: time.Hour, UnfitTimeout: 200 * time.Millisecond, SlotInterval: time.Millisecond})
+	ctx := context.Background()
+	e.worker("cpu", 4, time.Hour)
+	if err := e.st.RegisterWorkerWith(ctx, "gpu", 1, time.Hour, storage.WorkerPlacement{Labels: []abi.Label{{Key: "gpu", Value: "yes"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for g, label := range map[string]string{"g-g0": "gpu", "g-tpu": "tpu", "g-gpu": "gpu"} {
+		if _, err := e.st.SetGroupSettings(ctx, g, storage.GroupSettings{Require: []abi.Label{{Key: label, Value: "yes"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := e.launchAll("g0", 1, "tpu", 1, "gpu", 1)
+	e.slotPass() // g0 takes the gpu slot; tpu has no worker, gpu waits for the busy one
+	e.wantStates(ids, storage.StateRunning, storage.StateLaunched, storage.StateLaunched)
+	if w := e.run("g0").Assignments[0].Worker; w != "gpu" {
+		t.Fatalf("g0 on %s, want gpu", w)
+	}
+	time.Sleep(250 * time.Millisecond)
+	e.slotPass()
+	e.wantStates(ids, storage.StateRunning, storage.StateFailed, storage.StateLaunched)
+	if r := e.run("tpu"); !strings.Contains(r.Reason, "needs 1 slot(s) on workers with tpu=yes") || !strings.Contains(r.Reason, "have 0") {
+		t.Fatalf("reason %q", r.Reason)
 	}
 }
