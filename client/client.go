@@ -150,6 +150,10 @@ type SubmitOptions struct {
 	// '-', values of at most 256 bytes without control characters) are
 	// the run's keys: its group's policy sees them, List filters by them.
 	Labels map[string]string
+	// Require (at most 16, bounded as labels) are labels a worker must
+	// carry to take the run, on top of its group's requirements (a key in
+	// both: this value).
+	Require map[string]string
 }
 
 // Submit adds a WAITING run to group (created with policy wait and
@@ -165,7 +169,7 @@ func (c *Client) Submit(ctx context.Context, group string, o SubmitOptions) (Run
 func (c *Client) SubmitReplay(ctx context.Context, group string, o SubmitOptions) (Run, bool, error) {
 	r, replayed, err := c.st.SubmitReplay(ctx, storage.SubmitRequest{Group: group, ID: o.ID, Slots: o.Slots,
 		Priority: o.Priority, Payload: o.Payload, Duration: o.Duration, IdempotencyKey: o.IdempotencyKey,
-		NotBefore: o.NotBefore, Timeout: o.Timeout, Labels: limits.LabelsFromMap(o.Labels),
+		NotBefore: o.NotBefore, Timeout: o.Timeout, Labels: limits.LabelsFromMap(o.Labels), Require: limits.LabelsFromMap(o.Require),
 		Retry: storage.Retry{MaxAttempts: o.MaxAttempts, Base: o.RetryBackoff, Cap: o.RetryCap}})
 	if err != nil {
 		return Run{}, false, err

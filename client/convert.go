@@ -31,6 +31,7 @@ func runOf(r storage.Run) Run {
 	out.Result, out.Output, out.ExitCode = r.Result, r.Output, r.ExitCode
 	out.Attempt, out.MaxAttempts = max(r.Attempt, 1), max(r.MaxAttempts, 1)
 	out.Labels = labelsOf(r.Labels)
+	out.Require = limits.LabelsMap(r.Require)
 	out.RetryBackoffMS, out.RetryCapMS = r.RetryBase.Milliseconds(), r.RetryCap.Milliseconds()
 	if r.State == storage.StateRunning && r.Timeout > 0 && !r.StartedAt.IsZero() {
 		out.Deadline = timePtr(r.StartedAt.Add(r.Timeout))

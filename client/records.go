@@ -73,6 +73,9 @@ type Run struct {
 	// Labels are its keys (at most 16; {} when none): set at submit, seen
 	// by its group's policy, a filter of the listing.
 	Labels map[string]string `json:"labels"`
+	// Require are its own requirements of a worker (submit --require), on
+	// top of its group's (absent: none).
+	Require map[string]string `json:"require,omitempty"`
 }
 
 // Attempt is one finished attempt of a run.

@@ -625,15 +625,27 @@ func CheckGroupPolicy(ctx context.Context, st *storage.Store, name string) error
 // and serve the group, and how many of their slots are free.
 func placementWhy(ctx context.Context, st *storage.Store, r client.Run) (string, error) {
 	g, err := st.GetGroup(ctx, r.Group)
-	if err != nil || len(g.Require) == 0 {
+	if err != nil {
 		return "", err
 	}
+	// its group's requirements and its own (a key in both: the run's)
+	m := limits.LabelsMap(g.Require)
+	for k, v := range r.Require {
+		if m == nil {
+			m = map[string]string{}
+		}
+		m[k] = v
+	}
+	if len(m) == 0 {
+		return "", nil
+	}
+	require := limits.LabelsFromMap(m)
 	sv, err := st.Slots(ctx)
 	if err != nil {
 		return "", err
 	}
-	need := make([]string, 0, len(g.Require))
-	for _, l := range g.Require {
+	need := make([]string, 0, len(require))
+	for _, l := range require {
 		need = append(need, l.Key+"="+l.Value)
 	}
 	live, fit, draining, free := 0, 0, 0, 0
@@ -642,7 +654,7 @@ func placementWhy(ctx context.Context, st *storage.Store, r client.Run) (string,
 			continue
 		}
 		live++
-		if !w.Placement.Serves(r.Group) || !w.Placement.Carries(g.Require) {
+		if !w.Placement.Serves(r.Group) || !w.Placement.Carries(require) {
 			continue
 		}
 		if w.Draining {
@@ -658,12 +670,12 @@ func placementWhy(ctx context.Context, st *storage.Store, r client.Run) (string,
 	}
 	req := strings.Join(need, ", ")
 	if fit == 0 {
-		msg := fmt.Sprintf("launched, waiting for a worker: its group %s requires %s (group set --require), and none of the %d live workers that serve it carries it", r.Group, req, live)
+		msg := fmt.Sprintf("launched, waiting for a worker: it requires %s (group set --require, submit --require), and none of the %d live workers that serve group %s carries it", req, live, r.Group)
 		if draining > 0 {
 			msg += fmt.Sprintf(" (%d that do are draining)", draining)
 		}
 		return msg + "; it takes a slot as soon as one registers (worker --label). ", nil
 	}
-	return fmt.Sprintf("launched, waiting for slots: it needs %d slot(s) on workers with %s (its group's requirements): %d live worker(s) have them, %d of their slots free; runs ahead of it and other runs that may use those workers take them first. ",
+	return fmt.Sprintf("launched, waiting for slots: it needs %d slot(s) on workers with %s (its requirements): %d live worker(s) have them, %d of their slots free; runs ahead of it and other runs that may use those workers take them first. ",
 		r.Slots, req, fit, free), nil
 }

@@ -40,6 +40,9 @@ func TestStore_placement(t *testing.T) {
 		if sc := e.c.ZScore(ctx, k.Free(), "gpu#0").Val(); sc != 1 {
 			t.Fatalf("a labelled worker's free slot has score %v, want 1", sc)
 		}
+		if n := e.c.HGet(ctx, k.Placement(), "#groups").Val(); n != "1" {
+			t.Fatalf("workers serving only some groups: %q, want 1 (thumbs)", n)
+		}
 		ok(e.s.SetGroupSettings(ctx, "train", storage.GroupSettings{MaxActive: 10, Require: []abi.Label{label("gpu", "a100")}}))(t)
 		ok(e.s.SetGroup(ctx, "plain", "wait", 10))(t)
 		ok(e.s.SetGroup(ctx, "thumbnails", "wait", 10))(t)
@@ -113,7 +116,7 @@ func TestStore_placement(t *testing.T) {
 		mustNil(t, e.s.Report(ctx, "thumbs", "th1", th1.Assignments[0].Token, storage.StateSucceeded, ""))
 		mustNil(t, e.s.DeregisterWorker(ctx, "thumbs"))
 		if n := e.c.HLen(ctx, k.Placement()).Val(); n != 2 {
-			t.Fatalf("placement profiles after thumbs left: %d, want 2 (gpu, gpu2)", n)
+			t.Fatalf("placement hash after thumbs left: %d fields (%v), want 2 (gpu, gpu2; no #groups)", n, e.c.HKeys(ctx, k.Placement()).Val())
 		}
 	})
 }
@@ -147,6 +150,58 @@ func TestStore_placementInput(t *testing.T) {
 		ok(e.s.SetGroupSettings(ctx, "g", storage.GroupSettings{Require: []abi.Label{label("gpu", "yes")}}))(t)
 		if g := ok(e.s.SetGroupSettings(ctx, "g", storage.GroupSettings{Require: []abi.Label{}}))(t); g.Require != nil {
 			t.Fatalf("require after clearing: %v", g.Require)
+		}
+	})
+}
+
+// TestStore_placementRunRequire: a run's own requirements add to its
+// group's (a key in both: the run's value); they are part of its
+// idempotency fingerprint; a run without any keeps the fingerprint it had.
+func TestStore_placementRunRequire(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		for w, zone := range map[string]string{"eu": "eu", "us": "us"} {
+			mustNil(t, e.s.RegisterWorkerWith(ctx, w, 2, time.Minute, storage.WorkerPlacement{Labels: []abi.Label{label("gpu", "a100"), label("zone", zone)}}))
+		}
+		ok(e.s.SetGroupSettings(ctx, "train", storage.GroupSettings{MaxActive: 10, Require: []abi.Label{label("gpu", "a100")}}))(t)
+		for id, req := range map[string][]abi.Label{"r-eu": {label("zone", "eu")}, "r-us": {label("zone", "us")},
+			"r-ap": {label("zone", "ap")}, "r-h100": {label("gpu", "h100")}, "r-any": nil} {
+			r := ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "train", ID: id, Require: req}))(t)
+			if fmt.Sprint(r.Require) != fmt.Sprint(req) {
+				t.Fatalf("%s: submitted with %v, record says %v", id, req, r.Require)
+			}
+		}
+		if got := ok(e.s.GetRun(ctx, "r-eu"))(t).Require; fmt.Sprint(got) != "[{zone eu}]" {
+			t.Fatalf("r-eu's requirements read back as %v", got)
+		}
+		r := launch(t, e, f, "train", "r-eu", "r-us", "r-any")
+		if r.Queued != 0 {
+			t.Fatalf("queued %d, want 0", r.Queued)
+		}
+		for id, w := range map[string]string{"r-eu": "eu", "r-us": "us"} {
+			if ws := workerOf(t, e, id); len(ws) != 1 || ws[0] != w {
+				t.Fatalf("%s on %v, want %s", id, ws, w)
+			}
+		}
+		// no worker is in zone ap; none has gpu=h100 (the run's value wins)
+		if r := launch(t, e, f, "train", "r-ap", "r-h100"); r.Queued != 2 {
+			t.Fatalf("r-ap, r-h100 queued %d, want 2", r.Queued)
+		}
+		res := ok(e.s.AllocateBatch(ctx, f, []string{"r-ap", "r-h100"}))(t)
+		for _, x := range res {
+			if x.Outcome != storage.AllocNoSlots || x.Held {
+				t.Fatalf("%s: %+v, want no_slots, not held", x.Run, x)
+			}
+		}
+		if fmt.Sprint(res[1].Require) != "[{gpu h100}]" {
+			t.Fatalf("r-h100 is placed by %v, want its own gpu=h100 over its group's", res[1].Require)
+		}
+		// idempotency: the same key with other requirements is another request
+		req := storage.SubmitRequest{Group: "train", IdempotencyKey: "k1", Require: []abi.Label{label("zone", "eu")}}
+		ok(e.s.Submit(ctx, req))(t)
+		req.Require = []abi.Label{label("zone", "us")}
+		if _, err := e.s.Submit(ctx, req); !errors.Is(err, storage.ErrConflict) {
+			t.Fatalf("same key, other requirements: %v, want ErrConflict", err)
 		}
 	})
 }

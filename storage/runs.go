@@ -114,6 +114,9 @@ type Run struct {
 	ExitCode       *int
 	// Labels are the run's labels, sorted by key (SubmitRequest.Labels).
 	Labels []abi.Label
+	// Require are its own requirements of a worker (SubmitRequest.Require),
+	// on top of its group's.
+	Require []abi.Label
 }
 
 // runFields is the order of run fields returned by scripts and HMGET.
@@ -124,7 +127,7 @@ var runFields = []string{"id", "group", "seq", "state", "slots", "priority", "pa
 	"decision", "decision_epoch", "decided_at", "decision_action", "decision_reason", "policy_sha256", "policy_registry",
 	"decision_policy", "decision_policy_version", "dec",
 	"not_before", "timeout_ms", "attempt", "max_attempts", "backoff", "attempts", "schedule",
-	"result", "output", "exit_code", "labels"}
+	"result", "output", "exit_code", "labels", "rreq"}
 
 // RunDecision is the record of the decision that launched, discarded or
 // stopped a run.
@@ -199,6 +202,9 @@ func parseRunTime(r *Run, vals []any) {
 	}
 	if len(vals) > 10 {
 		r.Labels = decodeLabels(str(vals[10]))
+	}
+	if len(vals) > 11 {
+		r.Require = decodeLabels(str(vals[11]))
 	}
 }
 

@@ -39,6 +39,10 @@ type SubmitRequest struct {
 	// once) are the run's keys: policies see them (ABI v4), RunFilter.Label
 	// selects by one.
 	Labels []abi.Label
+	// Require (at most abi.MaxLabels, bounded as labels) are labels a
+	// worker must carry to take the run, on top of its group's
+	// (GroupSettings.Require; a key in both: the run's value).
+	Require []abi.Label
 }
 
 // Idempotency bounds.
@@ -155,6 +159,11 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 		return r, scriptCall{}, invalid(op, "%s: %v", name, err)
 	}
 	r.Labels = labels
+	req, err := limits.NormalizeLabels("requirements", r.Require, abi.MaxLabels)
+	if err != nil {
+		return r, scriptCall{}, invalid(op, "%s: %v", name, err)
+	}
+	r.Require = req
 	timeout, maxa := "", ""
 	if r.Timeout > 0 {
 		timeout = strconv.FormatInt(r.Timeout.Milliseconds(), 10)
@@ -179,6 +188,13 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 			explicit = "1"
 		}
 		c.args = append(c.args, idempotencyTTL.Milliseconds(), r.fingerprint(), explicit)
+	}
+	if len(req) > 0 { // layout '2' or '3': its requirements last (submit.lua)
+		c.args[0] = "2"
+		if idem == "1" {
+			c.args[0] = "3"
+		}
+		c.args = append(c.args, encodeLabels(req))
 	}
 	return r, c, nil
 }
@@ -257,9 +273,19 @@ func callResults(op string, n []int, vals []any, errs []error) ([]any, []error) 
 // compares a chosen id itself), so a reused idempotency key is recognised
 // as the same request or refused (ErrConflict) as another one.
 func (r SubmitRequest) fingerprint() string {
-	return digest.Short(digest.SHA256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%d\x00%s\x00%d\x00%d\x00%d\x00%s\x00%s",
+	b := fmt.Appendf(nil, "%s\x00%d\x00%d\x00%d\x00%s\x00%d\x00%d\x00%d\x00%s\x00%s",
 		r.Group, r.Slots, r.Priority, r.Duration.Milliseconds(), r.Payload,
-		r.NotBefore.UnixMilli(), r.Timeout.Milliseconds(), r.Retry.MaxAttempts, r.Retry.backoff(), encodeLabels(r.Labels))))
+		r.NotBefore.UnixMilli(), r.Timeout.Milliseconds(), r.Retry.MaxAttempts, r.Retry.backoff(), encodeLabels(r.Labels))
+	return digest.Short(digest.SHA256(append(b, requireSuffix(r.Require)...)))
+}
+
+// requireSuffix is the fingerprint's part for a run's requirements ("" for
+// none, so a run without keeps the fingerprint it always had).
+func requireSuffix(req []abi.Label) string {
+	if len(req) == 0 {
+		return ""
+	}
+	return "\x00require=" + encodeLabels(req)
 }
 
 func submittedRun(r SubmitRequest, v any) Run {
@@ -273,7 +299,7 @@ func submittedRun(r SubmitRequest, v any) Run {
 	run := Run{ID: r.ID, Group: r.Group, Seq: toInt64(a[0]), State: StateWaiting, Slots: r.Slots,
 		Priority: r.Priority, Payload: r.Payload, Duration: r.Duration.Truncate(time.Millisecond),
 		SubmittedAt: msTime(toInt64(a[1])), Timeout: time.Duration(toInt64(a[5])) * time.Millisecond,
-		Attempt: 1, MaxAttempts: max(int(toInt64(a[6])), 1), Labels: r.Labels}
+		Attempt: 1, MaxAttempts: max(int(toInt64(a[6])), 1), Labels: r.Labels, Require: r.Require}
 	if toInt64(a[4]) == 0 && toInt64(a[2]) == 0 {
 		run.NotBefore = time.UnixMilli(r.NotBefore.UnixMilli())
 	}

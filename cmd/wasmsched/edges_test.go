@@ -11,6 +11,7 @@ import (
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/internal/limits"
+	"github.com/wasmsched/wasmsched/internal/storagetest"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -389,7 +390,7 @@ func TestRunExplain_placement(t *testing.T) {
 	}
 	var ex client.Explanation
 	e.ok(&ex, "run", "explain", "r1")
-	if ex.Run.State != "LAUNCHED" || !strings.Contains(ex.Why, "requires gpu=a100 (group set --require), and none of the 1 live workers that serve it carries it") {
+	if ex.Run.State != "LAUNCHED" || !strings.Contains(ex.Why, "it requires gpu=a100 (group set --require, submit --require), and none of the 1 live workers that serve group train carries it") {
 		t.Fatalf("explain with no GPU worker: %+v", ex.Why)
 	}
 	if err := e.st.RegisterWorkerWith(ctx, "gpu", 1, time.Hour, storage.WorkerPlacement{Labels: []abi.Label{{Key: "gpu", Value: "a100"}}}); err != nil {
@@ -398,5 +399,24 @@ func TestRunExplain_placement(t *testing.T) {
 	e.ok(&ex, "run", "explain", "r1")
 	if !strings.Contains(ex.Why, "1 live worker(s) have them, 1 of their slots free") {
 		t.Fatalf("explain with a GPU worker: %+v", ex.Why)
+	}
+	// a run's own requirements add to its group's
+	var r2 client.Run
+	e.ok(&r2, "submit", "train", "--id", "r2", "--require", "zone=eu")
+	if r2.Require["zone"] != "eu" {
+		t.Fatalf("submit --require: the record says %v", r2.Require)
+	}
+	e.usage(`--require: label "Zone": the key may hold only`, "submit", "train", "--id", "r3", "--require", "Zone=eu")
+	sn, err := e.st.Snapshot(ctx, "train")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := storagetest.Apply(ctx, e.st, f, "train", storage.Decision{Version: sn.Group.Version, ClaimID: "c-r2",
+		Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "r2"}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.ok(&ex, "run", "explain", "r2")
+	if !strings.Contains(ex.Why, "it requires gpu=a100, zone=eu") || !strings.Contains(ex.Why, "none of the 2 live workers") {
+		t.Fatalf("explain of a run with its own requirements: %+v", ex.Why)
 	}
 }

@@ -326,6 +326,9 @@ func runShowTable(w io.Writer, r client.Run) {
 		fmt.Fprintf(w, "RAN FOR\t%v\n", r.FinishedAt.Sub(*r.StartedAt))
 	}
 	fmt.Fprintf(w, "REASON\t%s\n", dash(r.Reason))
+	if len(r.Require) > 0 {
+		fmt.Fprintf(w, "REQUIRE\t%s (and its group's)\n", pairs(r.Require))
+	}
 	runTimeTable(w, r)
 	if d := r.Decision; d != nil {
 		src := "built-in"

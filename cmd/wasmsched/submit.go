@@ -83,6 +83,7 @@ func submitCommand() *cli.Command {
 			&cli.StringFlag{Name: "at", Usage: "not launched before `TIME` (RFC 3339)"},
 			&cli.DurationFlag{Name: "in", Usage: "not launched before `D` from now", DefaultText: "now"},
 			&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "a label `K=V` of the run (repeatable, at most 16)"},
+			&cli.StringSliceFlag{Name: "require", Usage: "run it only on a worker with the label `K=V` (repeatable; on top of its group's --require)"},
 		}, runTimeFlags("")...),
 		Action: func(c *cli.Context) error {
 			if err := exactArgs(c, 1, "G"); err != nil {
@@ -98,6 +99,13 @@ func submitCommand() *cli.Command {
 				return err
 			}
 			o.Labels = limits.LabelsMap(labels)
+			if c.IsSet("require") {
+				req, err := labelFlags(c, "require", abi.MaxLabels)
+				if err != nil {
+					return err
+				}
+				o.Require = limits.LabelsMap(req)
+			}
 			if o.NotBefore, err = notBeforeFlags(c); err != nil {
 				return err
 			}

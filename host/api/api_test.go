@@ -993,7 +993,7 @@ func TestAPI_groupRequire(t *testing.T) {
 	if got := e.do("PUT", ns+"/groups/train", `{"require": {"gpu": "a100"}}`, &g); got != 200 || g.Require["gpu"] != "a100" {
 		t.Fatalf("put: %d %+v", got, g)
 	}
-	e.fails(400, "invalid", `label "GPU"`, "PUT", ns+"/groups/train", `{"require": {"GPU": "x"}}`)
+	e.fails(400, "invalid", `requirement "GPU"`, "PUT", ns+"/groups/train", `{"require": {"GPU": "x"}}`)
 	var kept grp
 	if got := e.do("PUT", ns+"/groups/train", `{"max_active": 3}`, &kept); got != 200 || kept.Require["gpu"] != "a100" || kept.Version != 2 {
 		t.Fatalf("absent require: %d %+v, want kept (and the bad PUT wrote nothing: version 2)", got, kept)
@@ -1002,4 +1002,13 @@ func TestAPI_groupRequire(t *testing.T) {
 	if got := e.do("PUT", ns+"/groups/train", `{"require": {}}`, &none); got != 200 || none.Require != nil {
 		t.Fatalf("require {}: %d %+v, want none", got, none)
 	}
+	// a run's own requirements
+	var run struct {
+		Require map[string]string `json:"require"`
+	}
+	if got := e.do("POST", ns+"/groups/train/runs", `{"id": "r1", "require": {"zone": "eu"}}`, &run); got != 201 || run.Require["zone"] != "eu" {
+		t.Fatalf("submit with require: %d %+v", got, run)
+	}
+	e.fails(400, "invalid", `requirement "Zone"`, "POST", ns+"/groups/train/runs", `{"id": "r2", "require": {"Zone": "eu"}}`)
+	e.fails(404, "not_found", "r2", "GET", ns+"/runs/r2", "")
 }

@@ -223,6 +223,8 @@ type submitJSON struct {
 	NotBefore  *string `json:"not_before"` // RFC 3339
 	// Labels: at most 16, {"key": "value"}.
 	Labels map[string]string `json:"labels"`
+	// Require: labels a worker must carry, on top of the group's.
+	Require map[string]string `json:"require"`
 	runTimeJSON
 }
 
@@ -265,7 +267,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, c *call) (int, a
 	}
 	o := client.SubmitOptions{ID: body.ID, Slots: body.Slots,
 		Priority: body.Priority, Payload: body.Payload, Duration: time.Duration(body.DurationMS) * time.Millisecond,
-		IdempotencyKey: r.Header.Get(idempotencyHeader), Labels: body.Labels}
+		IdempotencyKey: r.Header.Get(idempotencyHeader), Labels: body.Labels, Require: body.Require}
 	if body.NotBefore != nil {
 		t, err := time.Parse(time.RFC3339Nano, *body.NotBefore)
 		if err != nil {

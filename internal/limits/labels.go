@@ -70,8 +70,11 @@ func NormalizeLabels(what string, ls []abi.Label, max int) ([]abi.Label, error) 
 	}
 	out := slices.Clone(ls)
 	pair := "label"
-	if what == "params" {
+	switch what {
+	case "params":
 		pair = "parameter"
+	case "requirements":
+		pair = "requirement"
 	}
 	for _, l := range out {
 		if err := validPair(pair, l.Key, l.Value); err != nil {

@@ -26,15 +26,22 @@
 --   score-1 slots. A run's requirements are "k=v" pairs 0x1d-separated:
 --   the worker must carry every one; a worker with groups takes only runs
 --   of a group one of them matches.
+-- drop_profile(kp, w): delete worker w's placement profile from hash kp
+--   (and count it out of '#groups').
+-- merge_req(a, b): requirements a and b as one ("k=v" 0x1d-separated,
+--   sorted; a key in both: b's).
 -- placement(kfree): nil when no worker has a profile (one EXISTS), else
---   {key, prof = {}, alive = {}} for a call: prof caches each worker's
---   parsed profile (false: none), alive its liveness (free_cursor).
+--   {key, prof = {}, alive = {}, groups} for a call: prof caches each worker's
+--   parsed profile (false: none), alive its liveness (free_cursor), groups
+--   whether a worker serves only some groups (the hash's field '#groups'
+--   counts those workers; no identity has no '#').
 -- may_place(P, w, group, req): whether worker w may take a slot of a run of
 --   group with requirements req (parse_req: nil = none).
 -- cursor_for(C, group, req_s): the call's free cursor for a run of group
 --   with requirements req_s ('' or nil = none); C = {kfree, kworkers,
 --   kslots, now, win, P = placement(kfree), by = {}}: one cursor for every
---   run when no worker has a profile, else one per group and requirements.
+--   run when no worker has a profile, else one per requirements (and per
+--   group while a worker serves only some groups).
 -- spared(kworker, since): whether a worker whose heartbeat expired is still
 --   taken for alive: since (ms since the leader's term began or Redis last
 --   refused the leader a write at maxmemory; -1 never) is less than its
@@ -147,10 +154,33 @@ local function parse_req(s)
   end
   return out
 end
+local function drop_profile(kp, w)
+  local v = redis.call('HGET', kp, w)
+  if not v then return end
+  redis.call('HDEL', kp, w)
+  if string.match(v, '\30.') and redis.call('HINCRBY', kp, '#groups', -1) <= 0 then redis.call('HDEL', kp, '#groups') end
+end
+local function merge_req(a, b)
+  local m, keys = {}, {}
+  for _, s in ipairs({a, b}) do
+    for pair in string.gmatch(s, '[^\29]+') do
+      local k = string.match(pair, '^([^=]+)=')
+      if k then
+        if not m[k] then keys[#keys + 1] = k end
+        m[k] = pair
+      end
+    end
+  end
+  table.sort(keys)
+  local out = {}
+  for _, k in ipairs(keys) do out[#out + 1] = m[k] end
+  return table.concat(out, '\29')
+end
 local function placement(kfree)
   local kp = string.sub(kfree, 1, #kfree - 4) .. 'placement'
   if redis.call('EXISTS', kp) == 0 then return nil end
-  return {key = kp, prof = {}, alive = {}, has = {}}
+  -- groups: whether a worker serves only some groups ('#groups' counts them)
+  return {key = kp, prof = {}, alive = {}, has = {}, groups = redis.call('HEXISTS', kp, '#groups') == 1}
 end
 local function glob_match(pat, s)
   if not string.find(pat, '*', 1, true) then return pat == s end
@@ -292,7 +322,8 @@ end
 local function cursor_for(C, group, req_s)
   local sig = ''
   if C.P then
-    sig = group .. '\0' .. (req_s or '')
+    -- one cursor per group only while a worker serves some groups
+    sig = (C.P.groups and group or '') .. '\0' .. (req_s or '')
   elseif req_s and req_s ~= '' then
     sig = '\0' .. req_s
   end
@@ -502,6 +533,14 @@ local function new_run(K, A, pub, now)
     f[#f + 1] = 'backoff'; f[#f + 1] = A[13] ~= '' and A[13] or gd[4] or A[14]
   end
   if A[15] and A[15] ~= '' then f[#f + 1] = 'labels'; f[#f + 1] = A[15] end
+  if A[20] and A[20] ~= '' then
+    -- its own requirements; its group says it has runs with some, once
+    f[#f + 1] = 'rreq'; f[#f + 1] = A[20]
+    if not gd.rreq then
+      redis.call('HSET', K[3], 'rreq', '1')
+      gd.rreq = true
+    end
+  end
   local nb = tonumber(A[10]) or 0
   local due = 1
   if nb > now then

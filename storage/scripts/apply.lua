@@ -60,7 +60,9 @@
 -- above the group's raises it (discard_below, discard_reason) and SADDs the
 -- group to drain: the leader discards the covered runs in chunks
 -- (drain.lua); they leave every snapshot at once.
--- A group's requirements (its hash field require) go with each launch: a
+-- A group's requirements (its hash field require), and a run's own (its
+-- field rreq, read when the group's rreq says it has runs with some) go
+-- with each launch: a
 -- launch takes only slots of workers that carry them and serve the group
 -- (_lib.lua Placement; the run gets require, for allocate_batch and
 -- restore_apply).
@@ -120,7 +122,7 @@ local function apply_one(gk, ga, n)
     ARGV[ga + 1], ARGV[ga + 2], ARGV[ga + 3], ARGV[ga + 4], ARGV[ga + 5], ARGV[ga + 6], ARGV[ga + 7], ARGV[ga + 8],
     ARGV[ga + 9], ARGV[ga + 10], ARGV[ga + 11], ARGV[ga + 12], ARGV[ga + 13], ARGV[ga + 14]
   local below = tonumber(below_a) or 0
-  local g = redis.call('HMGET', kgroup, 'version', 'last_claim', 'discard_below', 'hist', 'require')
+  local g = redis.call('HMGET', kgroup, 'version', 'last_claim', 'discard_below', 'hist', 'require', 'rreq')
   if not g[1] then
     return redis.error_reply('WS_NOT_FOUND group ' .. group .. ' does not exist')
   end
@@ -223,11 +225,18 @@ local function apply_one(gk, ga, n)
       redis.call('ZADD', kactive, a.seqs, a.id)
       ev[#ev + 1] = 'LAUNCHED#' .. group .. '#' .. a.id
       local got
+      -- its requirements: its group's, and its own when its group has runs
+      -- with some (rreq: submit.lua; a key in both: the run's value)
+      local req = g[5] or ''
+      if g[6] == '1' then
+        local own = redis.call('HGET', a.key, 'rreq')
+        if own and own ~= '' then req = merge_req(req, own) end
+      end
       if place and S.open == nil then S.open = redis.call('ZCARD', KEYS[4]) <= lstop end
       if place and S.open then
         S.C = S.C or {kfree = KEYS[8], kworkers = KEYS[6], kslots = KEYS[7], now = now, win = math.min(S.need + 4, 64),
           P = placement(KEYS[8]), by = {}}
-        free = cursor_for(S.C, group, g[5])
+        free = cursor_for(S.C, group, req)
         got = free.take(a.slots)
         place = got ~= nil -- the first misfit queues, and every launch after it
       end
@@ -240,12 +249,12 @@ local function apply_one(gk, ga, n)
         end
         redis.call('HSET', a.key, 'dec', dec, 'state', 'RUNNING', 'launched_at', nows, 'started_at', nows,
           'assign', join_assign(as), 'policy', policy, 'policy_version', pversion)
-        if g[5] and g[5] ~= '' then redis.call('HSET', a.key, 'require', g[5]) end
+        if req ~= '' then redis.call('HSET', a.key, 'require', req) end
         slot_note(notify, as[1], a.id)
         ev[#ev + 1] = 'RUNNING#' .. group .. '#' .. a.id
       else
         redis.call('HSET', a.key, 'dec', dec, 'state', 'LAUNCHED', 'launched_at', nows, 'policy', policy, 'policy_version', pversion)
-        if g[5] and g[5] ~= '' then redis.call('HSET', a.key, 'require', g[5]) end
+        if req ~= '' then redis.call('HSET', a.key, 'require', req) end
         redis.call('ZADD', KEYS[4], a.seqs, a.id)
         S.open = false -- a queued launch: none after it in the call passes it
         redis.call('HSET', KEYS[12], a.id, a.seqs .. ',' .. string.format('%d', a.slots) .. ',' .. (a.prio or '0') .. ',' .. nows .. ',' ..

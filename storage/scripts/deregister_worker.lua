@@ -12,8 +12,7 @@
 local n = tonumber(redis.call('HGET', KEYS[2], 'slots') or '')
 if not n then
   redis.call('SREM', KEYS[1], ARGV[1])
-redis.call('HDEL', KEYS[6], ARGV[1])
-  redis.call('HDEL', KEYS[6], ARGV[1])
+  drop_profile(KEYS[6], ARGV[1])
   return 0
 end
 for i = 0, n - 1 do
@@ -30,5 +29,5 @@ end
 redis.call('DEL', KEYS[2])
 redis.call('ZREM', KEYS[5], ARGV[1])
 redis.call('SREM', KEYS[1], ARGV[1])
-redis.call('HDEL', KEYS[6], ARGV[1])
+drop_profile(KEYS[6], ARGV[1])
 return 1

@@ -47,7 +47,7 @@ for j = 4, #ARGV do
     redis.call('DEL', wk)
     redis.call('ZREM', KEYS[3], w)
     redis.call('SREM', string.sub(KEYS[3], 1, #KEYS[3] - 7) .. 'draining', w)
-    redis.call('HDEL', string.sub(KEYS[3], 1, #KEYS[3] - 7) .. 'placement', w)
+    drop_profile(string.sub(KEYS[3], 1, #KEYS[3] - 7) .. 'placement', w)
     reaped[#reaped + 1] = w
   end
 end

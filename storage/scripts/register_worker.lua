@@ -5,7 +5,8 @@
 -- channel (optional: a PUBLISH when slots were added, so a slot manager
 -- waiting for slots wakes; advisory), ARGV[5] its placement profile
 -- ("labels 0x1e groups", valid; "" = none: _lib.lua Placement): set in
--- the placement hash, and its free slots get score 1 (0 without one)
+-- the placement hash (its field '#groups' counts the profiles with
+-- groups), and its free slots get score 1 (0 without one)
 -- returns: N
 -- errors: WS_INVALID, WS_BAD_STATE (shrinking would drop an assigned slot; nothing written)
 -- replay: idempotent (same N: only the expiry moves).
@@ -25,6 +26,11 @@ local prof = ARGV[5] or ''
 local was = redis.call('HGET', KEYS[5], ARGV[1]) or ''
 local score = prof ~= '' and 1 or 0
 if prof ~= was then
+  -- '#groups' counts the workers that serve only some groups
+  local had, has = string.match(was, '\30.') ~= nil, string.match(prof, '\30.') ~= nil
+  if had ~= has then
+    if redis.call('HINCRBY', KEYS[5], '#groups', has and 1 or -1) <= 0 then redis.call('HDEL', KEYS[5], '#groups') end
+  end
   if prof ~= '' then redis.call('HSET', KEYS[5], ARGV[1], prof) else redis.call('HDEL', KEYS[5], ARGV[1]) end
   -- its free slots kept move to the new score
   for i = 0, math.min(old, n) - 1 do

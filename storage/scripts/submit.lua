@@ -15,15 +15,17 @@
 -- ARGV (shared): [1] work channel (PUBLISH of a group: the coordinator
 -- wakes; advisory), [2] run-events channel (publish_runs: WAITING#group#id
 -- of each run), [3] the default backoff, [4] run-hash key prefix
--- (Keys.RunPrefix); then per run: '1' with an idempotency key ('0'
--- without), group, run id, slots (>= 1), priority, payload, duration_ms,
+-- (Keys.RunPrefix); then per run: its layout ('0' plain, '1' with an
+-- idempotency key, '2' and '3' the same with its own requirements), group, run id, slots (>= 1), priority, payload, duration_ms,
 -- op id (random per call), not_before ms (0 = none; at or before now =
 -- none), timeout_ms ('' = the group's run_timeout_ms, if any),
 -- max_attempts ('' = the group's, else 1), backoff "base_ms,cap_ms" ('' =
 -- the group's, else the default), labels (storage.encodeLabels; '' =
 -- none); with an idempotency key three more: its lifetime in ms, the
 -- request's fingerprint (its group and run settings), '1' when the caller
--- chose the run id
+-- chose the run id; with requirements (layouts '2', '3') one more, last:
+-- them ("k=v" 0x1d-separated, sorted, valid: the run's field rreq, and its
+-- group gets rreq = 1, so the apply that launches its runs reads theirs)
 -- returns: per run, in order, its result (below) or its error reply
 -- per run, in the single-run layout submit_one reads: K[1] seq, K[2]
 -- groups, K[3] group hash, K[4] waiting, K[5] dirty, K[6] run hash, K[7]
@@ -33,7 +35,8 @@
 -- work channel, A[9] run-events channel, A[10] not_before, A[11]
 -- timeout_ms, A[12] max_attempts, A[13] backoff, A[14] the default
 -- backoff, A[15] labels, A[16] the idempotency key's lifetime, A[17]
--- run-hash prefix, A[18] fingerprint, A[19] '1' = the caller chose the id
+-- run-hash prefix, A[18] fingerprint, A[19] '1' = the caller chose the
+-- id, A[20] its requirements (nil = none)
 -- returns: {seq, submitted_at_ms, replayed (0|1), run id, due (1 = in the
 -- waiting zset, 0 = delayed until not_before), timeout_ms, max_attempts}
 -- (a replay returns the first three and the id)
@@ -98,9 +101,10 @@ local out = {}
 -- the layout first, whole (nothing is written for a call that does not
 -- match it), and the call's runs, for the one INCRBY of their seqs
 local rk, ra, runs = 7, 5, 0
+-- the per-run layouts: args and keys of '0', '1', '2', '3'
+local NA, NK = {['0'] = 13, ['1'] = 16, ['2'] = 14, ['3'] = 17}, {['0'] = 5, ['1'] = 6, ['2'] = 5, ['3'] = 6}
 while ra <= #ARGV do
-  local na, nk = 13, 5
-  if ARGV[ra] == '1' then na, nk = 16, 6 end
+  local na, nk = NA[ARGV[ra]] or 13, NK[ARGV[ra]] or 5
   if ra + na - 1 > #ARGV or rk + nk - 1 > #KEYS then
     return redis.error_reply('WS_INVALID submit: run ' .. runs + 1 .. ': the keys or args do not match')
   end
@@ -119,9 +123,9 @@ local K = {KEYS[1], KEYS[2], nil, nil, KEYS[3], nil, KEYS[4], KEYS[5], nil, nil,
 local A = {nil, nil, nil, nil, nil, nil, nil, ARGV[1], ARGV[2], nil, nil, nil, nil, ARGV[3], nil, nil, ARGV[4]}
 local done, err = pcall(function()
   while ra <= #ARGV do
-    local idem = ARGV[ra] == '1'
-    local na, nk = 13, 5
-    if idem then na, nk = 16, 6 end
+    local lay = ARGV[ra]
+    local idem = lay == '1' or lay == '3'
+    local na, nk = NA[lay] or 13, NK[lay] or 5
     -- the run's entries of K and A (the shared ones are set once, above)
     K[3], K[4], K[6], K[9], K[10] = KEYS[rk], KEYS[rk + 1], KEYS[rk + 4], KEYS[rk + 2], KEYS[rk + 3]
     for j = 1, 7 do A[j] = ARGV[ra + j] end
@@ -133,6 +137,8 @@ local done, err = pcall(function()
     else
       K[12] = nil
     end
+    A[20] = nil
+    if lay == '2' or lay == '3' then A[20] = ARGV[ra + na - 1] end
     out[#out + 1] = submit_one(K, A)
     rk, ra = rk + nk, ra + na
   end

@@ -373,7 +373,7 @@ func (s *SlotManager) failUnfit(ctx context.Context, lease *leader.Lease, misfit
 			if r.Needed <= can {
 				continue
 			}
-			reason = fmt.Sprintf("needs %d slot(s) on workers with %s (its group's requirements); the live workers with them have %d, for longer than %v: it can never fit",
+			reason = fmt.Sprintf("needs %d slot(s) on workers with %s (its requirements); the live workers with them have %d, for longer than %v: it can never fit",
 				r.Needed, labelsText(r.Require), can, s.rt.cfg.UnfitTimeout)
 		} else if r.Needed <= s.live {
 			continue
