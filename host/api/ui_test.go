@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -253,6 +254,22 @@ func TestUI_browser(t *testing.T) {
 	run("a group's params", chromedp.Navigate(e.srv.URL+"/ui/#/groups/nightly"), chromedp.WaitVisible(chromedp.CSS("#group-params")))
 	if got := text("#group-params"); !strings.Contains(got, "period=2s") {
 		t.Fatalf("group params %q", got)
+	}
+	if got := e.do("PUT", ns+"/groups/placed", `{"require": {"zone": "eu"}}`, nil); got != 200 {
+		t.Fatalf("group require: %d", got)
+	}
+	run("a group's requirements", chromedp.Navigate(e.srv.URL+"/ui/#/groups/placed"), chromedp.WaitVisible(chromedp.CSS("#group-require")))
+	if got := text("#group-require"); !strings.Contains(got, "zone=eu") {
+		t.Fatalf("group requirements %q", got)
+	}
+	// a worker's labels and groups, on the overview
+	if err := e.st.RegisterWorkerWith(bg, "gpu-box", 1, time.Hour, storage.WorkerPlacement{
+		Labels: []abi.Label{{Key: "gpu", Value: "a100"}}, Groups: []string{"placed"}}); err != nil {
+		t.Fatal(err)
+	}
+	run("a worker's labels", chromedp.Navigate(e.srv.URL+"/ui/#/"), chromedp.WaitVisible(chromedp.CSS("#ov-charts")))
+	if got := text("body"); !strings.Contains(got, "gpu=a100") || !strings.Contains(got, "serves placed") {
+		t.Fatalf("the overview does not show gpu-box's labels and groups:\n%s", got)
 	}
 
 	// its group and its explanation

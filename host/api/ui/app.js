@@ -73,7 +73,7 @@ const views = {
       ${allocationTable(o.allocation, o.allocation.usage, "ov-allocation")}
       <h2>Workers</h2>
       <table><thead><tr><th>worker</th><th>alive</th><th>slots</th><th>runs on its slots</th></tr></thead><tbody>
-      ${slots.workers.map((w) => `<tr><td class="mono">${esc(w.identity)}</td><td>${w.alive ? "yes" : "<span class=error>no</span>"}${w.draining ? " <span class=muted>(draining: takes no new run)</span>" : ""}</td>
+      ${slots.workers.map((w) => `<tr><td><span class="mono">${esc(w.identity)}</span>${w.labels ? ` ${labelList(w.labels)}` : ""}${w.groups ? ` <span class=muted>serves ${esc(w.groups.join(", "))}</span>` : ""}</td><td>${w.alive ? "yes" : "<span class=error>no</span>"}${w.draining ? " <span class=muted>(draining: takes no new run)</span>" : ""}</td>
         <td>${w.slots.filter((s) => s.run).length} / ${w.slots.length}</td>
         <td>${w.slots.filter((s) => s.run).map((s) => `#${s.index} ${runLink(s.run)}`).join(", ") || "-"}</td></tr>`).join("") ||
         `<tr><td colspan=4 class=muted>no workers registered</td></tr>`}
@@ -109,6 +109,7 @@ const views = {
         <dt>retention</dt><dd>${g.retention === "default" ? "namespace default" : esc(g.retention)}</dd>
         <dt>state</dt><dd id="group-paused">${g.paused ? `paused since ${esc(g.paused_at)} by ${esc(g.paused_by)}` : "deciding"}</dd>
         ${Object.keys(g.params || {}).length ? `<dt>params</dt><dd id="group-params">${labelList(g.params)}</dd>` : ""}
+        ${Object.keys(g.require || {}).length ? `<dt>requires</dt><dd id="group-require">${labelList(g.require)} <span class=muted>(its runs go only to workers with these labels)</span></dd>` : ""}
         ${g.wake_at ? `<dt>wake</dt><dd id="group-wake">the policy decides again at ${when(g.wake_at)}</dd>` : ""}</dl>
       ${state.scope === "admin" ? `<p class="inline" id="group-controls">
         <button class="secondary" data-group-action="${g.paused ? "resume" : "pause"}">${g.paused ? "Resume" : "Pause"}</button>
