@@ -158,3 +158,69 @@ func TestPlacement_endToEnd(t *testing.T) {
 	}
 	t.Logf("library worker ran %d runs of a", handled["a"])
 }
+
+// TestPlacement_leaderFailover: 50 runs that require gpu=yes and 50 that
+// require nothing, and kill -9 of the leader while they run: the standby
+// restores the runs in flight, and every run succeeds, once, the GPU runs
+// all on the GPU worker.
+func TestPlacement_leaderFailover(t *testing.T) {
+	t.Parallel()
+	const ns = "placefail"
+	r := redistest.Start(t)
+	hosts := &hostSet{procs: map[string]*Proc{}}
+	hosts.add(t, RuntimeHost(t, "host-a", r, ns, "127.0.0.1:7821"))
+	hosts.add(t, RuntimeHost(t, "host-b", r, ns, "127.0.0.1:7822"))
+	_, cpuJ := StartWorker(t, "cpu", r, ns, "127.0.0.1:7823", 2)
+	_, gpuJ := StartWorker(t, "gpu", r, ns, "127.0.0.1:7824", 2, "--label", "gpu=yes")
+	journals := map[string]string{"cpu": cpuJ, "gpu": gpuJ}
+	cli(t, r, ns, "group", "set", "train", "--max-active", "10", "--require", "gpu=yes")
+	cli(t, r, ns, "group", "set", "plain", "--max-active", "10")
+	c, err := client.NewFromRedis(r.Client(t), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var train, all []string
+	for i := range 50 {
+		for _, g := range []string{"train", "plain"} {
+			id := fmt.Sprintf("%s%02d", g, i)
+			if _, err := c.Submit(testCtx(t, 5*time.Second), g, client.SubmitOptions{ID: id, Duration: 150 * time.Millisecond}); err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, id)
+			if g == "train" {
+				train = append(train, id)
+			}
+		}
+	}
+	WaitFor(t, 30*time.Second, "10 executions", func() bool { return len(ReadJournals(t, journals)) >= 10 })
+	l := Leader(t, r, ns)
+	leader := hosts.procs[l.Identity]
+	if leader == nil {
+		t.Fatalf("leader %q is not one of our hosts", l.Identity)
+	}
+	leader.Kill()
+	delete(hosts.procs, l.Identity)
+	var others []string
+	for id := range hosts.procs {
+		others = append(others, id)
+	}
+	nl := waitLeader(t, r, ns, 5*rtLeaseTTL, l.Epoch, others...)
+	rs := waitFinal(t, c, 90*time.Second, all...)
+	byRun := ExecutionsByRun(ReadJournals(t, journals))
+	for _, id := range all {
+		if rs[id].State != "SUCCEEDED" {
+			t.Errorf("%s: %s (%s), want SUCCEEDED", id, rs[id].State, rs[id].Reason)
+		}
+		if n := len(byRun[id]); n != 1 {
+			t.Errorf("%s executed %d times: %+v", id, n, byRun[id])
+		}
+	}
+	for _, id := range train {
+		for _, e := range byRun[id] {
+			if e.Worker != "gpu" {
+				t.Errorf("%s ran on %s, want gpu", id, e.Worker)
+			}
+		}
+	}
+	t.Logf("leader killed at %d executions, epoch %d -> %d; 100 runs succeeded once each", 10, l.Epoch, nl.Epoch)
+}
