@@ -12,6 +12,27 @@ import (
 	"github.com/wasmsched/wasmsched/internal/redistest"
 )
 
+// placementEnv starts redis, hosts serve processes (ports from base), a
+// CPU worker and a GPU worker (--label gpu=yes, 2 slots each), and groups
+// train (requires gpu=yes) and plain.
+func placementEnv(t *testing.T, ns string, base, hosts int) (*redistest.Server, *hostSet, *Proc, map[string]string, *client.Client) {
+	t.Helper()
+	r := redistest.Start(t)
+	hs := &hostSet{procs: map[string]*Proc{}}
+	for i := range hosts {
+		hs.add(t, RuntimeHost(t, fmt.Sprintf("host-%d", i), r, ns, fmt.Sprintf("127.0.0.1:%d", base+i)))
+	}
+	_, cpuJ := StartWorker(t, "cpu", r, ns, fmt.Sprintf("127.0.0.1:%d", base+hosts), 2)
+	gpu, gpuJ := StartWorker(t, "gpu", r, ns, fmt.Sprintf("127.0.0.1:%d", base+hosts+1), 2, "--label", "gpu=yes")
+	cli(t, r, ns, "group", "set", "train", "--max-active", "10", "--require", "gpu=yes")
+	cli(t, r, ns, "group", "set", "plain", "--max-active", "10")
+	c, err := client.NewFromRedis(r.Client(t), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, hs, gpu, map[string]string{"cpu": cpuJ, "gpu": gpuJ}, c
+}
+
 // TestPlacement_endToEnd, on real processes: a group that requires
 // gpu=yes runs only on the worker with that label, an unconstrained group
 // runs too; after kill -9 of the GPU worker the GPU runs wait and the
@@ -20,17 +41,7 @@ import (
 // group b.
 func TestPlacement_endToEnd(t *testing.T) {
 	const ns = "place"
-	r := redistest.Start(t)
-	RuntimeHost(t, "host", r, ns, "127.0.0.1:7811")
-	_, cpuJ := StartWorker(t, "cpu", r, ns, "127.0.0.1:7812", 2)
-	gpu, gpuJ := StartWorker(t, "gpu", r, ns, "127.0.0.1:7813", 2, "--label", "gpu=yes")
-	journals := map[string]string{"cpu": cpuJ, "gpu": gpuJ}
-	cli(t, r, ns, "group", "set", "train", "--max-active", "10", "--require", "gpu=yes")
-	cli(t, r, ns, "group", "set", "plain", "--max-active", "10")
-	c, err := client.NewFromRedis(r.Client(t), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, _, gpu, journals, c := placementEnv(t, ns, 7811, 1)
 	submit := func(group, prefix string, n int) []string {
 		var ids []string
 		for i := range n {
@@ -166,19 +177,7 @@ func TestPlacement_endToEnd(t *testing.T) {
 func TestPlacement_leaderFailover(t *testing.T) {
 	t.Parallel()
 	const ns = "placefail"
-	r := redistest.Start(t)
-	hosts := &hostSet{procs: map[string]*Proc{}}
-	hosts.add(t, RuntimeHost(t, "host-a", r, ns, "127.0.0.1:7821"))
-	hosts.add(t, RuntimeHost(t, "host-b", r, ns, "127.0.0.1:7822"))
-	_, cpuJ := StartWorker(t, "cpu", r, ns, "127.0.0.1:7823", 2)
-	_, gpuJ := StartWorker(t, "gpu", r, ns, "127.0.0.1:7824", 2, "--label", "gpu=yes")
-	journals := map[string]string{"cpu": cpuJ, "gpu": gpuJ}
-	cli(t, r, ns, "group", "set", "train", "--max-active", "10", "--require", "gpu=yes")
-	cli(t, r, ns, "group", "set", "plain", "--max-active", "10")
-	c, err := client.NewFromRedis(r.Client(t), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, hosts, _, journals, c := placementEnv(t, ns, 7821, 2)
 	var train, all []string
 	for i := range 50 {
 		for _, g := range []string{"train", "plain"} {
