@@ -16,10 +16,13 @@ import (
 // not by id), which only a version 3 plugin may send. Version 4 lets a
 // policy see time and keys (a run's labels, not_before and attempts; the
 // group's parameters and its recent launches: a snapshot of its own tag)
-// and ask to be decided again at a time (SerialDecision.Wake). ABI.md
-// "Versions".
+// and ask to be decided again at a time (SerialDecision.Wake). Version 5
+// adds placement to the allocation kind: each run's requirements and each
+// worker's labels and groups in the snapshot, and a decision that may name
+// the worker each run takes its slots on (AllocationDecision.Workers).
+// ABI.md "Versions".
 const (
-	Version = 4
+	Version = 5
 	// MinVersion is the oldest ABI version the host still loads.
 	MinVersion = 1
 )

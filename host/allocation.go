@@ -73,6 +73,9 @@ type AllocationOrder struct {
 	Outcome string   `json:"outcome"`
 	Errors  []string `json:"errors"`
 	Order   []string `json:"order"` // run ids, in the order they get slots
+	// Workers, when the policy names any (ABI version 5): the worker of
+	// each run of Order, "" where it leaves the choice to the host.
+	Workers []string `json:"workers,omitempty"`
 }
 
 // DecideAllocation has m order snap's runs, read-only. A load error or
@@ -97,6 +100,14 @@ func (in *Inspector) DecideAllocation(ctx context.Context, m Module, snap *abi.A
 	}
 	for _, i := range d.Order {
 		out.Order = append(out.Order, snap.Runs[i].ID)
+	}
+	if len(d.Workers) > 0 {
+		out.Workers = make([]string, len(d.Order))
+		for j, w := range d.Workers {
+			if w >= 0 {
+				out.Workers[j] = snap.Workers[w].Worker
+			}
+		}
 	}
 	return out, nil
 }

@@ -30,6 +30,13 @@ func (p *Policy) DecideAllocation(ctx context.Context, s *abi.AllocationSnapshot
 		p.release(inst, false)
 		return abi.AllocationDecision{}, err
 	}
+	if p.abi < 5 && abicodec.AllocationPlaces(out) {
+		var probs problems
+		probs.add("names workers, which needs ABI version 5 (the plugin exports %d)", p.abi)
+		err = p.callError(ctx, inst, probs.err(false))
+		p.release(inst, false)
+		return abi.AllocationDecision{}, err
+	}
 	var d abi.AllocationDecision
 	if err := abicodec.DecodeAllocationDecision(out, &d); err != nil {
 		err = p.callError(ctx, inst, fmt.Errorf("%w: undecodable output: %v", ErrInvalidDecision, err))
@@ -46,8 +53,10 @@ func (p *Policy) DecideAllocation(ctx context.Context, s *abi.AllocationSnapshot
 }
 
 // ValidateAllocation checks an allocation decision against its snapshot:
-// every index names a run of the snapshot, none twice. It returns nil or a
-// *ValidationError (ErrInvalidDecision).
+// every index names a run of the snapshot, none twice; a worker it names
+// (Workers) is one of the snapshot's, takes the run (serves its group,
+// carries its requirements) and has the free slots of every run named on
+// it. It returns nil or a *ValidationError (ErrInvalidDecision).
 func ValidateAllocation(s *abi.AllocationSnapshot, d *abi.AllocationDecision) error {
 	var probs problems
 	if len(d.Order) > len(s.Runs) {
@@ -67,7 +76,62 @@ func ValidateAllocation(s *abi.AllocationSnapshot, d *abi.AllocationDecision) er
 	if !probs.empty() {
 		return probs.err(false)
 	}
+	validatePlacement(s, d, &probs)
+	if !probs.empty() {
+		return probs.err(false)
+	}
 	return nil
+}
+
+// validatePlacement adds the problems of d's workers (the order's indices
+// are valid).
+func validatePlacement(s *abi.AllocationSnapshot, d *abi.AllocationDecision, probs *problems) {
+	if len(d.Workers) == 0 {
+		return
+	}
+	if len(d.Workers) != len(d.Order) {
+		probs.add("%d workers for an order of %d runs (want as many)", len(d.Workers), len(d.Order))
+		return
+	}
+	var used []uint32 // slots named on each worker
+	for pos, w := range d.Workers {
+		if w == abi.HostChooses {
+			continue
+		}
+		r := &s.Runs[d.Order[pos]]
+		if w < 0 || int(w) >= len(s.Workers) {
+			probs.add("workers[%d]: run %s on worker index %d, beyond the snapshot's %d workers", pos, qid(r.ID), w, len(s.Workers))
+			continue
+		}
+		wk := &s.Workers[w]
+		switch {
+		case !wk.Serves(r.Group):
+			probs.add("workers[%d]: run %s on worker %s, which does not serve group %s", pos, qid(r.ID), qid(wk.Worker), qid(r.Group))
+			continue
+		case !wk.Carries(r.Require):
+			probs.add("workers[%d]: run %s on worker %s, which lacks its requirements %s", pos, qid(r.ID), qid(wk.Worker), labelList(r.Require))
+			continue
+		}
+		if used == nil {
+			used = make([]uint32, len(s.Workers))
+		}
+		used[w] += max(r.Slots, 1)
+		if used[w] > wk.Free {
+			probs.add("workers[%d]: run %s on worker %s: %d slots named on it, %d free", pos, qid(r.ID), qid(wk.Worker), used[w], wk.Free)
+		}
+	}
+}
+
+// labelList is ls as "k=v,k=v".
+func labelList(ls []abi.Label) string {
+	out := ""
+	for i, l := range ls {
+		if i > 0 {
+			out += ","
+		}
+		out += l.Key + "=" + l.Value
+	}
+	return out
 }
 
 // allocCase is one canned allocation snapshot of the conformance run.

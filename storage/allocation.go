@@ -35,6 +35,17 @@ func (s AllocationSettings) PolicyName() string {
 	return s.Policy
 }
 
+// Placement is the placement parameter (abi.ParamPlacement: "" = the
+// first free slots a run may take, in the scripts).
+func (s AllocationSettings) Placement() string {
+	for _, p := range s.Params {
+		if p.Key == abi.ParamPlacement {
+			return p.Value
+		}
+	}
+	return ""
+}
+
 // Weight is value's weight (1 when not named).
 func (s AllocationSettings) Weight(value string) int {
 	if w, ok := s.Weights[value]; ok {
@@ -79,6 +90,9 @@ func (s AllocationSettings) Validate() error {
 	for _, p := range s.Params {
 		if p.Key == abi.ParamFairLabel || p.Key == abi.ParamWeights {
 			return fmt.Errorf("parameter %s: set it with the fair label and weights", p.Key)
+		}
+		if p.Key == abi.ParamPlacement && p.Value != abi.PlacementSpread && p.Value != abi.PlacementPack && p.Value != abi.PlacementPolicy {
+			return fmt.Errorf("parameter %s: %q, want %s, %s or %s", p.Key, p.Value, abi.PlacementSpread, abi.PlacementPack, abi.PlacementPolicy)
 		}
 	}
 	_, err := limits.NormalizeLabels("allocation parameters", s.AllParams(), abi.MaxParams)
@@ -142,6 +156,10 @@ type AllocationView struct {
 	Free, Slots int
 	// Holding maps each run holding slots of a live worker to how many.
 	Holding map[string]int
+	// FreeSlots (read with the settings) lists each live, not draining
+	// worker's free slots ("worker#index"): where the pass may name the
+	// slots of a run it places on a worker (AllocatePass).
+	FreeSlots map[string][]string
 }
 
 // Window bounds of AllocationState: the oldest k and the newest k
@@ -160,7 +178,8 @@ func AllocWindow(free int) int { return min(limits.MaxAllocWindow, max(minAllocW
 // AllocationState reads the allocation view with a window of the oldest
 // k and the newest k launched runs (k clamped to 1..MaxAllocWindow):
 // launched ids, live workers and their slots, and (withSettings) the
-// settings, in one pipelined round trip of direct commands (cheaper for
+// settings and the workers' placement profiles (labels, groups and free
+// slots: AllocationView.FreeSlots), in one pipelined round trip of direct commands (cheaper for
 // Redis than a script building the same reply); a queue longer than 2k
 // costs a second one for its newest k. O(k + workers + slots).
 func (s *Store) AllocationState(ctx context.Context, k int, withSettings bool) (AllocationView, error) {
@@ -171,6 +190,7 @@ func (s *Store) AllocationState(ctx context.Context, k int, withSettings bool) (
 		tnow *redis.TimeCmd
 		set  *redis.SliceCmd
 		dr   *redis.StringSliceCmd
+		pl   *redis.MapStringStringCmd
 		v    AllocationView
 	)
 	k = min(max(k, 1), limits.MaxAllocWindow)
@@ -182,6 +202,7 @@ func (s *Store) AllocationState(ctx context.Context, k int, withSettings bool) (
 		dr = p.SMembers(ctx, s.k.Draining())
 		if withSettings {
 			set = p.HMGet(ctx, s.k.Settings(), "allocate", "alloc_params")
+			pl = p.HGetAll(ctx, s.k.Placement())
 		}
 		return nil
 	})
@@ -214,20 +235,46 @@ func (s *Store) AllocationState(ctx context.Context, k int, withSettings bool) (
 			v.Oldest = k
 		}
 	}
-	draining := make(map[string]bool, len(dr.Val()))
-	for _, w := range dr.Val() {
+	var profiles map[string]string
+	if pl != nil {
+		profiles = pl.Val()
+		if profiles == nil {
+			profiles = map[string]string{} // (read: no worker has a profile)
+		}
+	}
+	v.capacity(ws.Val(), sl.Val(), profiles, dr.Val())
+	slices.SortFunc(v.Workers, func(a, b abi.WorkerCapacity) int { return strings.Compare(a.Worker, b.Worker) })
+	return v, nil
+}
+
+// capacity fills v's live workers (with their profiles when read: not
+// nil), slots, free slots and the runs holding them, from the workers
+// zset, the slots hash and the draining workers.
+func (v *AllocationView) capacity(workers []redis.Z, slots, profiles map[string]string, drainingIDs []string) {
+	draining := make(map[string]bool, len(drainingIDs))
+	for _, w := range drainingIDs {
 		draining[w] = true
 	}
 	alive := map[string]int{}
-	for _, z := range ws.Val() {
+	for _, z := range workers {
 		id := z.Member.(string)
 		if time.UnixMilli(int64(z.Score)).After(v.Now) {
 			alive[id] = len(v.Workers)
-			v.Workers = append(v.Workers, abi.WorkerCapacity{Worker: id})
+			w := abi.WorkerCapacity{Worker: id}
+			if profiles != nil {
+				if prof, ok := profiles[id]; ok {
+					p := decodePlacement(prof)
+					w.Labels, w.Groups = p.Labels, p.Groups
+				}
+			}
+			v.Workers = append(v.Workers, w)
 		}
 	}
+	if profiles != nil {
+		v.FreeSlots = map[string][]string{}
+	}
 	v.Holding = map[string]int{}
-	for field, val := range sl.Val() {
+	for field, val := range slots {
 		j := strings.LastIndexByte(field, '#')
 		if j < 0 {
 			continue
@@ -243,6 +290,9 @@ func (s *Store) AllocationState(ctx context.Context, k int, withSettings bool) (
 			if !draining[w.Worker] { // a draining worker's free slot takes no run
 				w.Free++
 				v.Free++
+				if v.FreeSlots != nil {
+					v.FreeSlots[w.Worker] = append(v.FreeSlots[w.Worker], field)
+				}
 			}
 			continue
 		}
@@ -250,8 +300,9 @@ func (s *Store) AllocationState(ctx context.Context, k int, withSettings bool) (
 			v.Holding[run]++
 		}
 	}
-	slices.SortFunc(v.Workers, func(a, b abi.WorkerCapacity) int { return strings.Compare(a.Worker, b.Worker) })
-	return v, nil
+	for _, fs := range v.FreeSlots {
+		slices.Sort(fs)
+	}
 }
 
 // AllocInfo is what an allocation policy reads of one run: immutable
@@ -288,7 +339,7 @@ func (s *Store) AllocInfos(ctx context.Context, ids []string) ([]AllocInfo, erro
 	cmds := make([]*redis.SliceCmd, len(miss))
 	_, err = s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for j, i := range miss {
-			cmds[j] = p.HMGet(ctx, s.k.Run(ids[i]), "group", "seq", "slots", "priority", "launched_at", "labels")
+			cmds[j] = p.HMGet(ctx, s.k.Run(ids[i]), "group", "seq", "slots", "priority", "launched_at", "labels", "require")
 		}
 		return nil
 	})
@@ -297,7 +348,7 @@ func (s *Store) AllocInfos(ctx context.Context, ids []string) ([]AllocInfo, erro
 	}
 	for j, c := range cmds {
 		f := c.Val()
-		if len(f) < 6 || f[0] == nil {
+		if len(f) < 7 || f[0] == nil {
 			continue
 		}
 		slots, _ := strconv.Atoi(str(f[2]))
@@ -306,13 +357,14 @@ func (s *Store) AllocInfos(ctx context.Context, ids []string) ([]AllocInfo, erro
 		at, _ := strconv.ParseInt(str(f[4]), 10, 64)
 		i := miss[j]
 		out[i] = AllocInfo{OK: true, Run: abi.AllocRun{ID: ids[i], Group: str(f[0]), Seq: seq, Slots: uint32(max(slots, 1)),
-			Priority: int32(prio), LaunchedAt: at, Labels: decodeLabels(str(f[5]))}}
+			Priority: int32(prio), LaunchedAt: at, Labels: decodeLabels(str(f[5])), Require: decodeLabels(str(f[6]))}}
 	}
 	return out, nil
 }
 
 // parseLaunchInfo parses a Keys.LaunchInfo entry, "seq,slots,priority,
-// launched_ms,group,labels".
+// launched_ms,group,labels" (labels followed by 0x1e and the run's
+// requirements when it has some: apply.lua).
 func parseLaunchInfo(id, v string) (abi.AllocRun, bool) {
 	p := strings.SplitN(v, ",", 6)
 	if len(p) != 6 {
@@ -325,6 +377,7 @@ func parseLaunchInfo(id, v string) (abi.AllocRun, bool) {
 	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || p[4] == "" {
 		return abi.AllocRun{}, false
 	}
+	ls, req, _ := strings.Cut(p[5], "\x1e")
 	return abi.AllocRun{ID: id, Group: p[4], Seq: seq, Slots: uint32(max(slots, 1)), Priority: int32(prio), LaunchedAt: at,
-		Labels: decodeLabels(p[5])}, true
+		Labels: decodeLabels(ls), Require: decodeLabels(req)}, true
 }

@@ -70,7 +70,7 @@ func TestStore_AllocationState(t *testing.T) {
 		if fmt.Sprint(v.Launched) != "[ra rb rc rd re]" || v.Oldest != 5 {
 			t.Fatalf("overlapping window %v oldest %d", v.Launched, v.Oldest)
 		}
-		if v.Free != 4 || v.Slots != 4 || fmt.Sprint(v.Workers) != "[{w0 1 1} {w1 3 3}]" || len(v.Holding) != 0 {
+		if v.Free != 4 || v.Slots != 4 || fmt.Sprint(v.Workers) != "[{w0 1 1 [] []} {w1 3 3 [] []}]" || len(v.Holding) != 0 {
 			t.Fatalf("capacity %+v", v)
 		}
 		res := ok(e.s.AllocateBatch(ctx, f, []string{"rb"}))(t)

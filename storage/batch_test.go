@@ -384,7 +384,7 @@ func TestStore_AllocatePass(t *testing.T) {
 			mustNil(t, e.s.RegisterWorker(ctx, "wA", 4, time.Minute))
 			pc := &pipeCount{}
 			e.c.AddHook(pc)
-			res := ok(e.s.AllocatePass(ctx, f, []string{"ra", "rb", "rc", "rd", "re"}, 2, time.Hour))(t)
+			res := ok(e.s.AllocatePass(ctx, f, []string{"ra", "rb", "rc", "rd", "re"}, 2, time.Hour, nil))(t)
 			if pc.trips != 1 || pc.cmds != 3 {
 				t.Fatalf("%d round trips, %d commands; want 1 and 3 (three calls of at most 2 runs)", pc.trips, pc.cmds)
 			}
@@ -406,7 +406,7 @@ func TestStore_AllocatePass(t *testing.T) {
 			// 2 free slots; ra needs 3 (held at once: guard 0), rb, rc, rd 1 each
 			f := launched(t, e, 3, 1, 1, 1)
 			mustNil(t, e.s.RegisterWorker(ctx, "wA", 2, time.Minute))
-			res := ok(e.s.AllocatePass(ctx, f, []string{"ra", "rb", "rc"}, 1, 0))(t)
+			res := ok(e.s.AllocatePass(ctx, f, []string{"ra", "rb", "rc"}, 1, 0, nil))(t)
 			if len(res) != 1 || res[0].Run != "ra" || !res[0].Held {
 				t.Fatalf("results %+v, want ra held alone", res)
 			}
@@ -417,7 +417,7 @@ func TestStore_AllocatePass(t *testing.T) {
 			}
 			// a new pass is not stopped by that pass's mark; its third call
 			// finds no free slot and ends the results
-			res = ok(e.s.AllocatePass(ctx, f, []string{"rb", "rc", "rd"}, 1, time.Hour))(t)
+			res = ok(e.s.AllocatePass(ctx, f, []string{"rb", "rc", "rd"}, 1, time.Hour, nil))(t)
 			if len(res) != 3 || res[0].Outcome != storage.AllocAllocated || res[1].Outcome != storage.AllocAllocated ||
 				res[2].Run != "rd" || res[2].Outcome != storage.AllocNoSlots || res[2].Found != 0 {
 				t.Fatalf("next pass: %+v, want rb and rc allocated, rd no slots (found 0)", res)
@@ -427,14 +427,14 @@ func TestStore_AllocatePass(t *testing.T) {
 			e := e.fresh(t)
 			f := launched(t, e, 1)
 			e.unchanged(t, func() {
-				if _, err := e.s.AllocatePass(ctx, f, []string{"ra"}, 1, -time.Second); !errors.Is(err, storage.ErrInvalid) {
+				if _, err := e.s.AllocatePass(ctx, f, []string{"ra"}, 1, -time.Second, nil); !errors.Is(err, storage.ErrInvalid) {
 					t.Fatalf("negative guard: %v", err)
 				}
-				if _, err := e.s.AllocatePass(ctx, f, []string{"ra", "bad id"}, 1, time.Hour); !errors.Is(err, storage.ErrInvalid) {
+				if _, err := e.s.AllocatePass(ctx, f, []string{"ra", "bad id"}, 1, time.Hour, nil); !errors.Is(err, storage.ErrInvalid) {
 					t.Fatalf("invalid id: %v", err)
 				}
 				stale := storage.Fence{Epoch: f.Epoch + 1, Holder: f.Holder}
-				if _, err := e.s.AllocatePass(ctx, stale, []string{"ra"}, 1, time.Hour); !errors.Is(err, storage.ErrFenced) {
+				if _, err := e.s.AllocatePass(ctx, stale, []string{"ra"}, 1, time.Hour, nil); !errors.Is(err, storage.ErrFenced) {
 					t.Fatalf("stale fence: %v", err)
 				}
 			})

@@ -73,7 +73,7 @@ func (p WorkerPlacement) Serves(group string) bool {
 		return true
 	}
 	for _, pat := range p.Groups {
-		if globMatch(pat, group) {
+		if abi.MatchGroup(pat, group) {
 			return true
 		}
 	}
@@ -89,25 +89,6 @@ func (p WorkerPlacement) Carries(req []abi.Label) bool {
 		}
 	}
 	return true
-}
-
-func globMatch(pat, s string) bool {
-	parts := strings.Split(pat, "*")
-	if len(parts) == 1 {
-		return pat == s
-	}
-	if !strings.HasPrefix(s, parts[0]) {
-		return false
-	}
-	s = s[len(parts[0]):]
-	for _, p := range parts[1 : len(parts)-1] {
-		i := strings.Index(s, p)
-		if i < 0 {
-			return false
-		}
-		s = s[i+len(p):]
-	}
-	return strings.HasSuffix(s, parts[len(parts)-1])
 }
 
 // LiveCapacity reads the live workers' slot counts and placement profiles

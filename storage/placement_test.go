@@ -205,3 +205,49 @@ func TestStore_placementRunRequire(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_allocateNamed: a pass that names a run's slots (placement)
+// gives it those slots when they are free on a live worker that may take
+// the run; a named slot taken since, on an unknown worker or on a worker
+// that does not serve the run's group falls back to the first free slots
+// the run may use, never to a slot another run holds.
+func TestStore_allocateNamed(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := launched(t, e, 1, 2, 1, 1) // ra rb rc rd, all LAUNCHED (no worker yet)
+		mustNil(t, e.s.RegisterWorker(ctx, "w1", 2, time.Minute))
+		mustNil(t, e.s.RegisterWorker(ctx, "w2", 2, time.Minute))
+		mustNil(t, e.s.RegisterWorkerWith(ctx, "gpu", 2, time.Minute, storage.WorkerPlacement{Labels: []abi.Label{label("gpu", "yes")}}))
+		mustNil(t, e.s.RegisterWorkerWith(ctx, "thumbs", 1, time.Minute, storage.WorkerPlacement{Groups: []string{"thumb*"}}))
+		place := map[string][]string{
+			"ra": {"w2#1"},
+			"rb": {"gpu#1", "gpu#0"},
+			"rc": {"w2#1", "w9#0"}, // taken by ra; an unknown worker
+			"rd": {"thumbs#0"},     // does not serve group g
+		}
+		res := ok(e.s.AllocatePass(ctx, f, []string{"ra", "rb", "rc", "rd"}, 0, time.Hour, place))(t)
+		got := map[string]string{}
+		for _, r := range res {
+			if r.Outcome != storage.AllocAllocated {
+				t.Fatalf("%s: %s, want allocated", r.Run, r.Outcome)
+			}
+			var slots []string
+			for _, a := range r.Assignments {
+				slots = append(slots, fmt.Sprintf("%s#%d", a.Worker, a.Slot))
+			}
+			got[r.Run] = fmt.Sprint(slots)
+		}
+		want := map[string]string{"ra": "[w2#1]", "rb": "[gpu#1 gpu#0]", "rc": "[w1#0]", "rd": "[w1#1]"}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("slots %v, want %v", got, want)
+		}
+		k := keyspace.Of(e.s)
+		for _, s := range []string{"w2#1", "gpu#0", "gpu#1", "w1#0", "w1#1"} {
+			if e.c.ZScore(ctx, k.Free(), s).Err() == nil {
+				t.Fatalf("%s is taken and still in free", s)
+			}
+		}
+		if n := e.c.ZCard(ctx, k.Free()).Val(); n != 2 { // w2#0, thumbs#0
+			t.Fatalf("free holds %d slots, want 2", n)
+		}
+	})
+}

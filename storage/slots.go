@@ -534,7 +534,7 @@ func (s *Store) allocateBatch(ctx context.Context, f Fence, runIDs []string) ([]
 // A misfit that found no free slot (Found 0) ends the batch too: nothing
 // younger could fit.
 func (s *Store) allocateBackfill(ctx context.Context, f Fence, runIDs []string, guard time.Duration) ([]AllocResult, error) {
-	return s.AllocatePass(ctx, f, runIDs, max(len(runIDs), 1), guard) // one call
+	return s.AllocatePass(ctx, f, runIDs, max(len(runIDs), 1), guard, nil) // one call
 }
 
 // AllocChunk is the most runs one allocate script of an AllocatePass
@@ -552,9 +552,14 @@ const AllocChunk = 64
 // end where the first stopping call ended. Each call is its own fenced
 // script with its own op id (a go-redis retry of one call replays only
 // it). On an error the results of the calls before the failed one are
-// returned with it. Errors: ErrFenced, ErrInvalid (a run id twice in one
-// call, an invalid id, a negative guard).
-func (s *Store) AllocatePass(ctx context.Context, f Fence, runIDs []string, perCall int, guard time.Duration) ([]AllocResult, error) {
+// returned with it. place (placement: may be nil) names, for some runs,
+// the free slots ("worker#index", AllocationView.FreeSlots) they take:
+// a run takes the first of them still free on a live worker it may use,
+// and when too few are, the first free slots it may use anywhere (the
+// slots were free when the view was read, not necessarily now). Errors:
+// ErrFenced, ErrInvalid (a run id twice in one call, an invalid id, a
+// negative guard).
+func (s *Store) AllocatePass(ctx context.Context, f Fence, runIDs []string, perCall int, guard time.Duration, place map[string][]string) ([]AllocResult, error) {
 	const op = "allocate batch"
 	if guard < 0 {
 		return nil, invalid(op, "negative guard %v", guard)
@@ -582,7 +587,11 @@ func (s *Store) AllocatePass(ctx context.Context, f Fence, runIDs []string, perC
 		args = append(args, newID("op-"), k.SlotEventsPrefix(), k.RunEvents(), guard.Milliseconds(), pass)
 		for _, id := range chunk {
 			keys = append(keys, k.Run(id))
-			args = append(args, id)
+			if sl := place[id]; len(sl) > 0 {
+				args = append(args, id+"\x1e"+strings.Join(sl, "\x1d"))
+			} else {
+				args = append(args, id)
+			}
 		}
 		calls = append(calls, scriptCall{keys: keys, args: args})
 	}

@@ -25,7 +25,8 @@ import (
 // redis-server, and the outcome its peer feature promises checked in the
 // runs' states and times (Redis time).
 
-var catalog = []string{"debounce", "throttle", "rate-limit", "cancel-in-progress", "bounded-queue", "singleton", "round-robin", "priority-aging"}
+var catalog = []string{"debounce", "throttle", "rate-limit", "cancel-in-progress", "bounded-queue", "singleton", "round-robin", "priority-aging",
+	"zone-spread"}
 
 // TestCatalog_committed: every example's committed .wasm is what the
 // build of its main.go's generate line writes (byte for byte), and passes its scenarios
@@ -504,8 +505,17 @@ func TestCatalog_readmes(t *testing.T) {
 				run, err := st.GetRun(context.Background(), runID)
 				return err == nil && run.State.Final()
 			})
-			if run, _ := st.GetRun(context.Background(), runID); run.State != storage.StateSucceeded || !strings.HasPrefix(run.Policy, name) {
-				t.Fatalf("%s: the run %s is %s by policy %q (%s), want SUCCEEDED by %s", readme, runID, run.State, run.Policy, run.Reason, name)
+			decidedBy := name
+			if strings.Contains(strings.Join(lines, "\n"), "--allocate "+name) {
+				// an allocation policy: the namespace allocates with it, and
+				// the run (decided by its group's serial policy) got slots
+				if a, err := st.Allocation(context.Background()); err != nil || a.Policy != name {
+					t.Fatalf("%s: the namespace allocates with %q (%v), want %s", readme, a.Policy, err, name)
+				}
+				decidedBy = "wait"
+			}
+			if run, _ := st.GetRun(context.Background(), runID); run.State != storage.StateSucceeded || !strings.HasPrefix(run.Policy, decidedBy) {
+				t.Fatalf("%s: the run %s is %s by policy %q (%s), want SUCCEEDED by %s", readme, runID, run.State, run.Policy, run.Reason, decidedBy)
 			}
 		})
 	}

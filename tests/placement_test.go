@@ -171,13 +171,16 @@ func TestPlacement_endToEnd(t *testing.T) {
 }
 
 // TestPlacement_leaderFailover: 50 runs that require gpu=yes and 50 that
-// require nothing, and kill -9 of the leader while they run: the standby
+// require nothing, placed by the namespace's placement (spread), and kill
+// -9 of the leader while they run: the standby
 // restores the runs in flight, and every run succeeds, once, the GPU runs
 // all on the GPU worker.
 func TestPlacement_leaderFailover(t *testing.T) {
 	t.Parallel()
 	const ns = "placefail"
 	r, hosts, _, journals, c := placementEnv(t, ns, 7821, 2)
+	// every launch through the slot pass, which names the slots (spread)
+	cli(t, r, ns, "namespace", "set", "--placement", "spread")
 	var train, all []string
 	for i := range 50 {
 		for _, g := range []string{"train", "plain"} {

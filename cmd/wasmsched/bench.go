@@ -74,6 +74,7 @@ Examples:
 			&cli.StringFlag{Name: "policy", Value: "wait", Usage: "serial policy `NAME` of the generated groups (wait, discard, priority, or one pushed in --namespace)"},
 			&cli.IntFlag{Name: "window", Usage: "snapshot window `N` of the generated groups (group set --window)", DefaultText: fmt.Sprint(limits.DefaultWindow)},
 			&cli.StringFlag{Name: "require", Usage: "every generated group requires the labels `K=V,...` and the in-process workers carry them (placement's cost)"},
+			&cli.StringFlag{Name: "placement", Usage: "the namespace's placement `MODE`: spread, pack or policy (namespace set --placement; placement's cost)"},
 			&cli.IntFlag{Name: "runs", Usage: "submit `N` runs", DefaultText: "10 x --groups"},
 			&cli.IntFlag{Name: "workers", Value: 4, Usage: "in-process simulated workers `W` (0 = use the running ones)"},
 			&cli.IntFlag{Name: "slots", Value: 128, Usage: "slots `S` per in-process worker"},
@@ -134,6 +135,7 @@ func benchAction(c *cli.Context) error {
 		Keep:         c.Bool("keep"),
 		CPUProfile:   c.String("cpuprofile"),
 		Delay:        c.Duration("delay"),
+		Placement:    c.String("placement"),
 	}
 	if c.IsSet("require") {
 		o.Require = map[string]string{}

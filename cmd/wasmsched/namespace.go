@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/policytool"
 	"github.com/wasmsched/wasmsched/host"
@@ -140,7 +141,16 @@ Examples:
    wasmsched namespace set --weights a=3
    wasmsched namespace set --allocate priority
    wasmsched namespace set --allocate myalloc --param spread=zone
-   wasmsched namespace set --reset`
+   wasmsched namespace set --placement spread
+   wasmsched namespace set --reset
+
+Placement (--placement, the parameter placement) chooses the worker of each
+run: spread (the worker with the most free slots), pack (fill one worker
+before the next, so idle ones can be scaled down) or policy (the worker the
+allocation policy names, ABI version 5; spread where it names none). Set,
+every launch goes through the leader's slot pass; unset (""), a run takes
+the first free slots it may use. Either way a run goes only to a worker
+that serves its group and carries what it requires (group set --require).`
 
 func namespaceSetCommand() *cli.Command {
 	return &cli.Command{
@@ -153,14 +163,15 @@ func namespaceSetCommand() *cli.Command {
 			&cli.StringFlag{Name: "fair-label", Usage: "fair: the label `KEY` whose values share the slots (\"\" = across groups)"},
 			&cli.StringFlag{Name: "weights", Usage: "fair: `VALUE=W,...` weights 1..1000 (a value not named weighs 1; \"\" clears)"},
 			&cli.StringSliceFlag{Name: "param", Usage: "a parameter `KEY=VALUE` for the policy (repeatable; KEY= removes it)"},
+			&cli.StringFlag{Name: "placement", Usage: "which worker a run goes to: `MODE` spread, pack or policy (\"\": the first free slots)"},
 			&cli.BoolFlag{Name: "reset", Usage: "start from the defaults (fifo, no parameters)"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := exactArgs(c, 0, "none; use the flags"); err != nil {
 				return err
 			}
-			if !c.IsSet("allocate") && !c.IsSet("fair-label") && !c.IsSet("weights") && !c.IsSet("param") && !c.Bool("reset") {
-				return usageErrorf("namespace set: nothing to set (--allocate, --fair-label, --weights, --param or --reset)")
+			if !c.IsSet("allocate") && !c.IsSet("fair-label") && !c.IsSet("weights") && !c.IsSet("param") && !c.IsSet("placement") && !c.Bool("reset") {
+				return usageErrorf("namespace set: nothing to set (--allocate, --fair-label, --weights, --param, --placement or --reset)")
 			}
 			st, cl, closeFn, err := openNamespace(c, false)
 			if err != nil {
@@ -189,19 +200,8 @@ func namespaceSetCommand() *cli.Command {
 				}
 				a.Weights = w
 			}
-			for _, p := range c.StringSlice("param") {
-				k, v, ok := strings.Cut(p, "=")
-				if !ok {
-					return usageErrorf("--param %q: want KEY=VALUE", p)
-				}
-				if a.Params == nil {
-					a.Params = map[string]string{}
-				}
-				if v == "" {
-					delete(a.Params, k)
-				} else {
-					a.Params[k] = v
-				}
+			if err := allocationParams(c, &a); err != nil {
+				return err
 			}
 			if err := host.CheckAllocationPolicy(c.Context, st, a.Policy); err != nil {
 				if errors.Is(err, host.ErrUnknownPolicy) || errors.Is(err, host.ErrNotAllocation) {
@@ -226,6 +226,9 @@ func namespaceSetCommand() *cli.Command {
 				}
 				if len(a.Weights) > 0 && a.Policy == "fair" {
 					fmt.Fprintf(w, " (weights %s)", limits.FormatWeights(a.Weights))
+				}
+				if pl := a.Params[abi.ParamPlacement]; pl != "" {
+					fmt.Fprintf(w, ", placement %s", pl)
 				}
 				fmt.Fprintln(w)
 			})
@@ -270,4 +273,33 @@ namespace's parameters. Dry-run a policy against it:
 			return enc.Encode(policytool.AllocationJSON(snap))
 		},
 	}
+}
+
+// allocationParams applies --param and --placement to a's parameters.
+func allocationParams(c *cli.Context, a *client.Allocation) error {
+	for _, p := range c.StringSlice("param") {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok {
+			return usageErrorf("--param %q: want KEY=VALUE", p)
+		}
+		if a.Params == nil {
+			a.Params = map[string]string{}
+		}
+		if v == "" {
+			delete(a.Params, k)
+		} else {
+			a.Params[k] = v
+		}
+	}
+	if c.IsSet("placement") {
+		if a.Params == nil {
+			a.Params = map[string]string{}
+		}
+		if v := c.String("placement"); v == "" {
+			delete(a.Params, abi.ParamPlacement)
+		} else {
+			a.Params[abi.ParamPlacement] = v
+		}
+	}
+	return nil
 }

@@ -31,6 +31,8 @@ func TestCLINamespace(t *testing.T) {
 		{[]string{"namespace", "set", "--allocate", "fair", "--weights", "a=0"}, "the weight must be an integer 1..1000"},
 		{[]string{"namespace", "set", "--allocate", "fair", "--fair-label", "Tenant"}, "fair label"},
 		{[]string{"namespace", "set"}, "nothing to set"},
+		{[]string{"namespace", "set", "--placement", "round"}, `parameter placement: "round", want spread, pack or policy`},
+		{[]string{"namespace", "set", "--param", "placement=x"}, `parameter placement: "x"`},
 		{[]string{"namespace", "snapshot"}, "say --allocation"},
 	} {
 		code, _, errs := cli(c.args...)
@@ -89,5 +91,35 @@ func TestCLINamespace(t *testing.T) {
 	code, out, _ = cli("policy", "test", "fair", sc)
 	if code != exitFailure || !strings.Contains(out, "PASS  b-first") || !strings.Contains(out, "FAIL  wrong") || !strings.Contains(out, "+ order [a1 a2]") {
 		t.Fatalf("policy test: exit %d\n%s", code, out)
+	}
+
+	// placement: set and cleared; a snapshot carries workers' labels and
+	// groups and runs' requirements, and a placing policy's dry-run and
+	// scenarios show the workers
+	if code, out, errs := cli("namespace", "set", "--placement", "pack"); code != 0 || !strings.Contains(out, ", placement pack") {
+		t.Fatalf("set --placement: exit %d %q %q", code, out, errs)
+	}
+	if a, _ := e.st.Allocation(ctx); a.Placement() != "pack" || a.Policy != "priority-first" {
+		t.Fatalf("after --placement pack: %+v", a)
+	}
+	if code, out, _ := cli("namespace", "set", "--placement", ""); code != 0 || strings.Contains(out, "placement") {
+		t.Fatalf("clear --placement: exit %d %q", code, out)
+	}
+	zs := filepath.Join(dir, "zones.json")
+	if err := os.WriteFile(zs, []byte(`{"kind": "allocation",
+	  "workers": [{"worker": "a1", "slots": 2, "labels": {"zone": "a"}}, {"worker": "b1", "slots": 2, "labels": {"zone": "b"}, "groups": ["g*"]}],
+	  "runs": [{"id": "r1", "group": "g"}, {"id": "r2", "group": "g"}, {"id": "r3", "group": "h", "require": {"zone": "b"}}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	zoneSpread := filepath.Join("..", "..", "examples", "zone-spread", "zone-spread.wasm")
+	code, out, errs = cli("policy", "dry-run", "--policy", zoneSpread, "--snapshot", zs)
+	if code != 0 || !strings.Contains(out, "1. r1 on a1  (fits now)") || !strings.Contains(out, "2. r2 on b1  (fits now)") || !strings.Contains(out, "3. r3  (fits now)") {
+		t.Fatalf("dry-run zone-spread: exit %d\n%s%s", code, out, errs)
+	}
+	if err := os.WriteFile(zs, []byte(`{"kind": "allocation", "workers": [{"worker": "a1", "groups": ["bad group"]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := cli("policy", "dry-run", "--policy", zoneSpread, "--snapshot", zs); code != exitUsage || !strings.Contains(errs, "workers[0].groups") {
+		t.Fatalf("dry-run bad groups: exit %d %q", code, errs)
 	}
 }

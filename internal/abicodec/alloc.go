@@ -15,6 +15,7 @@ const (
 	AllocationSnapshotHeaderSize = 48
 	AllocRunSize                 = 48
 	WorkerCapacitySize           = 16
+	WorkerProfileSize            = 16 // version 5: after the parameters
 	SlotUsageSize                = 24
 	AllocationDecisionHeaderSize = 16
 )
@@ -25,10 +26,12 @@ func AllocationSnapshotSize(s *abi.AllocationSnapshot) int {
 		len(s.Usage)*SlotUsageSize + len(s.Params)*LabelSize + labelBytes(s.Params)
 	for i := range s.Runs {
 		r := &s.Runs[i]
-		size += len(r.ID) + len(r.Group) + len(r.Labels)*LabelSize + labelBytes(r.Labels)
+		size += len(r.ID) + len(r.Group) + (len(r.Labels)+len(r.Require))*LabelSize + labelBytes(r.Labels) + labelBytes(r.Require)
 	}
+	size += len(s.Workers) * WorkerProfileSize
 	for i := range s.Workers {
-		size += len(s.Workers[i].Worker)
+		w := &s.Workers[i]
+		size += len(w.Worker) + len(w.Labels)*LabelSize + labelBytes(w.Labels) + groupsLen(w.Groups)
 	}
 	for i := range s.Usage {
 		size += len(s.Usage[i].Key) + len(s.Usage[i].Value)
@@ -36,11 +39,25 @@ func AllocationSnapshotSize(s *abi.AllocationSnapshot) int {
 	return size
 }
 
-// AppendAllocationSnapshot appends the encoding of s to dst.
+// groupsLen is the length of groups joined by ','.
+func groupsLen(groups []string) int {
+	n := max(len(groups)-1, 0)
+	for _, g := range groups {
+		n += len(g)
+	}
+	return n
+}
+
+// AppendAllocationSnapshot appends the encoding of s to dst. The label
+// table holds each run's labels followed by its requirements, then each
+// worker's labels; the worker profiles (version 5) follow the parameters.
 func AppendAllocationSnapshot(dst []byte, s *abi.AllocationSnapshot) []byte {
 	nl := 0
 	for i := range s.Runs {
-		nl += len(s.Runs[i].Labels)
+		nl += len(s.Runs[i].Labels) + len(s.Runs[i].Require)
+	}
+	for i := range s.Workers {
+		nl += len(s.Workers[i].Labels)
 	}
 	b, base := grow(dst, AllocationSnapshotSize(s))
 	rec := b[base:]
@@ -60,8 +77,17 @@ func AppendAllocationSnapshot(dst []byte, s *abi.AllocationSnapshot) []byte {
 	uAt := wAt + len(s.Workers)*WorkerCapacitySize
 	lAt := uAt + len(s.Usage)*SlotUsageSize
 	pAt := lAt + nl*LabelSize
-	next := pAt + len(s.Params)*LabelSize
+	fAt := pAt + len(s.Params)*LabelSize
+	next := fAt + len(s.Workers)*WorkerProfileSize
 	label := 0
+	putLabels := func(ls []abi.Label) {
+		for j := range ls {
+			o := lAt + label*LabelSize
+			next = putStr(rec, 0, o, next, ls[j].Key)
+			next = putStr(rec, 0, o+8, next, ls[j].Value)
+			label++
+		}
+	}
 	for i := range s.Runs {
 		r := &s.Runs[i]
 		put64(rec, at, r.Seq)
@@ -72,12 +98,9 @@ func AppendAllocationSnapshot(dst []byte, s *abi.AllocationSnapshot) []byte {
 		next = putStr(rec, 0, at+32, next, r.Group)
 		put32(rec, at+40, uint32(label))
 		rec[at+44], rec[at+45] = byte(len(r.Labels)), byte(len(r.Labels)>>8)
-		for j := range r.Labels {
-			o := lAt + label*LabelSize
-			next = putStr(rec, 0, o, next, r.Labels[j].Key)
-			next = putStr(rec, 0, o+8, next, r.Labels[j].Value)
-			label++
-		}
+		rec[at+46], rec[at+47] = byte(len(r.Require)), byte(len(r.Require)>>8)
+		putLabels(r.Labels)
+		putLabels(r.Require)
 		at += AllocRunSize
 	}
 	for i := range s.Workers {
@@ -86,6 +109,18 @@ func AppendAllocationSnapshot(dst []byte, s *abi.AllocationSnapshot) []byte {
 		put32(rec, wAt+8, w.Slots)
 		put32(rec, wAt+12, w.Free)
 		wAt += WorkerCapacitySize
+		put32(rec, fAt, uint32(label))
+		rec[fAt+4], rec[fAt+5] = byte(len(w.Labels)), byte(len(w.Labels)>>8)
+		putLabels(w.Labels)
+		put64(rec, fAt+8, uint64(next)|uint64(groupsLen(w.Groups))<<32)
+		for j, g := range w.Groups {
+			if j > 0 {
+				rec[next] = ','
+				next++
+			}
+			next += copy(rec[next:], g)
+		}
+		fAt += WorkerProfileSize
 	}
 	for i := range s.Usage {
 		u := &s.Usage[i]
@@ -122,7 +157,7 @@ func decodeAllocationSnapshot(b []byte, s *abi.AllocationSnapshot, view bool) er
 	}
 	nr, nw, nu := uint64(le.Uint32(b[4:8])), uint64(le.Uint32(b[32:36])), uint64(le.Uint32(b[36:40]))
 	nl, np := uint64(le.Uint32(b[40:44])), uint64(le.Uint32(b[44:48]))
-	end := uint64(AllocationSnapshotHeaderSize) + nr*AllocRunSize + nw*WorkerCapacitySize + nu*SlotUsageSize + (nl+np)*LabelSize
+	end := uint64(AllocationSnapshotHeaderSize) + nr*AllocRunSize + nw*(WorkerCapacitySize+WorkerProfileSize) + nu*SlotUsageSize + (nl+np)*LabelSize
 	if end > uint64(len(b)) {
 		return malformed("allocation snapshot: %d runs, %d workers, %d usage, %d labels, %d params do not fit %d bytes", nr, nw, nu, nl, np, len(b))
 	}
@@ -134,6 +169,7 @@ func decodeAllocationSnapshot(b []byte, s *abi.AllocationSnapshot, view bool) er
 	uAt := wAt + nw*WorkerCapacitySize
 	lAt := uAt + nu*SlotUsageSize
 	pAt := lAt + nl*LabelSize
+	fAt := pAt + np*LabelSize
 	labels, err := decodeLabelTable(b, lAt, nl, view)
 	if err != nil {
 		return err
@@ -153,25 +189,21 @@ func decodeAllocationSnapshot(b []byte, s *abi.AllocationSnapshot, view bool) er
 			return errBadString
 		}
 		first, n := uint64(le.Uint32(rec[40:44])), uint64(rec[44])|uint64(rec[45])<<8
-		if first+n > nl {
-			return malformed("allocation run %d: labels %d+%d beyond the label table of %d", i, first, n, nl)
+		nq := uint64(rec[46]) | uint64(rec[47])<<8
+		if first+n+nq > nl {
+			return malformed("allocation run %d: labels %d+%d+%d beyond the label table of %d", i, first, n, nq, nl)
 		}
-		r.Labels = nil
+		r.Labels, r.Require = nil, nil
 		if n > 0 {
 			r.Labels = labels[first : first+n : first+n]
 		}
+		if nq > 0 {
+			r.Require = labels[first+n : first+n+nq : first+n+nq]
+		}
 		at += AllocRunSize
 	}
-	s.Workers = resize(s.Workers, int(nw))
-	for i := range s.Workers {
-		rec := b[wAt : wAt+WorkerCapacitySize]
-		w := &s.Workers[i]
-		var ok bool
-		if w.Worker, ok = str(b, rec[0:8], view); !ok {
-			return errBadString
-		}
-		w.Slots, w.Free = le.Uint32(rec[8:12]), le.Uint32(rec[12:16])
-		wAt += WorkerCapacitySize
+	if err := decodeAllocWorkers(b, s, wAt, fAt, nw, labels, view); err != nil {
+		return err
 	}
 	s.Usage = resize(s.Usage, int(nu))
 	for i := range s.Usage {
@@ -194,6 +226,46 @@ func decodeAllocationSnapshot(b []byte, s *abi.AllocationSnapshot, view bool) er
 	return nil
 }
 
+// decodeAllocWorkers decodes the nw workers at b[wAt:] and their profiles
+// (version 5) at b[fAt:] into s.Workers; labels is the label table.
+func decodeAllocWorkers(b []byte, s *abi.AllocationSnapshot, wAt, fAt, nw uint64, labels []abi.Label, view bool) error {
+	nl := uint64(len(labels))
+	s.Workers = resize(s.Workers, int(nw))
+	for i := range s.Workers {
+		rec := b[wAt : wAt+WorkerCapacitySize]
+		w := &s.Workers[i]
+		var ok bool
+		if w.Worker, ok = str(b, rec[0:8], view); !ok {
+			return errBadString
+		}
+		w.Slots, w.Free = le.Uint32(rec[8:12]), le.Uint32(rec[12:16])
+		wAt += WorkerCapacitySize
+		prof := b[fAt : fAt+WorkerProfileSize]
+		first, n := uint64(le.Uint32(prof[0:4])), uint64(prof[4])|uint64(prof[5])<<8
+		if first+n > nl {
+			return malformed("allocation worker %d: labels %d+%d beyond the label table of %d", i, first, n, nl)
+		}
+		w.Labels, w.Groups = nil, nil
+		if n > 0 {
+			w.Labels = labels[first : first+n : first+n]
+		}
+		gs, ok := str(b, prof[8:16], view)
+		if !ok {
+			return errBadString
+		}
+		for gs != "" {
+			j := 0
+			for j < len(gs) && gs[j] != ',' {
+				j++
+			}
+			w.Groups = append(w.Groups, gs[:j])
+			gs = gs[min(j+1, len(gs)):]
+		}
+		fAt += WorkerProfileSize
+	}
+	return nil
+}
+
 // decodeLabelTable decodes n labels at b[at:] (checked to fit).
 func decodeLabelTable(b []byte, at, n uint64, view bool) ([]abi.Label, error) {
 	if n == 0 {
@@ -213,14 +285,29 @@ func decodeLabelTable(b []byte, at, n uint64, view bool) ([]abi.Label, error) {
 	return out, nil
 }
 
-// AppendAllocationDecision appends the encoding of d to dst.
+// AppendAllocationDecision appends the encoding of d to dst: the order,
+// then (version 5, n_place = n_order) each entry's worker, HostChooses as
+// 0xFFFFFFFF. Workers shorter than Order are padded with HostChooses.
 func AppendAllocationDecision(dst []byte, d *abi.AllocationDecision) []byte {
-	b, base := grow(dst, AllocationDecisionHeaderSize+4*len(d.Order))
+	np := 0
+	if len(d.Workers) > 0 {
+		np = len(d.Order)
+	}
+	b, base := grow(dst, AllocationDecisionHeaderSize+4*(len(d.Order)+np))
 	put32(b, base, TagAllocationDecision)
 	put32(b, base+4, uint32(len(d.Order)))
+	put32(b, base+8, uint32(np))
 	at := base + AllocationDecisionHeaderSize
 	for _, i := range d.Order {
 		put32(b, at, i)
+		at += 4
+	}
+	for j := 0; j < np; j++ {
+		w := abi.HostChooses
+		if j < len(d.Workers) {
+			w = d.Workers[j]
+		}
+		put32(b, at, uint32(w))
 		at += 4
 	}
 	return b
@@ -238,12 +325,15 @@ func AllocationOrderLen(b []byte) uint64 {
 // DecodeAllocationDecision decodes b into d, reusing d's slice. Indices are
 // not checked against a snapshot here (validation does that).
 func DecodeAllocationDecision(b []byte, d *abi.AllocationDecision) error {
-	d.Order = d.Order[:0]
+	d.Order, d.Workers = d.Order[:0], d.Workers[:0]
 	if err := header(b, TagAllocationDecision, AllocationDecisionHeaderSize); err != nil {
 		return err
 	}
-	n := uint64(le.Uint32(b[4:8]))
-	if err := fits(b, AllocationDecisionHeaderSize, n, 4); err != nil {
+	n, np := uint64(le.Uint32(b[4:8])), uint64(le.Uint32(b[8:12]))
+	if np != 0 && np != n {
+		return malformed("allocation decision: %d workers for an order of %d (want 0 or as many)", np, n)
+	}
+	if err := fits(b, AllocationDecisionHeaderSize, n+np, 4); err != nil {
 		return err
 	}
 	d.Order = resize(d.Order, int(n))
@@ -252,5 +342,18 @@ func DecodeAllocationDecision(b []byte, d *abi.AllocationDecision) error {
 		d.Order[i] = le.Uint32(b[at : at+4])
 		at += 4
 	}
+	if np > 0 {
+		d.Workers = resize(d.Workers, int(np))
+		for i := range d.Workers {
+			d.Workers[i] = int32(le.Uint32(b[at : at+4]))
+			at += 4
+		}
+	}
 	return nil
+}
+
+// AllocationPlaces reports whether the decision in b names workers
+// (n_place > 0): a version 4 plugin may not.
+func AllocationPlaces(b []byte) bool {
+	return len(b) >= AllocationDecisionHeaderSize && le.Uint32(b[8:12]) != 0
 }

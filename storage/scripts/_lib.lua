@@ -42,6 +42,11 @@
 --   kslots, now, win, P = placement(kfree), by = {}}: one cursor for every
 --   run when no worker has a profile, else one per requirements (and per
 --   group while a worker serves only some groups).
+-- take_named(C, group, req_s, list, k): k of the slots in list ("worker#index",
+--   0x1d-separated: the slots a pass's placement named for a run) that are
+--   free (in free, no run) on live workers that may take the run, in list
+--   order, or nil (nothing taken) when fewer are; the call's cursors then
+--   recheck a slot they gave back (c.recheck). Writes nothing.
 -- spared(kworker, since): whether a worker whose heartbeat expired is still
 --   taken for alive: since (ms since the leader's term began or Redis last
 --   refused the leader a write at maxmemory; -1 never) is less than its
@@ -270,10 +275,12 @@ local function free_cursor(kfree, kworkers, kslots, now, win, deferred, P, group
   local c = {buf = {}, i = 1, read = 0, taken = 0, eof = false, alive = P and P.alive or {}, back = {}, deferred = deferred}
   local filter = P ~= nil or req ~= nil
   local function nextfree()
-    if #c.back > 0 then
+    while #c.back > 0 do
       local s = c.back[#c.back]
       c.back[#c.back] = nil
-      return s
+      -- given back by a run that did not fit; a named placement
+      -- (take_named) may have taken it since
+      if not c.recheck or redis.call('HGET', kslots, s.f) == '' then return s end
     end
     while true do
       if c.i > #c.buf then
@@ -319,6 +326,30 @@ local function free_cursor(kfree, kworkers, kslots, now, win, deferred, P, group
   end
   return c
 end
+local function take_named(C, group, req_s, list, k)
+  local got, req = {}, parse_req(req_s)
+  if not C.alive then C.alive = C.P and C.P.alive or {} end
+  local alive = C.alive
+  C.named = true
+  for _, c in pairs(C.by) do c.recheck = true end
+  for f in string.gmatch(list, '[^\29]+') do
+    local w, i = string.match(f, '^(.*)#(%d+)$')
+    if w then
+      local a = alive[w]
+      if a == nil then
+        local sc = redis.call('ZSCORE', C.kworkers, w)
+        a = (sc and tonumber(sc) > C.now) or false
+        alive[w] = a
+      end
+      if a and (C.P == nil and req == nil or may_place(C.P, w, group, req)) and redis.call('HGET', C.kslots, f) == ''
+          and redis.call('ZSCORE', C.kfree, f) then
+        got[#got + 1] = {w = w, i = i, f = f}
+        if #got == k then return got end
+      end
+    end
+  end
+  return nil
+end
 local function cursor_for(C, group, req_s)
   local sig = ''
   if C.P then
@@ -330,6 +361,7 @@ local function cursor_for(C, group, req_s)
   local c = C.by[sig]
   if not c then
     c = free_cursor(C.kfree, C.kworkers, C.kslots, C.now, C.win, true, C.P, group, parse_req(req_s))
+    c.recheck = C.named
     C.by[sig] = c
   end
   return c

@@ -17,7 +17,11 @@
 -- channel (publish_runs: RUNNING#group#id per allocated run), ARGV[6]
 -- guard ms (a misfit LAUNCHED at least this long ago is held; 0 = every
 -- misfit is held: strict FIFO), ARGV[7] pass id ("" = a call on its own),
--- ARGV[8..7+n] run ids
+-- ARGV[8..7+n] run ids, each optionally followed by 0x1e and the free
+-- slots ("worker#index", 0x1d-separated) the pass names for it
+-- (placement: storage.AllocatePass): the run takes the first k of them
+-- still free on live workers it may use (_lib.lua take_named), else the
+-- first free slots it may use, as any run
 -- A pass (storage.AllocatePass) is several calls of one pass id in one
 -- pipeline: a call that stops (a held run, or a misfit with no free slot)
 -- sets the stop mark to the pass id (PX 60 s), and a later call of the
@@ -45,7 +49,7 @@
 -- replay: a run whose alloc_op == op is reported "allocated" with its
 -- assignments (never allocated twice); later runs are tried again.
 -- the stop mark (KEYS[9]) when a call of a pass stops.
--- bound: O(n · k + f): n given runs (the caller passes at most storage.AllocChunk), k slots each, f the free-zset entries read once (free_cursor)
+-- bound: O(n · (k + s) + f), s the slots named for a run (its k and a few): n given runs (the caller passes at most storage.AllocChunk), k slots each, f the free-zset entries read once (free_cursor)
 local n = #KEYS - 9
 if n < 0 or #ARGV ~= 7 + n then
   return redis.error_reply('WS_INVALID allocate batch: ' .. n .. ' run keys for ' .. (#ARGV - 7) .. ' run ids')
@@ -54,9 +58,15 @@ local guard = tonumber(ARGV[6]) or 0
 local pass = ARGV[7]
 -- an earlier call of this pass stopped: place nothing (replays still count)
 local stopped = pass ~= '' and redis.call('GET', KEYS[9]) == pass
-local seen = {}
+local seen, named = {}, {}
 for j = 1, n do
   local id = ARGV[7 + j]
+  local sep = string.find(id, '\30', 1, true)
+  if sep then
+    named[j] = string.sub(id, sep + 1)
+    id = string.sub(id, 1, sep - 1)
+    ARGV[7 + j] = id
+  end
   if seen[id] then
     return redis.error_reply('WS_INVALID allocate batch: run ' .. id .. ' twice')
   end
@@ -83,7 +93,9 @@ local done, err = pcall(function()
     else
       local k = tonumber(r[2]) or 1
       local req = r[7] or ''
-      local got, found = cursor_for(C, r[5] or '', req).take(k)
+      local got, found
+      if named[j] then got = take_named(C, r[5] or '', req, named[j], k) end
+      if not got then got, found = cursor_for(C, r[5] or '', req).take(k) end
       if got then
         local as = {}
         for task, s in ipairs(got) do

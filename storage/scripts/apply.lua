@@ -258,7 +258,7 @@ local function apply_one(gk, ga, n)
         redis.call('ZADD', KEYS[4], a.seqs, a.id)
         S.open = false -- a queued launch: none after it in the call passes it
         redis.call('HSET', KEYS[12], a.id, a.seqs .. ',' .. string.format('%d', a.slots) .. ',' .. (a.prio or '0') .. ',' .. nows .. ',' ..
-          group .. ',' .. a.labels)
+          group .. ',' .. a.labels .. (req ~= '' and ('\30' .. req) or ''))
         queued = queued + 1
       end
     elseif a.kind == 'discard' then

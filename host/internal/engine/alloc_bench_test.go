@@ -3,12 +3,14 @@ package engine
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/internal/storagetest"
+	"github.com/wasmsched/wasmsched/policies"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -150,4 +152,67 @@ func benchAllocate(b *testing.B, queued int, mode string) {
 	b.StopTimer()
 	b.ReportMetric(float64(wall.Nanoseconds())/float64(allocated), "ns/run")
 	b.ReportMetric(cpu*1e6/float64(allocated), "redis-us/run")
+}
+
+// BenchmarkPlacement is the cost of choosing the worker of 64 runs among
+// W live workers (half of their slots free, room for the runs, in 4 zones): "spread" is the
+// host's built-in (placeRuns, native Go), "zone-spread" the catalog's
+// placing policy in the sandbox (its decision, validated, then the slots
+// named). Per decision. BENCHMARKS.md "Placement".
+//
+//	go test ./host/internal/engine -run '^$' -bench Placement -count 7
+func BenchmarkPlacement(b *testing.B) {
+	ctx := context.Background()
+	wasm, err := os.ReadFile("../../../examples/zone-spread/zone-spread.wasm")
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt, err := policies.NewRuntime(ctx, policies.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	zs, err := rt.Load(ctx, "zone-spread", wasm)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, workers := range []int{10, 100, 1000} {
+		snap := &abi.AllocationSnapshot{Params: []abi.Label{{Key: "zone_label", Value: "zone"}}}
+		free := map[string][]string{}
+		for w := range workers {
+			id := fmt.Sprintf("worker-%04d", w)
+			n := max(4, 128/workers) // free slots: room for the 64 runs
+			snap.Workers = append(snap.Workers, abi.WorkerCapacity{Worker: id, Slots: uint32(2 * n), Free: uint32(n),
+				Labels: []abi.Label{{Key: "zone", Value: fmt.Sprint("z", w%4)}}})
+			for i := n; i < 2*n; i++ {
+				free[id] = append(free[id], fmt.Sprintf("%s#%d", id, i))
+			}
+			snap.Free += uint32(n)
+			snap.Total += uint32(2 * n)
+		}
+		order := make([]uint32, 64)
+		for i := range order {
+			snap.Runs = append(snap.Runs, abi.AllocRun{ID: fmt.Sprintf("run-%06d", i), Group: "g", Seq: uint64(i + 1), Slots: 1})
+			order[i] = uint32(i)
+		}
+		b.Run(fmt.Sprintf("workers=%d/spread", workers), func(b *testing.B) {
+			d := &abi.AllocationDecision{Order: order}
+			for b.Loop() {
+				if len(placeRuns(snap, d, order, abi.PlacementSpread, free)) != 64 {
+					b.Fatal("not all placed")
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("workers=%d/zone-spread", workers), func(b *testing.B) {
+			for b.Loop() {
+				d, err := zs.DecideAllocation(ctx, snap)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(placeRuns(snap, &d, d.Order, abi.PlacementPolicy, free)) != 64 {
+					b.Fatal("not all placed")
+				}
+			}
+		})
+	}
 }

@@ -126,12 +126,13 @@ const allocSettingsRecheck = 5 * time.Second
 const maxAllocCache = 50_000
 
 // allocationOrder returns the launched runs of v in the order the
-// namespace's allocation policy gives. It reads the allocation fields of
-// runs it has not seen (one pipeline).
-func (s *SlotManager) allocationOrder(ctx context.Context, v *storage.AllocationView) ([]string, error) {
+// namespace's allocation policy gives, and (placement) the free slots the
+// pass names for some of them (storage.AllocatePass). It reads the
+// allocation fields of runs it has not seen (one pipeline).
+func (s *SlotManager) allocationOrder(ctx context.Context, v *storage.AllocationView) ([]string, map[string][]string, error) {
 	a := &s.alloc
 	a.inPlace = false
-	if name := v.Settings.PolicyName(); name == limits.DefaultAllocation {
+	if name := v.Settings.PolicyName(); name == limits.DefaultAllocation && v.Settings.Placement() == "" {
 		if ref, err := s.rt.set.Acquire(ctx, name); err == nil {
 			builtin := ref.Registry == 0
 			ref.Release()
@@ -143,7 +144,7 @@ func (s *SlotManager) allocationOrder(ctx context.Context, v *storage.Allocation
 				// allocation launch order, computed in place?"). A pushed fifo is
 				// called like any policy.
 				a.info, a.placed, a.inPlace = nil, nil, true
-				return dedupe(v.Launched), nil
+				return dedupe(v.Launched), nil, nil
 			}
 		}
 	}
@@ -161,7 +162,7 @@ func (s *SlotManager) allocationOrder(ctx context.Context, v *storage.Allocation
 	if len(missing) > 0 {
 		infos, err := s.rt.st.AllocInfos(ctx, missing)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if a.info == nil {
 			a.info = map[string]abi.AllocRun{}
@@ -197,12 +198,95 @@ func (s *SlotManager) allocationOrder(ctx context.Context, v *storage.Allocation
 			delete(a.short, id)
 		}
 	}
-	order := guardFirst(snap, s.decideOrder(ctx, name, snap), snap.Now, s.rt.cfg.SlotGuard, a.short)
+	d := s.decideOrder(ctx, name, snap)
+	order := guardFirst(snap, d.Order, snap.Now, s.rt.cfg.SlotGuard, a.short)
 	out := make([]string, len(order))
 	for i, j := range order {
 		out[i] = snap.Runs[j].ID
 	}
-	return out, nil
+	return out, placeRuns(snap, &d, order, v.Settings.Placement(), v.FreeSlots), nil
+}
+
+// placeRuns names the free slots each run of order takes (nil: none named,
+// every run takes the first free slots it may use, as without a
+// placement): with placement "policy" the worker d names for it
+// (validated: it takes the run and has the free slots), else the worker
+// the placement picks among those that take the run and have its slots
+// free: spread (and policy) the one with the most free
+// slots, pack the one with the most slots in use (then the fewest free);
+// a run without requirements prefers workers without a profile.
+// The slots named are the worker's that were free when the view was read,
+// less those named for the runs before; a run no worker can take now gets
+// none (the pass tries it as any run, and it does not fit).
+func placeRuns(snap *abi.AllocationSnapshot, d *abi.AllocationDecision, order []uint32, placement string, freeSlots map[string][]string) map[string][]string {
+	if placement == "" || freeSlots == nil {
+		return nil
+	}
+	named := map[uint32]int32{}
+	for pos, w := range d.Workers {
+		if w != abi.HostChooses && placement == abi.PlacementPolicy {
+			named[d.Order[pos]] = w
+		}
+	}
+	free := make([]uint32, len(snap.Workers)) // left to name
+	for i := range snap.Workers {
+		free[i] = min(snap.Workers[i].Free, uint32(len(freeSlots[snap.Workers[i].Worker])))
+	}
+	out := map[string][]string{}
+	for _, j := range order {
+		r := &snap.Runs[j]
+		k := max(r.Slots, 1)
+		w, ok := named[j]
+		if !ok || free[w] < k {
+			w = pickWorker(snap, r, k, free, placement == abi.PlacementPack)
+			if w < 0 {
+				continue
+			}
+		}
+		ws := freeSlots[snap.Workers[w].Worker]
+		at := uint32(len(ws)) - free[w]
+		out[r.ID] = ws[at : at+k]
+		free[w] -= k
+	}
+	return out
+}
+
+// pickWorker is the index of the worker r goes to (k slots; free: each
+// worker's slots left to name), or -1 when none takes it with k free. A
+// run without requirements goes to a worker without labels or groups
+// first (as the scripts' first free slots do: labelled workers stay free
+// for the runs that need them).
+func pickWorker(snap *abi.AllocationSnapshot, r *abi.AllocRun, k uint32, free []uint32, pack bool) int32 {
+	best := int32(-1)
+	plain := func(w *abi.WorkerCapacity) bool {
+		return len(r.Require) > 0 || len(w.Labels) == 0 && len(w.Groups) == 0
+	}
+	for i := range snap.Workers {
+		w := &snap.Workers[i]
+		if free[i] < k || !w.Takes(r) {
+			continue
+		}
+		if best < 0 {
+			best = int32(i)
+			continue
+		}
+		b := &snap.Workers[best]
+		if pw, pb := plain(w), plain(b); pw != pb {
+			if pw {
+				best = int32(i)
+			}
+			continue
+		}
+		if pack {
+			used, bused := w.Slots-free[i], b.Slots-free[best]
+			if used > bused || used == bused && free[i] < free[best] {
+				best = int32(i)
+			}
+		} else if free[i] > free[best] {
+			best = int32(i)
+		}
+	}
+	return best
 }
 
 // BuildAllocationSnapshot is the allocation snapshot of v, with the runs'
@@ -251,8 +335,8 @@ func ReadAllocationSnapshot(ctx context.Context, st *storage.Store, k int) (*abi
 }
 
 // decideOrder asks policy name, else the last good version, else gives
-// launch order.
-func (s *SlotManager) decideOrder(ctx context.Context, name string, snap *abi.AllocationSnapshot) []uint32 {
+// launch order (no workers named).
+func (s *SlotManager) decideOrder(ctx context.Context, name string, snap *abi.AllocationSnapshot) abi.AllocationDecision {
 	a := &s.alloc
 	ref, err := s.rt.set.Acquire(ctx, name)
 	var bad *PolicyRef // the version that failed (not its own fallback)
@@ -266,7 +350,7 @@ func (s *SlotManager) decideOrder(ctx context.Context, name string, snap *abi.Al
 			// runs it leaves out wait), not for good
 			if a.idle++; a.idle <= MaxIdleAllocationPasses {
 				ref.Release()
-				return d.Order
+				return d
 			}
 			err = fmt.Errorf("%w (%d passes in a row, %d free slots, %d launched runs in the snapshot)",
 				ErrIdleOrder, a.idle, snap.Free, len(snap.Runs))
@@ -287,18 +371,18 @@ func (s *SlotManager) decideOrder(ctx context.Context, name string, snap *abi.Al
 			} else {
 				ref.Release()
 			}
-			return d.Order
+			return d
 		}
 		if ctx.Err() != nil {
 			ref.Release()
-			return launchOrder(snap)
+			return abi.AllocationDecision{Order: launchOrder(snap)}
 		}
 		ref.Failed(ctx, policyOutcome(err), err)
 		ref.Release()
 		bad = ref
 	}
 	if ctx.Err() != nil {
-		return launchOrder(snap)
+		return abi.AllocationDecision{Order: launchOrder(snap)}
 	}
 	s.outcome("policy_failed")
 	if a.failing != name {
@@ -312,10 +396,10 @@ func (s *SlotManager) decideOrder(ctx context.Context, name string, snap *abi.Al
 	}
 	if a.good != nil && a.good != bad {
 		if d, gerr := a.good.Policy.DecideAllocation(ctx, snap); gerr == nil && !idleOrder(snap, d.Order) {
-			return d.Order
+			return d
 		}
 	}
-	return launchOrder(snap)
+	return abi.AllocationDecision{Order: launchOrder(snap)}
 }
 
 // releaseAllocation lets go of the fallback version (end of the term).
@@ -325,6 +409,7 @@ func (s *SlotManager) releaseAllocation() {
 		s.alloc.good = nil
 	}
 	s.alloc.info, s.alloc.placed, s.alloc.setAt, s.alloc.inPlace, s.alloc.idle, s.alloc.short = nil, nil, time.Time{}, false, 0, nil
+	s.placing.Store(0)
 }
 
 func launchOrder(snap *abi.AllocationSnapshot) []uint32 {

@@ -37,6 +37,7 @@ type SlotManager struct {
 	waiting     atomic.Bool   // the last pass left a run that does not fit
 	holding     atomic.Bool   // ... and held the slots for it (logged once per episode)
 	backfilling atomic.Bool   // ... and let younger runs past it (logged once per episode)
+	placing     atomic.Int32  // a placement (abi.ParamPlacement) sends every launch through a pass: 0 not read this term, 1 no, 2 yes
 	wake        chan struct{} // the coordinator queued launches, or slots were freed while waiting
 	freed       atomic.Int64  // work events while waiting (a finished run, a worker's slots): counted before the wake
 	full        bool          // the last pass found launched runs and no free slot (Run's goroutine only)
@@ -145,14 +146,14 @@ func (s *SlotManager) Pass(ctx context.Context, lease *leader.Lease) (int, error
 	if !ok || err != nil {
 		return 0, err
 	}
-	ids, err := s.allocationOrder(ctx, &view)
+	ids, slots, err := s.allocationOrder(ctx, &view)
 	if err != nil {
 		return 0, err
 	}
 	p := &placement{queueHead: view.Launched[0], left: len(view.Launched) > len(ids)} // left: the policy held some back, look again soon
 	defer func() { s.failUnfit(ctx, lease, p.misfit) }()
 	defer s.settle(ctx, p)
-	err = s.place(ctx, lease, ids, view.Free, p)
+	err = s.place(ctx, lease, ids, slots, view.Free, p)
 	return p.n, err
 }
 
@@ -204,13 +205,15 @@ func (s *SlotManager) readQueue(ctx context.Context) (view storage.AllocationVie
 	// the settings only when the policy generation moved (namespace set
 	// bumps it) or every allocSettingsRecheck (a missed message)
 	gen := s.rt.set.Generation()
-	withSettings := s.alloc.setAt.IsZero() || gen != s.alloc.setGen || time.Since(s.alloc.setAt) >= allocSettingsRecheck
+	withSettings := s.alloc.setAt.IsZero() || gen != s.alloc.setGen || time.Since(s.alloc.setAt) >= allocSettingsRecheck ||
+		s.alloc.settings.Placement() != "" // (a placement reads the workers' profiles and free slots with them)
 	view, err = s.rt.st.AllocationState(ctx, min(k, max(1, s.rt.cfg.BatchSize/2)), withSettings)
 	if err != nil {
 		return view, false, err
 	}
 	if view.SettingsRead {
 		s.alloc.settings, s.alloc.setGen, s.alloc.setAt = view.Settings, gen, time.Now()
+		s.placing.Store(1 + btoi(view.Settings.Placement() != ""))
 	} else {
 		view.Settings = s.alloc.settings
 	}
@@ -234,7 +237,7 @@ func (s *SlotManager) readQueue(ctx context.Context) (view storage.AllocationVie
 // place allocates ids in order, in round trips of AllocatePass calls,
 // until they run out, a run is held for the slot guard, or a misfit found
 // no free slot.
-func (s *SlotManager) place(ctx context.Context, lease *leader.Lease, ids []string, free int, p *placement) error {
+func (s *SlotManager) place(ctx context.Context, lease *leader.Lease, ids []string, slots map[string][]string, free int, p *placement) error {
 	for lo := 0; lo < len(ids) && p.held == nil && !p.full; {
 		if !lease.Valid() {
 			return nil
@@ -244,7 +247,7 @@ func (s *SlotManager) place(ctx context.Context, lease *leader.Lease, ids []stri
 		// AllocChunk: a call after one that stopped places nothing
 		// (storage.AllocatePass). Runs left after that go in the next.
 		hi := min(len(ids), lo+max(storage.AllocChunk, roundUp(free+storage.AllocChunk, storage.AllocChunk)))
-		res, err := s.rt.st.AllocatePass(ctx, lease.Fence(), ids[lo:hi], storage.AllocChunk, s.rt.cfg.SlotGuard)
+		res, err := s.rt.st.AllocatePass(ctx, lease.Fence(), ids[lo:hi], storage.AllocChunk, s.rt.cfg.SlotGuard, slots)
 		lo = hi
 		for i := range res {
 			s.placed(&res[i], p)
@@ -407,4 +410,11 @@ func labelsText(ls []abi.Label) string {
 		out = append(out, l.Key+"="+l.Value)
 	}
 	return strings.Join(out, ", ")
+}
+
+func btoi(b bool) int32 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -12,6 +12,13 @@
 //	small-first: (valid) the runs needing the fewest slots first, the
 //	         biggest last (a big run never reaches the slots that free)
 //	reverse: (well behaved) the newest run first
+//	place-unknown:  every run on a worker index beyond the snapshot
+//	place-mismatch: every run on a worker that does not take it (lacks
+//	         a required label or does not serve its group), if any
+//	place-full: every run on the first worker, whatever its free slots
+//	place-twice: the first run twice, on the first worker
+//	place-first: (valid) every run on the first worker that takes it and
+//	         has its slots free
 //
 // any other value (or none) orders like fifo.
 //
@@ -67,6 +74,49 @@ func (hostile) DecideAllocation(s *abi.AllocationSnapshot, d *abi.AllocationDeci
 					d.Order = append(d.Order, uint32(i))
 				}
 			}
+		}
+		return
+	case "place-unknown":
+		for i := range s.Runs {
+			d.Place(uint32(i), int32(len(s.Workers)+3))
+		}
+		return
+	case "place-mismatch":
+		for i := range s.Runs {
+			for w := range s.Workers {
+				if !s.Workers[w].Takes(&s.Runs[i]) {
+					d.Place(uint32(i), int32(w))
+					break
+				}
+			}
+		}
+		return
+	case "place-full":
+		for i := range s.Runs {
+			d.Place(uint32(i), 0)
+		}
+		return
+	case "place-twice":
+		if len(s.Runs) > 0 && len(s.Workers) > 0 {
+			d.Place(0, 0)
+			d.Place(0, 0)
+		}
+		return
+	case "place-first":
+		free := make([]uint32, len(s.Workers))
+		for w := range s.Workers {
+			free[w] = s.Workers[w].Free
+		}
+		for i := range s.Runs {
+			w := abi.HostChooses
+			for j := range s.Workers {
+				if free[j] >= max(s.Runs[i].Slots, 1) && s.Workers[j].Takes(&s.Runs[i]) {
+					w = int32(j)
+					free[j] -= max(s.Runs[i].Slots, 1)
+					break
+				}
+			}
+			d.Place(uint32(i), w)
 		}
 		return
 	case "reverse":

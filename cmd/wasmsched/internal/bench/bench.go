@@ -55,6 +55,9 @@ type Options struct {
 	// Require (nil = none): every generated group requires these labels,
 	// and the in-process workers carry them (placement's cost).
 	Require map[string]string
+	// Placement ("" = none): the namespace's placement (spread, pack or
+	// policy: abi.ParamPlacement), set before the runs are submitted.
+	Placement string
 }
 
 // Check validates o and fills its defaults; errors are bad input.
@@ -94,6 +97,12 @@ func (o *Options) Check() error {
 	}
 	if err := limits.ValidateName("policy", o.Policy); err != nil {
 		return badinput.Errorf("bench: --policy: %v", err)
+	}
+	if o.Placement != "" {
+		a := storage.AllocationSettings{Params: []abi.Label{{Key: abi.ParamPlacement, Value: o.Placement}}}
+		if err := a.Validate(); err != nil {
+			return badinput.Errorf("bench: --placement: %v", err)
+		}
 	}
 	if bp, ok := plugins.Lookup(o.Policy); ok && bp.Kind != abi.KindSerial {
 		return badinput.Errorf("bench: --policy %s is a %s policy; groups need a serial one (wait, discard, priority)", o.Policy, bp.Kind)
@@ -396,6 +405,12 @@ func (e *env) prepare(ctx context.Context) error {
 				Require: limits.LabelsFromMap(e.o.Require)}); err != nil {
 				return fmt.Errorf("bench: group settings: %w", err)
 			}
+		}
+	}
+	if e.o.Placement != "" {
+		if err := e.st.SetAllocation(ctx, storage.AllocationSettings{
+			Params: []abi.Label{{Key: abi.ParamPlacement, Value: e.o.Placement}}}); err != nil {
+			return badinput.Errorf("bench: --placement: %w", err)
 		}
 	}
 	warm := time.Now()

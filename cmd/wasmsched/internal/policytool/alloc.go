@@ -21,9 +21,9 @@ import (
 // --allocation writes it, policy dry-run --snapshot and policy test's
 // "allocation" scenarios read it): {"kind": "allocation", "now", "free",
 // "total", "launched_total", "oldest", "runs": [{"id", "group", "seq",
-// "launched_at", "priority", "slots", "labels"}], "workers": [{"worker",
-// "slots", "free"}], "usage": [{"key", "value", "slots", "runs"}],
-// "params": {"name": "value"}}.
+// "launched_at", "priority", "slots", "labels", "require"}], "workers":
+// [{"worker", "slots", "free", "labels", "groups"}], "usage": [{"key",
+// "value", "slots", "runs"}], "params": {"name": "value"}}.
 
 // AllocationOut is the JSON form of an allocation snapshot as written.
 type AllocationOut struct {
@@ -47,12 +47,15 @@ type allocRunOut struct {
 	Priority   int32             `json:"priority"`
 	Slots      uint32            `json:"slots"`
 	Labels     map[string]string `json:"labels,omitempty"`
+	Require    map[string]string `json:"require,omitempty"`
 }
 
 type workerOut struct {
-	Worker string `json:"worker"`
-	Slots  uint32 `json:"slots"`
-	Free   uint32 `json:"free"`
+	Worker string            `json:"worker"`
+	Slots  uint32            `json:"slots"`
+	Free   uint32            `json:"free"`
+	Labels map[string]string `json:"labels,omitempty"`
+	Groups []string          `json:"groups,omitempty"`
 }
 
 type usageOut struct {
@@ -67,14 +70,16 @@ func AllocationJSON(s *abi.AllocationSnapshot) AllocationOut {
 	out := AllocationOut{Kind: "allocation", Now: msRFC3339(s.Now), Free: s.Free, Total: s.Total, LaunchedTotal: s.LaunchedTotal,
 		Oldest: s.Oldest, Runs: []allocRunOut{}, Workers: []workerOut{}, Usage: []usageOut{}, Params: limits.LabelsMap(s.Params)}
 	for _, r := range s.Runs {
-		ro := allocRunOut{ID: r.ID, Group: r.Group, Seq: r.Seq, Priority: r.Priority, Slots: r.Slots, Labels: limits.LabelsMap(r.Labels)}
+		ro := allocRunOut{ID: r.ID, Group: r.Group, Seq: r.Seq, Priority: r.Priority, Slots: r.Slots, Labels: limits.LabelsMap(r.Labels),
+			Require: limits.LabelsMap(r.Require)}
 		if r.LaunchedAt != 0 {
 			ro.LaunchedAt = msRFC3339(r.LaunchedAt)
 		}
 		out.Runs = append(out.Runs, ro)
 	}
 	for _, w := range s.Workers {
-		out.Workers = append(out.Workers, workerOut(w))
+		out.Workers = append(out.Workers, workerOut{Worker: w.Worker, Slots: w.Slots, Free: w.Free, Labels: limits.LabelsMap(w.Labels),
+			Groups: w.Groups})
 	}
 	for _, u := range s.Usage {
 		out.Usage = append(out.Usage, usageOut(u))
@@ -139,8 +144,9 @@ func parseAllocation(path string, raw json.RawMessage) (*abi.AllocationSnapshot,
 				if err := object(p, raw, map[string]field{
 					"id": strField(&r.ID), "group": strField(&r.Group), "seq": intField(&seq, 1, math.MaxInt64),
 					"launched_at": millisField(&at), "priority": intField(&prio, math.MinInt32, math.MaxInt32),
-					"slots":  intField(&slots, 1, limits.MaxRunSlots),
-					"labels": labelsField(join(p, "labels"), &r.Labels, abi.MaxLabels),
+					"slots":   intField(&slots, 1, limits.MaxRunSlots),
+					"labels":  labelsField(join(p, "labels"), &r.Labels, abi.MaxLabels),
+					"require": labelsField(join(p, "require"), &r.Require, abi.MaxLabels),
 				}); err != nil {
 					return err
 				}
@@ -154,22 +160,10 @@ func parseAllocation(path string, raw json.RawMessage) (*abi.AllocationSnapshot,
 		},
 		"workers": func(raw json.RawMessage) error {
 			return list_(join(path, "workers"), raw, func(p string, raw json.RawMessage) error {
-				var w abi.WorkerCapacity
-				var slots, fr int64 = 1, -1
-				if err := object(p, raw, map[string]field{"worker": strField(&w.Worker), "slots": intField(&slots, 0, math.MaxUint32),
-					"free": intField(&fr, 0, math.MaxUint32)}); err != nil {
+				w, err := parseAllocWorker(p, raw)
+				if err != nil {
 					return err
 				}
-				if w.Worker == "" {
-					return fmt.Errorf("%s.worker: missing", p)
-				}
-				if fr < 0 {
-					fr = slots
-				}
-				if fr > slots {
-					return fmt.Errorf("%s.free: %d of %d slots", p, fr, slots)
-				}
-				w.Slots, w.Free = uint32(slots), uint32(fr)
 				out.Workers = append(out.Workers, w)
 				return nil
 			})
@@ -219,6 +213,37 @@ func parseAllocation(path string, raw json.RawMessage) (*abi.AllocationSnapshot,
 	}
 	out.Now, out.Free, out.Total, out.LaunchedTotal, out.Oldest = now, uint32(free), uint32(total), uint32(ltotal), uint32(oldest)
 	return out, nil
+}
+
+// parseAllocWorker decodes one worker of an allocation snapshot at p:
+// slots default to 1, free to slots.
+func parseAllocWorker(p string, raw json.RawMessage) (abi.WorkerCapacity, error) {
+	var w abi.WorkerCapacity
+	var slots, fr int64 = 1, -1
+	if err := object(p, raw, map[string]field{"worker": strField(&w.Worker), "slots": intField(&slots, 0, math.MaxUint32),
+		"free": intField(&fr, 0, math.MaxUint32), "labels": labelsField(join(p, "labels"), &w.Labels, abi.MaxLabels),
+		"groups": func(raw json.RawMessage) error {
+			if err := json.Unmarshal(raw, &w.Groups); err != nil {
+				return fmt.Errorf("%s: want a list of group names or patterns", join(p, "groups"))
+			}
+			if err := limits.ValidateGroups(w.Groups); err != nil {
+				return fmt.Errorf("%s: %v", join(p, "groups"), err)
+			}
+			return nil
+		}}); err != nil {
+		return w, err
+	}
+	if w.Worker == "" {
+		return w, fmt.Errorf("%s.worker: missing", p)
+	}
+	if fr < 0 {
+		fr = slots
+	}
+	if fr > slots {
+		return w, fmt.Errorf("%s.free: %d of %d slots", p, fr, slots)
+	}
+	w.Slots, w.Free = uint32(slots), uint32(fr)
+	return w, nil
 }
 
 // AllocationDryRun is `policy dry-run` of an allocation policy: the
@@ -341,6 +366,9 @@ func AllocationText(d AllocationDryRun) string {
 		mark := ""
 		if fit[id] {
 			mark = "  (fits now)"
+		}
+		if i < len(d.Workers) && d.Workers[i] != "" {
+			mark = " on " + d.Workers[i] + mark
 		}
 		fmt.Fprintf(&b, "  %3d. %s%s\n", i+1, id, mark)
 	}

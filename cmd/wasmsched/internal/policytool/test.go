@@ -66,8 +66,12 @@ func Test(ctx context.Context, sb Sandbox, pol Policy, scs []Scenario) (TestResu
 			if err != nil {
 				r.Error = strings.Join(decisionProblems(err), "; ")
 			} else {
-				for _, i := range d.Order {
-					got = append(got, sc.Alloc.Runs[i].ID)
+				for j, i := range d.Order {
+					id := sc.Alloc.Runs[i].ID
+					if j < len(d.Workers) && d.Workers[j] >= 0 {
+						id += "@" + sc.Alloc.Workers[d.Workers[j]].Worker // placed (ABI version 5)
+					}
+					got = append(got, id)
 				}
 			}
 			r.Actual = map[string]any{"order": got}
