@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -101,7 +103,7 @@ func TestAllocationGuests(t *testing.T) {
 			if rng.IntN(2) == 0 {
 				r.Labels = []abi.Label{{Key: "region", Value: "eu"}, {Key: "tenant", Value: fmt.Sprint("t", rng.IntN(5))}}
 			}
-			if rng.IntN(3) == 0 { // placement (version 5), which a version 4 guest does not read
+			if rng.IntN(3) == 0 { // placement (version 5), which priority-first does not read
 				r.Require = []abi.Label{{Key: "zone", Value: fmt.Sprint("z", rng.IntN(3))}}
 			}
 			s.Runs = append(s.Runs, r)
@@ -116,9 +118,8 @@ func TestAllocationGuests(t *testing.T) {
 	for _, lang := range cases.Guests {
 		t.Run(lang, func(t *testing.T) {
 			p := cases.Load(t, lang+"-priority-first", cases.GuestWasm(t, lang, "priority-first"))
-			// the C and Rust SDKs export version 4: they read no placement
-			if p.Kind() != abi.KindAllocation || p.ABIVersion() != 4 {
-				t.Fatalf("kind %v, ABI %d: want allocation, 4", p.Kind(), p.ABIVersion())
+			if p.Kind() != abi.KindAllocation || p.ABIVersion() != abi.Version {
+				t.Fatalf("kind %v, ABI %d: want allocation, %d", p.Kind(), p.ABIVersion(), abi.Version)
 			}
 			for i, s := range snaps {
 				want, err := goPolicy.DecideAllocation(context.Background(), s)
@@ -239,4 +240,101 @@ func TestByLabelGuests(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestZoneSpreadGuests: the C and Rust ports of examples/zone-spread (ABI
+// version 5: placement) decide the same order and workers as the Go
+// example, on random windows of up to 1,000 runs among up to 200 workers
+// in up to 5 zones, with workers serving only some groups, carrying labels
+// the runs require, and runs too big for any; every decision passes the
+// host's validation.
+func TestZoneSpreadGuests(t *testing.T) {
+	goPolicy := cases.Load(t, "zone-spread", readExample(t, "zone-spread"))
+	rng := rand.New(rand.NewPCG(56, 5))
+	var snaps []*abi.AllocationSnapshot
+	for _, n := range []int{0, 1, 7, 64, 333, 1000} {
+		for _, nw := range []int{0, 1, 3, 40, 200} {
+			s := &abi.AllocationSnapshot{Now: 1, LaunchedTotal: uint32(n), Oldest: uint32(n)}
+			if rng.IntN(2) == 0 {
+				s.Params = []abi.Label{{Key: "zone_label", Value: "rack"}}
+			}
+			for w := range nw {
+				wk := abi.WorkerCapacity{Worker: fmt.Sprintf("w%03d", w), Slots: uint32(1 + rng.IntN(16))}
+				wk.Free = uint32(rng.IntN(int(wk.Slots) + 1))
+				var ls []abi.Label
+				if rng.IntN(3) > 0 {
+					ls = append(ls, abi.Label{Key: "gpu", Value: []string{"no", "yes"}[rng.IntN(2)]})
+				}
+				if rng.IntN(5) > 0 {
+					ls = append(ls, abi.Label{Key: "rack", Value: fmt.Sprint("r", rng.IntN(3))})
+				}
+				if rng.IntN(5) > 0 {
+					ls = append(ls, abi.Label{Key: "zone", Value: fmt.Sprint("z", rng.IntN(5))})
+				}
+				wk.Labels = ls
+				switch rng.IntN(5) {
+				case 0:
+					wk.Groups = []string{"g1", "etl-*"}
+				case 1:
+					wk.Groups = []string{"*2"}
+				}
+				s.Workers = append(s.Workers, wk)
+				s.Free += wk.Free
+				s.Total += wk.Slots
+			}
+			for i := range n {
+				r := abi.AllocRun{ID: fmt.Sprintf("run-%d", i), Group: []string{"g1", "g2", "etl-x", "other"}[rng.IntN(4)],
+					Seq: uint64(i + 1), Slots: uint32(1 + rng.IntN(3))}
+				if rng.IntN(4) == 0 {
+					r.Require = []abi.Label{{Key: "gpu", Value: "yes"}}
+				}
+				if rng.IntN(30) == 0 {
+					r.Slots = 99 // fits no worker
+				}
+				s.Runs = append(s.Runs, r)
+			}
+			snaps = append(snaps, s)
+		}
+	}
+	for _, lang := range cases.Guests {
+		t.Run(lang, func(t *testing.T) {
+			p := cases.Load(t, lang+"-zone-spread", cases.GuestWasm(t, lang, "zone-spread"))
+			if p.Kind() != abi.KindAllocation || p.ABIVersion() != abi.Version {
+				t.Fatalf("kind %v, ABI %d: want allocation, %d", p.Kind(), p.ABIVersion(), abi.Version)
+			}
+			placed := 0
+			for i, s := range snaps {
+				want, err := goPolicy.DecideAllocation(context.Background(), s)
+				if err != nil {
+					t.Fatalf("snapshot %d: go: %v", i, err)
+				}
+				got, err := p.DecideAllocation(context.Background(), s)
+				if err != nil {
+					t.Fatalf("snapshot %d (%d runs, %d workers): %v", i, len(s.Runs), len(s.Workers), err)
+				}
+				if fmt.Sprint(got.Order, got.Workers) != fmt.Sprint(want.Order, want.Workers) {
+					t.Fatalf("snapshot %d (%d runs, %d workers):\n got %v %v\nwant %v %v", i, len(s.Runs), len(s.Workers),
+						got.Order, got.Workers, want.Order, want.Workers)
+				}
+				for _, w := range got.Workers {
+					if w >= 0 {
+						placed++
+					}
+				}
+			}
+			if placed < 1000 {
+				t.Fatalf("only %d runs placed on a worker over the snapshots: the table does not test placement", placed)
+			}
+		})
+	}
+}
+
+// readExample reads the committed wasm of examples/name.
+func readExample(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "examples", name, name+".wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

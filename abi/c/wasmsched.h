@@ -36,7 +36,7 @@
 #error "a plugin is one of WASMSCHED_SERIAL, WASMSCHED_REUSE and WASMSCHED_ALLOCATION"
 #endif
 
-#define WS_ABI_VERSION 4
+#define WS_ABI_VERSION 5
 #define WS_MAX_REASON 256
 
 enum { WS_WAITING = 1, WS_LAUNCHED = 2, WS_RUNNING = 3, WS_STOPPING = 4 };
@@ -304,6 +304,7 @@ typedef struct {
 	uint32_t len;
 	uint32_t n_runs, n_workers, n_usage, n_labels, n_params;
 	const uint8_t *workers, *usage, *labels, *params; /* the tables after the runs */
+	const uint8_t *profiles;                           /* version 5: the workers' labels and groups */
 } ws_alloc_snapshot;
 
 /* A run waiting for slots (48 bytes of the input). */
@@ -351,6 +352,14 @@ static inline ws_label ws_arun_label(const ws_alloc_snapshot *s, ws_alloc_run r,
 static inline int ws_arun_label_value(const ws_alloc_snapshot *s, ws_alloc_run r, const char *key, ws_str *value) {
 	return ws__find(s->b, s->len, s->labels, s->n_labels, ws__u32(r.p + 40), ws_arun_n_labels(r), key, value);
 }
+/* Placement (ABI version 5): what a worker must carry to take run r (its
+ * group's requirements and its own, sorted by key). */
+static inline uint32_t ws_arun_n_require(ws_alloc_run r) { return (uint32_t)r.p[46] | (uint32_t)r.p[47] << 8; }
+static inline ws_label ws_arun_require(const ws_alloc_snapshot *s, ws_alloc_run r, uint32_t i) {
+	uint64_t first = (uint64_t)ws__u32(r.p + 40) + ws_arun_n_labels(r);
+	if (i >= ws_arun_n_require(r)) first = s->n_labels;
+	return ws__labelb(s->b, s->len, s->labels, s->n_labels, first + i);
+}
 static inline uint32_t ws_alloc_n_workers(const ws_alloc_snapshot *s) { return s->n_workers; }
 /* Live worker i (by identity; an i past the table reads as empty). */
 static inline ws_alloc_worker ws_alloc_worker_at(const ws_alloc_snapshot *s, uint32_t i) {
@@ -396,25 +405,101 @@ static inline uint64_t ws_alloc_param_u64(const ws_alloc_snapshot *s, const char
 	return ws_str_u64(v, def);
 }
 
+/* Placement (ABI version 5): worker i's labels (sorted by key) and the
+ * groups it serves (names or patterns with '*', comma-separated; empty:
+ * every group). */
+static inline uint32_t ws_alloc_worker_n_labels(const ws_alloc_snapshot *s, uint32_t i) {
+	return i < s->n_workers ? (uint32_t)s->profiles[16 * i + 4] | (uint32_t)s->profiles[16 * i + 5] << 8 : 0;
+}
+static inline int ws_alloc_worker_label_value(const ws_alloc_snapshot *s, uint32_t i, const char *key, ws_str *value) {
+	if (i >= s->n_workers) return 0;
+	return ws__find(s->b, s->len, s->labels, s->n_labels, ws__u32(s->profiles + 16 * i), ws_alloc_worker_n_labels(s, i), key, value);
+}
+static inline ws_str ws_alloc_worker_groups(const ws_alloc_snapshot *s, uint32_t i) {
+	ws_str none = {(const char *)s->b, 0};
+	return i < s->n_workers ? ws__viewb(s->b, s->len, s->profiles + 16 * i + 8) : none;
+}
+/* ws__glob: whether g matches pattern p ('*' matches any text). */
+static inline int ws__glob(const char *p, uint32_t pn, const char *g, uint32_t gn) {
+	uint32_t pi = 0, gi = 0, star = pn, mark = 0;
+	while (gi < gn) {
+		if (pi < pn && p[pi] == '*') { star = pi++; mark = gi; }
+		else if (pi < pn && p[pi] == g[gi]) { pi++; gi++; }
+		else if (star < pn) { pi = star + 1; gi = ++mark; }
+		else return 0;
+	}
+	while (pi < pn && p[pi] == '*') pi++;
+	return pi == pn;
+}
+/* Whether worker i serves group g. */
+static inline int ws_alloc_worker_serves(const ws_alloc_snapshot *s, uint32_t i, ws_str g) {
+	ws_str gs = ws_alloc_worker_groups(s, i);
+	if (gs.n == 0) return i < s->n_workers;
+	for (uint32_t a = 0; a < gs.n;) {
+		uint32_t e = a;
+		while (e < gs.n && gs.p[e] != ',') e++;
+		if (ws__glob(gs.p + a, e - a, g.p, g.n)) return 1;
+		a = e + 1;
+	}
+	return 0;
+}
+/* Whether worker i may take run r: it serves r's group and carries every
+ * label r requires (its free slots aside). */
+static inline int ws_alloc_worker_takes(const ws_alloc_snapshot *s, uint32_t i, ws_alloc_run r) {
+	if (!ws_alloc_worker_serves(s, i, ws_arun_group(s, r))) return 0;
+	uint32_t first = ws__u32(s->profiles + 16 * i), n = ws_alloc_worker_n_labels(s, i);
+	for (uint32_t j = 0; j < ws_arun_n_require(r); j++) {
+		ws_label q = ws_arun_require(s, r, j);
+		int ok = 0;
+		for (uint32_t k = 0; k < n && !ok; k++) {
+			ws_label l = ws__labelb(s->b, s->len, s->labels, s->n_labels, (uint64_t)first + k);
+			ok = ws_str_same(l.key, q.key) && ws_str_same(l.value, q.value);
+		}
+		if (!ok) return 0;
+	}
+	return 1;
+}
+
 /* ---- allocation decision writer (tag 7): the order, in place ---- */
 typedef struct {
 	uint8_t *b;      /* output record */
 	uint32_t n, max; /* indices written, the snapshot's runs */
+	int placed;      /* a worker was named (ws_place) */
 } ws_alloc_decision;
-/* Run i of the snapshot gets slots next. An index past the runs is
- * dropped; one written twice makes the host refuse the whole order. */
-static inline void ws_order(ws_alloc_decision *d, uint32_t i) {
+/* WS_HOST_CHOOSES: ws_place leaves the run's worker to the host. */
+#define WS_HOST_CHOOSES 0xFFFFFFFFu
+/* Run i of the snapshot gets slots next, on worker w (an index into the
+ * snapshot's workers: all of its slots there; ABI version 5), or
+ * WS_HOST_CHOOSES. An index past the runs is dropped; a run written twice,
+ * or a worker that may not take it or has too few free slots for the runs
+ * named on it, makes the host refuse the whole decision. */
+static inline void ws_place(ws_alloc_decision *d, uint32_t i, uint32_t w) {
 	if (i >= d->max || d->n >= d->max) return;
 	ws__put32(d->b + 16 + 4 * d->n, i);
+	ws__put32(d->b + 16 + 4 * d->max + 4 * d->n, w); /* moved after the order at the end */
+	d->placed |= w != WS_HOST_CHOOSES;
 	d->n++;
 }
+/* Run i of the snapshot gets slots next (the host chooses the worker). */
+static inline void ws_order(ws_alloc_decision *d, uint32_t i) { ws_place(d, i, WS_HOST_CHOOSES); }
 static inline uint32_t ws_order_len(const ws_alloc_decision *d) { return d->n; }
 /* The k-th index written (k < ws_order_len). */
 static inline uint32_t ws_order_at(const ws_alloc_decision *d, uint32_t k) { return k < d->n ? ws__u32(d->b + 16 + 4 * k) : 0; }
 
+/* ws__swap swaps entries a and b of the order, with their workers. */
+static inline void ws__swap(ws_alloc_decision *d, uint32_t a, uint32_t b) {
+	uint8_t *o = d->b + 16, *w = d->b + 16 + 4 * d->max;
+	uint32_t x = ws__u32(o + 4 * a), y = ws__u32(o + 4 * b);
+	ws__put32(o + 4 * a, y);
+	ws__put32(o + 4 * b, x);
+	x = ws__u32(w + 4 * a), y = ws__u32(w + 4 * b);
+	ws__put32(w + 4 * a, y);
+	ws__put32(w + 4 * b, x);
+}
 /* ws_order_sort sorts the order written so far so that run a comes before
  * run b when before(s, a, b): a heap sort, in place, O(n log n), not
- * stable (break ties, by seq for one). */
+ * stable (break ties, by seq for one); a run's worker (ws_place) moves
+ * with it. */
 static inline void ws__sift(ws_alloc_decision *d, const ws_alloc_snapshot *s,
                             int (*before)(const ws_alloc_snapshot *, ws_alloc_run, ws_alloc_run), uint32_t at, uint32_t n) {
 	uint8_t *o = d->b + 16;
@@ -425,21 +510,17 @@ static inline void ws__sift(ws_alloc_decision *d, const ws_alloc_snapshot *s,
 		if (c + 1 < n && before(s, ws_alloc_run_at(s, ws__u32(o + 4 * c)), ws_alloc_run_at(s, ws__u32(o + 4 * (c + 1))))) c++;
 		uint32_t x = ws__u32(o + 4 * at), y = ws__u32(o + 4 * c);
 		if (!before(s, ws_alloc_run_at(s, x), ws_alloc_run_at(s, y))) return;
-		ws__put32(o + 4 * at, y);
-		ws__put32(o + 4 * c, x);
+		ws__swap(d, at, c);
 		at = c;
 	}
 }
 static inline void ws_order_sort(ws_alloc_decision *d, const ws_alloc_snapshot *s,
                                  int (*before)(const ws_alloc_snapshot *, ws_alloc_run, ws_alloc_run)) {
-	uint8_t *o = d->b + 16;
 	uint32_t n = d->n;
 	for (uint32_t i = n / 2; i > 0; i--) ws__sift(d, s, before, i - 1, n);
 	while (n > 1) {
 		n--;
-		uint32_t x = ws__u32(o), y = ws__u32(o + 4 * n);
-		ws__put32(o, y);
-		ws__put32(o + 4 * n, x);
+		ws__swap(d, 0, n);
 		ws__sift(d, s, before, 0, n);
 	}
 }
@@ -536,8 +617,8 @@ static inline uint64_t ws_allocation_out_size(const uint8_t *b, uint32_t n) {
 	if (n < 48 || ws__u32(b) != 6) return 0;
 	uint64_t nr = ws__u32(b + 4), nw = ws__u32(b + 32), nu = ws__u32(b + 36);
 	uint64_t nl = ws__u32(b + 40), np = ws__u32(b + 44);
-	if (48 + 48 * nr + 16 * nw + 24 * nu + 16 * (nl + np) > n) return 0;
-	return 16 + 4 * nr;
+	if (48 + 48 * nr + 32 * nw + 24 * nu + 16 * (nl + np) > n) return 0;
+	return 16 + 8 * nr;
 }
 
 /* ws_decide_allocation_buf decides the valid snapshot b[0:n] into out (at
@@ -546,13 +627,17 @@ static inline uint32_t ws_decide_allocation_buf(const uint8_t *b, uint32_t n, ui
 	uint32_t nr = ws__u32(b + 4), nw = ws__u32(b + 32), nu = ws__u32(b + 36);
 	uint32_t nl = ws__u32(b + 40), np = ws__u32(b + 44);
 	const uint8_t *workers = b + 48 + 48 * nr, *usage = workers + 16 * nw, *labels = usage + 24 * nu;
-	ws_alloc_snapshot s = {b, n, nr, nw, nu, nl, np, workers, usage, labels, labels + 16 * nl};
-	ws_alloc_decision d = {out, 0, nr};
+	ws_alloc_snapshot s = {b, n, nr, nw, nu, nl, np, workers, usage, labels, labels + 16 * nl, labels + 16 * (nl + np)};
+	ws_alloc_decision d = {out, 0, nr, 0};
 	ws_decide_allocation(&s, &d);
 	ws__put32(d.b, 7);
 	ws__put32(d.b + 4, d.n);
 	ws__put64(d.b + 8, 0);
-	return 16 + 4 * d.n;
+	if (!d.placed) return 16 + 4 * d.n;
+	/* the workers, written past the room of a full order, follow the order */
+	ws__put32(d.b + 8, d.n);
+	for (uint32_t k = 0; k < d.n; k++) ws__put32(d.b + 16 + 4 * d.n + 4 * k, ws__u32(d.b + 16 + 4 * d.max + 4 * k));
+	return 16 + 8 * d.n;
 }
 #endif
 

@@ -105,8 +105,16 @@ typedef struct {
 	const ws_test_label *labels;
 	uint32_t n_labels;
 	int64_t launched_at;
+	const ws_test_label *require; /* placement (ABI version 5): sorted by key */
+	uint32_t n_require;
 } ws_test_arun;
-typedef struct { const char *worker; uint32_t slots, free; } ws_test_worker;
+typedef struct {
+	const char *worker;
+	uint32_t slots, free;
+	const ws_test_label *labels; /* placement (ABI version 5): sorted by key */
+	uint32_t n_labels;
+	const char *groups; /* comma-separated names or patterns; 0 or "": every group */
+} ws_test_worker;
 typedef struct { const char *key, *value; uint32_t slots, runs; } ws_test_usage;
 /* An allocation snapshot (launched_total and oldest 0: all of the runs). */
 typedef struct {
@@ -121,8 +129,9 @@ typedef struct {
 	const ws_test_label *params; /* sorted by name */
 	uint32_t n_params;
 } ws_test_alloc_snapshot;
-/* The order decided: run indices and, space-separated, their ids. */
-typedef struct { uint32_t n; uint32_t order[256]; char ids[256 * 16]; } ws_test_order;
+/* The order decided: run indices and, space-separated, their ids (with
+ * "@worker" for a run placed on a worker: ws_place). */
+typedef struct { uint32_t n; uint32_t order[256]; uint32_t worker[256]; char ids[256 * 24]; } ws_test_order;
 
 static inline uint32_t ws_test__str(uint8_t *b, uint8_t *field, uint32_t at, const char *v) {
 	uint32_t l = v ? (uint32_t)strlen(v) : 0;
@@ -138,9 +147,10 @@ static inline uint32_t ws_test_alloc_encode(const ws_test_alloc_snapshot *s) {
 	memset(ws_test_in, 0, sizeof ws_test_in);
 	uint8_t *b = ws_test_in;
 	uint32_t nl = 0;
-	for (uint32_t i = 0; i < s->n_runs; i++) nl += s->runs[i].n_labels;
+	for (uint32_t i = 0; i < s->n_runs; i++) nl += s->runs[i].n_labels + s->runs[i].n_require;
+	for (uint32_t i = 0; i < s->n_workers; i++) nl += s->workers[i].n_labels;
 	uint32_t wat = 48 + 48 * s->n_runs, uat = wat + 16 * s->n_workers, lat = uat + 24 * s->n_usage, pat = lat + 16 * nl;
-	uint32_t at = pat + 16 * s->n_params, label = 0;
+	uint32_t fat = pat + 16 * s->n_params, at = fat + 16 * s->n_workers, label = 0;
 	ws__put32(b, 6);
 	ws__put32(b + 4, s->n_runs);
 	ws__put64(b + 8, (uint64_t)s->now);
@@ -164,15 +174,30 @@ static inline uint32_t ws_test_alloc_encode(const ws_test_alloc_snapshot *s) {
 		ws__put32(p + 40, label);
 		p[44] = (uint8_t)r->n_labels;
 		p[45] = (uint8_t)(r->n_labels >> 8);
+		p[46] = (uint8_t)r->n_require;
+		p[47] = (uint8_t)(r->n_require >> 8);
 		for (uint32_t j = 0; j < r->n_labels; j++, label++) {
 			at = ws_test__str(b, b + lat + 16 * label, at, r->labels[j].key);
 			at = ws_test__str(b, b + lat + 16 * label + 8, at, r->labels[j].value);
 		}
+		for (uint32_t j = 0; j < r->n_require; j++, label++) {
+			at = ws_test__str(b, b + lat + 16 * label, at, r->require[j].key);
+			at = ws_test__str(b, b + lat + 16 * label + 8, at, r->require[j].value);
+		}
 	}
 	for (uint32_t i = 0; i < s->n_workers; i++) {
-		at = ws_test__str(b, b + wat + 16 * i, at, s->workers[i].worker);
-		ws__put32(b + wat + 16 * i + 8, s->workers[i].slots);
-		ws__put32(b + wat + 16 * i + 12, s->workers[i].free);
+		const ws_test_worker *w = &s->workers[i];
+		at = ws_test__str(b, b + wat + 16 * i, at, w->worker);
+		ws__put32(b + wat + 16 * i + 8, w->slots);
+		ws__put32(b + wat + 16 * i + 12, w->free);
+		ws__put32(b + fat + 16 * i, label);
+		b[fat + 16 * i + 4] = (uint8_t)w->n_labels;
+		b[fat + 16 * i + 5] = (uint8_t)(w->n_labels >> 8);
+		for (uint32_t j = 0; j < w->n_labels; j++, label++) {
+			at = ws_test__str(b, b + lat + 16 * label, at, w->labels[j].key);
+			at = ws_test__str(b, b + lat + 16 * label + 8, at, w->labels[j].value);
+		}
+		at = ws_test__str(b, b + fat + 16 * i + 8, at, w->groups);
 	}
 	for (uint32_t i = 0; i < s->n_usage; i++) {
 		at = ws_test__str(b, b + uat + 24 * i, at, s->usage[i].key);
@@ -196,14 +221,24 @@ static inline ws_test_order ws_test_allocation(const ws_test_alloc_snapshot *s) 
 	if (!ws_allocation_out_size(ws_test_in, n)) { ws_test_failures++; fprintf(stderr, "ws_test_allocation: bad snapshot\n"); return o; }
 	uint32_t m = ws_decide_allocation_buf(ws_test_in, n, ws_test_out);
 	const uint8_t *out = ws_test_out;
-	if (ws__u32(out) != 7 || m != 16 + 4 * ws__u32(out + 4)) { ws_test_failures++; fprintf(stderr, "ws_test_allocation: not an allocation decision\n"); return o; }
+	uint32_t np = ws__u32(out + 8);
+	if (ws__u32(out) != 7 || (np != 0 && np != ws__u32(out + 4)) || m != 16 + 4 * (ws__u32(out + 4) + np)) {
+		ws_test_failures++;
+		fprintf(stderr, "ws_test_allocation: not an allocation decision\n");
+		return o;
+	}
 	o.n = ws__u32(out + 4);
 	size_t at = 0;
 	for (uint32_t i = 0; i < o.n && i < 256; i++) {
 		o.order[i] = ws__u32(out + 16 + 4 * i);
+		o.worker[i] = np ? ws__u32(out + 16 + 4 * o.n + 4 * i) : WS_HOST_CHOOSES;
 		if (o.order[i] >= s->n_runs) { ws_test_failures++; fprintf(stderr, "order %u: run index %u of %u runs\n", i, o.order[i], s->n_runs); continue; }
 		at += (size_t)snprintf(o.ids + at, sizeof o.ids - at, "%s%s", i ? " " : "", s->runs[o.order[i]].id);
 		if (at >= sizeof o.ids) at = sizeof o.ids - 1;
+		if (o.worker[i] != WS_HOST_CHOOSES && o.worker[i] < s->n_workers) {
+			at += (size_t)snprintf(o.ids + at, sizeof o.ids - at, "@%s", s->workers[o.worker[i]].worker);
+			if (at >= sizeof o.ids) at = sizeof o.ids - 1;
+		}
 	}
 	return o;
 }

@@ -287,11 +287,15 @@ func decodeLabelTable(b []byte, at, n uint64, view bool) ([]abi.Label, error) {
 
 // AppendAllocationDecision appends the encoding of d to dst: the order,
 // then (version 5, n_place = n_order) each entry's worker, HostChooses as
-// 0xFFFFFFFF. Workers shorter than Order are padded with HostChooses.
+// 0xFFFFFFFF. Workers shorter than Order are padded with HostChooses; when
+// it names no worker, there is no placement table (n_place 0).
 func AppendAllocationDecision(dst []byte, d *abi.AllocationDecision) []byte {
 	np := 0
-	if len(d.Workers) > 0 {
-		np = len(d.Order)
+	for _, w := range d.Workers {
+		if w != abi.HostChooses {
+			np = len(d.Order)
+			break
+		}
 	}
 	b, base := grow(dst, AllocationDecisionHeaderSize+4*(len(d.Order)+np))
 	put32(b, base, TagAllocationDecision)

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 CC=${CC:-clang}
 OUT=${OUT:-.} # CI writes elsewhere and compares
-for name in wait discard priority reuse priority-first by-label; do
+for name in wait discard priority reuse priority-first by-label zone-spread; do
   mkdir -p "$OUT/$name"
   "$CC" --target=wasm32-wasi -O2 -mbulk-memory -nostdlib -ffreestanding -fno-ident \
     -Wall -Wextra -Werror -I ../../abi/c \

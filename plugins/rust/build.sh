@@ -13,7 +13,7 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$(mktemp -d)}
 export RUSTFLAGS="-C target-feature=+bulk-memory --remap-path-prefix=$PWD=plugins/rust --remap-path-prefix=$(cd ../../abi/rust && pwd)=abi/rust --remap-path-prefix=${CARGO_HOME:-$HOME/.cargo}=cargo"
 "$CARGO" build --offline --quiet --release --target wasm32-wasi
 OUT=${OUT:-.} # CI writes elsewhere and compares
-for name in wait discard priority reuse priority-first by-label; do
+for name in wait discard priority reuse priority-first by-label zone-spread; do
   mkdir -p "$OUT/$name"
   cp "$CARGO_TARGET_DIR/wasm32-wasi/release/wasmsched_${name//-/_}.wasm" "$OUT/$name/$name.wasm"
   chmod 644 "$OUT/$name/$name.wasm"

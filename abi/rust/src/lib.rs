@@ -33,7 +33,7 @@
 use core::ptr;
 
 /// The ABI version this SDK exports.
-pub const ABI_VERSION: i32 = 4;
+pub const ABI_VERSION: i32 = 5;
 /// Reasons are cut to this many bytes (the host's limit).
 pub const MAX_REASON: usize = 256;
 
@@ -523,6 +523,10 @@ impl<'a> AllocRun<'a> {
     /// Its index in the snapshot's runs.
     #[inline(always)]
     pub fn index(&self) -> usize { (self.at - 48) / 48 }
+    /// How many labels a worker must carry to take it (placement, ABI
+    /// version 5: AllocationSnapshot::run_require).
+    #[inline(always)]
+    pub fn n_require(&self) -> usize { (self.rec[self.at + 46] as usize) | (self.rec[self.at + 47] as usize) << 8 }
 }
 
 /// A live worker of an allocation snapshot.
@@ -571,7 +575,7 @@ impl<'a> AllocationSnapshot<'a> {
         }
         let (nr, nw, nu) = (u32_at(rec, 4) as usize, u32_at(rec, 32) as usize, u32_at(rec, 36) as usize);
         let (nl, np) = (u32_at(rec, 40) as usize, u32_at(rec, 44) as usize);
-        if 48u64 + 48 * nr as u64 + 16 * nw as u64 + 24 * nu as u64 + 16 * (nl as u64 + np as u64) > rec.len() as u64 {
+        if 48u64 + 48 * nr as u64 + 32 * nw as u64 + 24 * nu as u64 + 16 * (nl as u64 + np as u64) > rec.len() as u64 {
             return None;
         }
         Some(AllocationSnapshot { rec, nr, nw, nu, nl, np })
@@ -627,6 +631,65 @@ impl<'a> AllocationSnapshot<'a> {
         (0..r.n_labels()).map(|j| self.run_label(r, j)).find(|l| l.0 == key).map(|l| l.1)
     }
     #[inline(always)]
+    fn table_label(&self, i: usize) -> (&'a [u8], &'a [u8]) {
+        if i >= self.nl {
+            return (&[], &[]);
+        }
+        let at = self.labels_at() + 16 * i;
+        (view(self.rec, at), view(self.rec, at + 8))
+    }
+    /// Requirement j of run r (j < r.n_require()): a label (key, value) a
+    /// worker must carry to take it, sorted by key (placement, version 5).
+    #[inline(always)]
+    pub fn run_require(&self, r: &AllocRun, j: usize) -> (&'a [u8], &'a [u8]) {
+        if j >= r.n_require() {
+            return (&[], &[]);
+        }
+        self.table_label(r.first_label() + r.n_labels() + j)
+    }
+    #[inline(always)]
+    fn profile_at(&self, i: usize) -> usize { self.labels_at() + 16 * (self.nl + self.np) + 16 * i }
+    /// How many labels worker i carries (placement, version 5).
+    #[inline(always)]
+    pub fn worker_n_labels(&self, i: usize) -> usize {
+        assert!(i < self.nw);
+        let at = self.profile_at(i);
+        (self.rec[at + 4] as usize) | (self.rec[at + 5] as usize) << 8
+    }
+    /// Label j of worker i (j < worker_n_labels(i)), sorted by key.
+    #[inline(always)]
+    pub fn worker_label_at(&self, i: usize, j: usize) -> (&'a [u8], &'a [u8]) {
+        if j >= self.worker_n_labels(i) {
+            return (&[], &[]);
+        }
+        self.table_label(u32_at(self.rec, self.profile_at(i)) as usize + j)
+    }
+    /// The value of worker i's label key, if it carries it.
+    pub fn worker_label(&self, i: usize, key: &[u8]) -> Option<&'a [u8]> {
+        (0..self.worker_n_labels(i)).map(|j| self.worker_label_at(i, j)).find(|l| l.0 == key).map(|l| l.1)
+    }
+    /// The groups worker i serves: names or patterns ('*' matches any
+    /// text), comma-separated; empty: every group.
+    #[inline(always)]
+    pub fn worker_groups(&self, i: usize) -> &'a [u8] {
+        assert!(i < self.nw);
+        view(self.rec, self.profile_at(i) + 8)
+    }
+    /// Whether worker i serves group.
+    pub fn serves(&self, i: usize, group: &[u8]) -> bool {
+        let gs = self.worker_groups(i);
+        gs.is_empty() || gs.split(|&c| c == b',').any(|p| glob(p, group))
+    }
+    /// Whether worker i may take run r: it serves r's group and carries
+    /// every label r requires (its free slots aside).
+    pub fn takes(&self, i: usize, r: &AllocRun) -> bool {
+        self.serves(i, r.group())
+            && (0..r.n_require()).all(|j| {
+                let q = self.run_require(r, j);
+                self.worker_label(i, q.0) == Some(q.1)
+            })
+    }
+    #[inline(always)]
     pub fn n_workers(&self) -> usize { self.nw }
     /// Live worker i (by identity).
     #[inline(always)]
@@ -667,6 +730,31 @@ impl<'a> AllocationSnapshot<'a> {
     pub fn param_u64(&self, name: &[u8], def: u64) -> u64 { self.param(name).map(|v| parse_u64(v, def)).unwrap_or(def) }
 }
 
+/// Whether s matches pattern p, where '*' matches any text.
+pub fn glob(p: &[u8], s: &[u8]) -> bool {
+    let (mut pi, mut si, mut star, mut mark) = (0usize, 0usize, usize::MAX, 0usize);
+    while si < s.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = pi;
+            pi += 1;
+            mark = si;
+        } else if pi < p.len() && p[pi] == s[si] {
+            pi += 1;
+            si += 1;
+        } else if star != usize::MAX {
+            pi = star + 1;
+            mark += 1;
+            si = mark;
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == b'*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
 /// v as a non-negative decimal integer, def when empty or not one.
 pub fn parse_u64(v: &[u8], def: u64) -> u64 {
     if !v.is_empty() && v.len() <= 19 && v.iter().all(|c| c.is_ascii_digit()) {
@@ -682,22 +770,58 @@ pub struct AllocationDecision<'a> {
     out: &'a mut [u8],
     n: usize,
     max: usize,
+    placed: bool,
 }
+
+/// In [`AllocationDecision::place`]: the host chooses the run's worker.
+pub const HOST_CHOOSES: u32 = u32::MAX;
 
 impl<'a> AllocationDecision<'a> {
     #[inline(always)]
     fn get(&self, k: usize) -> u32 { u32_at(self.out, 16 + 4 * k) }
     #[inline(always)]
     fn set(&mut self, k: usize, v: u32) { unsafe { ptr::write_unaligned(self.out.as_mut_ptr().add(16 + 4 * k) as *mut u32, v) } }
+    // the worker of entry k, kept past the room of a full order until finish
+    #[inline(always)]
+    fn worker_of(&self, k: usize) -> u32 { u32_at(self.out, 16 + 4 * self.max + 4 * k) }
+    #[inline(always)]
+    fn set_worker(&mut self, k: usize, w: u32) {
+        let at = 16 + 4 * self.max + 4 * k;
+        unsafe { ptr::write_unaligned(self.out.as_mut_ptr().add(at) as *mut u32, w) }
+    }
+    #[inline(always)]
+    fn swap(&mut self, a: usize, b: usize) {
+        let (x, y) = (self.get(a), self.get(b));
+        self.set(a, y);
+        self.set(b, x);
+        let (x, y) = (self.worker_of(a), self.worker_of(b));
+        self.set_worker(a, y);
+        self.set_worker(b, x);
+    }
     /// Run i of the snapshot gets slots next. An index past the runs is
     /// dropped; one pushed twice makes the host refuse the whole order.
     #[inline(always)]
-    pub fn push(&mut self, i: usize) {
+    pub fn push(&mut self, i: usize) { self.place(i, HOST_CHOOSES) }
+    /// Run i of the snapshot gets slots next, all of them on worker w (an
+    /// index into the snapshot's workers; placement, ABI version 5), or
+    /// HOST_CHOOSES. A worker that may not take the run (takes) or has too
+    /// few free slots for the runs placed on it makes the host refuse the
+    /// whole decision.
+    #[inline(always)]
+    pub fn place(&mut self, i: usize, w: u32) {
         if i < self.max && self.n < self.max {
             let n = self.n;
             self.set(n, i as u32);
+            self.set_worker(n, w);
+            self.placed |= w != HOST_CHOOSES;
             self.n += 1;
         }
+    }
+    /// The worker of the k-th run pushed (k < len): HOST_CHOOSES unless placed.
+    #[inline(always)]
+    pub fn worker_at(&self, k: usize) -> u32 {
+        assert!(k < self.n);
+        self.worker_of(k)
     }
     /// Indices pushed so far.
     #[inline(always)]
@@ -720,9 +844,7 @@ impl<'a> AllocationDecision<'a> {
         }
         while n > 1 {
             n -= 1;
-            let (x, y) = (self.get(0), self.get(n));
-            self.set(0, y);
-            self.set(n, x);
+            self.swap(0, n);
             self.sift(&mut before, 0, n);
         }
     }
@@ -740,15 +862,24 @@ impl<'a> AllocationDecision<'a> {
             if !before(x, y) {
                 return;
             }
-            self.set(at, y);
-            self.set(c, x);
+            self.swap(at, c);
             at = c;
         }
     }
     #[inline(always)]
     fn finish(mut self) -> usize {
         self.set_header();
-        16 + 4 * self.n
+        if !self.placed {
+            return 16 + 4 * self.n;
+        }
+        // the workers follow the order (n_place = n)
+        let n = self.n;
+        for k in 0..n {
+            let w = self.worker_of(k);
+            unsafe { ptr::write_unaligned(self.out.as_mut_ptr().add(16 + 4 * n + 4 * k) as *mut u32, w) }
+        }
+        unsafe { ptr::write_unaligned(self.out.as_mut_ptr().add(8) as *mut u32, n as u32) }
+        16 + 8 * n
     }
     #[inline(always)]
     fn set_header(&mut self) {
@@ -939,10 +1070,10 @@ pub fn decide_reuse<P: ReusePolicy>(len: i32) -> i64 {
 #[inline(always)]
 pub fn decide_allocation_into<P: AllocationPolicy>(rec: &[u8], out: &mut [u8]) -> Option<usize> {
     let s = AllocationSnapshot::parse(rec)?;
-    if out.len() < 16 + 4 * s.nr {
+    if out.len() < 16 + 8 * s.nr {
         return None;
     }
-    let mut d = AllocationDecision { out, n: 0, max: s.nr };
+    let mut d = AllocationDecision { out, n: 0, max: s.nr, placed: false };
     P::decide(&s, &mut d);
     Some(d.finish())
 }
@@ -958,12 +1089,12 @@ pub fn decide_allocation<P: AllocationPolicy>(len: i32) -> i64 {
         Some(s) => s,
         None => return FAIL,
     };
-    let out = match out_buf(16 + 4 * s.nr) {
+    let out = match out_buf(16 + 8 * s.nr) {
         Some(o) => o,
         None => return FAIL,
     };
     let p = out.as_ptr();
-    let mut d = AllocationDecision { out, n: 0, max: s.nr };
+    let mut d = AllocationDecision { out, n: 0, max: s.nr, placed: false };
     P::decide(&s, &mut d);
     let n = d.finish();
     located(p, n)
@@ -1110,6 +1241,8 @@ pub mod testing {
         /// (key, value), sorted by key
         pub labels: &'a [(&'a str, &'a str)],
         pub launched_at: i64,
+        /// placement (version 5): (key, value) a worker must carry, sorted by key
+        pub require: &'a [(&'a str, &'a str)],
     }
 
     /// An allocation snapshot for [`alloc_snapshot`] (launched_total and
@@ -1128,24 +1261,29 @@ pub mod testing {
         pub usage: &'a [(&'a str, &'a str, u32, u32)],
         /// (name, value), sorted by name
         pub params: &'a [(&'a str, &'a str)],
+        /// placement (version 5): each worker's (labels sorted by key,
+        /// groups comma-separated), by index; a worker past it has none
+        pub profiles: &'a [(&'a [(&'a str, &'a str)], &'a str)],
     }
 
     /// Encodes an allocation snapshot into buf as the host does (returns its length).
     pub fn alloc_snapshot(buf: &mut [u8], s: &ASnap) -> usize {
         let put = |b: &mut [u8], i: usize, v: &[u8]| b[i..i + v.len()].copy_from_slice(v);
-        let nl: usize = s.runs.iter().map(|r| r.labels.len()).sum();
+        let nl: usize = s.runs.iter().map(|r| r.labels.len() + r.require.len()).sum::<usize>()
+            + s.profiles.iter().take(s.workers.len()).map(|p| p.0.len()).sum::<usize>();
         let (nr, nw, nu, np) = (s.runs.len(), s.workers.len(), s.usage.len(), s.params.len());
         let wat = 48 + 48 * nr;
         let (uat, lat) = (wat + 16 * nw, wat + 16 * nw + 24 * nu);
         let pat = lat + 16 * nl;
-        let mut at = pat + 16 * np;
+        let fat = pat + 16 * np;
+        let mut at = fat + 16 * nw;
         let mut st = |b: &mut [u8], field: usize, v: &str| {
             put(b, field, &(at as u32).to_le_bytes());
             put(b, field + 4, &(v.len() as u32).to_le_bytes());
             put(b, at, v.as_bytes());
             at += v.len();
         };
-        for b in buf[..pat + 16 * np].iter_mut() {
+        for b in buf[..fat + 16 * nw].iter_mut() {
             *b = 0;
         }
         put(buf, 0, &6u32.to_le_bytes());
@@ -1170,7 +1308,8 @@ pub mod testing {
             st(buf, p + 32, r.group);
             put(buf, p + 40, &(label as u32).to_le_bytes());
             put(buf, p + 44, &(r.labels.len() as u16).to_le_bytes());
-            for l in r.labels {
+            put(buf, p + 46, &(r.require.len() as u16).to_le_bytes());
+            for l in r.labels.iter().chain(r.require.iter()) {
                 st(buf, lat + 16 * label, l.0);
                 st(buf, lat + 16 * label + 8, l.1);
                 label += 1;
@@ -1180,6 +1319,15 @@ pub mod testing {
             st(buf, wat + 16 * i, w.0);
             put(buf, wat + 16 * i + 8, &w.1.to_le_bytes());
             put(buf, wat + 16 * i + 12, &w.2.to_le_bytes());
+            let (labels, groups) = s.profiles.get(i).copied().unwrap_or((&[], ""));
+            put(buf, fat + 16 * i, &(label as u32).to_le_bytes());
+            put(buf, fat + 16 * i + 4, &(labels.len() as u16).to_le_bytes());
+            for l in labels {
+                st(buf, lat + 16 * label, l.0);
+                st(buf, lat + 16 * label + 8, l.1);
+                label += 1;
+            }
+            st(buf, fat + 16 * i + 8, groups);
         }
         for (i, u) in s.usage.iter().enumerate() {
             st(buf, uat + 24 * i, u.0);
@@ -1199,6 +1347,16 @@ pub mod testing {
         let u = |b: &[u8], j: usize| u32::from_le_bytes([b[j], b[j + 1], b[j + 2], b[j + 3]]) as usize;
         assert_eq!(u(out, 0), 7, "not an allocation decision");
         (0..u(out, 4)).map(move |k| u(out, 16 + 4 * k))
+    }
+
+    /// The workers of an encoded allocation decision, by entry of the
+    /// order (HOST_CHOOSES for each when it names none).
+    pub fn placed(out: &[u8]) -> impl Iterator<Item = u32> + '_ {
+        let u = |b: &[u8], j: usize| u32::from_le_bytes([b[j], b[j + 1], b[j + 2], b[j + 3]]);
+        assert_eq!(u(out, 0), 7, "not an allocation decision");
+        let (n, np) = (u(out, 4) as usize, u(out, 8) as usize);
+        assert!(np == 0 || np == n, "{} workers for an order of {}", np, n);
+        (0..n).map(move |k| if np == 0 { super::HOST_CHOOSES } else { u(out, 16 + 4 * n + 4 * k) })
     }
 }
 
@@ -1396,12 +1554,13 @@ mod tests {
             workers: &[("w-1", 4, 1), ("w-2", 8, 2)],
             usage: &[("", "ga", 5, 2), ("tenant", "a", 3, 1)],
             params: &[("fair_label", "tenant"), ("limit", "42"), ("weights", "a=2,b=1")],
+            ..ASnap::default()
         }
     }
     fn runs3() -> [ARun<'static>; 3] {
         [
             ARun { id: "r0", group: "ga", seq: 11, launched_at: 1000, ..ARun::default() },
-            ARun { id: "r1", group: "gb", seq: 12, priority: -4, slots: 3, labels: L1, launched_at: 1234 },
+            ARun { id: "r1", group: "gb", seq: 12, priority: -4, slots: 3, labels: L1, launched_at: 1234, ..ARun::default() },
             ARun { id: "r2", group: "gb", seq: 13, slots: 1, ..ARun::default() },
         ]
     }
@@ -1411,7 +1570,7 @@ mod tests {
         let runs = runs3();
         let (seen, ord, m) = probe(&snap3(&runs), &[2, 0, 1]);
         assert_eq!(ord, [2, 0, 1]);
-        assert_eq!(m, 16 + 4 * 3);
+        assert_eq!(m, 16 + 4 * 3); // (no worker named: no placement table)
         assert_eq!(
             seen,
             [
@@ -1429,6 +1588,64 @@ mod tests {
         // launched_total below the runs reads as their count, oldest above it as it
         let s = ASnap { launched_total: 1, oldest: 50, ..snap3(&runs) };
         assert_eq!(probe(&s, &[]).0[0], "now=99 free=3 total=12 launched=3 oldest=3 runs=3");
+    }
+
+    #[test]
+    fn allocation_placement() {
+        // requirements, worker profiles, takes, and a decision that names workers
+        const GPU: &[(&str, &str)] = &[("gpu", "yes")];
+        const ZA: &[(&str, &str)] = &[("zone", "a")];
+        const ZB: &[(&str, &str)] = &[("gpu", "yes"), ("zone", "b")];
+        let runs = [
+            ARun { id: "p0", group: "etl-daily", seq: 1, slots: 1, ..Default::default() },
+            ARun { id: "p1", group: "train", seq: 2, slots: 2, labels: L1, require: GPU, ..Default::default() },
+            ARun { id: "p2", group: "report", seq: 3, slots: 1, ..Default::default() },
+        ];
+        let workers: &[(&str, u32, u32)] = &[("a1", 4, 4), ("b1", 4, 4), ("c1", 2, 2)];
+        let profiles: &[(&[(&str, &str)], &str)] = &[(ZA, ""), (ZB, "train,etl-*"), (&[], "*-daily")];
+        let snap = ASnap { free: 10, total: 10, runs: &runs, workers, profiles, ..Default::default() };
+        let (mut inp, mut out) = (std::vec![0u8; 8192], std::vec![0u8; 4096]);
+        let n = alloc_snapshot(&mut inp, &snap);
+        let s = AllocationSnapshot::parse(&inp[..n]).unwrap();
+        let r1 = s.run(1);
+        assert_eq!((r1.n_require(), s.run_require(&r1, 0)), (1, (&b"gpu"[..], &b"yes"[..])));
+        assert_eq!(s.label(&r1, b"tenant"), Some(&b"b"[..]), "labels are still read apart from requirements");
+        assert_eq!((s.worker_n_labels(1), s.worker_label(1, b"zone"), s.worker_groups(1)), (2, Some(&b"b"[..]), &b"train,etl-*"[..]));
+        let takes: String = (0..3).flat_map(|w| (0..3).map(move |i| (w, i))).map(|(w, i)| if s.takes(w, &s.run(i)) { '1' } else { '0' }).collect();
+        assert_eq!(takes, "101110100");
+        assert!(glob(b"a*b*c", b"axxbyyc") && !glob(b"a*b*c", b"axxcyyb") && glob(b"*", b"") && !glob(b"etl", b"etl-x"));
+
+        struct Placer;
+        impl AllocationPolicy for Placer {
+            fn decide(_: &AllocationSnapshot, d: &mut AllocationDecision) {
+                d.place(2, HOST_CHOOSES);
+                d.place(1, 1);
+                d.place(0, 2);
+                // sorting keeps each run's worker: by index
+                let (n, mut ks) = (d.len(), std::vec::Vec::new());
+                for k in 0..n {
+                    ks.push((d.at(k), d.worker_at(k)));
+                }
+                assert_eq!(ks, [(2, HOST_CHOOSES), (1, 1), (0, 2)]);
+            }
+        }
+        let m = decide_allocation_into::<Placer>(&inp[..n], &mut out).unwrap();
+        assert_eq!(m, 16 + 8 * 3);
+        assert_eq!(order(&out[..m]).collect::<Vec<_>>(), [2, 1, 0]);
+        assert_eq!(super::testing::placed(&out[..m]).collect::<Vec<_>>(), [HOST_CHOOSES, 1, 2]);
+
+        struct Sorted;
+        impl AllocationPolicy for Sorted {
+            fn decide(s: &AllocationSnapshot, d: &mut AllocationDecision) {
+                d.place(2, 0);
+                d.place(0, 2);
+                d.push(1);
+                d.sort_by(s, |a, b| a.seq().cmp(&b.seq()));
+            }
+        }
+        let m = decide_allocation_into::<Sorted>(&inp[..n], &mut out).unwrap();
+        assert_eq!(order(&out[..m]).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(super::testing::placed(&out[..m]).collect::<Vec<_>>(), [2, HOST_CHOOSES, 0]);
     }
 
     #[test]

@@ -17,6 +17,11 @@ static struct {
 	uint64_t limit, bad_limit;
 	const uint32_t *ask; /* the order to write */
 	uint32_t n_ask;
+	const uint32_t *on; /* placement: the worker of each run of ask (0: ws_order) */
+	/* placement (ABI version 5) */
+	uint32_t n_require1, n_wlabels1;
+	char require1[64], zone1[32], groups1[64];
+	char takes[16]; /* takes[w * 3 + r]: '1' when worker w may take run r */
 } seen;
 
 static void copy(char *dst, size_t n, ws_str v) { snprintf(dst, n, "%.*s", (int)v.n, v.p); }
@@ -60,7 +65,24 @@ void ws_decide_allocation(const ws_alloc_snapshot *s, ws_alloc_decision *d) {
 	if (ws_alloc_param(s, "weights", &w)) copy(seen.weights, sizeof seen.weights, w);
 	seen.limit = ws_alloc_param_u64(s, "limit", 7);
 	seen.bad_limit = ws_alloc_param_u64(s, "weights", 7);
-	for (uint32_t i = 0; i < seen.n_ask; i++) ws_order(d, seen.ask[i]);
+	if (seen.n_runs >= 2 && ws_alloc_n_workers(s) >= 2) {
+		ws_alloc_run r = ws_alloc_run_at(s, 1);
+		seen.n_require1 = ws_arun_n_require(r);
+		ws_label q = ws_arun_require(s, r, 0);
+		snprintf(seen.require1, sizeof seen.require1, "%.*s=%.*s", (int)q.key.n, q.key.p, (int)q.value.n, q.value.p);
+		seen.n_wlabels1 = ws_alloc_worker_n_labels(s, 1);
+		ws_str z;
+		seen.zone1[0] = 0;
+		if (ws_alloc_worker_label_value(s, 1, "zone", &z)) copy(seen.zone1, sizeof seen.zone1, z);
+		copy(seen.groups1, sizeof seen.groups1, ws_alloc_worker_groups(s, 1));
+		for (uint32_t w = 0; w < 3 && w < ws_alloc_n_workers(s); w++)
+			for (uint32_t i = 0; i < 3 && i < seen.n_runs; i++)
+				seen.takes[w * 3 + i] = ws_alloc_worker_takes(s, w, ws_alloc_run_at(s, i)) ? '1' : '0';
+	}
+	for (uint32_t i = 0; i < seen.n_ask; i++) {
+		if (seen.on && seen.on[i]) ws_place(d, seen.ask[i], seen.on[i] - 1);
+		else ws_order(d, seen.ask[i]);
+	}
 }
 
 int main(void) {
@@ -107,7 +129,7 @@ int main(void) {
 
 	/* malformed input: refused before the policy runs */
 	uint32_t n = ws_test_alloc_encode(&s);
-	WS_EXPECT(ws_allocation_out_size(ws_test_in, n) == 16 + 4 * 3);
+	WS_EXPECT(ws_allocation_out_size(ws_test_in, n) == 16 + 8 * 3); /* the order, and room for its workers */
 	WS_EXPECT(ws_allocation_out_size(ws_test_in, 40) == 0);     /* short */
 	WS_EXPECT(ws_allocation_out_size(ws_test_in, 48 + 48) == 0); /* 3 runs do not fit */
 	ws__put32(ws_test_in, 5);
@@ -119,6 +141,35 @@ int main(void) {
 	seen.n_ask = 0;
 	ws_decide_allocation_buf(ws_test_in, n, ws_test_out);
 	WS_EXPECT(strcmp(seen.id1, "") == 0 && strcmp(seen.group1, "gb") == 0);
+
+	/* placement (ABI version 5): requirements, worker profiles, takes, and
+	 * a decision that names workers */
+	ws_test_label gpu[] = {{"gpu", "yes"}}, zb[] = {{"gpu", "yes"}, {"zone", "b"}}, za[] = {{"zone", "a"}};
+	ws_test_arun pruns[] = {
+		{"p0", "etl-daily", 1, 0, 1, NULL, 0, 0, NULL, 0},
+		{"p1", "train", 2, 0, 2, l1, 2, 0, gpu, 1},
+		{"p2", "report", 3, 0, 1, NULL, 0, 0, NULL, 0},
+	};
+	ws_test_worker pworkers[] = {
+		{"a1", 4, 4, za, 1, NULL},
+		{"b1", 4, 4, zb, 2, "train,etl-*"},
+		{"c1", 2, 2, NULL, 0, "*-daily"},
+	};
+	ws_test_alloc_snapshot ps = {.free = 10, .total = 10, .runs = pruns, .n_runs = 3, .workers = pworkers, .n_workers = 3};
+	uint32_t pask[] = {1, 0, 2}, pon[] = {2, 3, 0};
+	seen.ask = pask;
+	seen.n_ask = 3;
+	seen.on = pon;
+	o = ws_test_allocation(&ps);
+	WS_EXPECT(ws_test_order_is(o, "p1@b1 p0@c1 p2"));
+	WS_EXPECT(seen.n_require1 == 1 && strcmp(seen.require1, "gpu=yes") == 0);
+	WS_EXPECT(seen.n_wlabels1 == 2 && strcmp(seen.zone1, "b") == 0 && strcmp(seen.groups1, "train,etl-*") == 0);
+	/* a1: p0, p2 (no gpu for p1); b1: p0 (etl-*), p1; c1: p0 (*-daily) */
+	WS_EXPECT(strcmp(seen.takes, "101110100") == 0 || (fprintf(stderr, "takes %s\n", seen.takes), 0));
+	/* no worker named: the decision has no workers (a version 4 host's form) */
+	seen.on = NULL;
+	uint32_t m = ws_decide_allocation_buf(ws_test_in, ws_test_alloc_encode(&ps), ws_test_out);
+	WS_EXPECT(m == 16 + 4 * 3 && ws__u32(ws_test_out + 8) == 0);
 
 	return ws_test_failures;
 }
