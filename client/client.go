@@ -154,6 +154,8 @@ type SubmitOptions struct {
 	// carry to take the run, on top of its group's requirements (a key in
 	// both: this value).
 	Require map[string]string
+	// SameWorker puts all of the run's slots on one worker.
+	SameWorker bool
 }
 
 // Submit adds a WAITING run to group (created with policy wait and
@@ -170,7 +172,7 @@ func (c *Client) SubmitReplay(ctx context.Context, group string, o SubmitOptions
 	r, replayed, err := c.st.SubmitReplay(ctx, storage.SubmitRequest{Group: group, ID: o.ID, Slots: o.Slots,
 		Priority: o.Priority, Payload: o.Payload, Duration: o.Duration, IdempotencyKey: o.IdempotencyKey,
 		NotBefore: o.NotBefore, Timeout: o.Timeout, Labels: limits.LabelsFromMap(o.Labels), Require: limits.LabelsFromMap(o.Require),
-		Retry: storage.Retry{MaxAttempts: o.MaxAttempts, Base: o.RetryBackoff, Cap: o.RetryCap}})
+		SameWorker: o.SameWorker, Retry: storage.Retry{MaxAttempts: o.MaxAttempts, Base: o.RetryBackoff, Cap: o.RetryCap}})
 	if err != nil {
 		return Run{}, false, err
 	}
@@ -379,6 +381,9 @@ type GroupSettings struct {
 	// carry, every one, to take the group's runs (at most 16, bounded as
 	// labels are). Runs launched from then on follow them.
 	Require map[string]string `json:"-"`
+	// SameWorker: nil keeps it; true puts all of each run's slots on one
+	// worker (runs launched from then on).
+	SameWorker *bool `json:"-"`
 }
 
 // Retry is a retry policy: up to MaxAttempts attempts (1..100), attempt
@@ -395,7 +400,7 @@ func (c *Client) SetGroup(ctx context.Context, name string, s GroupSettings) (Gr
 		retry = &storage.Retry{MaxAttempts: s.Retry.MaxAttempts, Base: s.Retry.Backoff, Cap: s.Retry.Cap}
 	}
 	gs := storage.GroupSettings{Policy: s.Policy, MaxActive: s.MaxActive, Window: s.Window,
-		Retention: s.Retention, RunTimeout: s.RunTimeout, Retry: retry, ReplaceParams: s.ReplaceParams}
+		Retention: s.Retention, RunTimeout: s.RunTimeout, Retry: retry, ReplaceParams: s.ReplaceParams, SameWorker: s.SameWorker}
 	if s.Params != nil || s.ReplaceParams {
 		gs.Params = limits.LabelsFromMap(s.Params)
 	}

@@ -31,7 +31,7 @@ func runOf(r storage.Run) Run {
 	out.Result, out.Output, out.ExitCode = r.Result, r.Output, r.ExitCode
 	out.Attempt, out.MaxAttempts = max(r.Attempt, 1), max(r.MaxAttempts, 1)
 	out.Labels = labelsOf(r.Labels)
-	out.Require = limits.LabelsMap(r.Require)
+	out.Require, out.SameWorker = limits.LabelsMap(r.Require), r.SameWorker
 	out.RetryBackoffMS, out.RetryCapMS = r.RetryBase.Milliseconds(), r.RetryCap.Milliseconds()
 	if r.State == storage.StateRunning && r.Timeout > 0 && !r.StartedAt.IsZero() {
 		out.Deadline = timePtr(r.StartedAt.Add(r.Timeout))
@@ -80,7 +80,8 @@ func groupOf(g storage.Group) Group {
 		RunTimeoutMS: g.RunTimeout.Milliseconds(), MaxAttempts: g.Retry.MaxAttempts,
 		RetryBackoffMS: g.Retry.Base.Milliseconds(), RetryCapMS: g.Retry.Cap.Milliseconds(),
 		Paused: g.Paused, PausedAt: timePtr(g.PausedAt), PausedBy: g.PausedBy,
-		Params: labelsOf(g.Params), WakeAt: timePtr(g.WakeAt), Require: limits.LabelsMap(g.Require)}
+		Params: labelsOf(g.Params), WakeAt: timePtr(g.WakeAt), Require: limits.LabelsMap(g.Require),
+		SameWorker: g.SameWorker}
 }
 
 // labelsOf is labels (or parameters) as records show them: an object,

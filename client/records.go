@@ -76,6 +76,8 @@ type Run struct {
 	// Require are its own requirements of a worker (submit --require), on
 	// top of its group's (absent: none).
 	Require map[string]string `json:"require,omitempty"`
+	// SameWorker: all of its slots on one worker (submit --same-worker).
+	SameWorker bool `json:"same_worker,omitempty"`
 }
 
 // Attempt is one finished attempt of a run.
@@ -148,6 +150,9 @@ type Group struct {
 	// Require are the labels a worker must carry to take its runs
 	// (`group set --require`; absent: none).
 	Require map[string]string `json:"require,omitempty"`
+	// SameWorker: all of each run's slots on one worker (`group set
+	// --same-worker`).
+	SameWorker bool `json:"same_worker,omitempty"`
 	// LatestDecision is its last applied decision (null if none).
 	LatestDecision *GroupDecision `json:"latest_decision"`
 	// Detail (Client.Group only; omitted from lists):

@@ -142,7 +142,9 @@ type allocCase struct {
 
 // conformanceAllocation returns the canned snapshots every allocation
 // plugin must answer with a valid order: none waiting, no free slot, big
-// and small runs, labels and parameters, a window of a deep queue.
+// and small runs, labels and parameters, a window of a deep queue, workers
+// with placement profiles and runs with requirements (a placing policy's
+// workers must hold).
 func conformanceAllocation() []allocCase {
 	const now = 1_700_000_100_000
 	run := func(id, group string, seq uint64, slots uint32, prio int32, labels ...abi.Label) abi.AllocRun {
@@ -158,6 +160,12 @@ func conformanceAllocation() []allocCase {
 	withParams := func(s *abi.AllocationSnapshot) *abi.AllocationSnapshot { s.Params = fair; return s }
 	deep := snap(2, run("r1", "g1", 1, 1, 0), run("r2", "g2", 2, 1, 0), run("r9998", "g1", 9998, 1, 5), run("r9999", "g3", 9999, 2, 0))
 	deep.LaunchedTotal, deep.Oldest = 9_999, 2
+	// placement (version 5): workers with labels and groups, runs with
+	// requirements; a placing policy's workers must hold
+	placed := snap(4, run("r1", "g1", 1, 1, 0), run("r2", "train", 2, 2, 0), run("r3", "g1", 3, 1, 0))
+	placed.Runs[1].Require = []abi.Label{{Key: "gpu", Value: "yes"}}
+	placed.Workers = []abi.WorkerCapacity{{Worker: "cpu", Slots: 4, Free: 2, Labels: []abi.Label{{Key: "zone", Value: "a"}}},
+		{Worker: "gpu", Slots: 2, Free: 2, Labels: []abi.Label{{Key: "gpu", Value: "yes"}, {Key: "zone", Value: "b"}}, Groups: []string{"train*"}}}
 	return []allocCase{
 		{"empty", snap(2)},
 		{"one", snap(2, run("r1", "g1", 1, 1, 0))},
@@ -167,5 +175,6 @@ func conformanceAllocation() []allocCase {
 		{"fair-labels", withParams(snap(2, run("r1", "g1", 1, 1, 0, tenant("a")), run("r2", "g1", 2, 1, 0, tenant("a")),
 			run("r3", "g2", 3, 1, 0, tenant("b")), run("r4", "g3", 4, 1, 0)))},
 		{"deep-window", deep},
+		{"placement", placed},
 	}
 }

@@ -14,9 +14,10 @@ import (
 // returns to Go would make the stop-the-world wait for the guest, and the
 // deadline timer that should stop the guest cannot run while the world is
 // stopped. Asserted as a hang, not a latency: the GC started while the
-// guest runs must end well before the 1.2 s deadline (a guest holding the
-// world lets it end only once the deadline stopped the guest; a GC
-// normally takes milliseconds, 268 ms on a loaded machine under -race).
+// guest runs must end well before the call, which ends at the 1.2 s
+// deadline (a guest holding the world lets it end only once the deadline
+// stopped the guest; a GC normally takes milliseconds, 730 ms on a loaded
+// machine under -race).
 func TestDeadlineDuringStopTheWorld(tt *testing.T) {
 	for _, m := range terminationModes {
 		tt.Run(m, func(tt *testing.T) {
@@ -37,7 +38,12 @@ func TestDeadlineDuringStopTheWorld(tt *testing.T) {
 					tt.Fatalf("%s.wat: err = %v, want ErrTimeout", name, err)
 				}
 				callEnd := time.Now()
-				if gcEnd := <-gcDone; gcEnd.Sub(start) > 600*time.Millisecond {
+				// a guest holding the world lets the GC end only when the
+				// deadline stops it, as the call ends: a GC that ends well
+				// before the call did not wait for it (measured against the
+				// call, not a fixed time: a loaded machine under -race took
+				// 730 ms for the GC alone)
+				if gcEnd := <-gcDone; callEnd.Sub(gcEnd) < 300*time.Millisecond {
 					tt.Errorf("%s.wat: runtime.GC ended %v after the call started (the call %v): it waited for the deadline, the guest held up stop-the-world",
 						name, gcEnd.Sub(start), callEnd.Sub(start))
 				}

@@ -357,9 +357,16 @@ func (s *Store) AllocInfos(ctx context.Context, ids []string) ([]AllocInfo, erro
 		at, _ := strconv.ParseInt(str(f[4]), 10, 64)
 		i := miss[j]
 		out[i] = AllocInfo{OK: true, Run: abi.AllocRun{ID: ids[i], Group: str(f[0]), Seq: seq, Slots: uint32(max(slots, 1)),
-			Priority: int32(prio), LaunchedAt: at, Labels: decodeLabels(str(f[5])), Require: decodeLabels(str(f[6]))}}
+			Priority: int32(prio), LaunchedAt: at, Labels: decodeLabels(str(f[5])), Require: noSame(str(f[6]))}}
 	}
 	return out, nil
+}
+
+// noSame decodes requirements without the same-worker flag (a policy sees
+// labels only: a placement always puts a run on one worker).
+func noSame(s string) []abi.Label {
+	req, _ := splitSame(decodeLabels(s))
+	return req
 }
 
 // parseLaunchInfo parses a Keys.LaunchInfo entry, "seq,slots,priority,
@@ -379,5 +386,5 @@ func parseLaunchInfo(id, v string) (abi.AllocRun, bool) {
 	}
 	ls, req, _ := strings.Cut(p[5], "\x1e")
 	return abi.AllocRun{ID: id, Group: p[4], Seq: seq, Slots: uint32(max(slots, 1)), Priority: int32(prio), LaunchedAt: at,
-		Labels: decodeLabels(ls), Require: decodeLabels(req)}, true
+		Labels: decodeLabels(ls), Require: noSame(req)}, true
 }

@@ -50,6 +50,8 @@ type Group struct {
 	// Require are the labels a worker must carry to take the group's runs
 	// (GroupSettings.Require), sorted by key.
 	Require []abi.Label
+	// SameWorker: each run's slots all on one worker (GroupSettings.SameWorker).
+	SameWorker bool
 	// WakeAt is when the group's policy asked to be decided again (zero:
 	// no pending wake).
 	WakeAt time.Time
@@ -155,6 +157,10 @@ type GroupSettings struct {
 	// labels are, at most abi.MaxLabels). Runs launched from then on follow
 	// them; a run already LAUNCHED or RUNNING keeps where it may go.
 	Require []abi.Label
+	// SameWorker (nil = keep) puts all the slots of each run launched from
+	// then on on one worker (a run of k slots waits for a worker with k
+	// free; it never holds slots for that).
+	SameWorker *bool
 }
 
 // RetentionDefault, as GroupSettings.Retention, returns a group to the
@@ -244,7 +250,14 @@ func (gs GroupSettings) scriptArgs(op, name, work string) ([]any, error) {
 			req = encodeLabels(ls)
 		}
 	}
-	args := []any{name, gs.Policy, gs.MaxActive, gs.Window, ret, work, timeout, maxa, backoff, mode, abi.MaxParams, req}
+	same := ""
+	if gs.SameWorker != nil {
+		same = "0"
+		if *gs.SameWorker {
+			same = "1"
+		}
+	}
+	args := []any{name, gs.Policy, gs.MaxActive, gs.Window, ret, work, timeout, maxa, backoff, mode, abi.MaxParams, req, same}
 	if mode != "" {
 		if len(gs.Params) > abi.MaxParams {
 			return nil, invalid(op, "group %s: %d policy parameters, at most %d", name, len(gs.Params), abi.MaxParams)
@@ -270,9 +283,9 @@ func (gs GroupSettings) scriptArgs(op, name, work string) ([]any, error) {
 // group_view reads for a snapshot. parseGroup decodes all three.
 var (
 	setGroupReply = []string{"policy", "max_active", "version", "waiting", "active", "window", "retention_ms",
-		"run_timeout_ms", "max_attempts", "backoff", "delayed", "params", "require"}
+		"run_timeout_ms", "max_attempts", "backoff", "delayed", "params", "require", "same"}
 	groupReadFields = []string{"policy", "max_active", "version", "window", "retention_ms",
-		"run_timeout_ms", "max_attempts", "backoff", "paused", "paused_at", "paused_by", "params", "wake_at", "require"}
+		"run_timeout_ms", "max_attempts", "backoff", "paused", "paused_at", "paused_by", "params", "wake_at", "require", "same"}
 	groupViewFields = []string{"policy", "max_active", "version", "window", "discard_below", "gen", "paused",
 		"params", "wake_at"}
 )
@@ -315,6 +328,8 @@ func parseGroup(name string, fields []string, vals []any) Group {
 			g.Params = decodeLabels(str(v))
 		case "require":
 			g.Require = decodeLabels(str(v))
+		case "same":
+			g.SameWorker = str(v) == "1"
 		case "wake_at":
 			g.WakeAt = msTime(toInt64(v))
 		case "discard_below":

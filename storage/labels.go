@@ -50,3 +50,32 @@ func decodeLabels(s string) []abi.Label {
 
 // Label returns the value of r's label key ("" if it has none).
 func (r *Run) Label(key string) string { return abi.LabelValue(r.Labels, key) }
+
+// sameKey is the requirement flag of a run whose slots all go to one worker
+// (SubmitRequest.SameWorker, GroupSettings.SameWorker): "@same=1" among its
+// requirements in the scripts (_lib.lua parse_req), never a label (label
+// keys do not start with '@').
+const sameKey = "@same"
+
+// withSame is req with the same-worker flag first when same (it sorts
+// before every label key).
+func withSame(req []abi.Label, same bool) []abi.Label {
+	if !same {
+		return req
+	}
+	return append([]abi.Label{{Key: sameKey, Value: "1"}}, req...)
+}
+
+// splitSame is req without the same-worker flag, and whether it held it.
+func splitSame(req []abi.Label) ([]abi.Label, bool) {
+	for i, l := range req {
+		if l.Key == sameKey {
+			out := append(req[:i:i], req[i+1:]...)
+			if len(out) == 0 {
+				out = nil
+			}
+			return out, true
+		}
+	}
+	return req, false
+}

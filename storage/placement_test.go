@@ -251,3 +251,78 @@ func TestStore_allocateNamed(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_sameWorker: a group's SameWorker, or a run's own, puts all of
+// a run's slots on one worker: in the apply that launches it and in the
+// slot manager's allocate calls; a run no worker can hold alone waits
+// LAUNCHED (never held, nothing written for it) while smaller runs take the
+// slots it passed over. The flag is on the group and run records, not
+// among their requirements.
+func TestStore_sameWorker(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		mustNil(t, e.s.RegisterWorker(ctx, "w1", 2, time.Minute))
+		mustNil(t, e.s.RegisterWorker(ctx, "w2", 3, time.Minute))
+		yes, no := true, false
+		g := ok(e.s.SetGroupSettings(ctx, "one", storage.GroupSettings{MaxActive: 10, SameWorker: &yes}))(t)
+		if !g.SameWorker || len(g.Require) != 0 {
+			t.Fatalf("group: same %v, require %v", g.SameWorker, g.Require)
+		}
+		ok(e.s.SetGroup(ctx, "plain", "wait", 10))(t)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "one", ID: "a", Slots: 3}))(t)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "one", ID: "b", Slots: 2}))(t)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "plain", ID: "c", Slots: 2, SameWorker: true}))(t)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "plain", ID: "d", Slots: 2}))(t)
+		if r := ok(e.s.GetRun(ctx, "c"))(t); !r.SameWorker || len(r.Require) != 0 {
+			t.Fatalf("run c: same %v, require %v", r.SameWorker, r.Require)
+		}
+		// a (3 slots) passes w1's 2 and takes w2's 3; b (2) then takes w1's
+		if r := launch(t, e, f, "one", "a", "b"); r.Queued != 0 {
+			t.Fatalf("one: queued %d, want 0", r.Queued)
+		}
+		if ws := workerOf(t, e, "a"); fmt.Sprint(ws) != "[w2 w2 w2]" {
+			t.Fatalf("a on %v, want w2 only", ws)
+		}
+		if ws := workerOf(t, e, "b"); fmt.Sprint(ws) != "[w1 w1]" {
+			t.Fatalf("b on %v, want w1 only", ws)
+		}
+		// no slot free: c queues; a finishes, freeing w2's 3
+		launch(t, e, f, "plain", "c", "d")
+		a := ok(e.s.GetRun(ctx, "a"))(t)
+		mustNil(t, e.s.Report(ctx, a.Assignments[0].Worker, "a", a.Assignments[0].Token, storage.StateSucceeded, "done"))
+		b := ok(e.s.GetRun(ctx, "b"))(t)
+		mustNil(t, e.s.Report(ctx, b.Assignments[0].Worker, "b", b.Assignments[0].Token, storage.StateSucceeded, "done"))
+		// free now: w1#0 w1#1 w2#0 w2#1 w2#2; c takes one worker's two
+		res := ok(e.s.AllocateBatch(ctx, f, []string{"c", "d"}))(t)
+		if len(res) != 2 || res[0].Outcome != storage.AllocAllocated || res[1].Outcome != storage.AllocAllocated {
+			t.Fatalf("allocate: %+v", res)
+		}
+		if ws := workerOf(t, e, "c"); ws[0] != ws[1] {
+			t.Fatalf("c on %v, want one worker", ws)
+		}
+		// a 3-slot same-worker run with 3 free slots on two workers waits,
+		// never held, and a smaller run after it takes a slot
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "one", ID: "big", Slots: 3}))(t)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "plain", ID: "small", Slots: 1}))(t)
+		launch(t, e, f, "one", "big")
+		launch(t, e, f, "plain", "small")
+		if free := ok(e.s.FreeSlots(ctx))(t); free != 1 && free != 0 {
+			t.Fatalf("free %d", free)
+		}
+		res = ok(e.s.AllocatePass(ctx, f, []string{"big", "small"}, 0, 0, nil))(t)
+		if len(res) != 2 || res[0].Outcome != storage.AllocNoSlots || res[0].Held || !res[0].SameWorker || res[0].Found != 1 {
+			t.Fatalf("big: %+v, want no_slots (1 free slot found), not held, same worker", res)
+		}
+		if res[1].Outcome != storage.AllocAllocated {
+			t.Fatalf("small: %+v, want allocated past big (guard 0 holds other misfits)", res[1])
+		}
+		// the flag comes off
+		g = ok(e.s.SetGroupSettings(ctx, "one", storage.GroupSettings{SameWorker: &no}))(t)
+		if g.SameWorker {
+			t.Fatal("SameWorker false left the flag on")
+		}
+		if g = ok(e.s.GetGroup(ctx, "one"))(t); g.SameWorker {
+			t.Fatal("the group read still has the flag")
+		}
+	})
+}

@@ -117,6 +117,9 @@ type Run struct {
 	// Require are its own requirements of a worker (SubmitRequest.Require),
 	// on top of its group's.
 	Require []abi.Label
+	// SameWorker: its own flag that all of its slots go to one worker
+	// (SubmitRequest.SameWorker).
+	SameWorker bool
 }
 
 // runFields is the order of run fields returned by scripts and HMGET.
@@ -204,7 +207,7 @@ func parseRunTime(r *Run, vals []any) {
 		r.Labels = decodeLabels(str(vals[10]))
 	}
 	if len(vals) > 11 {
-		r.Require = decodeLabels(str(vals[11]))
+		r.Require, r.SameWorker = splitSame(decodeLabels(str(vals[11])))
 	}
 }
 

@@ -508,6 +508,7 @@ type AllocResult struct {
 	Held        bool         // AllocNoSlots: it waited past the guard; the batch stopped at it
 	Group       string       // AllocNoSlots: the run's group
 	Require     []abi.Label  // AllocNoSlots: its requirements (placement; none: any worker that serves the group)
+	SameWorker  bool         // AllocNoSlots: its slots must all be on one worker
 	Assignments []Assignment // AllocAllocated, by task
 }
 
@@ -627,7 +628,8 @@ func appendAllocResults(out []AllocResult, v any) []AllocResult {
 			}
 			r.Held = len(row) > 4 && toInt64(row[4]) == 1
 			if len(row) > 6 {
-				r.Group, r.Require = str(row[5]), decodeLabels(str(row[6]))
+				r.Group = str(row[5])
+				r.Require, r.SameWorker = splitSame(decodeLabels(str(row[6])))
 			}
 		}
 		out = append(out, r)

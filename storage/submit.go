@@ -43,6 +43,9 @@ type SubmitRequest struct {
 	// worker must carry to take the run, on top of its group's
 	// (GroupSettings.Require; a key in both: the run's value).
 	Require []abi.Label
+	// SameWorker puts all of the run's slots on one worker (as its group's
+	// GroupSettings.SameWorker does for every run of it).
+	SameWorker bool
 }
 
 // Idempotency bounds.
@@ -189,12 +192,12 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 		}
 		c.args = append(c.args, idempotencyTTL.Milliseconds(), r.fingerprint(), explicit)
 	}
-	if len(req) > 0 { // layout '2' or '3': its requirements last (submit.lua)
+	if wire := withSame(req, r.SameWorker); len(wire) > 0 { // layout '2' or '3': its requirements last (submit.lua)
 		c.args[0] = "2"
 		if idem == "1" {
 			c.args[0] = "3"
 		}
-		c.args = append(c.args, encodeLabels(req))
+		c.args = append(c.args, encodeLabels(wire))
 	}
 	return r, c, nil
 }
@@ -276,7 +279,7 @@ func (r SubmitRequest) fingerprint() string {
 	b := fmt.Appendf(nil, "%s\x00%d\x00%d\x00%d\x00%s\x00%d\x00%d\x00%d\x00%s\x00%s",
 		r.Group, r.Slots, r.Priority, r.Duration.Milliseconds(), r.Payload,
 		r.NotBefore.UnixMilli(), r.Timeout.Milliseconds(), r.Retry.MaxAttempts, r.Retry.backoff(), encodeLabels(r.Labels))
-	return digest.Short(digest.SHA256(append(b, requireSuffix(r.Require)...)))
+	return digest.Short(digest.SHA256(append(b, requireSuffix(withSame(r.Require, r.SameWorker))...)))
 }
 
 // requireSuffix is the fingerprint's part for a run's requirements ("" for
@@ -299,7 +302,7 @@ func submittedRun(r SubmitRequest, v any) Run {
 	run := Run{ID: r.ID, Group: r.Group, Seq: toInt64(a[0]), State: StateWaiting, Slots: r.Slots,
 		Priority: r.Priority, Payload: r.Payload, Duration: r.Duration.Truncate(time.Millisecond),
 		SubmittedAt: msTime(toInt64(a[1])), Timeout: time.Duration(toInt64(a[5])) * time.Millisecond,
-		Attempt: 1, MaxAttempts: max(int(toInt64(a[6])), 1), Labels: r.Labels, Require: r.Require}
+		Attempt: 1, MaxAttempts: max(int(toInt64(a[6])), 1), Labels: r.Labels, Require: r.Require, SameWorker: r.SameWorker}
 	if toInt64(a[4]) == 0 && toInt64(a[2]) == 0 {
 		run.NotBefore = time.UnixMilli(r.NotBefore.UnixMilli())
 	}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,16 +35,34 @@ var catalog = []string{"debounce", "throttle", "rate-limit", "cancel-in-progress
 func TestCatalog_committed(t *testing.T) {
 	t.Parallel()
 	out := t.TempDir()
-	for _, n := range catalog {
+	// the builds two at a time (each mostly one core: the link)
+	built := make([]error, len(catalog))
+	if !testing.Short() {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 2)
+		for i, n := range catalog {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o",
+					filepath.Join(out, n+".wasm"), ".")
+				cmd.Dir, cmd.Env = filepath.Join("..", "examples", n), append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+				if b, err := cmd.CombinedOutput(); err != nil {
+					built[i] = fmt.Errorf("%v\n%s", err, b)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	for i, n := range catalog {
 		src := filepath.Join("..", "examples", n)
 		if !testing.Short() {
-			built := filepath.Join(out, n+".wasm")
-			cmd := exec.Command("go", "build", "-buildmode=c-shared", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", built, ".")
-			cmd.Dir, cmd.Env = src, append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-			if b, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("build %s: %v\n%s", n, err, b)
+			if built[i] != nil {
+				t.Fatalf("build %s: %v", n, built[i])
 			}
-			a, _ := os.ReadFile(built)
+			a, _ := os.ReadFile(filepath.Join(out, n+".wasm"))
 			c, err := os.ReadFile(filepath.Join(src, n+".wasm"))
 			if err != nil || !bytes.Equal(a, c) {
 				t.Errorf("examples/%s/%s.wasm is stale or missing (%v): run go generate ./examples/...", n, n, err)
@@ -462,6 +481,7 @@ func TestCatalog_readmes(t *testing.T) {
 	for _, readme := range readmes {
 		name := filepath.Base(filepath.Dir(readme))
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // (each in its own namespace, with its own host and worker)
 			b, err := os.ReadFile(readme)
 			if err != nil {
 				t.Fatal(err)

@@ -43,12 +43,17 @@ func newHotSwapEnv(t *testing.T, ns string, workerSlots int, serveArgs ...string
 	t.Helper()
 	e := &hotSwapEnv{r: redistest.Start(t), ns: ns, journals: map[string]string{}}
 	e.st = Store(t, e.r, ns)
+	hostPort, workerPort := 7800, 7850 // the hosts' and the workers' first ports
+	if ns == "swaps" {
+		// TestHotSwapRepeatedBoundedMemory runs in parallel: ports no other test uses
+		hostPort, workerPort = 7860, 7862
+	}
 	for i := range 2 {
-		e.hosts = append(e.hosts, ServeAdmin(t, fmt.Sprintf("host-%d", i), e.r, ns, fmt.Sprintf("127.0.0.1:78%02d", i), serveArgs...))
+		e.hosts = append(e.hosts, ServeAdmin(t, fmt.Sprintf("host-%d", i), e.r, ns, fmt.Sprintf("127.0.0.1:%d", hostPort+i), serveArgs...))
 	}
 	for i := range 2 {
 		name := fmt.Sprintf("w%d", i)
-		_, e.journals[name] = StartWorker(t, name, e.r, ns, fmt.Sprintf("127.0.0.1:78%02d", 50+i), workerSlots)
+		_, e.journals[name] = StartWorker(t, name, e.r, ns, fmt.Sprintf("127.0.0.1:%d", workerPort+i), workerSlots)
 	}
 	WaitFor(t, 20*time.Second, "a leader", func() bool {
 		for _, h := range e.hosts {
@@ -221,6 +226,7 @@ func TestHotSwapUnderLoad(t *testing.T) {
 //
 //	WASMSCHED_SOAK_SWAPS=1000 go test ./tests -run TestHotSwapRepeatedBoundedMemory -v -timeout 60m
 func TestHotSwapRepeatedBoundedMemory(t *testing.T) {
+	t.Parallel() // (mostly waiting for the hosts: it overlaps the other parallel tests)
 	swaps := 50
 	if v := os.Getenv("WASMSCHED_SOAK_SWAPS"); v != "" {
 		n, err := strconv.Atoi(v)

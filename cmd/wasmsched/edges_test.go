@@ -372,6 +372,31 @@ func TestGroupSet_require(t *testing.T) {
 	if cleared.Require != nil {
 		t.Fatalf("require after --no-require: %v", cleared.Require)
 	}
+	// same worker: on the group (set, shown, cleared, kept by other changes) and on a run
+	e.ok(&g, "group", "set", "train", "--same-worker")
+	if !g.SameWorker {
+		t.Fatalf("group set --same-worker: %+v", g)
+	}
+	e.ok(&g, "group", "set", "train", "--max-active", "3")
+	if !g.SameWorker {
+		t.Fatal("a change of max-active dropped same-worker")
+	}
+	if _, out, _ := e.cli("group", "show", "train"); !strings.Contains(out, "SAME WORKER") {
+		t.Errorf("group show does not say same worker:\n%s", out)
+	}
+	var run client.Run
+	e.ok(&run, "submit", "plain", "--slots", "2", "--same-worker", "--id", "sw")
+	if !run.SameWorker || run.Require != nil {
+		t.Fatalf("submit --same-worker: same %v, require %v", run.SameWorker, run.Require)
+	}
+	if _, out, _ := e.cli("run", "show", "sw"); !strings.Contains(out, "SAME WORKER") {
+		t.Errorf("run show does not say same worker:\n%s", out)
+	}
+	var off client.Group
+	e.ok(&off, "group", "set", "train", "--same-worker=false")
+	if off.SameWorker {
+		t.Fatal("--same-worker=false left it on")
+	}
 	e.usage(`--label: label "noeq": want key=value`, "worker", "--advertise", "w:1", "--simulate", "--label", "noeq")
 	e.usage(`--groups: group name "a b" contains whitespace`, "worker", "--advertise", "w:1", "--simulate", "--groups", "a b")
 }

@@ -130,6 +130,9 @@ func groupDetailTable(w io.Writer, g client.Group) {
 	if len(g.Require) > 0 {
 		fmt.Fprintf(w, "\nREQUIRE\t%s (its runs go only to workers with these labels)\n", pairs(g.Require))
 	}
+	if g.SameWorker {
+		fmt.Fprintf(w, "\nSAME WORKER\tyes (all of a run's slots on one worker)\n")
+	}
 	if g.WakeAt != nil {
 		fmt.Fprintf(w, "\nWAKE\tthe policy asked to be decided again at %s\n", tableTimeP(g.WakeAt))
 	}
@@ -323,6 +326,7 @@ never hold other runs' slots.`,
 			&cli.BoolFlag{Name: "replace-params", Usage: "the --param given become all of the group's parameters"},
 			&cli.StringSliceFlag{Name: "require", Usage: "its runs go only to workers with the label `K=V` (repeatable: every one; replaces the group's requirements)"},
 			&cli.BoolFlag{Name: "no-require", Usage: "drop the group's requirements: any worker that serves it may run its runs"},
+			&cli.BoolFlag{Name: "same-worker", Usage: "put all the slots of each of its runs on one worker (--same-worker=false: any workers)"},
 		}, runTimeFlags("run-")...),
 		Action: groupSet,
 	}
@@ -463,6 +467,10 @@ func groupSet(c *cli.Context) error {
 	}
 	gs := client.GroupSettings{Policy: policy, MaxActive: maxActive, Window: window,
 		Retention: retention, RunTimeout: timeout, Retry: retry, ReplaceParams: c.Bool("replace-params"), Require: require}
+	if c.IsSet("same-worker") {
+		same := c.Bool("same-worker")
+		gs.SameWorker = &same
+	}
 	if c.IsSet("param") || gs.ReplaceParams {
 		gs.Params = limits.LabelsMap(params)
 		if gs.Params == nil {

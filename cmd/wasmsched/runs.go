@@ -329,6 +329,9 @@ func runShowTable(w io.Writer, r client.Run) {
 	if len(r.Require) > 0 {
 		fmt.Fprintf(w, "REQUIRE\t%s (and its group's)\n", pairs(r.Require))
 	}
+	if r.SameWorker {
+		fmt.Fprintf(w, "SAME WORKER\tyes (all of its slots on one worker)\n")
+	}
 	runTimeTable(w, r)
 	if d := r.Decision; d != nil {
 		src := "built-in"

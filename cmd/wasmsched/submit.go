@@ -84,6 +84,7 @@ func submitCommand() *cli.Command {
 			&cli.DurationFlag{Name: "in", Usage: "not launched before `D` from now", DefaultText: "now"},
 			&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "a label `K=V` of the run (repeatable, at most 16)"},
 			&cli.StringSliceFlag{Name: "require", Usage: "run it only on a worker with the label `K=V` (repeatable; on top of its group's --require)"},
+			&cli.BoolFlag{Name: "same-worker", Usage: "put all of its slots (--slots) on one worker: it waits for a worker with that many free"},
 		}, runTimeFlags("")...),
 		Action: func(c *cli.Context) error {
 			if err := exactArgs(c, 1, "G"); err != nil {
@@ -106,6 +107,7 @@ func submitCommand() *cli.Command {
 				}
 				o.Require = limits.LabelsMap(req)
 			}
+			o.SameWorker = c.Bool("same-worker")
 			if o.NotBefore, err = notBeforeFlags(c); err != nil {
 				return err
 			}

@@ -1011,4 +1011,18 @@ func TestAPI_groupRequire(t *testing.T) {
 	}
 	e.fails(400, "invalid", `requirement "Zone"`, "POST", ns+"/groups/train/runs", `{"id": "r2", "require": {"Zone": "eu"}}`)
 	e.fails(404, "not_found", "r2", "GET", ns+"/runs/r2", "")
+	// same worker, on the group and on a run
+	var same struct {
+		SameWorker bool `json:"same_worker"`
+	}
+	if got := e.do("PUT", ns+"/groups/train", `{"same_worker": true}`, &same); got != 200 || !same.SameWorker {
+		t.Fatalf("put same_worker: %d %+v", got, same)
+	}
+	var sameRun struct {
+		SameWorker bool `json:"same_worker"`
+	}
+	if got := e.do("POST", ns+"/groups/train/runs", `{"id": "r3", "slots": 2, "same_worker": true}`, &sameRun); got != 201 || !sameRun.SameWorker {
+		t.Fatalf("submit same_worker: %d %+v", got, sameRun)
+	}
+	e.fails(400, "invalid", "same_worker", "PUT", ns+"/groups/train", `{"same_worker": "yes"}`)
 }

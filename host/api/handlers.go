@@ -124,6 +124,8 @@ type groupPutJSON struct {
 	ReplaceParams bool              `json:"replace_params"`
 	// Require: the labels a worker must carry (absent: keep; {}: none).
 	Require map[string]string `json:"require"`
+	// SameWorker: all of each run's slots on one worker (absent: keep).
+	SameWorker *bool `json:"same_worker"`
 }
 
 // msField is a *_ms field of a request: absent 0, negative a 400 naming it.
@@ -166,7 +168,7 @@ func (s *Server) putGroup(w http.ResponseWriter, r *http.Request, c *call) (int,
 		return 0, nil, err
 	}
 	gs := client.GroupSettings{Policy: body.Policy, MaxActive: body.MaxActive, Window: body.Window,
-		Params: body.Params, ReplaceParams: body.ReplaceParams, Require: body.Require}
+		Params: body.Params, ReplaceParams: body.ReplaceParams, Require: body.Require, SameWorker: body.SameWorker}
 	if body.RunTimeoutMS != nil {
 		d, err := msField("run_timeout_ms", body.RunTimeoutMS)
 		if err != nil {
@@ -225,6 +227,8 @@ type submitJSON struct {
 	Labels map[string]string `json:"labels"`
 	// Require: labels a worker must carry, on top of the group's.
 	Require map[string]string `json:"require"`
+	// SameWorker: all of the run's slots on one worker.
+	SameWorker bool `json:"same_worker"`
 	runTimeJSON
 }
 
@@ -267,7 +271,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, c *call) (int, a
 	}
 	o := client.SubmitOptions{ID: body.ID, Slots: body.Slots,
 		Priority: body.Priority, Payload: body.Payload, Duration: time.Duration(body.DurationMS) * time.Millisecond,
-		IdempotencyKey: r.Header.Get(idempotencyHeader), Labels: body.Labels, Require: body.Require}
+		IdempotencyKey: r.Header.Get(idempotencyHeader), Labels: body.Labels, Require: body.Require, SameWorker: body.SameWorker}
 	if body.NotBefore != nil {
 		t, err := time.Parse(time.RFC3339Nano, *body.NotBefore)
 		if err != nil {

@@ -42,6 +42,9 @@
 --   kslots, now, win, P = placement(kfree), by = {}}: one cursor for every
 --   run when no worker has a profile, else one per requirements (and per
 --   group while a worker serves only some groups).
+-- parse_req(s): requirements "k=v" 0x1d-separated as a list of {k, v} (nil:
+--   none) and whether they hold the flag "@same=1" (a run's slots all on
+--   one worker: a cursor of such runs takes k adjacent slots of one worker).
 -- take_named(C, group, req_s, list, k): k of the slots in list ("worker#index",
 --   0x1d-separated: the slots a pass's placement named for a run) that are
 --   free (in free, no run) on live workers that may take the run, in list
@@ -151,13 +154,18 @@ local function join_assign(list)
   return table.concat(parts, ',')
 end
 local function parse_req(s)
-  if not s or s == '' then return nil end
-  local out = {}
+  if not s or s == '' then return nil, false end
+  local out, same = {}, false
   for pair in string.gmatch(s, '[^\29]+') do
     local k, v = string.match(pair, '^([^=]+)=(.*)$')
-    if k then out[#out + 1] = {k, v} end
+    if k == '@same' then
+      same = true
+    elseif k then
+      out[#out + 1] = {k, v}
+    end
   end
-  return out
+  if #out == 0 then out = nil end
+  return out, same
 end
 local function drop_profile(kp, w)
   local v = redis.call('HGET', kp, w)
@@ -310,7 +318,30 @@ local function free_cursor(kfree, kworkers, kslots, now, win, deferred, P, group
       end
     end
   end
+  -- same worker: k consecutive slots of one worker (a worker's free slots
+  -- are adjacent in free: equal scores sort by member, "worker#index");
+  -- the others read on the way are given back for smaller runs
+  local function take_same(k)
+    local cur, w0, skipped = {}, nil, {}
+    while #cur < k do
+      local s = nextfree()
+      if not s then
+        for _, x in ipairs(cur) do skipped[#skipped + 1] = x end
+        for j = #skipped, 1, -1 do c.back[#c.back + 1] = skipped[j] end
+        return nil, #skipped
+      end
+      if s.w ~= w0 then
+        for _, x in ipairs(cur) do skipped[#skipped + 1] = x end
+        cur, w0 = {}, s.w
+      end
+      cur[#cur + 1] = s
+    end
+    for j = #skipped, 1, -1 do c.back[#c.back + 1] = skipped[j] end
+    c.taken = c.taken + k
+    return cur, k
+  end
   function c.take(k)
+    if c.same and k > 1 then return take_same(k) end
     local got = {}
     for _ = 1, k do
       local s = nextfree()
@@ -360,8 +391,9 @@ local function cursor_for(C, group, req_s)
   end
   local c = C.by[sig]
   if not c then
-    c = free_cursor(C.kfree, C.kworkers, C.kslots, C.now, C.win, true, C.P, group, parse_req(req_s))
-    c.recheck = C.named
+    local req, same = parse_req(req_s)
+    c = free_cursor(C.kfree, C.kworkers, C.kslots, C.now, C.win, true, C.P, group, req)
+    c.recheck, c.same = C.named, same
     C.by[sig] = c
   end
   return c

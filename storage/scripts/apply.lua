@@ -60,9 +60,10 @@
 -- above the group's raises it (discard_below, discard_reason) and SADDs the
 -- group to drain: the leader discards the covered runs in chunks
 -- (drain.lua); they leave every snapshot at once.
--- A group's requirements (its hash field require), and a run's own (its
--- field rreq, read when the group's rreq says it has runs with some) go
--- with each launch: a
+-- A group's requirements (its hash field require; its field same = '1'
+-- adds the flag "@same=1": all of a run's slots on one worker), and a run's
+-- own (its field rreq, read when the group's rreq says it has runs with
+-- some) go with each launch: a
 -- launch takes only slots of workers that carry them and serve the group
 -- (_lib.lua Placement; the run gets require, for allocate_batch and
 -- restore_apply).
@@ -122,7 +123,7 @@ local function apply_one(gk, ga, n)
     ARGV[ga + 1], ARGV[ga + 2], ARGV[ga + 3], ARGV[ga + 4], ARGV[ga + 5], ARGV[ga + 6], ARGV[ga + 7], ARGV[ga + 8],
     ARGV[ga + 9], ARGV[ga + 10], ARGV[ga + 11], ARGV[ga + 12], ARGV[ga + 13], ARGV[ga + 14]
   local below = tonumber(below_a) or 0
-  local g = redis.call('HMGET', kgroup, 'version', 'last_claim', 'discard_below', 'hist', 'require', 'rreq')
+  local g = redis.call('HMGET', kgroup, 'version', 'last_claim', 'discard_below', 'hist', 'require', 'rreq', 'same')
   if not g[1] then
     return redis.error_reply('WS_NOT_FOUND group ' .. group .. ' does not exist')
   end
@@ -228,6 +229,7 @@ local function apply_one(gk, ga, n)
       -- its requirements: its group's, and its own when its group has runs
       -- with some (rreq: submit.lua; a key in both: the run's value)
       local req = g[5] or ''
+      if g[7] == '1' then req = merge_req(req, '@same=1') end -- each run's slots on one worker
       if g[6] == '1' then
         local own = redis.call('HGET', a.key, 'rreq')
         if own and own ~= '' then req = merge_req(req, own) end

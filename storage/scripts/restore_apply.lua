@@ -59,7 +59,7 @@ for _, t in ipairs(reuse) do
 end
 -- a reallocated task goes only where the run may (its requirements, the
 -- workers' groups: _lib.lua Placement)
-local got = pick_free(KEYS[6], KEYS[4], KEYS[5], #realloc, now, nil, #realloc > 0 and placement(KEYS[6]) or nil, r[5] or '', parse_req(r[6]))
+local got = pick_free(KEYS[6], KEYS[4], KEYS[5], #realloc, now, nil, #realloc > 0 and placement(KEYS[6]) or nil, r[5] or '', (parse_req(r[6])))
 if #got < #realloc then
   return redis.error_reply('WS_NO_SLOTS restore run ' .. ARGV[3] .. ' needs ' .. #realloc .. ' slots, ' .. #got .. ' free on live workers')
 end

@@ -16,12 +16,13 @@
 -- removed, 'replace': the pairs given are all of them), ARGV[11] their
 -- bound (abi.MaxParams), ARGV[12] its requirements of workers ('' = keep,
 -- '-' = none, else "k=v" pairs 0x1d-separated, sorted, valid: the
--- placement of its runs launched from now on, apply.lua), ARGV[13..] name,
--- value pairs (valid, checked by the caller); stored sorted by name,
--- "name=value" 0x1d-separated
+-- placement of its runs launched from now on, apply.lua), ARGV[13] same
+-- worker ('' = keep, '1' = each run's slots on one worker: the field same,
+-- '0' = not), ARGV[14..] name, value pairs (valid, checked by the caller);
+-- stored sorted by name, "name=value" 0x1d-separated
 -- returns: {policy, max_active, version, waiting count, active count, window
 -- (0 = default), retention ms (-1 = the namespace default), run timeout ms,
--- max attempts, backoff, delayed count, params, require}
+-- max attempts, backoff, delayed count, params, require, same ('1' or '')}
 -- errors (nothing written): WS_INVALID (max_active or window < 0, more
 -- than ARGV[11] parameters after the change)
 -- writes: group policy/max_active/window (only what was given changes),
@@ -30,7 +31,7 @@
 -- version again (harmless).
 -- bound: O(1)
 local cur = redis.call('HMGET', KEYS[2], 'policy', 'max_active', 'window', 'retention_ms', 'name',
-  'run_timeout_ms', 'max_attempts', 'backoff', 'params', 'require')
+  'run_timeout_ms', 'max_attempts', 'backoff', 'params', 'require', 'same')
 local params = cur[9] or ''
 if ARGV[10] == 'merge' or ARGV[10] == 'replace' then
   local m, names = {}, {}
@@ -40,7 +41,7 @@ if ARGV[10] == 'merge' or ARGV[10] == 'replace' then
       if k then m[k] = v end
     end
   end
-  for i = 13, #ARGV - 1, 2 do
+  for i = 14, #ARGV - 1, 2 do
     if ARGV[10] == 'merge' and ARGV[i + 1] == '' then m[ARGV[i]] = nil else m[ARGV[i]] = ARGV[i + 1] end
   end
   for k in pairs(m) do names[#names + 1] = k end
@@ -102,8 +103,16 @@ if params ~= (cur[9] or '') then
   if params == '' then redis.call('HDEL', KEYS[2], 'params') else redis.call('HSET', KEYS[2], 'params', params) end
 end
 local req = setdef('require', ARGV[12], '-', 10)
+local same = cur[11] or ''
+if ARGV[13] == '1' and same ~= '1' then
+  same = '1'
+  redis.call('HSET', KEYS[2], 'same', '1')
+elseif ARGV[13] == '0' and same ~= '' then
+  same = ''
+  redis.call('HDEL', KEYS[2], 'same')
+end
 local v = redis.call('HINCRBY', KEYS[2], 'version', 1)
 redis.call('SADD', KEYS[3], ARGV[1])
 if ARGV[6] and ARGV[6] ~= '' then redis.call('PUBLISH', ARGV[6], ARGV[1]) end
 return {policy, m, v, redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5]), w, ret,
-  tonumber(rt) or 0, tonumber(ma) or 0, bo or '', KEYS[8] and redis.call('ZCARD', KEYS[8]) or 0, params, req or ''}
+  tonumber(rt) or 0, tonumber(ma) or 0, bo or '', KEYS[8] and redis.call('ZCARD', KEYS[8]) or 0, params, req or '', same}

@@ -353,7 +353,7 @@ func (s *SlotManager) failUnfit(ctx context.Context, lease *leader.Lease, misfit
 	}
 	var caps []storage.WorkerCapacity // read only when a misfit has requirements
 	for _, r := range misfit {
-		if len(r.Require) > 0 {
+		if len(r.Require) > 0 || r.SameWorker {
 			if caps, err = s.rt.st.LiveCapacity(ctx); err != nil {
 				return
 			}
@@ -364,13 +364,18 @@ func (s *SlotManager) failUnfit(ctx context.Context, lease *leader.Lease, misfit
 	still := map[string]time.Time{}
 	for _, r := range misfit {
 		reason := fmt.Sprintf("needs %d slots; all live workers together have %d, for longer than %v: it can never fit", r.Needed, s.live, s.rt.cfg.UnfitTimeout)
-		if len(r.Require) > 0 {
+		if len(r.Require) > 0 || r.SameWorker {
 			// placement: only the slots of live workers that serve its
-			// group and carry its requirements count
+			// group and carry its requirements count (same worker: of
+			// one of them)
 			can := 0
 			for _, c := range caps {
 				if c.Placement.Serves(r.Group) && c.Placement.Carries(r.Require) {
-					can += c.Slots
+					if r.SameWorker {
+						can = max(can, c.Slots)
+					} else {
+						can += c.Slots
+					}
 				}
 			}
 			if r.Needed <= can {
@@ -378,6 +383,10 @@ func (s *SlotManager) failUnfit(ctx context.Context, lease *leader.Lease, misfit
 			}
 			reason = fmt.Sprintf("needs %d slot(s) on workers with %s (its requirements); the live workers with them have %d, for longer than %v: it can never fit",
 				r.Needed, labelsText(r.Require), can, s.rt.cfg.UnfitTimeout)
+			if r.SameWorker {
+				reason = fmt.Sprintf("needs %d slot(s) on one worker; the largest live worker that may take it has %d, for longer than %v: it can never fit",
+					r.Needed, can, s.rt.cfg.UnfitTimeout)
+			}
 		} else if r.Needed <= s.live {
 			continue
 		}
