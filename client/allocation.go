@@ -20,6 +20,18 @@ type Allocation struct {
 	Params    map[string]string `json:"params,omitempty"`     // other parameters, for a pushed policy
 }
 
+// SetParam sets parameter name to value, or removes it when value is "".
+func (a *Allocation) SetParam(name, value string) {
+	if value == "" {
+		delete(a.Params, name)
+		return
+	}
+	if a.Params == nil {
+		a.Params = map[string]string{}
+	}
+	a.Params[name] = value
+}
+
 // SlotUsage is what one group (Key "") or label value holds of the
 // namespace's slots.
 type SlotUsage struct {

@@ -118,6 +118,20 @@ func TestStore_placement(t *testing.T) {
 		if n := e.c.HLen(ctx, k.Placement()).Val(); n != 2 {
 			t.Fatalf("placement hash after thumbs left: %d fields (%v), want 2 (gpu, gpu2; no #groups)", n, e.c.HKeys(ctx, k.Placement()).Val())
 		}
+		// a worker with groups that dies is reaped with its profile, and
+		// #groups counts it out
+		mustNil(t, e.s.RegisterWorkerWith(ctx, "etl", 1, 50*time.Millisecond, storage.WorkerPlacement{Groups: []string{"etl-*"}}))
+		if n := e.c.HGet(ctx, k.Placement(), "#groups").Val(); n != "1" {
+			t.Fatalf("#groups with etl: %q, want 1", n)
+		}
+		time.Sleep(150 * time.Millisecond) // its heartbeat expires (not a timing assertion: the reap below is what is checked)
+		rp := ok(e.s.ReapDeadWorkers(ctx, f))(t)
+		if fmt.Sprint(rp.Workers) != "[etl]" {
+			t.Fatalf("reaped %+v, want etl", rp)
+		}
+		if e.c.HExists(ctx, k.Placement(), "#groups").Val() || e.c.HExists(ctx, k.Placement(), "etl").Val() {
+			t.Fatalf("placement hash after etl was reaped: %v, want no #groups and no etl", e.c.HKeys(ctx, k.Placement()).Val())
+		}
 	})
 }
 

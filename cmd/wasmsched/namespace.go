@@ -282,24 +282,10 @@ func allocationParams(c *cli.Context, a *client.Allocation) error {
 		if !ok {
 			return usageErrorf("--param %q: want KEY=VALUE", p)
 		}
-		if a.Params == nil {
-			a.Params = map[string]string{}
-		}
-		if v == "" {
-			delete(a.Params, k)
-		} else {
-			a.Params[k] = v
-		}
+		a.SetParam(k, v)
 	}
 	if c.IsSet("placement") {
-		if a.Params == nil {
-			a.Params = map[string]string{}
-		}
-		if v := c.String("placement"); v == "" {
-			delete(a.Params, abi.ParamPlacement)
-		} else {
-			a.Params[abi.ParamPlacement] = v
-		}
+		a.SetParam(abi.ParamPlacement, c.String("placement"))
 	}
 	return nil
 }

@@ -713,14 +713,7 @@ func (s *Server) putAllocation(w http.ResponseWriter, r *http.Request, c *call) 
 		a.Weights = body.Weights
 	}
 	for k, v := range body.Params {
-		if a.Params == nil {
-			a.Params = map[string]string{}
-		}
-		if v == "" {
-			delete(a.Params, k)
-		} else {
-			a.Params[k] = v
-		}
+		a.SetParam(k, v)
 	}
 	if err := host.CheckAllocationPolicy(ctx, c.st, a.Policy); err != nil {
 		if errors.Is(err, host.ErrUnknownPolicy) || errors.Is(err, host.ErrNotAllocation) {

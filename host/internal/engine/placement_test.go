@@ -59,6 +59,19 @@ func TestSlotManager_placement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// one namespace for the cases (a runtime each would cost seconds under
+	// -race): each case's runs finish before the next
+	e := newREnv(t, Config{})
+	e.zoneWorkers()
+	if _, err := e.st.PushPolicy(context.Background(), storage.PushRequest{Name: "zone-spread", Kind: "allocation",
+		Blob: zoneSpread, Activate: true, Who: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	e.group("g-only-b", "wait", 1)
+	if _, err := e.st.SetGroupSettings(context.Background(), "g-only-b", storage.GroupSettings{
+		Require: []abi.Label{{Key: "zone", Value: "b"}}}); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		set  storage.AllocationSettings
@@ -75,52 +88,42 @@ func TestSlotManager_placement(t *testing.T) {
 		// without a placement: the first free slots, in identity order
 		{"none", storage.AllocationSettings{}, "[a1=2 a2=2]"},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			e := newREnv(t, Config{})
-			e.zoneWorkers()
-			if c.set.Policy == "zone-spread" {
-				if _, err := e.st.PushPolicy(context.Background(), storage.PushRequest{Name: "zone-spread", Kind: "allocation",
-					Blob: zoneSpread, Activate: true, Who: "test"}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			e.setAllocation(c.set)
-			ids := e.launchRuns(tenantRun("r1", "a", 0), tenantRun("r2", "b", 0), tenantRun("r3", "a", 0), tenantRun("r4", "b", 0))
-			if n := e.slotPass(); n != 4 {
-				t.Fatalf("placed %d, want 4", n)
-			}
-			on, per := e.where(ids)
-			if per != c.want {
-				t.Fatalf("runs per worker %s, want %s (%v)", per, c.want, on)
-			}
-			if c.name == "zone-spread" && (on["r1"][:1] == on["r2"][:1] || on["r2"][:1] == on["r3"][:1]) {
-				t.Fatalf("zones do not alternate: %v", on)
-			}
-			e.checkSlots(ids...)
-			if f := e.metric("wasmsched_allocations_total", "outcome", "policy_failed"); f != 0 {
-				t.Fatalf("policy_failed %v", f)
-			}
+		e.setAllocation(c.set)
+		p := c.name + "-"
+		ids := e.launchRuns(tenantRun(p+"r1", "a", 0), tenantRun(p+"r2", "b", 0), tenantRun(p+"r3", "a", 0), tenantRun(p+"r4", "b", 0))
+		if n := e.slotPass(); n != 4 {
+			t.Fatalf("%s: placed %d, want 4", c.name, n)
+		}
+		on, per := e.where(ids)
+		if per != c.want {
+			t.Fatalf("%s: runs per worker %s, want %s (%v)", c.name, per, c.want, on)
+		}
+		if c.name == "zone-spread" && (on[p+"r1"][:1] == on[p+"r2"][:1] || on[p+"r2"][:1] == on[p+"r3"][:1]) {
+			t.Fatalf("zones do not alternate: %v", on)
+		}
+		e.checkSlots(ids...)
+		if f := e.metric("wasmsched_allocations_total", "outcome", "policy_failed"); f != 0 {
+			t.Fatalf("%s: policy_failed %v", c.name, f)
+		}
 
-			// a run that requires zone=b (its group's requirement) goes there
-			e.group("g-only-b", "wait", 1)
-			if _, err := e.st.SetGroupSettings(context.Background(), "g-only-b", storage.GroupSettings{
-				Require: []abi.Label{{Key: "zone", Value: "b"}}}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := e.st.Submit(context.Background(), storage.SubmitRequest{Group: "g-only-b", ID: "rb"}); err != nil {
-				t.Fatal(err)
-			}
-			e.rt.coord.noPlace = true
-			for i := 0; i < 10 && e.pass(); i++ {
-			}
-			e.rt.coord.noPlace = false
-			if n := e.slotPass(); n != 1 {
-				t.Fatalf("placed %d of the zone-b run, want 1", n)
-			}
-			if w := e.run("rb").Assignments[0].Worker; w[:1] != "b" {
-				t.Fatalf("the run requiring zone=b is on %s", w)
-			}
-		})
+		// a run that requires zone=b (its group's requirement) goes there
+		rb := p + "rb"
+		if _, err := e.st.Submit(context.Background(), storage.SubmitRequest{Group: "g-only-b", ID: rb}); err != nil {
+			t.Fatal(err)
+		}
+		e.rt.coord.noPlace = true
+		for i := 0; i < 10 && e.pass(); i++ {
+		}
+		e.rt.coord.noPlace = false
+		if n := e.slotPass(); n != 1 {
+			t.Fatalf("%s: placed %d of the zone-b run, want 1", c.name, n)
+		}
+		if w := e.run(rb).Assignments[0].Worker; w[:1] != "b" {
+			t.Fatalf("%s: the run requiring zone=b is on %s", c.name, w)
+		}
+		for _, id := range append(ids, rb) {
+			e.finish(id)
+		}
 	}
 }
 
@@ -158,30 +161,37 @@ func TestSlotManager_placementRoutesLaunches(t *testing.T) {
 // policy failure) and never applied: the runs are placed by the host's
 // placement (spread) instead.
 func TestSlotManager_hostilePlacement(t *testing.T) {
-	for _, mode := range []string{"place-unknown", "place-mismatch", "place-full", "place-twice"} {
-		t.Run(mode, func(t *testing.T) {
-			e := newREnv(t, Config{})
-			e.zoneWorkers()
-			// gpu: only for runs that require it (place-mismatch names it)
-			if err := e.st.RegisterWorkerWith(context.Background(), "gpu", 4, time.Hour,
-				storage.WorkerPlacement{Labels: []abi.Label{{Key: "gpu", Value: "yes"}}, Groups: []string{"train-*"}}); err != nil {
-				t.Fatal(err)
-			}
+	e := newREnv(t, Config{})
+	e.zoneWorkers()
+	// gpu: only for runs that require it (place-mismatch names it)
+	if err := e.st.RegisterWorkerWith(context.Background(), "gpu", 4, time.Hour,
+		storage.WorkerPlacement{Labels: []abi.Label{{Key: "gpu", Value: "yes"}}, Groups: []string{"train-*"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i, mode := range []string{"place-unknown", "place-mismatch", "place-full", "place-twice"} {
+		if i == 0 {
 			e.pushAllocation("hostile", "hostile-alloc/hostile-alloc.wasm", abi.Label{Key: "mode", Value: mode},
 				abi.Label{Key: abi.ParamPlacement, Value: abi.PlacementPolicy})
-			ids := e.launchRuns(tenantRun("r1", "a", 0), tenantRun("r2", "a", 0), tenantRun("r3", "a", 0), tenantRun("r4", "a", 0))
-			if n := e.slotPass(); n != 4 {
-				t.Fatalf("placed %d, want 4", n)
-			}
-			if f := e.metric("wasmsched_allocations_total", "outcome", "policy_failed"); f != 1 {
-				t.Fatalf("policy_failed %v, want 1", f)
-			}
-			on, per := e.where(ids)
-			if per != "[a1=1 a2=1 b1=1 b2=1]" {
-				t.Fatalf("runs per worker %s, want spread (%v)", per, on)
-			}
-			e.checkSlots(ids...)
-		})
+		} else {
+			e.setAllocation(storage.AllocationSettings{Policy: "hostile", Params: []abi.Label{{Key: "mode", Value: mode},
+				{Key: abi.ParamPlacement, Value: abi.PlacementPolicy}}})
+		}
+		p := mode + "-"
+		ids := e.launchRuns(tenantRun(p+"r1", "a", 0), tenantRun(p+"r2", "a", 0), tenantRun(p+"r3", "a", 0), tenantRun(p+"r4", "a", 0))
+		if n := e.slotPass(); n != 4 {
+			t.Fatalf("%s: placed %d, want 4", mode, n)
+		}
+		if f := e.metric("wasmsched_allocations_total", "outcome", "policy_failed"); f != float64(i+1) {
+			t.Fatalf("%s: policy_failed %v, want %d (one a mode)", mode, f, i+1)
+		}
+		on, per := e.where(ids)
+		if per != "[a1=1 a2=1 b1=1 b2=1]" {
+			t.Fatalf("%s: runs per worker %s, want spread (%v)", mode, per, on)
+		}
+		e.checkSlots(ids...)
+		for _, id := range ids {
+			e.finish(id)
+		}
 	}
 }
 
