@@ -620,9 +620,10 @@ func CheckGroupPolicy(ctx context.Context, st *storage.Store, name string) error
 	return nil
 }
 
-// placementWhy says where a LAUNCHED run of a group with requirements may
-// go ("" when its group requires nothing): which live workers carry them
-// and serve the group, and how many of their slots are free.
+// placementWhy says where a LAUNCHED run with requirements or on one
+// worker may go ("" when neither): which live workers carry them and serve
+// the group, and how many of their slots are free (same worker: on the
+// freest of them).
 func placementWhy(ctx context.Context, st *storage.Store, r client.Run) (string, error) {
 	g, err := st.GetGroup(ctx, r.Group)
 	if err != nil {
@@ -636,7 +637,8 @@ func placementWhy(ctx context.Context, st *storage.Store, r client.Run) (string,
 		}
 		m[k] = v
 	}
-	if len(m) == 0 {
+	same := g.SameWorker || r.SameWorker
+	if len(m) == 0 && !same {
 		return "", nil
 	}
 	require := limits.LabelsFromMap(m)
@@ -648,7 +650,7 @@ func placementWhy(ctx context.Context, st *storage.Store, r client.Run) (string,
 	for _, l := range require {
 		need = append(need, l.Key+"="+l.Value)
 	}
-	live, fit, draining, free := 0, 0, 0, 0
+	live, fit, draining, free, most := 0, 0, 0, 0, 0 // most: the free slots of the freest worker
 	for _, w := range sv.Workers {
 		if !w.Alive {
 			continue
@@ -662,11 +664,17 @@ func placementWhy(ctx context.Context, st *storage.Store, r client.Run) (string,
 			continue
 		}
 		fit++
+		n := 0
 		for _, sl := range w.Slots {
 			if sl.Run == "" {
-				free++
+				n++
 			}
 		}
+		free, most = free+n, max(most, n)
+	}
+	if len(m) == 0 { // same worker only
+		return fmt.Sprintf("launched, waiting for one worker with %d free slots: all of its slots go to one worker (group set --same-worker, submit --same-worker); the freest of the %d live workers that may take it has %d free. ",
+			r.Slots, fit, most), nil
 	}
 	req := strings.Join(need, ", ")
 	if fit == 0 {
@@ -675,6 +683,10 @@ func placementWhy(ctx context.Context, st *storage.Store, r client.Run) (string,
 			msg += fmt.Sprintf(" (%d that do are draining)", draining)
 		}
 		return msg + "; it takes a slot as soon as one registers (worker --label). ", nil
+	}
+	if same {
+		return fmt.Sprintf("launched, waiting for slots: it needs %d slot(s) on one worker with %s (its requirements, same worker): %d live worker(s) have them, the freest with %d slots free; runs ahead of it and other runs that may use those workers take them first. ",
+			r.Slots, req, fit, most), nil
 	}
 	return fmt.Sprintf("launched, waiting for slots: it needs %d slot(s) on workers with %s (its requirements): %d live worker(s) have them, %d of their slots free; runs ahead of it and other runs that may use those workers take them first. ",
 		r.Slots, req, fit, free), nil

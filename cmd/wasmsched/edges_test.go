@@ -444,4 +444,18 @@ func TestRunExplain_placement(t *testing.T) {
 	if !strings.Contains(ex.Why, "it requires gpu=a100, zone=eu") || !strings.Contains(ex.Why, "none of the 2 live workers") {
 		t.Fatalf("explain of a run with its own requirements: %+v", ex.Why)
 	}
+	// a run of 3 slots on one worker, where no worker has 3 free
+	e.ok(nil, "submit", "plain", "--id", "s1", "--slots", "3", "--same-worker")
+	sn, err = e.st.Snapshot(ctx, "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := storagetest.Apply(ctx, e.st, f, "plain", storage.Decision{Version: sn.Group.Version, ClaimID: "c-s1",
+		Actions: []storage.Action{{Kind: storage.ActionLaunch, Run: "s1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	e.ok(&ex, "run", "explain", "s1")
+	if ex.Run.State != "LAUNCHED" || !strings.Contains(ex.Why, "waiting for one worker with 3 free slots") || !strings.Contains(ex.Why, "the freest of the 2 live workers that may take it has 2 free") {
+		t.Fatalf("explain of a same-worker run: %s %+v", ex.Run.State, ex.Why)
+	}
 }

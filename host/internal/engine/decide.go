@@ -298,10 +298,8 @@ func (c *Coordinator) decideOne(ctx context.Context, lease *leader.Lease, sn sto
 		Again: sn.Truncated() && ref.Policy.ABIVersion() < 2,
 		// While the oldest LAUNCHED run waits for slots, launches queue
 		// behind it (no run overtakes one that waits for slots); with a
-		// placement every launch goes through the slot manager's pass
-		// (from its first read of the settings in a term: until then a
-		// launch takes the first free slots it may use, as without one).
-		NoPlace: c.noPlace || c.rt.slots.waiting.Load() || c.rt.slots.placing.Load() == 2,
+		// placement every launch goes through the slot manager's pass.
+		NoPlace: c.noPlace || c.rt.slots.waiting.Load() || c.rt.slots.placingNow(ctx),
 	}
 	for i, a := range dec.Actions {
 		d.Actions[i] = storage.Action{Kind: storage.ActionKind(a.Kind.String()), Run: a.Run, Reason: a.Reason}

@@ -129,7 +129,8 @@ func TestSlotManager_placement(t *testing.T) {
 
 // TestSlotManager_placementRoutesLaunches: with a placement, the
 // coordinator's applies place no launch (each goes through a slot pass,
-// where the placement chooses its worker); without, they place at once.
+// where the placement chooses its worker), from a term's first apply on;
+// without, they place at once.
 func TestSlotManager_placementRoutesLaunches(t *testing.T) {
 	e := newREnv(t, Config{})
 	e.zoneWorkers()
@@ -153,6 +154,13 @@ func TestSlotManager_placementRoutesLaunches(t *testing.T) {
 	if on["r0"] != "a1" || on["r1"] != "a1" || on["r2"] == on["r3"] || on["r2"] == "a1" || on["r3"] == "a1" {
 		t.Fatalf("placements %v", on)
 	}
+	// a leader that just took over (no slot pass yet this term) reads the
+	// settings before its first apply: it places no launch either
+	e.rt.slots.placing.Store(0) // what the end of a term leaves
+	e.group("g2", "wait", 4)
+	e.submit("g2", "r4", 1)
+	e.pass()
+	e.wantStates([]string{"r4"}, storage.StateLaunched)
 }
 
 // TestSlotManager_hostilePlacement: a placing policy that names a worker

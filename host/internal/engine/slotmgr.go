@@ -421,6 +421,23 @@ func labelsText(ls []abi.Label) string {
 	return strings.Join(out, ", ")
 }
 
+// placingNow reports whether the namespace has a placement (every launch
+// goes through a pass): what the slot manager's last read of the settings
+// said, or, before its first read of a term, the settings read now (once a
+// term: a leader that just took over places no launch before it knows).
+func (s *SlotManager) placingNow(ctx context.Context) bool {
+	v := s.placing.Load()
+	if v == 0 {
+		a, err := s.rt.st.Allocation(ctx)
+		if err != nil {
+			return false // (the slot manager's pass reads it again)
+		}
+		s.placing.CompareAndSwap(0, 1+btoi(a.Placement() != ""))
+		v = s.placing.Load()
+	}
+	return v == 2
+}
+
 func btoi(b bool) int32 {
 	if b {
 		return 1
