@@ -23,6 +23,25 @@ type hostSet struct {
 
 func (h *hostSet) add(t *testing.T, p *Proc) { h.procs[p.Identity(t)] = p }
 
+// killLeader kill -9s the namespace's leader (one of h's hosts), drops it
+// from h and waits until another of h's hosts leads; it returns the killed
+// leader and the new one.
+func (h *hostSet) killLeader(t *testing.T, r *redistest.Server, ns string) (old, next client.Leader) {
+	t.Helper()
+	old = Leader(t, r, ns)
+	p := h.procs[old.Identity]
+	if p == nil {
+		t.Fatalf("leader %q is not one of our hosts", old.Identity)
+	}
+	p.Kill()
+	delete(h.procs, old.Identity)
+	var others []string
+	for id := range h.procs {
+		others = append(others, id)
+	}
+	return old, waitLeader(t, r, ns, 5*rtLeaseTTL, old.Epoch, others...)
+}
+
 // TestFixedSlotFailover is SeaTunnel's fixed-slot master failover, three
 // times in a row: 2 hosts, 2 workers with 8 slots each, runs holding 11
 // slots (4+4+3), 5 free. kill -9 the leader: the standby takes over and
@@ -60,23 +79,9 @@ func TestFixedSlotFailover(t *testing.T) {
 		return len(ReadJournals(t, journals)) == len(runs)
 	})
 
-	epoch := Leader(t, r, ns).Epoch
 	for round := 1; round <= 3; round++ {
-		l := Leader(t, r, ns)
-		leader := hosts.procs[l.Identity]
-		if leader == nil {
-			t.Fatalf("round %d: leader %q is not one of our hosts", round, l.Identity)
-		}
-		var others []string
-		for id := range hosts.procs {
-			if id != l.Identity {
-				others = append(others, id)
-			}
-		}
-		leader.Kill()
-		delete(hosts.procs, l.Identity)
-		nl := waitLeader(t, r, ns, 5*rtLeaseTTL, epoch, others...)
-		epoch = nl.Epoch
+		_, nl := hosts.killLeader(t, r, ns)
+		epoch := nl.Epoch
 		// The new leader restores the runs: wait until the restore queue is
 		// empty and the slot table is stable, then compare.
 		WaitFor(t, 15*time.Second, "restore queue empty", func() bool { return RestoreQueueLen(t, st) == 0 })
@@ -256,18 +261,7 @@ func TestNoDoubleExecution(t *testing.T) {
 	next := 3
 	for kill := range 2 {
 		time.Sleep(1500 * time.Millisecond)
-		l := Leader(t, r, ns)
-		p := hosts.procs[l.Identity]
-		if p == nil {
-			t.Fatalf("leader %q is not one of our hosts", l.Identity)
-		}
-		p.Kill()
-		delete(hosts.procs, l.Identity)
-		var others []string
-		for id := range hosts.procs {
-			others = append(others, id)
-		}
-		nl := waitLeader(t, r, ns, 5*rtLeaseTTL, l.Epoch, others...)
+		l, nl := hosts.killLeader(t, r, ns)
 		t.Logf("kill %d: leader epoch %d -> %d", kill+1, l.Epoch, nl.Epoch)
 		hosts.add(t, RuntimeHost(t, fmt.Sprintf("host-%d", next), r, ns, fmt.Sprintf("127.0.0.1:76%02d", next)))
 		next++

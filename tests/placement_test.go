@@ -195,18 +195,7 @@ func TestPlacement_leaderFailover(t *testing.T) {
 		}
 	}
 	WaitFor(t, 30*time.Second, "10 executions", func() bool { return len(ReadJournals(t, journals)) >= 10 })
-	l := Leader(t, r, ns)
-	leader := hosts.procs[l.Identity]
-	if leader == nil {
-		t.Fatalf("leader %q is not one of our hosts", l.Identity)
-	}
-	leader.Kill()
-	delete(hosts.procs, l.Identity)
-	var others []string
-	for id := range hosts.procs {
-		others = append(others, id)
-	}
-	nl := waitLeader(t, r, ns, 5*rtLeaseTTL, l.Epoch, others...)
+	l, nl := hosts.killLeader(t, r, ns)
 	rs := waitFinal(t, c, 90*time.Second, all...)
 	byRun := ExecutionsByRun(ReadJournals(t, journals))
 	for _, id := range all {

@@ -44,7 +44,9 @@
 --   group while a worker serves only some groups).
 -- parse_req(s): requirements "k=v" 0x1d-separated as a list of {k, v} (nil:
 --   none) and whether they hold the flag "@same=1" (a run's slots all on
---   one worker: a cursor of such runs takes k adjacent slots of one worker).
+--   one worker: a cursor of such runs takes k adjacent slots of one worker,
+--   and after a k that did not fit answers any k' >= k at once, so a call's
+--   misfits read the free zset once, not once each).
 -- take_named(C, group, req_s, list, k): k of the slots in list ("worker#index",
 --   0x1d-separated: the slots a pass's placement named for a run) that are
 --   free (in free, no run) on live workers that may take the run, in list
@@ -322,12 +324,16 @@ local function free_cursor(kfree, kworkers, kslots, now, win, deferred, P, group
   -- are adjacent in free: equal scores sort by member, "worker#index");
   -- the others read on the way are given back for smaller runs
   local function take_same(k)
+    -- a call frees no slot: once k did not fit, no k' >= k does (the
+    -- cursor is read once a call, not once a run of it)
+    if c.same_short and k >= c.same_short then return nil, #c.back end
     local cur, w0, skipped = {}, nil, {}
     while #cur < k do
       local s = nextfree()
       if not s then
         for _, x in ipairs(cur) do skipped[#skipped + 1] = x end
         for j = #skipped, 1, -1 do c.back[#c.back + 1] = skipped[j] end
+        c.same_short = k
         return nil, #skipped
       end
       if s.w ~= w0 then
