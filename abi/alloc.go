@@ -16,6 +16,12 @@ package abi
 // (AllocationDecision.Workers). The host refuses a decision that names a
 // worker a run may not use or that has too few free slots for the runs
 // named on it.
+//
+// Preferences (version 6): a run may also prefer labels, each with a
+// weight (AllocRun.Prefer); they are soft: a worker without them still
+// takes the run, but among the workers that take it and have its slots
+// free the host places it on one with the highest score
+// (WorkerCapacity.Score) first.
 
 // Allocation parameters the built-ins read (AllocationSnapshot.Params).
 const (
@@ -62,6 +68,33 @@ type AllocRun struct {
 	// Require is what a worker must carry to take it (its group's
 	// requirements and its own, sorted by key; version 5).
 	Require []Label
+	// Prefer is what it would rather have (its group's preferences and
+	// its own, sorted by key; version 6): soft, weighted.
+	Prefer []Preference
+}
+
+// Preference is a label a run would rather its worker carried (version 6):
+// a worker with Key=Value adds Weight (1 to 1000) to its score for the run.
+type Preference struct {
+	Key, Value string
+	Weight     uint32
+}
+
+// Score is the sum of the weights of r's preferences w carries (0: none,
+// or r has none).
+func (w *WorkerCapacity) Score(r *AllocRun) uint32 {
+	var n uint32
+	for _, p := range r.Prefer {
+		for _, l := range w.Labels {
+			if l.Key == p.Key {
+				if l.Value == p.Value {
+					n += p.Weight
+				}
+				break
+			}
+		}
+	}
+	return n
 }
 
 // WorkerCapacity is one live worker's slots and placement profile.

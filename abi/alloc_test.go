@@ -33,6 +33,18 @@ func ExampleWorkerCapacity_Takes() {
 	// Output: true false
 }
 
+// A worker's score for a run is the sum of the weights of the run's
+// preferences it carries: soft, unlike requirements.
+func ExampleWorkerCapacity_Score() {
+	run := abi.AllocRun{ID: "r1", Group: "g", Prefer: []abi.Preference{
+		{Key: "region", Value: "eu", Weight: 10}, {Key: "disk", Value: "ssd", Weight: 3}}}
+	eu := abi.WorkerCapacity{Worker: "a", Labels: []abi.Label{{Key: "region", Value: "eu"}}}
+	euSSD := abi.WorkerCapacity{Worker: "b", Labels: []abi.Label{{Key: "disk", Value: "ssd"}, {Key: "region", Value: "eu"}}}
+	us := abi.WorkerCapacity{Worker: "c", Labels: []abi.Label{{Key: "region", Value: "us"}}}
+	fmt.Println(eu.Score(&run), euSSD.Score(&run), us.Score(&run), us.Takes(&run))
+	// Output: 10 13 0 true
+}
+
 // A placing allocation policy names the worker of each run it orders.
 func ExampleAllocationDecision_Place() {
 	s := abi.AllocationSnapshot{

@@ -20,9 +20,10 @@ import (
 // adds placement to the allocation kind: each run's requirements and each
 // worker's labels and groups in the snapshot, and a decision that may name
 // the worker each run takes its slots on (AllocationDecision.Workers).
-// ABI.md "Versions".
+// Version 6 adds each run's weighted preferences (AllocRun.Prefer) to the
+// allocation snapshot. ABI.md "Versions".
 const (
-	Version = 5
+	Version = 6
 	// MinVersion is the oldest ABI version the host still loads.
 	MinVersion = 1
 )

@@ -156,6 +156,12 @@ type SubmitOptions struct {
 	Require map[string]string
 	// SameWorker puts all of the run's slots on one worker.
 	SameWorker bool
+	// Prefer (at most 16, "key=value[:weight]", weights 1 to 1000, 1 when
+	// not given) are labels a worker had better carry: soft, on top of its
+	// group's preferences (a key in both: this one). Among the workers that
+	// may take the run and have its slots free, one with the highest sum
+	// of weights gets it.
+	Prefer []string
 }
 
 // Submit adds a WAITING run to group (created with policy wait and
@@ -169,7 +175,11 @@ func (c *Client) Submit(ctx context.Context, group string, o SubmitOptions) (Run
 // SubmitReplay is Submit that also says whether the run existed already
 // (its idempotency key was used).
 func (c *Client) SubmitReplay(ctx context.Context, group string, o SubmitOptions) (Run, bool, error) {
-	r, replayed, err := c.st.SubmitReplay(ctx, storage.SubmitRequest{Group: group, ID: o.ID, Slots: o.Slots,
+	prefer, err := parsePrefer(o.Prefer)
+	if err != nil {
+		return Run{}, false, fmt.Errorf("submit %s: %w", group, err)
+	}
+	r, replayed, err := c.st.SubmitReplay(ctx, storage.SubmitRequest{Group: group, ID: o.ID, Slots: o.Slots, Prefer: prefer,
 		Priority: o.Priority, Payload: o.Payload, Duration: o.Duration, IdempotencyKey: o.IdempotencyKey,
 		NotBefore: o.NotBefore, Timeout: o.Timeout, Labels: limits.LabelsFromMap(o.Labels), Require: limits.LabelsFromMap(o.Require),
 		SameWorker: o.SameWorker, Retry: storage.Retry{MaxAttempts: o.MaxAttempts, Base: o.RetryBackoff, Cap: o.RetryCap}})
@@ -384,6 +394,10 @@ type GroupSettings struct {
 	// SameWorker: nil keeps it; true puts all of each run's slots on one
 	// worker (runs launched from then on).
 	SameWorker *bool `json:"-"`
+	// Prefer: nil keeps them; empty: none; else "key=value[:weight]" labels
+	// a worker had better carry to take the group's runs (soft, weighted;
+	// at most 16). Runs launched from then on follow them.
+	Prefer []string `json:"-"`
 }
 
 // Retry is a retry policy: up to MaxAttempts attempts (1..100), attempt
@@ -406,6 +420,13 @@ func (c *Client) SetGroup(ctx context.Context, name string, s GroupSettings) (Gr
 	}
 	if s.Require != nil {
 		gs.Require = limits.LabelsFromMap(s.Require)
+	}
+	if s.Prefer != nil {
+		ps, err := parsePrefer(s.Prefer)
+		if err != nil {
+			return Group{}, fmt.Errorf("group %s: %w", name, err)
+		}
+		gs.Prefer = append([]abi.Preference{}, ps...)
 	}
 	g, err := c.st.SetGroupSettings(ctx, name, gs)
 	if err != nil {

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
@@ -31,7 +32,7 @@ func runOf(r storage.Run) Run {
 	out.Result, out.Output, out.ExitCode = r.Result, r.Output, r.ExitCode
 	out.Attempt, out.MaxAttempts = max(r.Attempt, 1), max(r.MaxAttempts, 1)
 	out.Labels = labelsOf(r.Labels)
-	out.Require, out.SameWorker = limits.LabelsMap(r.Require), r.SameWorker
+	out.Require, out.SameWorker, out.Prefer = limits.LabelsMap(r.Require), r.SameWorker, preferOf(r.Prefer)
 	out.RetryBackoffMS, out.RetryCapMS = r.RetryBase.Milliseconds(), r.RetryCap.Milliseconds()
 	if r.State == storage.StateRunning && r.Timeout > 0 && !r.StartedAt.IsZero() {
 		out.Deadline = timePtr(r.StartedAt.Add(r.Timeout))
@@ -81,7 +82,35 @@ func groupOf(g storage.Group) Group {
 		RetryBackoffMS: g.Retry.Base.Milliseconds(), RetryCapMS: g.Retry.Cap.Milliseconds(),
 		Paused: g.Paused, PausedAt: timePtr(g.PausedAt), PausedBy: g.PausedBy,
 		Params: labelsOf(g.Params), WakeAt: timePtr(g.WakeAt), Require: limits.LabelsMap(g.Require),
-		SameWorker: g.SameWorker}
+		SameWorker: g.SameWorker, Prefer: preferOf(g.Prefer)}
+}
+
+// preferOf is ps as records show them: "key=value:weight" (nil: none).
+func preferOf(ps []abi.Preference) []string {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = limits.FormatPreference(p)
+	}
+	return out
+}
+
+// parsePrefer reads "key=value[:weight]" preferences (nil for nil).
+func parsePrefer(ss []string) ([]abi.Preference, error) {
+	if ss == nil {
+		return nil, nil
+	}
+	out := make([]abi.Preference, 0, len(ss))
+	for _, s := range ss {
+		p, err := limits.ParsePreference(s)
+		if err != nil {
+			return nil, fmt.Errorf("%v: %w", err, ErrInvalid)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // labelsOf is labels (or parameters) as records show them: an object,

@@ -78,6 +78,9 @@ type Run struct {
 	Require map[string]string `json:"require,omitempty"`
 	// SameWorker: all of its slots on one worker (submit --same-worker).
 	SameWorker bool `json:"same_worker,omitempty"`
+	// Prefer are its own preferences of a worker, "key=value:weight"
+	// (submit --prefer), on top of its group's (absent: none).
+	Prefer []string `json:"prefer,omitempty"`
 }
 
 // Attempt is one finished attempt of a run.
@@ -153,6 +156,9 @@ type Group struct {
 	// SameWorker: all of each run's slots on one worker (`group set
 	// --same-worker`).
 	SameWorker bool `json:"same_worker,omitempty"`
+	// Prefer are the labels a worker had better carry to take its runs,
+	// "key=value:weight" (`group set --prefer`; absent: none).
+	Prefer []string `json:"prefer,omitempty"`
 	// LatestDecision is its last applied decision (null if none).
 	LatestDecision *GroupDecision `json:"latest_decision"`
 	// Detail (Client.Group only; omitted from lists):

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/host/worker"
+	"github.com/wasmsched/wasmsched/internal/limits"
 	"github.com/wasmsched/wasmsched/internal/rediscount"
 	"github.com/wasmsched/wasmsched/internal/redistest"
 	"github.com/wasmsched/wasmsched/internal/storagetest"
@@ -111,7 +112,7 @@ type costEnv struct {
 	done         []chan error
 }
 
-func startCost(t *testing.T, srv *redistest.Server, ns string, cfg Config, slots int) *costEnv {
+func startCost(t *testing.T, srv *redistest.Server, ns string, cfg Config, slots int, labels ...abi.Label) *costEnv {
 	t.Helper()
 	hst, hn := counted(t, srv, ns)
 	wst, wn := counted(t, srv, ns)
@@ -142,7 +143,8 @@ func startCost(t *testing.T, srv *redistest.Server, ns string, cfg Config, slots
 	hd, wd := make(chan error, 1), make(chan error, 1)
 	e.done = []chan error{hd, wd}
 	go func() { hd <- h.Run(ctx) }()
-	w := simWorker(t, worker.Config{Client: wst.Redis(), Namespace: wst.Namespace(), Advertise: "127.0.0.1:9", Slots: slots, Logger: log})
+	w := simWorker(t, worker.Config{Client: wst.Redis(), Namespace: wst.Namespace(), Advertise: "127.0.0.1:9", Slots: slots, Logger: log,
+		Labels: limits.LabelsMap(labels)})
 	go func() { wd <- w.Run(ctx) }()
 	waitFor(t, 10*time.Second, "leadership and the worker's slots", func() bool {
 		sv, err := st.Slots(context.Background())
@@ -213,11 +215,14 @@ func TestCost_commandsPerRun(t *testing.T) {
 		placed    bool
 		max       float64
 		placement string // the namespace's (namespace set --placement)
+		prefer    bool   // the worker carries region=eu, every run prefers it
 	}{
-		{"placed", 20, 32, true, maxCommandsPerRun, ""},
-		{"queued", 20, 8, false, maxCommandsPerRunQueued, ""},
-		{"one-group", 1, 4, true, maxCommandsPerRunOneGroup, ""},
-		{"spread", 20, 32, false, maxCommandsPerRunPlaced, abi.PlacementSpread},
+		{"placed", 20, 32, true, maxCommandsPerRun, "", false},
+		{"queued", 20, 8, false, maxCommandsPerRunQueued, "", false},
+		{"one-group", 1, 4, true, maxCommandsPerRunOneGroup, "", false},
+		{"spread", 20, 32, false, maxCommandsPerRunPlaced, abi.PlacementSpread, false},
+		// preferences are read and honoured inside the scripts: no command
+		{"prefer", 20, 32, true, maxCommandsPerRun, "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			groups := tc.groups
@@ -231,7 +236,11 @@ func TestCost_commandsPerRun(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			e := startCost(t, srv, "cost", Config{Advertise: "127.0.0.1:8"}, tc.slots)
+			var labels []abi.Label
+			if tc.prefer {
+				labels = []abi.Label{{Key: "region", Value: "eu"}}
+			}
+			e := startCost(t, srv, "cost", Config{Advertise: "127.0.0.1:8"}, tc.slots, labels...)
 			watch, err := e.st.WatchRuns(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -240,6 +249,9 @@ func TestCost_commandsPerRun(t *testing.T) {
 			var reqs []storage.SubmitRequest
 			for i := range runs {
 				reqs = append(reqs, storage.SubmitRequest{Group: fmt.Sprintf("g%02d", i%groups), ID: fmt.Sprintf("r%04d", i)})
+				if tc.prefer {
+					reqs[i].Prefer = []abi.Preference{{Key: "region", Value: "eu", Weight: 5}}
+				}
 			}
 			e.host.Reset() // what it took to lead and register is not the runs'
 			e.worker.Reset()

@@ -87,6 +87,6 @@ func ExamplePolicy_DecideSerialInto() {
 		fmt.Println(p.ABIVersion(), d.Actions)
 	}
 	// Output:
-	// 5 [{discard a1 superseded by a newer run} {launch a2 newest run wins}]
-	// 5 [{launch b1 newest run wins}]
+	// 6 [{discard a1 superseded by a newer run} {launch a2 newest run wins}]
+	// 6 [{launch b1 newest run wins}]
 }

@@ -29,7 +29,7 @@ func TestLoadErrors(tt *testing.T) {
 		{"empty", nil, ErrNotWasm, []string{"0 bytes"}},
 		{"component", []byte("\x00asm\x0d\x00\x01\x00"), ErrNotWasm, []string{"binary format version"}},
 		{"truncated", []byte("\x00asm\x01\x00\x00\x00\x01\xff"), ErrNotWasm, []string{"malformed module"}},
-		{"badversion", readFile(tt, "testdata/badversion.wasm"), ErrABIVersion, []string{"version 99", "supports 1 to 5"}},
+		{"badversion", readFile(tt, "testdata/badversion.wasm"), ErrABIVersion, []string{"version 99", "supports 1 to 6"}},
 		{"badkind", readFile(tt, "testdata/badkind.wasm"), ErrKind, []string{"kind 7"}},
 		{"missing", readFile(tt, "testdata/missing.wasm"), ErrMissingExport, []string{"wasmsched_input", "wasmsched_decide"}},
 		{"badsig", readFile(tt, "testdata/badsig.wasm"), ErrMissingExport, []string{"wasmsched_decide has signature (i32)->(i32), want (i32)->(i64)"}},

@@ -356,17 +356,20 @@ func (s *Store) AllocInfos(ctx context.Context, ids []string) ([]AllocInfo, erro
 		seq, _ := strconv.ParseUint(str(f[1]), 10, 64)
 		at, _ := strconv.ParseInt(str(f[4]), 10, 64)
 		i := miss[j]
-		out[i] = AllocInfo{OK: true, Run: abi.AllocRun{ID: ids[i], Group: str(f[0]), Seq: seq, Slots: uint32(max(slots, 1)),
-			Priority: int32(prio), LaunchedAt: at, Labels: decodeLabels(str(f[5])), Require: noSame(str(f[6]))}}
+		r := abi.AllocRun{ID: ids[i], Group: str(f[0]), Seq: seq, Slots: uint32(max(slots, 1)),
+			Priority: int32(prio), LaunchedAt: at, Labels: decodeLabels(str(f[5]))}
+		r.Require, r.Prefer = placeOf(str(f[6]))
+		out[i] = AllocInfo{OK: true, Run: r}
 	}
 	return out, nil
 }
 
-// noSame decodes requirements without the same-worker flag (a policy sees
-// labels only: a placement always puts a run on one worker).
-func noSame(s string) []abi.Label {
-	req, _ := splitSame(decodeLabels(s))
-	return req
+// placeOf decodes a run's stored requirements as a policy sees them: the
+// labels required and the preferences (not the same-worker flag: a
+// placement always puts a run on one worker).
+func placeOf(s string) ([]abi.Label, []abi.Preference) {
+	req, _, prefer := splitReq(decodeLabels(s))
+	return req, prefer
 }
 
 // parseLaunchInfo parses a Keys.LaunchInfo entry, "seq,slots,priority,
@@ -385,6 +388,8 @@ func parseLaunchInfo(id, v string) (abi.AllocRun, bool) {
 		return abi.AllocRun{}, false
 	}
 	ls, req, _ := strings.Cut(p[5], "\x1e")
-	return abi.AllocRun{ID: id, Group: p[4], Seq: seq, Slots: uint32(max(slots, 1)), Priority: int32(prio), LaunchedAt: at,
-		Labels: decodeLabels(ls), Require: noSame(req)}, true
+	r := abi.AllocRun{ID: id, Group: p[4], Seq: seq, Slots: uint32(max(slots, 1)), Priority: int32(prio), LaunchedAt: at,
+		Labels: decodeLabels(ls)}
+	r.Require, r.Prefer = placeOf(req)
+	return r, true
 }

@@ -52,6 +52,9 @@ type Group struct {
 	Require []abi.Label
 	// SameWorker: each run's slots all on one worker (GroupSettings.SameWorker).
 	SameWorker bool
+	// Prefer are the labels a worker had better carry (GroupSettings.Prefer),
+	// sorted by key.
+	Prefer []abi.Preference
 	// WakeAt is when the group's policy asked to be decided again (zero:
 	// no pending wake).
 	WakeAt time.Time
@@ -161,6 +164,11 @@ type GroupSettings struct {
 	// then on on one worker (a run of k slots waits for a worker with k
 	// free; it never holds slots for that).
 	SameWorker *bool
+	// Prefer (nil = keep; empty = none; at most abi.MaxLabels, weights 1
+	// to 1000) are labels a worker had better carry to take the group's
+	// runs launched from now on: soft (a worker without them still takes
+	// them), weighted; a run's own preferences add to them.
+	Prefer []abi.Preference
 }
 
 // RetentionDefault, as GroupSettings.Retention, returns a group to the
@@ -257,7 +265,18 @@ func (gs GroupSettings) scriptArgs(op, name, work string) ([]any, error) {
 			same = "1"
 		}
 	}
-	args := []any{name, gs.Policy, gs.MaxActive, gs.Window, ret, work, timeout, maxa, backoff, mode, abi.MaxParams, req, same}
+	pref := ""
+	if gs.Prefer != nil {
+		ps, err := limits.NormalizePreferences(gs.Prefer)
+		if err != nil {
+			return nil, invalid(op, "group %s: %v", name, err)
+		}
+		pref = "-"
+		if len(ps) > 0 {
+			pref = encodeLabels(preferLabels(ps))
+		}
+	}
+	args := []any{name, gs.Policy, gs.MaxActive, gs.Window, ret, work, timeout, maxa, backoff, mode, abi.MaxParams, req, same, pref}
 	if mode != "" {
 		if len(gs.Params) > abi.MaxParams {
 			return nil, invalid(op, "group %s: %d policy parameters, at most %d", name, len(gs.Params), abi.MaxParams)
@@ -283,9 +302,9 @@ func (gs GroupSettings) scriptArgs(op, name, work string) ([]any, error) {
 // group_view reads for a snapshot. parseGroup decodes all three.
 var (
 	setGroupReply = []string{"policy", "max_active", "version", "waiting", "active", "window", "retention_ms",
-		"run_timeout_ms", "max_attempts", "backoff", "delayed", "params", "require", "same"}
+		"run_timeout_ms", "max_attempts", "backoff", "delayed", "params", "require", "same", "prefer"}
 	groupReadFields = []string{"policy", "max_active", "version", "window", "retention_ms",
-		"run_timeout_ms", "max_attempts", "backoff", "paused", "paused_at", "paused_by", "params", "wake_at", "require", "same"}
+		"run_timeout_ms", "max_attempts", "backoff", "paused", "paused_at", "paused_by", "params", "wake_at", "require", "same", "prefer"}
 	groupViewFields = []string{"policy", "max_active", "version", "window", "discard_below", "gen", "paused",
 		"params", "wake_at"}
 )
@@ -330,6 +349,8 @@ func parseGroup(name string, fields []string, vals []any) Group {
 			g.Require = decodeLabels(str(v))
 		case "same":
 			g.SameWorker = str(v) == "1"
+		case "prefer":
+			_, _, g.Prefer = splitReq(decodeLabels(str(v)))
 		case "wake_at":
 			g.WakeAt = msTime(toInt64(v))
 		case "discard_below":

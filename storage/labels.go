@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/wasmsched/wasmsched/abi"
@@ -66,16 +68,43 @@ func withSame(req []abi.Label, same bool) []abi.Label {
 	return append([]abi.Label{{Key: sameKey, Value: "1"}}, req...)
 }
 
-// splitSame is req without the same-worker flag, and whether it held it.
-func splitSame(req []abi.Label) ([]abi.Label, bool) {
-	for i, l := range req {
-		if l.Key == sameKey {
-			out := append(req[:i:i], req[i+1:]...)
-			if len(out) == 0 {
-				out = nil
-			}
-			return out, true
+// prefMark starts a preference's key among a run's requirements in the
+// scripts: "~key=weight:value" (SubmitRequest.Prefer, GroupSettings.Prefer;
+// _lib.lua parse_req). Label keys never start with '~', and it sorts after
+// every one.
+const prefMark = "~"
+
+// preferLabels is ps in the scripts' form.
+func preferLabels(ps []abi.Preference) []abi.Label {
+	out := make([]abi.Label, len(ps))
+	for i, p := range ps {
+		out[i] = abi.Label{Key: prefMark + p.Key, Value: strconv.FormatUint(uint64(p.Weight), 10) + ":" + p.Value}
+	}
+	return out
+}
+
+// withPrefer is req followed by ps in the scripts' form.
+func withPrefer(req []abi.Label, ps []abi.Preference) []abi.Label {
+	if len(ps) == 0 {
+		return req
+	}
+	return append(slices.Clip(req), preferLabels(ps)...)
+}
+
+// splitReq splits the stored form of a run's requirements into the labels
+// it requires, the same-worker flag and its preferences.
+func splitReq(ls []abi.Label) (req []abi.Label, same bool, prefer []abi.Preference) {
+	for _, l := range ls {
+		switch {
+		case l.Key == sameKey:
+			same = true
+		case strings.HasPrefix(l.Key, prefMark):
+			w, v, _ := strings.Cut(l.Value, ":")
+			n, _ := strconv.ParseUint(w, 10, 32)
+			prefer = append(prefer, abi.Preference{Key: l.Key[len(prefMark):], Value: v, Weight: uint32(n)})
+		default:
+			req = append(req, l)
 		}
 	}
-	return req, false
+	return req, same, prefer
 }

@@ -340,3 +340,139 @@ func TestStore_sameWorker(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_prefer: a group's preferences and a run's own (a key in both:
+// the run's) put a launch on a worker that carries them, the highest sum of
+// weights first, in the apply and in the allocate calls; they are soft: a
+// run whose preferred workers are full, or that prefers a label no worker
+// has, takes other slots, and a run with only preferences is held by the
+// slot guard as any run. They read back on the group and run records, not
+// among the requirements, and are part of the idempotency fingerprint.
+func TestStore_prefer(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		mustNil(t, e.s.RegisterWorker(ctx, "plain", 2, time.Minute))
+		mustNil(t, e.s.RegisterWorkerWith(ctx, "eu", 2, time.Minute, storage.WorkerPlacement{Labels: []abi.Label{label("region", "eu")}}))
+		mustNil(t, e.s.RegisterWorkerWith(ctx, "eu-ssd", 1, time.Minute, storage.WorkerPlacement{Labels: []abi.Label{label("disk", "ssd"), label("region", "eu")}}))
+		mustNil(t, e.s.RegisterWorkerWith(ctx, "us", 2, time.Minute, storage.WorkerPlacement{Labels: []abi.Label{label("region", "us")}}))
+		pref := func(k, v string, w uint32) abi.Preference { return abi.Preference{Key: k, Value: v, Weight: w} }
+		g := ok(e.s.SetGroupSettings(ctx, "web", storage.GroupSettings{MaxActive: 20, Prefer: []abi.Preference{pref("region", "eu", 10)}}))(t)
+		if fmt.Sprint(g.Prefer) != "[{region eu 10}]" || g.Require != nil {
+			t.Fatalf("group: prefer %v, require %v", g.Prefer, g.Require)
+		}
+		if g := ok(e.s.GetGroup(ctx, "web"))(t); fmt.Sprint(g.Prefer) != "[{region eu 10}]" {
+			t.Fatalf("group reads back prefer %v", g.Prefer)
+		}
+		subs := map[string][]abi.Preference{
+			"ssd": {pref("disk", "ssd", 5)},   // eu-ssd scores 15, eu 10
+			"us":  {pref("region", "us", 20)}, // the run's value wins: us
+			"e1":  nil, "e2": nil, "e3": nil,  // eu-ssd is taken: eu, eu, then any
+			"ap": {pref("region", "ap", 1000)}, // nobody: as without
+		}
+		for id, ps := range subs {
+			r := ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "web", ID: id, Prefer: ps}))(t)
+			if fmt.Sprint(r.Prefer) != fmt.Sprint(ps) || r.Require != nil {
+				t.Fatalf("%s: submitted with %v, record says %v (require %v)", id, ps, r.Prefer, r.Require)
+			}
+		}
+		if got := ok(e.s.GetRun(ctx, "ssd"))(t); fmt.Sprint(got.Prefer) != "[{disk ssd 5}]" || got.Require != nil {
+			t.Fatalf("run ssd reads back prefer %v, require %v", got.Prefer, got.Require)
+		}
+		if r := launch(t, e, f, "web", "ssd", "us", "e1", "e2"); r.Queued != 0 {
+			t.Fatalf("queued %d, want 0", r.Queued)
+		}
+		for id, w := range map[string]string{"ssd": "eu-ssd", "us": "us", "e1": "eu", "e2": "eu"} {
+			if ws := workerOf(t, e, id); fmt.Sprint(ws) != "["+w+"]" {
+				t.Fatalf("%s on %v, want %s", id, ws, w)
+			}
+		}
+		// eu and eu-ssd are full: e3 takes another slot (plain's first:
+		// an open worker before a labelled one), ap too
+		if r := launch(t, e, f, "web", "e3", "ap"); r.Queued != 0 {
+			t.Fatalf("queued %d, want 0", r.Queued)
+		}
+		if ws := workerOf(t, e, "e3"); fmt.Sprint(ws) != "[plain]" {
+			t.Fatalf("e3 on %v, want plain", ws)
+		}
+		// the allocate call honours them: with every slot taken q1
+		// queues; e1 (on eu) and e3 (on plain) finish, and q1 takes eu's
+		// slot, where a run without preferences takes plain's first
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "web", ID: "fill"}))(t)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "web", ID: "q1"}))(t)
+		if r := launch(t, e, f, "web", "fill", "q1"); r.Queued != 1 {
+			t.Fatalf("fill, q1 queued %d, want 1", r.Queued)
+		}
+		for _, id := range []string{"e1", "e3"} {
+			r := ok(e.s.GetRun(ctx, id))(t)
+			mustNil(t, e.s.Report(ctx, r.Assignments[0].Worker, id, r.Assignments[0].Token, storage.StateSucceeded, "done"))
+		}
+		res := ok(e.s.AllocateBatch(ctx, f, []string{"q1"}))(t)
+		if len(res) != 1 || res[0].Outcome != storage.AllocAllocated {
+			t.Fatalf("allocate q1: %+v", res)
+		}
+		if ws := workerOf(t, e, "q1"); fmt.Sprint(ws) != "[eu]" {
+			t.Fatalf("q1 on %v, want eu (preferred, freed by e1)", ws)
+		}
+		// soft: a run with only preferences that does not fit is held by
+		// the guard (0 here) as any run, where a requirement never is
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "web", ID: "big", Slots: 5}))(t)
+		launch(t, e, f, "web", "big")
+		res = ok(e.s.AllocatePass(ctx, f, []string{"big"}, 0, 0, nil))(t)
+		if len(res) != 1 || res[0].Outcome != storage.AllocNoSlots || !res[0].Held || res[0].Require != nil {
+			t.Fatalf("big: %+v, want no_slots, held, no requirements", res)
+		}
+		// the fingerprint: same key, other preferences is another request
+		req := storage.SubmitRequest{Group: "web", IdempotencyKey: "k1", Prefer: []abi.Preference{pref("region", "eu", 1)}}
+		ok(e.s.Submit(ctx, req))(t)
+		req.Prefer = []abi.Preference{pref("region", "eu", 2)}
+		if _, err := e.s.Submit(ctx, req); !errors.Is(err, storage.ErrConflict) {
+			t.Fatalf("same key, other preferences: %v, want ErrConflict", err)
+		}
+		// bad input: nothing written
+		for name, ps := range map[string][]abi.Preference{"weight": {pref("region", "eu", 0)}, "key": {pref("Region", "eu", 1)},
+			"twice": {pref("a", "1", 1), pref("a", "2", 1)}} {
+			t.Run(name, func(t *testing.T) {
+				e.unchanged(t, func() {
+					if _, err := e.s.Submit(ctx, storage.SubmitRequest{Group: "web", Prefer: ps}); !errors.Is(err, storage.ErrInvalid) {
+						t.Fatalf("submit: %v, want ErrInvalid", err)
+					}
+					if _, err := e.s.SetGroupSettings(ctx, "web", storage.GroupSettings{Prefer: ps}); !errors.Is(err, storage.ErrInvalid) {
+						t.Fatalf("group: %v, want ErrInvalid", err)
+					}
+				})
+			})
+		}
+		if g := ok(e.s.SetGroupSettings(ctx, "web", storage.GroupSettings{Prefer: []abi.Preference{}}))(t); g.Prefer != nil {
+			t.Fatalf("prefer after clearing: %v", g.Prefer)
+		}
+	})
+}
+
+// TestStore_preferWindows: the preferred worker's free slots lie past the
+// first window of the labelled free slots the scripts read (64): a run
+// still finds it, and a run preferring two labels takes the worker that
+// carries both over one read first that carries one.
+func TestStore_preferWindows(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		reg := func(w string, slots int, ls ...abi.Label) {
+			mustNil(t, e.s.RegisterWorkerWith(ctx, w, slots, time.Minute, storage.WorkerPlacement{Labels: ls}))
+		}
+		reg("a-us", 70, label("region", "us"))
+		reg("m-eu", 2, label("region", "eu"))
+		reg("z-eu-ssd", 2, label("disk", "ssd"), label("region", "eu"))
+		ok(e.s.SetGroup(ctx, "g", "wait", 10))(t)
+		pref := func(k, v string, w uint32) abi.Preference { return abi.Preference{Key: k, Value: v, Weight: w} }
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "eu", Prefer: []abi.Preference{pref("region", "eu", 1)}}))(t)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "both", Prefer: []abi.Preference{pref("disk", "ssd", 1), pref("region", "eu", 1)}}))(t)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "us", Prefer: []abi.Preference{pref("region", "us", 1)}}))(t)
+		if r := launch(t, e, f, "g", "eu", "both", "us"); r.Queued != 0 {
+			t.Fatalf("queued %d", r.Queued)
+		}
+		for id, w := range map[string]string{"eu": "m-eu", "both": "z-eu-ssd", "us": "a-us"} {
+			if ws := workerOf(t, e, id); fmt.Sprint(ws) != "["+w+"]" {
+				t.Fatalf("%s on %v, want %s", id, ws, w)
+			}
+		}
+	})
+}

@@ -120,6 +120,9 @@ type Run struct {
 	// SameWorker: its own flag that all of its slots go to one worker
 	// (SubmitRequest.SameWorker).
 	SameWorker bool
+	// Prefer are its own preferences of a worker (SubmitRequest.Prefer),
+	// sorted by key.
+	Prefer []abi.Preference
 }
 
 // runFields is the order of run fields returned by scripts and HMGET.
@@ -207,7 +210,7 @@ func parseRunTime(r *Run, vals []any) {
 		r.Labels = decodeLabels(str(vals[10]))
 	}
 	if len(vals) > 11 {
-		r.Require, r.SameWorker = splitSame(decodeLabels(str(vals[11])))
+		r.Require, r.SameWorker, r.Prefer = splitReq(decodeLabels(str(vals[11])))
 	}
 }
 

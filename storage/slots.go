@@ -629,7 +629,7 @@ func appendAllocResults(out []AllocResult, v any) []AllocResult {
 			r.Held = len(row) > 4 && toInt64(row[4]) == 1
 			if len(row) > 6 {
 				r.Group = str(row[5])
-				r.Require, r.SameWorker = splitSame(decodeLabels(str(row[6])))
+				r.Require, r.SameWorker, _ = splitReq(decodeLabels(str(row[6])))
 			}
 		}
 		out = append(out, r)

@@ -46,6 +46,10 @@ type SubmitRequest struct {
 	// SameWorker puts all of the run's slots on one worker (as its group's
 	// GroupSettings.SameWorker does for every run of it).
 	SameWorker bool
+	// Prefer (at most abi.MaxLabels, weights 1 to 1000) are labels a
+	// worker had better carry: soft, on top of its group's
+	// (GroupSettings.Prefer; a key in both: the run's).
+	Prefer []abi.Preference
 }
 
 // Idempotency bounds.
@@ -157,16 +161,10 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 	if err := r.Retry.validate(op, name); err != nil {
 		return r, scriptCall{}, err
 	}
-	labels, err := limits.NormalizeLabels("labels", r.Labels, abi.MaxLabels)
-	if err != nil {
+	if err := r.normalizeKeys(); err != nil {
 		return r, scriptCall{}, invalid(op, "%s: %v", name, err)
 	}
-	r.Labels = labels
-	req, err := limits.NormalizeLabels("requirements", r.Require, abi.MaxLabels)
-	if err != nil {
-		return r, scriptCall{}, invalid(op, "%s: %v", name, err)
-	}
-	r.Require = req
+	labels := r.Labels
 	timeout, maxa := "", ""
 	if r.Timeout > 0 {
 		timeout = strconv.FormatInt(r.Timeout.Milliseconds(), 10)
@@ -192,7 +190,7 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 		}
 		c.args = append(c.args, idempotencyTTL.Milliseconds(), r.fingerprint(), explicit)
 	}
-	if wire := withSame(req, r.SameWorker); len(wire) > 0 { // layout '2' or '3': its requirements last (submit.lua)
+	if wire := r.placeWire(); len(wire) > 0 { // layout '2' or '3': its requirements last (submit.lua)
 		c.args[0] = "2"
 		if idem == "1" {
 			c.args[0] = "3"
@@ -279,11 +277,30 @@ func (r SubmitRequest) fingerprint() string {
 	b := fmt.Appendf(nil, "%s\x00%d\x00%d\x00%d\x00%s\x00%d\x00%d\x00%d\x00%s\x00%s",
 		r.Group, r.Slots, r.Priority, r.Duration.Milliseconds(), r.Payload,
 		r.NotBefore.UnixMilli(), r.Timeout.Milliseconds(), r.Retry.MaxAttempts, r.Retry.backoff(), encodeLabels(r.Labels))
-	return digest.Short(digest.SHA256(append(b, requireSuffix(withSame(r.Require, r.SameWorker))...)))
+	return digest.Short(digest.SHA256(append(b, requireSuffix(r.placeWire())...)))
 }
 
 // requireSuffix is the fingerprint's part for a run's requirements ("" for
 // none, so a run without keeps the fingerprint it always had).
+// normalizeKeys checks and sorts r's labels, requirements and
+// preferences.
+func (r *SubmitRequest) normalizeKeys() (err error) {
+	if r.Labels, err = limits.NormalizeLabels("labels", r.Labels, abi.MaxLabels); err != nil {
+		return err
+	}
+	if r.Require, err = limits.NormalizeLabels("requirements", r.Require, abi.MaxLabels); err != nil {
+		return err
+	}
+	r.Prefer, err = limits.NormalizePreferences(r.Prefer)
+	return err
+}
+
+// placeWire is what the run asks of a worker in the scripts' form: its
+// requirements, the same-worker flag, its preferences.
+func (r *SubmitRequest) placeWire() []abi.Label {
+	return withPrefer(withSame(r.Require, r.SameWorker), r.Prefer)
+}
+
 func requireSuffix(req []abi.Label) string {
 	if len(req) == 0 {
 		return ""
@@ -302,7 +319,8 @@ func submittedRun(r SubmitRequest, v any) Run {
 	run := Run{ID: r.ID, Group: r.Group, Seq: toInt64(a[0]), State: StateWaiting, Slots: r.Slots,
 		Priority: r.Priority, Payload: r.Payload, Duration: r.Duration.Truncate(time.Millisecond),
 		SubmittedAt: msTime(toInt64(a[1])), Timeout: time.Duration(toInt64(a[5])) * time.Millisecond,
-		Attempt: 1, MaxAttempts: max(int(toInt64(a[6])), 1), Labels: r.Labels, Require: r.Require, SameWorker: r.SameWorker}
+		Attempt: 1, MaxAttempts: max(int(toInt64(a[6])), 1), Labels: r.Labels, Require: r.Require, SameWorker: r.SameWorker,
+		Prefer: r.Prefer}
 	if toInt64(a[4]) == 0 && toInt64(a[2]) == 0 {
 		run.NotBefore = time.UnixMilli(r.NotBefore.UnixMilli())
 	}

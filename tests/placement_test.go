@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -214,4 +215,69 @@ func TestPlacement_leaderFailover(t *testing.T) {
 		}
 	}
 	t.Logf("leader killed at %d executions, epoch %d -> %d; 100 runs succeeded once each", 10, l.Epoch, nl.Epoch)
+}
+
+// TestPlacement_prefer, on real processes: a group's --prefer region=eu
+// puts its runs on the eu worker while it has a free slot (the open worker
+// would get them first without it), spills the rest onto other workers
+// when it is full (soft), and a run's own --prefer for the same key wins.
+func TestPlacement_prefer(t *testing.T) {
+	t.Parallel()
+	const ns = "prefer"
+	r := redistest.Start(t)
+	RuntimeHost(t, "host-0", r, ns, "127.0.0.1:7831")
+	journals := map[string]string{}
+	_, journals["open"] = StartWorker(t, "open", r, ns, "127.0.0.1:7832", 2)
+	_, journals["eu"] = StartWorker(t, "eu", r, ns, "127.0.0.1:7833", 2, "--label", "region=eu")
+	_, journals["us"] = StartWorker(t, "us", r, ns, "127.0.0.1:7834", 4, "--label", "region=us")
+	out := cli(t, r, ns, "group", "set", "web", "--max-active", "2", "--prefer", "region=eu:10", "-o", "json")
+	if !strings.Contains(out, "region=eu:10") {
+		t.Fatalf("group set prints no preference:\n%s", out)
+	}
+	c, err := client.NewFromRedis(r.Client(t), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	submit := func(group, prefix string, n int, d time.Duration, prefer ...string) []string {
+		var ids []string
+		for i := range n {
+			id := fmt.Sprintf("%s%02d", prefix, i)
+			if _, err := c.Submit(testCtx(t, 5*time.Second), group, client.SubmitOptions{ID: id, Duration: d, Prefer: prefer}); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	ranOn := func(ids []string) map[string]int {
+		t.Helper()
+		rs := waitFinal(t, c, 60*time.Second, ids...)
+		byRun := ExecutionsByRun(ReadJournals(t, journals))
+		on := map[string]int{}
+		for _, id := range ids {
+			if rs[id].State != "SUCCEEDED" || len(byRun[id]) != 1 {
+				t.Fatalf("%s: %s, executed %d times, want SUCCEEDED once", id, rs[id].State, len(byRun[id]))
+			}
+			on[byRun[id][0].Worker]++
+		}
+		return on
+	}
+
+	// 1: two at a time, the eu worker has two slots: every run on eu
+	if on := ranOn(submit("web", "w", 10, 50*time.Millisecond)); on["eu"] != 10 {
+		t.Fatalf("web's runs ran on %v, want all 10 on eu", on)
+	}
+	// 2: six at once: two on eu, the rest elsewhere (eu is full)
+	cli(t, r, ns, "group", "set", "wide", "--max-active", "6", "--prefer", "region=eu")
+	if on := ranOn(submit("wide", "x", 6, 3*time.Second)); on["eu"] != 2 || on["open"]+on["us"] != 4 {
+		t.Fatalf("wide's runs ran on %v, want 2 on eu and 4 elsewhere", on)
+	}
+	// 3: a run's own preference for the same key wins over its group's
+	ids := submit("web", "u", 4, 50*time.Millisecond, "region=us:20")
+	if on := ranOn(ids); on["us"] != 4 {
+		t.Fatalf("runs preferring region=us ran on %v, want all 4 on us", on)
+	}
+	if out := cli(t, r, ns, "run", "show", ids[0]); !strings.Contains(out, "region=us:20") {
+		t.Fatalf("run show names no preference:\n%s", out)
+	}
 }

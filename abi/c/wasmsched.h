@@ -36,7 +36,7 @@
 #error "a plugin is one of WASMSCHED_SERIAL, WASMSCHED_REUSE and WASMSCHED_ALLOCATION"
 #endif
 
-#define WS_ABI_VERSION 5
+#define WS_ABI_VERSION 6
 #define WS_MAX_REASON 256
 
 enum { WS_WAITING = 1, WS_LAUNCHED = 2, WS_RUNNING = 3, WS_STOPPING = 4 };
@@ -305,6 +305,7 @@ typedef struct {
 	uint32_t n_runs, n_workers, n_usage, n_labels, n_params;
 	const uint8_t *workers, *usage, *labels, *params; /* the tables after the runs */
 	const uint8_t *profiles;                           /* version 5: the workers' labels and groups */
+	const uint8_t *prefs;                              /* version 6: n_prefer, reserved, the preferences */
 } ws_alloc_snapshot;
 
 /* A run waiting for slots (48 bytes of the input). */
@@ -442,6 +443,44 @@ static inline int ws_alloc_worker_serves(const ws_alloc_snapshot *s, uint32_t i,
 		a = e + 1;
 	}
 	return 0;
+}
+/* Preferences (ABI version 6): labels run r would rather its worker
+ * carried, each with a weight (1 to 1000): soft, unlike requirements. The
+ * table holds every run's, runs ascending; entry k names its run by index. */
+typedef struct { uint32_t run, weight; ws_str key, value; } ws_alloc_pref;
+static inline uint32_t ws_alloc_n_prefer(const ws_alloc_snapshot *s) { return ws__u32(s->prefs); }
+static inline ws_alloc_pref ws_alloc_prefer_at(const ws_alloc_snapshot *s, uint32_t k) {
+	ws_alloc_pref q = {0xFFFFFFFFu, 0, {(const char *)s->b, 0}, {(const char *)s->b, 0}};
+	if (k < ws_alloc_n_prefer(s)) {
+		const uint8_t *p = s->prefs + 8 + 24 * k;
+		q.run = ws__u32(p);
+		q.weight = ws__u32(p + 4);
+		q.key = ws__viewb(s->b, s->len, p + 8);
+		q.value = ws__viewb(s->b, s->len, p + 16);
+	}
+	return q;
+}
+/* Worker i's score for run r: the sum of the weights of r's preferences it
+ * carries (0: none, or r has none). */
+static inline uint32_t ws_alloc_score(const ws_alloc_snapshot *s, ws_alloc_run r, uint32_t i) {
+	uint32_t run = (uint32_t)((r.p - s->b - 48) / 48), n = ws_alloc_n_prefer(s), score = 0;
+	if (i >= s->n_workers) return 0;
+	uint32_t first = ws__u32(s->profiles + 16 * i), nl = ws_alloc_worker_n_labels(s, i);
+	for (uint32_t k = 0; k < n; k++) {
+		ws_alloc_pref q = ws_alloc_prefer_at(s, k);
+		if (q.run != run) {
+			if (q.run > run) break;
+			continue;
+		}
+		for (uint32_t j = 0; j < nl; j++) {
+			ws_label l = ws__labelb(s->b, s->len, s->labels, s->n_labels, (uint64_t)first + j);
+			if (ws_str_same(l.key, q.key)) {
+				if (ws_str_same(l.value, q.value)) score += q.weight;
+				break;
+			}
+		}
+	}
+	return score;
 }
 /* Whether worker i may take run r: it serves r's group and carries every
  * label r requires (its free slots aside). */
@@ -617,7 +656,8 @@ static inline uint64_t ws_allocation_out_size(const uint8_t *b, uint32_t n) {
 	if (n < 48 || ws__u32(b) != 6) return 0;
 	uint64_t nr = ws__u32(b + 4), nw = ws__u32(b + 32), nu = ws__u32(b + 36);
 	uint64_t nl = ws__u32(b + 40), np = ws__u32(b + 44);
-	if (48 + 48 * nr + 32 * nw + 24 * nu + 16 * (nl + np) > n) return 0;
+	uint64_t at = 48 + 48 * nr + 32 * nw + 24 * nu + 16 * (nl + np);
+	if (at + 8 > n || at + 8 + 24 * (uint64_t)ws__u32(b + at) > n) return 0;
 	return 16 + 8 * nr;
 }
 
@@ -627,7 +667,8 @@ static inline uint32_t ws_decide_allocation_buf(const uint8_t *b, uint32_t n, ui
 	uint32_t nr = ws__u32(b + 4), nw = ws__u32(b + 32), nu = ws__u32(b + 36);
 	uint32_t nl = ws__u32(b + 40), np = ws__u32(b + 44);
 	const uint8_t *workers = b + 48 + 48 * nr, *usage = workers + 16 * nw, *labels = usage + 24 * nu;
-	ws_alloc_snapshot s = {b, n, nr, nw, nu, nl, np, workers, usage, labels, labels + 16 * nl, labels + 16 * (nl + np)};
+	ws_alloc_snapshot s = {b, n, nr, nw, nu, nl, np, workers, usage, labels, labels + 16 * nl, labels + 16 * (nl + np),
+		labels + 16 * (nl + np) + 16 * nw};
 	ws_alloc_decision d = {out, 0, nr, 0};
 	ws_decide_allocation(&s, &d);
 	ws__put32(d.b, 7);

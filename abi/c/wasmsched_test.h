@@ -107,6 +107,9 @@ typedef struct {
 	int64_t launched_at;
 	const ws_test_label *require; /* placement (ABI version 5): sorted by key */
 	uint32_t n_require;
+	const ws_test_label *prefer; /* preferences (ABI version 6): sorted by key */
+	const uint32_t *prefer_weight;
+	uint32_t n_prefer;
 } ws_test_arun;
 typedef struct {
 	const char *worker;
@@ -147,10 +150,12 @@ static inline uint32_t ws_test_alloc_encode(const ws_test_alloc_snapshot *s) {
 	memset(ws_test_in, 0, sizeof ws_test_in);
 	uint8_t *b = ws_test_in;
 	uint32_t nl = 0;
-	for (uint32_t i = 0; i < s->n_runs; i++) nl += s->runs[i].n_labels + s->runs[i].n_require;
+	uint32_t nq = 0;
+	for (uint32_t i = 0; i < s->n_runs; i++) nl += s->runs[i].n_labels + s->runs[i].n_require, nq += s->runs[i].n_prefer;
 	for (uint32_t i = 0; i < s->n_workers; i++) nl += s->workers[i].n_labels;
 	uint32_t wat = 48 + 48 * s->n_runs, uat = wat + 16 * s->n_workers, lat = uat + 24 * s->n_usage, pat = lat + 16 * nl;
-	uint32_t fat = pat + 16 * s->n_params, at = fat + 16 * s->n_workers, label = 0;
+	uint32_t fat = pat + 16 * s->n_params, qat = fat + 16 * s->n_workers, at = qat + 8 + 24 * nq, label = 0, q = 0;
+	ws__put32(b + qat, nq);
 	ws__put32(b, 6);
 	ws__put32(b + 4, s->n_runs);
 	ws__put64(b + 8, (uint64_t)s->now);
@@ -183,6 +188,13 @@ static inline uint32_t ws_test_alloc_encode(const ws_test_alloc_snapshot *s) {
 		for (uint32_t j = 0; j < r->n_require; j++, label++) {
 			at = ws_test__str(b, b + lat + 16 * label, at, r->require[j].key);
 			at = ws_test__str(b, b + lat + 16 * label + 8, at, r->require[j].value);
+		}
+		for (uint32_t j = 0; j < r->n_prefer; j++, q++) {
+			uint8_t *e = b + qat + 8 + 24 * q;
+			ws__put32(e, i);
+			ws__put32(e + 4, r->prefer_weight ? r->prefer_weight[j] : 1);
+			at = ws_test__str(b, e + 8, at, r->prefer[j].key);
+			at = ws_test__str(b, e + 16, at, r->prefer[j].value);
 		}
 	}
 	for (uint32_t i = 0; i < s->n_workers; i++) {

@@ -74,6 +74,7 @@ Examples:
 			&cli.StringFlag{Name: "policy", Value: "wait", Usage: "serial policy `NAME` of the generated groups (wait, discard, priority, or one pushed in --namespace)"},
 			&cli.IntFlag{Name: "window", Usage: "snapshot window `N` of the generated groups (group set --window)", DefaultText: fmt.Sprint(limits.DefaultWindow)},
 			&cli.StringFlag{Name: "require", Usage: "every generated group requires the labels `K=V,...` and the in-process workers carry them (placement's cost)"},
+			&cli.StringFlag{Name: "prefer", Usage: "every generated group prefers the labels `K=V:W,...` and the in-process workers carry them (preferences' cost)"},
 			&cli.StringFlag{Name: "placement", Usage: "the namespace's placement `MODE`: spread, pack or policy (namespace set --placement; placement's cost)"},
 			&cli.IntFlag{Name: "runs", Usage: "submit `N` runs", DefaultText: "10 x --groups"},
 			&cli.IntFlag{Name: "workers", Value: 4, Usage: "in-process simulated workers `W` (0 = use the running ones)"},
@@ -146,6 +147,12 @@ func benchAction(c *cli.Context) error {
 			}
 			o.Require[l.Key] = l.Value
 		}
+	}
+	for _, p := range splitList(c.String("prefer")) {
+		if _, err := limits.ParsePreference(p); err != nil {
+			return usageErrorf("bench: --prefer: %s", err)
+		}
+		o.Prefer = append(o.Prefer, p)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {

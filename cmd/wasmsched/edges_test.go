@@ -349,8 +349,8 @@ func TestRunTimeFlags_badValues(t *testing.T) {
 
 // TestGroupSet_require: --require sets a group's requirements (group show
 // and -o json carry them), --no-require drops them, bad ones exit 2 with
-// nothing written; worker --label/--groups are checked before anything
-// connects.
+// nothing written; the same for --prefer (and submit --prefer);
+// worker --label/--groups are checked before anything connects.
 func TestGroupSet_require(t *testing.T) {
 	e := newCLIEnv(t)
 	var g client.Group
@@ -396,6 +396,40 @@ func TestGroupSet_require(t *testing.T) {
 	e.ok(&off, "group", "set", "train", "--same-worker=false")
 	if off.SameWorker {
 		t.Fatal("--same-worker=false left it on")
+	}
+	// preferences: on the group (set, shown, kept by other changes,
+	// cleared) and on a run; bad ones exit 2 with nothing written
+	e.ok(&g, "group", "set", "train", "--prefer", "region=eu:10", "--prefer", "disk=ssd")
+	if fmt.Sprint(g.Prefer) != "[disk=ssd:1 region=eu:10]" {
+		t.Fatalf("group set --prefer: %v", g.Prefer)
+	}
+	e.ok(&g, "group", "set", "train", "--max-active", "4")
+	if len(g.Prefer) != 2 {
+		t.Fatalf("a change of max-active dropped the preferences: %v", g.Prefer)
+	}
+	if _, out, _ := e.cli("group", "show", "train"); !strings.Contains(out, "PREFER") || !strings.Contains(out, "disk=ssd:1, region=eu:10") {
+		t.Errorf("group show does not list the preferences:\n%s", out)
+	}
+	version := g.Version
+	e.usage("--prefer: preference \"region=eu:0\": the weight must be an integer 1..1000", "group", "set", "train", "--prefer", "region=eu:0")
+	e.usage("--prefer and --no-prefer are exclusive", "group", "set", "train", "--prefer", "a=b", "--no-prefer")
+	e.usage(`--prefer: preference "noeq": want key=value[:weight]`, "submit", "train", "--prefer", "noeq")
+	e.usage("preferences: key region given twice", "submit", "train", "--prefer", "region=eu", "--prefer", "region=us")
+	e.ok(&g, "group", "show", "train")
+	if g.Version != version || g.Waiting != 0 {
+		t.Fatalf("bad --prefer wrote: version %d (was %d), %d waiting", g.Version, version, g.Waiting)
+	}
+	e.ok(&run, "submit", "plain", "--prefer", "region=us:20", "--id", "pr")
+	if fmt.Sprint(run.Prefer) != "[region=us:20]" || run.Require != nil {
+		t.Fatalf("submit --prefer: prefer %v, require %v", run.Prefer, run.Require)
+	}
+	if _, out, _ := e.cli("run", "show", "pr"); !strings.Contains(out, "PREFER") || !strings.Contains(out, "region=us:20") {
+		t.Errorf("run show does not list the preferences:\n%s", out)
+	}
+	var unpref client.Group
+	e.ok(&unpref, "group", "set", "train", "--no-prefer")
+	if unpref.Prefer != nil {
+		t.Fatalf("prefer after --no-prefer: %v", unpref.Prefer)
 	}
 	e.usage(`--label: label "noeq": want key=value`, "worker", "--advertise", "w:1", "--simulate", "--label", "noeq")
 	e.usage(`--groups: group name "a b" contains whitespace`, "worker", "--advertise", "w:1", "--simulate", "--groups", "a b")

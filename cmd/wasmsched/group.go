@@ -130,6 +130,9 @@ func groupDetailTable(w io.Writer, g client.Group) {
 	if len(g.Require) > 0 {
 		fmt.Fprintf(w, "\nREQUIRE\t%s (its runs go only to workers with these labels)\n", pairs(g.Require))
 	}
+	if len(g.Prefer) > 0 {
+		fmt.Fprintf(w, "\nPREFER\t%s (its runs go to workers with these labels first)\n", strings.Join(g.Prefer, ", "))
+	}
 	if g.SameWorker {
 		fmt.Fprintf(w, "\nSAME WORKER\tyes (all of a run's slots on one worker)\n")
 	}
@@ -311,11 +314,16 @@ Examples:
    wasmsched group set etl --run-timeout 20m --max-attempts 3 --retry-backoff 30s
    wasmsched group set hooks --policy debounce --param period=2s --param max_wait=30s
    wasmsched group set train --require gpu=a100 --require zone=eu
+   wasmsched group set web --prefer region=eu:10 --prefer disk=ssd:2
 
 --require K=V places the group's runs only on workers that carry every
 label given (worker --label); the runs launched from then on follow the
 change. Without a worker that has them, the runs wait (LAUNCHED), and they
-never hold other runs' slots.`,
+never hold other runs' slots.
+
+--prefer K=V[:W] is soft: among the workers that may take a run and have its
+slots free, one whose labels score the highest sum of weights W (1 to 1000,
+default 1) gets it; with none of them free the run goes anywhere it may.`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "policy", Aliases: []string{"p"}, Usage: "serial policy `NAME` (wait, discard, priority, or a pushed one)"},
 			&cli.IntFlag{Name: "max-active", Aliases: []string{"m"}, Usage: fmt.Sprintf("at most `N` (1 to %d) active runs (a new group: 1)", limits.MaxMaxActive), DefaultText: "kept"},
@@ -327,6 +335,8 @@ never hold other runs' slots.`,
 			&cli.StringSliceFlag{Name: "require", Usage: "its runs go only to workers with the label `K=V` (repeatable: every one; replaces the group's requirements)"},
 			&cli.BoolFlag{Name: "no-require", Usage: "drop the group's requirements: any worker that serves it may run its runs"},
 			&cli.BoolFlag{Name: "same-worker", Usage: "put all the slots of each of its runs on one worker (--same-worker=false: any workers)"},
+			&cli.StringSliceFlag{Name: "prefer", Usage: "its runs go first to workers with the label `K=V[:W]` (weight W 1 to 1000, default 1; repeatable: weights add up; replaces the group's preferences)"},
+			&cli.BoolFlag{Name: "no-prefer", Usage: "drop the group's preferences"},
 		}, runTimeFlags("run-")...),
 		Action: groupSet,
 	}
@@ -432,18 +442,9 @@ func groupSet(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	var require map[string]string
-	switch {
-	case c.IsSet("require") && c.Bool("no-require"):
-		return usageErrorf("--require and --no-require are exclusive")
-	case c.IsSet("require"):
-		ls, err := labelFlags(c, "require", abi.MaxLabels)
-		if err != nil {
-			return err
-		}
-		require = limits.LabelsMap(ls)
-	case c.Bool("no-require"):
-		require = map[string]string{}
+	require, prefer, err := groupPlacementFlags(c)
+	if err != nil {
+		return err
 	}
 	policy := c.String("policy")
 	if c.IsSet("policy") {
@@ -466,7 +467,8 @@ func groupSet(c *cli.Context) error {
 		}
 	}
 	gs := client.GroupSettings{Policy: policy, MaxActive: maxActive, Window: window,
-		Retention: retention, RunTimeout: timeout, Retry: retry, ReplaceParams: c.Bool("replace-params"), Require: require}
+		Retention: retention, RunTimeout: timeout, Retry: retry, ReplaceParams: c.Bool("replace-params"), Require: require,
+		Prefer: prefer}
 	if c.IsSet("same-worker") {
 		same := c.Bool("same-worker")
 		gs.SameWorker = &same
@@ -487,6 +489,37 @@ func groupSet(c *cli.Context) error {
 		return err
 	}
 	return render(c, g, func(w io.Writer) { groupsTable(w, []client.Group{g}) })
+}
+
+// groupPlacementFlags reads group set's --require/--no-require and
+// --prefer/--no-prefer: nil keeps the group's, empty drops them.
+func groupPlacementFlags(c *cli.Context) (require map[string]string, prefer []string, err error) {
+	switch {
+	case c.IsSet("require") && c.Bool("no-require"):
+		return nil, nil, usageErrorf("--require and --no-require are exclusive")
+	case c.IsSet("require"):
+		ls, err := labelFlags(c, "require", abi.MaxLabels)
+		if err != nil {
+			return nil, nil, err
+		}
+		require = limits.LabelsMap(ls)
+	case c.Bool("no-require"):
+		require = map[string]string{}
+	}
+	switch {
+	case c.IsSet("prefer") && c.Bool("no-prefer"):
+		return nil, nil, usageErrorf("--prefer and --no-prefer are exclusive")
+	case c.IsSet("prefer"):
+		prefer = c.StringSlice("prefer")
+		for _, p := range prefer {
+			if _, err := limits.ParsePreference(p); err != nil {
+				return nil, nil, usageErrorf("--prefer: %v", err)
+			}
+		}
+	case c.Bool("no-prefer"):
+		prefer = []string{}
+	}
+	return require, prefer, nil
 }
 
 // orDefault is ms as a duration, or def when 0.

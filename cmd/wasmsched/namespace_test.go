@@ -116,6 +116,20 @@ func TestCLINamespace(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "1. r1 on a1  (fits now)") || !strings.Contains(out, "2. r2 on b1  (fits now)") || !strings.Contains(out, "3. r3  (fits now)") {
 		t.Fatalf("dry-run zone-spread: exit %d\n%s%s", code, out, errs)
 	}
+	// preferences (version 6) read from a snapshot; a bad one exits 2 naming it
+	if err := os.WriteFile(zs, []byte(`{"kind": "allocation", "workers": [{"worker": "a1", "slots": 1}],
+	  "runs": [{"id": "r1", "prefer": ["zone=b:5", "disk=ssd"]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := cli("policy", "dry-run", "--policy", "fifo", "--snapshot", zs); code != 0 || !strings.Contains(out, "1. r1") {
+		t.Fatalf("dry-run with preferences: exit %d\n%s%s", code, out, errs)
+	}
+	if err := os.WriteFile(zs, []byte(`{"kind": "allocation", "runs": [{"id": "r1", "prefer": ["zone=b:0"]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := cli("policy", "dry-run", "--policy", "fifo", "--snapshot", zs); code != exitUsage || !strings.Contains(errs, "runs[0].prefer") || !strings.Contains(errs, "weight") {
+		t.Fatalf("dry-run bad preference: exit %d %q", code, errs)
+	}
 	if err := os.WriteFile(zs, []byte(`{"kind": "allocation", "workers": [{"worker": "a1", "groups": ["bad group"]}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -329,6 +329,9 @@ func runShowTable(w io.Writer, r client.Run) {
 	if len(r.Require) > 0 {
 		fmt.Fprintf(w, "REQUIRE\t%s (and its group's)\n", pairs(r.Require))
 	}
+	if len(r.Prefer) > 0 {
+		fmt.Fprintf(w, "PREFER\t%s (and its group's)\n", strings.Join(r.Prefer, ", "))
+	}
 	if r.SameWorker {
 		fmt.Fprintf(w, "SAME WORKER\tyes (all of its slots on one worker)\n")
 	}

@@ -85,6 +85,7 @@ func submitCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "a label `K=V` of the run (repeatable, at most 16)"},
 			&cli.StringSliceFlag{Name: "require", Usage: "run it only on a worker with the label `K=V` (repeatable; on top of its group's --require)"},
 			&cli.BoolFlag{Name: "same-worker", Usage: "put all of its slots (--slots) on one worker: it waits for a worker with that many free"},
+			&cli.StringSliceFlag{Name: "prefer", Usage: "run it first on a worker with the label `K=V[:W]` (soft; weight W 1 to 1000, default 1; repeatable; on top of its group's --prefer)"},
 		}, runTimeFlags("")...),
 		Action: func(c *cli.Context) error {
 			if err := exactArgs(c, 1, "G"); err != nil {
@@ -108,6 +109,12 @@ func submitCommand() *cli.Command {
 				o.Require = limits.LabelsMap(req)
 			}
 			o.SameWorker = c.Bool("same-worker")
+			for _, p := range c.StringSlice("prefer") {
+				if _, err := limits.ParsePreference(p); err != nil {
+					return usageErrorf("--prefer: %v", err)
+				}
+			}
+			o.Prefer = c.StringSlice("prefer")
 			if o.NotBefore, err = notBeforeFlags(c); err != nil {
 				return err
 			}

@@ -1024,5 +1024,28 @@ func TestAPI_groupRequire(t *testing.T) {
 	if got := e.do("POST", ns+"/groups/train/runs", `{"id": "r3", "slots": 2, "same_worker": true}`, &sameRun); got != 201 || !sameRun.SameWorker {
 		t.Fatalf("submit same_worker: %d %+v", got, sameRun)
 	}
+	// preferences, on the group and on a run; bad ones 400, nothing written
+	var pg struct {
+		Version int64    `json:"version"`
+		Prefer  []string `json:"prefer"`
+	}
+	if got := e.do("PUT", ns+"/groups/train", `{"prefer": ["region=eu:10", "disk=ssd"]}`, &pg); got != 200 || fmt.Sprint(pg.Prefer) != "[disk=ssd:1 region=eu:10]" {
+		t.Fatalf("put prefer: %d %+v", got, pg)
+	}
+	e.fails(400, "invalid", "the weight must be an integer 1..1000", "PUT", ns+"/groups/train", `{"prefer": ["region=eu:0"]}`)
+	e.fails(400, "invalid", `preference "noeq"`, "POST", ns+"/groups/train/runs", `{"id": "r4", "prefer": ["noeq"]}`)
+	e.fails(404, "not_found", "r4", "GET", ns+"/runs/r4", "")
+	var pr struct {
+		Prefer []string `json:"prefer"`
+	}
+	if got := e.do("POST", ns+"/groups/train/runs", `{"id": "r5", "prefer": ["region=us:20"]}`, &pr); got != 201 || fmt.Sprint(pr.Prefer) != "[region=us:20]" {
+		t.Fatalf("submit with prefer: %d %+v", got, pr)
+	}
+	var pnone struct {
+		Prefer []string `json:"prefer"`
+	}
+	if got := e.do("PUT", ns+"/groups/train", `{"prefer": []}`, &pnone); got != 200 || pnone.Prefer != nil {
+		t.Fatalf("prefer []: %d %+v, want none", got, pnone)
+	}
 	e.fails(400, "invalid", "same_worker", "PUT", ns+"/groups/train", `{"same_worker": "yes"}`)
 }

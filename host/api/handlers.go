@@ -126,6 +126,9 @@ type groupPutJSON struct {
 	Require map[string]string `json:"require"`
 	// SameWorker: all of each run's slots on one worker (absent: keep).
 	SameWorker *bool `json:"same_worker"`
+	// Prefer: "key=value[:weight]" labels a worker had better carry
+	// (absent: keep; []: none).
+	Prefer []string `json:"prefer"`
 }
 
 // msField is a *_ms field of a request: absent 0, negative a 400 naming it.
@@ -168,7 +171,8 @@ func (s *Server) putGroup(w http.ResponseWriter, r *http.Request, c *call) (int,
 		return 0, nil, err
 	}
 	gs := client.GroupSettings{Policy: body.Policy, MaxActive: body.MaxActive, Window: body.Window,
-		Params: body.Params, ReplaceParams: body.ReplaceParams, Require: body.Require, SameWorker: body.SameWorker}
+		Params: body.Params, ReplaceParams: body.ReplaceParams, Require: body.Require, SameWorker: body.SameWorker,
+		Prefer: body.Prefer}
 	if body.RunTimeoutMS != nil {
 		d, err := msField("run_timeout_ms", body.RunTimeoutMS)
 		if err != nil {
@@ -229,6 +233,9 @@ type submitJSON struct {
 	Require map[string]string `json:"require"`
 	// SameWorker: all of the run's slots on one worker.
 	SameWorker bool `json:"same_worker"`
+	// Prefer: "key=value[:weight]" labels a worker had better carry, on
+	// top of the group's.
+	Prefer []string `json:"prefer"`
 	runTimeJSON
 }
 
@@ -271,7 +278,8 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, c *call) (int, a
 	}
 	o := client.SubmitOptions{ID: body.ID, Slots: body.Slots,
 		Priority: body.Priority, Payload: body.Payload, Duration: time.Duration(body.DurationMS) * time.Millisecond,
-		IdempotencyKey: r.Header.Get(idempotencyHeader), Labels: body.Labels, Require: body.Require, SameWorker: body.SameWorker}
+		IdempotencyKey: r.Header.Get(idempotencyHeader), Labels: body.Labels, Require: body.Require, SameWorker: body.SameWorker,
+		Prefer: body.Prefer}
 	if body.NotBefore != nil {
 		t, err := time.Parse(time.RFC3339Nano, *body.NotBefore)
 		if err != nil {

@@ -255,7 +255,7 @@ func TestUI_browser(t *testing.T) {
 	if got := text("#group-params"); !strings.Contains(got, "period=2s") {
 		t.Fatalf("group params %q", got)
 	}
-	if got := e.do("PUT", ns+"/groups/placed", `{"require": {"zone": "eu"}, "same_worker": true}`, nil); got != 200 {
+	if got := e.do("PUT", ns+"/groups/placed", `{"require": {"zone": "eu"}, "same_worker": true, "prefer": ["disk=ssd:3"]}`, nil); got != 200 {
 		t.Fatalf("group require: %d", got)
 	}
 	run("a group's requirements", chromedp.Navigate(e.srv.URL+"/ui/#/groups/placed"), chromedp.WaitVisible(chromedp.CSS("#group-require")))
@@ -265,12 +265,15 @@ func TestUI_browser(t *testing.T) {
 	if got := text("#group-same-worker"); !strings.Contains(got, "one worker") {
 		t.Fatalf("group same worker %q", got)
 	}
+	if got := text("#group-prefer"); !strings.Contains(got, "disk=ssd:3") {
+		t.Fatalf("group preferences %q", got)
+	}
 	// a run's own requirements and same-worker flag, on its page
-	if got := e.do("POST", ns+"/groups/placed/runs", `{"id": "placed-1", "slots": 2, "require": {"gpu": "a100"}, "same_worker": true}`, nil); got != 201 {
+	if got := e.do("POST", ns+"/groups/placed/runs", `{"id": "placed-1", "slots": 2, "require": {"gpu": "a100"}, "same_worker": true, "prefer": ["region=eu:7"]}`, nil); got != 201 {
 		t.Fatalf("submit placed-1: %d", got)
 	}
 	run("a run's placement", chromedp.Navigate(e.srv.URL+"/ui/#/runs/placed-1"), chromedp.WaitVisible(chromedp.CSS("#run-placement")))
-	if got := text("#run-placement"); !strings.Contains(got, "gpu=a100") || !strings.Contains(got, "one worker") {
+	if got := text("#run-placement"); !strings.Contains(got, "gpu=a100") || !strings.Contains(got, "one worker") || !strings.Contains(got, "prefers region=eu:7") {
 		t.Fatalf("run placement %q", got)
 	}
 	// a worker's labels and groups, on the overview

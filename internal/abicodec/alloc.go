@@ -16,6 +16,8 @@ const (
 	AllocRunSize                 = 48
 	WorkerCapacitySize           = 16
 	WorkerProfileSize            = 16 // version 5: after the parameters
+	PreferHeaderSize             = 8  // version 6: n_prefer, reserved; after the profiles
+	PreferenceSize               = 24 // version 6: run, weight, key, value
 	SlotUsageSize                = 24
 	AllocationDecisionHeaderSize = 16
 )
@@ -28,7 +30,12 @@ func AllocationSnapshotSize(s *abi.AllocationSnapshot) int {
 		r := &s.Runs[i]
 		size += len(r.ID) + len(r.Group) + (len(r.Labels)+len(r.Require))*LabelSize + labelBytes(r.Labels) + labelBytes(r.Require)
 	}
-	size += len(s.Workers) * WorkerProfileSize
+	size += len(s.Workers)*WorkerProfileSize + PreferHeaderSize
+	for i := range s.Runs {
+		for _, p := range s.Runs[i].Prefer {
+			size += PreferenceSize + len(p.Key) + len(p.Value)
+		}
+	}
 	for i := range s.Workers {
 		w := &s.Workers[i]
 		size += len(w.Worker) + len(w.Labels)*LabelSize + labelBytes(w.Labels) + groupsLen(w.Groups)
@@ -50,11 +57,13 @@ func groupsLen(groups []string) int {
 
 // AppendAllocationSnapshot appends the encoding of s to dst. The label
 // table holds each run's labels followed by its requirements, then each
-// worker's labels; the worker profiles (version 5) follow the parameters.
+// worker's labels; the worker profiles (version 5) follow the parameters,
+// and the preferences (version 6) the profiles.
 func AppendAllocationSnapshot(dst []byte, s *abi.AllocationSnapshot) []byte {
-	nl := 0
+	nl, npref := 0, 0
 	for i := range s.Runs {
 		nl += len(s.Runs[i].Labels) + len(s.Runs[i].Require)
+		npref += len(s.Runs[i].Prefer)
 	}
 	for i := range s.Workers {
 		nl += len(s.Workers[i].Labels)
@@ -78,7 +87,10 @@ func AppendAllocationSnapshot(dst []byte, s *abi.AllocationSnapshot) []byte {
 	lAt := uAt + len(s.Usage)*SlotUsageSize
 	pAt := lAt + nl*LabelSize
 	fAt := pAt + len(s.Params)*LabelSize
-	next := fAt + len(s.Workers)*WorkerProfileSize
+	qAt := fAt + len(s.Workers)*WorkerProfileSize
+	next := qAt + PreferHeaderSize + npref*PreferenceSize
+	put32(rec, qAt, uint32(npref))
+	qAt += PreferHeaderSize
 	label := 0
 	putLabels := func(ls []abi.Label) {
 		for j := range ls {
@@ -101,6 +113,13 @@ func AppendAllocationSnapshot(dst []byte, s *abi.AllocationSnapshot) []byte {
 		rec[at+46], rec[at+47] = byte(len(r.Require)), byte(len(r.Require)>>8)
 		putLabels(r.Labels)
 		putLabels(r.Require)
+		for _, p := range r.Prefer {
+			put32(rec, qAt, uint32(i))
+			put32(rec, qAt+4, p.Weight)
+			next = putStr(rec, 0, qAt+8, next, p.Key)
+			next = putStr(rec, 0, qAt+16, next, p.Value)
+			qAt += PreferenceSize
+		}
 		at += AllocRunSize
 	}
 	for i := range s.Workers {
@@ -223,6 +242,50 @@ func decodeAllocationSnapshot(b []byte, s *abi.AllocationSnapshot, view bool) er
 		return err
 	}
 	s.Params = append(s.Params, params...)
+	return decodePreferences(b, s, fAt+nw*WorkerProfileSize, view)
+}
+
+// decodePreferences decodes the preference table (version 6) at b[at:]
+// into the runs of s, each run's consecutive (runs ascending).
+func decodePreferences(b []byte, s *abi.AllocationSnapshot, at uint64, view bool) error {
+	for i := range s.Runs {
+		s.Runs[i].Prefer = nil
+	}
+	if at+PreferHeaderSize > uint64(len(b)) {
+		return malformed("allocation snapshot: no preference table at %d of %d bytes", at, len(b))
+	}
+	n := uint64(le.Uint32(b[at : at+4]))
+	at += PreferHeaderSize
+	if n > uint64(len(b)) || at+n*PreferenceSize > uint64(len(b)) {
+		return malformed("allocation snapshot: %d preferences do not fit %d bytes", n, len(b))
+	}
+	all := make([]abi.Preference, n)
+	last := -1
+	for j := range all {
+		rec := b[at : at+PreferenceSize]
+		run := int(le.Uint32(rec[0:4]))
+		if run >= len(s.Runs) || run < last {
+			return malformed("allocation preference %d: run %d (of %d, after %d)", j, run, len(s.Runs), last)
+		}
+		p := &all[j]
+		p.Weight = le.Uint32(rec[4:8])
+		var ok1, ok2 bool
+		p.Key, ok1 = str(b, rec[8:16], view)
+		p.Value, ok2 = str(b, rec[16:24], view)
+		if !ok1 || !ok2 {
+			return errBadString
+		}
+		r := &s.Runs[run]
+		if r.Prefer == nil {
+			r.Prefer = all[j:j:len(all)]
+		}
+		r.Prefer = r.Prefer[:len(r.Prefer)+1]
+		last = run
+		at += PreferenceSize
+	}
+	for i := range s.Runs { // (no run's slice may grow into the next's)
+		s.Runs[i].Prefer = s.Runs[i].Prefer[:len(s.Runs[i].Prefer):len(s.Runs[i].Prefer)]
+	}
 	return nil
 }
 

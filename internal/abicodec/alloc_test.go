@@ -13,10 +13,12 @@ func allocSnapshot() *abi.AllocationSnapshot {
 		Now: 1_700_000_000_123, Free: 3, Total: 8, LaunchedTotal: 40, Oldest: 2,
 		Runs: []abi.AllocRun{
 			{ID: "r1", Group: "g1", Seq: 1, LaunchedAt: 1_700_000_000_000, Priority: -2, Slots: 3,
-				Labels: []abi.Label{{Key: "region", Value: "eu"}, {Key: "tenant", Value: "a"}}},
+				Labels: []abi.Label{{Key: "region", Value: "eu"}, {Key: "tenant", Value: "a"}},
+				Prefer: []abi.Preference{{Key: "region", Value: "eu", Weight: 10}, {Key: "zone", Value: "a", Weight: 1}}},
 			{ID: "r2", Group: "g2", Seq: 2, Slots: 1, Require: []abi.Label{{Key: "gpu", Value: "yes"}}},
 			{ID: "r39", Group: "g1", Seq: 39, Priority: 7, Slots: 1, Labels: []abi.Label{{Key: "tenant", Value: "b"}},
-				Require: []abi.Label{{Key: "gpu", Value: "yes"}, {Key: "zone", Value: "a"}}},
+				Require: []abi.Label{{Key: "gpu", Value: "yes"}, {Key: "zone", Value: "a"}},
+				Prefer:  []abi.Preference{{Key: "disk", Value: "ssd", Weight: 1000}}},
 		},
 		Workers: []abi.WorkerCapacity{{Worker: "w1", Slots: 4, Free: 1},
 			{Worker: "w2", Slots: 4, Free: 2, Labels: []abi.Label{{Key: "gpu", Value: "yes"}}, Groups: []string{"g1", "report-*"}},
@@ -85,6 +87,32 @@ func TestAllocationSnapshot_malformed(t *testing.T) {
 			}
 			put32(b, at, 7)
 			return b
+		},
+		"preference run beyond": func(b []byte) []byte {
+			// the preference table: after the 3 profiles; r1's first
+			// entry names run 3 of 3
+			at := AllocationSnapshotHeaderSize + 3*AllocRunSize + 3*WorkerCapacitySize + 2*SlotUsageSize + 7*LabelSize + 2*LabelSize +
+				3*WorkerProfileSize
+			if le.Uint32(b[at:]) != 3 {
+				panic("the preference table is not where the test looks")
+			}
+			put32(b, at+PreferHeaderSize, 3)
+			return b
+		},
+		"preferences out of run order": func(b []byte) []byte {
+			at := AllocationSnapshotHeaderSize + 3*AllocRunSize + 3*WorkerCapacitySize + 2*SlotUsageSize + 9*LabelSize +
+				3*WorkerProfileSize + PreferHeaderSize
+			put32(b, at, 2) // r1's first preference named r39: the next names r1
+			return b
+		},
+		"preferences too many": func(b []byte) []byte {
+			at := AllocationSnapshotHeaderSize + 3*AllocRunSize + 3*WorkerCapacitySize + 2*SlotUsageSize + 9*LabelSize + 3*WorkerProfileSize
+			put32(b, at, 1<<30)
+			return b
+		},
+		"no preference table": func(b []byte) []byte {
+			at := AllocationSnapshotHeaderSize + 3*AllocRunSize + 3*WorkerCapacitySize + 2*SlotUsageSize + 9*LabelSize + 3*WorkerProfileSize
+			return b[:at+4]
 		},
 	}
 	for name, mut := range cases {

@@ -3,6 +3,7 @@ package limits
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/wasmsched/wasmsched/abi"
@@ -110,4 +111,64 @@ func LabelsFromMap(m map[string]string) []abi.Label {
 	}
 	slices.SortFunc(out, func(a, b abi.Label) int { return strings.Compare(a.Key, b.Key) })
 	return out
+}
+
+// ParsePreference parses "key=value:weight" (the weight an integer 1 to
+// MaxWeight after the last ':'; "key=value" weighs 1). A value that ends
+// in ":digits" itself must be given a weight.
+func ParsePreference(s string) (abi.Preference, error) {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok {
+		return abi.Preference{}, fmt.Errorf("preference %q: want key=value[:weight]", clip(s))
+	}
+	w := uint64(1)
+	if i := strings.LastIndexByte(v, ':'); i >= 0 && i+1 < len(v) && allDigits(v[i+1:]) {
+		n, err := strconv.ParseUint(v[i+1:], 10, 32)
+		if err != nil || n < 1 || n > MaxWeight {
+			return abi.Preference{}, fmt.Errorf("preference %q: the weight must be an integer 1..%d", clip(s), MaxWeight)
+		}
+		v, w = v[:i], n
+	}
+	if err := validPair("preference", k, v); err != nil {
+		return abi.Preference{}, err
+	}
+	return abi.Preference{Key: k, Value: v, Weight: uint32(w)}, nil
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// NormalizePreferences checks ps (at most abi.MaxLabels, every key once,
+// weights 1 to MaxWeight) and returns them sorted by key.
+func NormalizePreferences(ps []abi.Preference) ([]abi.Preference, error) {
+	if len(ps) > abi.MaxLabels {
+		return nil, fmt.Errorf("%d preferences, at most %d", len(ps), abi.MaxLabels)
+	}
+	out := slices.Clone(ps)
+	for _, p := range out {
+		if err := validPair("preference", p.Key, p.Value); err != nil {
+			return nil, err
+		}
+		if p.Weight < 1 || p.Weight > MaxWeight {
+			return nil, fmt.Errorf("preference %s=%s: weight %d, want 1..%d", p.Key, clip(p.Value), p.Weight, MaxWeight)
+		}
+	}
+	slices.SortFunc(out, func(a, b abi.Preference) int { return strings.Compare(a.Key, b.Key) })
+	for i := 1; i < len(out); i++ {
+		if out[i].Key == out[i-1].Key {
+			return nil, fmt.Errorf("preferences: key %s given twice", out[i].Key)
+		}
+	}
+	return out, nil
+}
+
+// FormatPreference is p as ParsePreference reads it ("key=value:weight").
+func FormatPreference(p abi.Preference) string {
+	return p.Key + "=" + p.Value + ":" + strconv.FormatUint(uint64(p.Weight), 10)
 }

@@ -55,6 +55,43 @@ func TestParseLabel(t *testing.T) {
 	}
 }
 
+func TestParsePreference(t *testing.T) {
+	for _, tc := range []struct {
+		in, want, err string
+	}{
+		{in: "region=eu:10", want: "{region eu 10}"},
+		{in: "region=eu", want: "{region eu 1}"},
+		{in: "host=a:b:1000", want: "{host a:b 1000}"},
+		{in: "url=http://x", want: "{url http://x 1}"},
+		{in: "region=eu:0", err: "weight must be an integer 1..1000"},
+		{in: "region=eu:1001", err: "weight must be an integer 1..1000"},
+		{in: "region=eu:99999999999", err: "weight must be an integer 1..1000"},
+		{in: "region", err: `preference "region": want key=value[:weight]`},
+		{in: "Region=eu:2", err: "the key may hold only a-z"},
+	} {
+		p, err := limits.ParsePreference(tc.in)
+		switch {
+		case tc.err == "" && (err != nil || fmt.Sprint(p) != tc.want):
+			t.Errorf("ParsePreference(%q) = %v, %v; want %s", tc.in, p, err, tc.want)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("ParsePreference(%q) = %v; want an error with %q", tc.in, err, tc.err)
+		case err == nil:
+			if back, _ := limits.ParsePreference(limits.FormatPreference(p)); back != p {
+				t.Errorf("FormatPreference(%v) reads back as %v", p, back)
+			}
+		}
+	}
+	ps, err := limits.NormalizePreferences([]abi.Preference{{Key: "z", Value: "1", Weight: 2}, {Key: "a", Value: "x", Weight: 1}})
+	if err != nil || fmt.Sprint(ps) != "[{a x 1} {z 1 2}]" {
+		t.Fatalf("NormalizePreferences = %v, %v; want sorted", ps, err)
+	}
+	for _, bad := range [][]abi.Preference{{{Key: "a", Weight: 0}}, {{Key: "a", Weight: 1}, {Key: "a", Weight: 2}}, {{Key: "A", Weight: 1}}} {
+		if _, err := limits.NormalizePreferences(bad); err == nil {
+			t.Errorf("NormalizePreferences(%v) passed", bad)
+		}
+	}
+}
+
 func TestNormalizeLabels(t *testing.T) {
 	ls, err := limits.NormalizeLabels("labels", []abi.Label{{Key: "b", Value: "2"}, {Key: "a", Value: "1"}}, 2)
 	if err != nil || fmt.Sprint(ls) != "[{a 1} {b 2}]" {

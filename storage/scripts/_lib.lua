@@ -38,7 +38,8 @@
 -- may_place(P, w, group, req): whether worker w may take a slot of a run of
 --   group with requirements req (parse_req: nil = none).
 -- cursor_for(C, group, req_s): the call's free cursor for a run of group
---   with requirements req_s ('' or nil = none); C = {kfree, kworkers,
+--   with requirements req_s ('' or nil = none; with preferences, its take
+--   tries take_pref first, then the cursor of the rest); C = {kfree, kworkers,
 --   kslots, now, win, P = placement(kfree), by = {}}: one cursor for every
 --   run when no worker has a profile, else one per requirements (and per
 --   group while a worker serves only some groups).
@@ -46,7 +47,18 @@
 --   none) and whether they hold the flag "@same=1" (a run's slots all on
 --   one worker: a cursor of such runs takes k adjacent slots of one worker,
 --   and after a k that did not fit answers any k' >= k at once, so a call's
---   misfits read the free zset once, not once each).
+--   misfits read the free zset once, not once each), and its preferences
+--   "~k=weight:v" as a list of {k, v, weight} (nil: none): soft, they never
+--   narrow the workers a run may use.
+-- strip_pref(s): requirements s without their preferences.
+-- take_pref(C, group, req, prefs, k): k free slots of one live worker that
+--   may take the run and carries some of its preferences (the highest sum
+--   of weights first, then worker identity order), or nil (nothing taken)
+--   when no such worker has k; reads the profiled workers' free slots
+--   (score 1) in windows of 64, once a call (C.pw), until a worker that
+--   carries every preference has k free (else all of them), and, as
+--   take_named, makes the call's cursors recheck a slot they gave back.
+--   Writes nothing.
 -- take_named(C, group, req_s, list, k): k of the slots in list ("worker#index",
 --   0x1d-separated: the slots a pass's placement named for a run) that are
 --   free (in free, no run) on live workers that may take the run, in list
@@ -157,17 +169,31 @@ local function join_assign(list)
 end
 local function parse_req(s)
   if not s or s == '' then return nil, false end
-  local out, same = {}, false
+  local out, same, prefs = {}, false, nil
   for pair in string.gmatch(s, '[^\29]+') do
     local k, v = string.match(pair, '^([^=]+)=(.*)$')
     if k == '@same' then
       same = true
+    elseif k and string.byte(k) == 126 then -- '~': a preference
+      local w, pv = string.match(v, '^(%d+):(.*)$')
+      if w then
+        prefs = prefs or {}
+        prefs[#prefs + 1] = {string.sub(k, 2), pv, tonumber(w)}
+      end
     elseif k then
       out[#out + 1] = {k, v}
     end
   end
   if #out == 0 then out = nil end
-  return out, same
+  return out, same, prefs
+end
+local function strip_pref(s)
+  if not s or not string.find(s, '~', 1, true) then return s or '' end
+  local out = {}
+  for pair in string.gmatch(s, '[^\29]+') do
+    if string.byte(pair) ~= 126 then out[#out + 1] = pair end
+  end
+  return table.concat(out, '\29')
 end
 local function drop_profile(kp, w)
   local v = redis.call('HGET', kp, w)
@@ -387,7 +413,102 @@ local function take_named(C, group, req_s, list, k)
   end
   return nil
 end
+local function pref_more(C)
+  -- the next window of the profiled workers' free slots (score 1),
+  -- grouped by worker (a worker's are adjacent: equal scores sort by
+  -- member, "worker#index"); taken ones stay in free until the call's end
+  local W = C.pw
+  local fs = redis.call('ZRANGEBYSCORE', C.kfree, 1, '+inf', 'LIMIT', W.read, 64)
+  W.read = W.read + #fs
+  W.eof = #fs < 64
+  for _, f in ipairs(fs) do
+    local w, i = string.match(f, '^(.*)#(%d+)$')
+    if w then
+      local last = W.list[#W.list]
+      if not last or last.w ~= w then
+        last = {w = w, slots = {}}
+        W.list[#W.list + 1] = last
+      end
+      last.slots[#last.slots + 1] = {w = w, i = i, f = f}
+    end
+  end
+end
+local function take_pref(C, group, req, prefs, k)
+  local P = C.P
+  if not P then return nil end -- no worker carries a label
+  if not C.pw then
+    C.pw = {list = {}, read = 0, eof = false}
+    if not C.alive then C.alive = P.alive end
+    pref_more(C)
+  end
+  local full = 0
+  for _, p in ipairs(prefs) do full = full + p[3] end
+  while true do
+    local cands = {}
+    for pos, x in ipairs(C.pw.list) do
+      if #x.slots - (x.at or 1) + 1 >= k then
+        local a = C.alive[x.w]
+        if a == nil then
+          local sc = redis.call('ZSCORE', C.kworkers, x.w)
+          a = (sc and tonumber(sc) > C.now) or false
+          C.alive[x.w] = a
+        end
+        if a and may_place(P, x.w, group, req) then
+          local score, labels = 0, P.prof[x.w] and P.prof[x.w].labels or {}
+          for _, p in ipairs(prefs) do
+            if labels[p[1]] == p[2] then score = score + p[3] end
+          end
+          if score > 0 then cands[#cands + 1] = {x = x, score = score, pos = pos} end
+        end
+      end
+    end
+    table.sort(cands, function(a, b)
+      if a.score ~= b.score then return a.score > b.score end
+      return a.pos < b.pos
+    end)
+    for _, c in ipairs(cands) do
+      -- the best worker read so far with k free; one that carries every
+      -- preference ends the search, any other only once all are read
+      if c.score < full and not C.pw.eof then break end
+      -- (x.at: its slots before it are taken: a call frees none, and
+      -- what this returns the caller claims)
+      local got, x = {}, c.x
+      for j = x.at or 1, #x.slots do
+        local sl = x.slots[j]
+        if redis.call('HGET', C.kslots, sl.f) == '' then
+          got[#got + 1] = sl
+          if #got == k then
+            x.at = j + 1
+            C.named = true
+            for _, cur in pairs(C.by) do cur.recheck = true end
+            return got
+          end
+        elseif #got == 0 then
+          x.at = j + 1
+        end
+      end
+    end
+    if C.pw.eof then return nil end
+    pref_more(C)
+  end
+end
 local function cursor_for(C, group, req_s)
+  if req_s and string.find(req_s, '~', 1, true) then
+    -- preferences: a worker that carries them first, else as without
+    local c = C.by['~' .. group .. '\0' .. req_s]
+    if not c then
+      local req, _, prefs = parse_req(req_s)
+      local base = cursor_for(C, group, strip_pref(req_s))
+      c = {}
+      function c.take(k)
+        local got = prefs and take_pref(C, group, req, prefs, k)
+        if got then return got, k end
+        return base.take(k)
+      end
+      C.by['~' .. group .. '\0' .. req_s] = c
+    end
+    return c
+  end
   local sig = ''
   if C.P then
     -- one cursor per group only while a worker serves some groups

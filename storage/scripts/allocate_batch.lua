@@ -111,9 +111,11 @@ local done, err = pcall(function()
         -- not slots others may not take) and, like any run while a worker
         -- has a placement profile, does not stop the call: the runs after
         -- it may take other slots
-        local held = req == '' and now - (tonumber(r[6]) or now) >= guard
+        -- (preferences are soft: a run with only those is held as any)
+        local hard = strip_pref(req)
+        local held = hard == '' and now - (tonumber(r[6]) or now) >= guard
         out[#out + 1] = {id, 'no_slots', k, found, held and 1 or 0, r[5] or '', req}
-        if held or (found == 0 and req == '' and not C.P) then -- nothing after it can fit
+        if held or (found == 0 and hard == '' and not C.P) then -- nothing after it can fit
           if pass ~= '' then redis.call('SET', KEYS[9], pass, 'PX', 60000) end
           break
         end

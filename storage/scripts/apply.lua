@@ -61,7 +61,8 @@
 -- group to drain: the leader discards the covered runs in chunks
 -- (drain.lua); they leave every snapshot at once.
 -- A group's requirements (its hash field require; its field same = '1'
--- adds the flag "@same=1": all of a run's slots on one worker), and a run's
+-- adds the flag "@same=1": all of a run's slots on one worker; its field
+-- prefer its preferences "~k=weight:v": _lib.lua take_pref), and a run's
 -- own (its field rreq, read when the group's rreq says it has runs with
 -- some) go with each launch: a
 -- launch takes only slots of workers that carry them and serve the group
@@ -123,7 +124,7 @@ local function apply_one(gk, ga, n)
     ARGV[ga + 1], ARGV[ga + 2], ARGV[ga + 3], ARGV[ga + 4], ARGV[ga + 5], ARGV[ga + 6], ARGV[ga + 7], ARGV[ga + 8],
     ARGV[ga + 9], ARGV[ga + 10], ARGV[ga + 11], ARGV[ga + 12], ARGV[ga + 13], ARGV[ga + 14]
   local below = tonumber(below_a) or 0
-  local g = redis.call('HMGET', kgroup, 'version', 'last_claim', 'discard_below', 'hist', 'require', 'rreq', 'same')
+  local g = redis.call('HMGET', kgroup, 'version', 'last_claim', 'discard_below', 'hist', 'require', 'rreq', 'same', 'prefer')
   if not g[1] then
     return redis.error_reply('WS_NOT_FOUND group ' .. group .. ' does not exist')
   end
@@ -230,6 +231,7 @@ local function apply_one(gk, ga, n)
       -- with some (rreq: submit.lua; a key in both: the run's value)
       local req = g[5] or ''
       if g[7] == '1' then req = merge_req(req, '@same=1') end -- each run's slots on one worker
+      if g[8] then req = merge_req(req, g[8]) end -- its preferences ("~k=weight:v")
       if g[6] == '1' then
         local own = redis.call('HGET', a.key, 'rreq')
         if own and own ~= '' then req = merge_req(req, own) end

@@ -18,11 +18,15 @@
 -- '-' = none, else "k=v" pairs 0x1d-separated, sorted, valid: the
 -- placement of its runs launched from now on, apply.lua), ARGV[13] same
 -- worker ('' = keep, '1' = each run's slots on one worker: the field same,
--- '0' = not), ARGV[14..] name, value pairs (valid, checked by the caller);
+-- '0' = not), ARGV[14] its preferences ('' = keep, '-' = none, else
+-- "~k=weight:v" pairs 0x1d-separated, sorted, valid: the field prefer,
+-- merged into each launch's requirements as require is), ARGV[15..] name,
+-- value pairs (valid, checked by the caller);
 -- stored sorted by name, "name=value" 0x1d-separated
 -- returns: {policy, max_active, version, waiting count, active count, window
 -- (0 = default), retention ms (-1 = the namespace default), run timeout ms,
--- max attempts, backoff, delayed count, params, require, same ('1' or '')}
+-- max attempts, backoff, delayed count, params, require, same ('1' or ''),
+-- prefer}
 -- errors (nothing written): WS_INVALID (max_active or window < 0, more
 -- than ARGV[11] parameters after the change)
 -- writes: group policy/max_active/window (only what was given changes),
@@ -31,7 +35,7 @@
 -- version again (harmless).
 -- bound: O(1)
 local cur = redis.call('HMGET', KEYS[2], 'policy', 'max_active', 'window', 'retention_ms', 'name',
-  'run_timeout_ms', 'max_attempts', 'backoff', 'params', 'require', 'same')
+  'run_timeout_ms', 'max_attempts', 'backoff', 'params', 'require', 'same', 'prefer')
 local params = cur[9] or ''
 if ARGV[10] == 'merge' or ARGV[10] == 'replace' then
   local m, names = {}, {}
@@ -41,7 +45,7 @@ if ARGV[10] == 'merge' or ARGV[10] == 'replace' then
       if k then m[k] = v end
     end
   end
-  for i = 14, #ARGV - 1, 2 do
+  for i = 15, #ARGV - 1, 2 do
     if ARGV[10] == 'merge' and ARGV[i + 1] == '' then m[ARGV[i]] = nil else m[ARGV[i]] = ARGV[i + 1] end
   end
   for k in pairs(m) do names[#names + 1] = k end
@@ -111,8 +115,9 @@ elseif ARGV[13] == '0' and same ~= '' then
   same = ''
   redis.call('HDEL', KEYS[2], 'same')
 end
+local pref = setdef('prefer', ARGV[14], '-', 12)
 local v = redis.call('HINCRBY', KEYS[2], 'version', 1)
 redis.call('SADD', KEYS[3], ARGV[1])
 if ARGV[6] and ARGV[6] ~= '' then redis.call('PUBLISH', ARGV[6], ARGV[1]) end
 return {policy, m, v, redis.call('ZCARD', KEYS[4]), redis.call('ZCARD', KEYS[5]), w, ret,
-  tonumber(rt) or 0, tonumber(ma) or 0, bo or '', KEYS[8] and redis.call('ZCARD', KEYS[8]) or 0, params, req or '', same}
+  tonumber(rt) or 0, tonumber(ma) or 0, bo or '', KEYS[8] and redis.call('ZCARD', KEYS[8]) or 0, params, req or '', same, pref or ''}

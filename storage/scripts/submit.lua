@@ -24,7 +24,8 @@
 -- none); with an idempotency key three more: its lifetime in ms, the
 -- request's fingerprint (its group and run settings), '1' when the caller
 -- chose the run id; with requirements (layouts '2', '3') one more, last:
--- them ("k=v" 0x1d-separated, sorted, valid: the run's field rreq, and its
+-- them ("k=v" 0x1d-separated, sorted, valid; "@same=1" first, its
+-- preferences "~k=weight:v" last: the run's field rreq, and its
 -- group gets rreq = 1, so the apply that launches its runs reads theirs)
 -- returns: per run, in order, its result (below) or its error reply
 -- per run, in the single-run layout submit_one reads: K[1] seq, K[2]

@@ -33,7 +33,7 @@
 use core::ptr;
 
 /// The ABI version this SDK exports.
-pub const ABI_VERSION: i32 = 5;
+pub const ABI_VERSION: i32 = 6;
 /// Reasons are cut to this many bytes (the host's limit).
 pub const MAX_REASON: usize = 256;
 
@@ -575,7 +575,9 @@ impl<'a> AllocationSnapshot<'a> {
         }
         let (nr, nw, nu) = (u32_at(rec, 4) as usize, u32_at(rec, 32) as usize, u32_at(rec, 36) as usize);
         let (nl, np) = (u32_at(rec, 40) as usize, u32_at(rec, 44) as usize);
-        if 48u64 + 48 * nr as u64 + 32 * nw as u64 + 24 * nu as u64 + 16 * (nl as u64 + np as u64) > rec.len() as u64 {
+        let at = 48u64 + 48 * nr as u64 + 32 * nw as u64 + 24 * nu as u64 + 16 * (nl as u64 + np as u64);
+        // the preference table (version 6): n_prefer, 4 reserved bytes, the entries
+        if at + 8 > rec.len() as u64 || at + 8 + 24 * u32_at(rec, at as usize) as u64 > rec.len() as u64 {
             return None;
         }
         Some(AllocationSnapshot { rec, nr, nw, nu, nl, np })
@@ -679,6 +681,30 @@ impl<'a> AllocationSnapshot<'a> {
     pub fn serves(&self, i: usize, group: &[u8]) -> bool {
         let gs = self.worker_groups(i);
         gs.is_empty() || gs.split(|&c| c == b',').any(|p| glob(p, group))
+    }
+    #[inline(always)]
+    fn prefs_at(&self) -> usize { self.profile_at(self.nw) }
+    /// How many preferences the snapshot's runs have in all (version 6).
+    #[inline(always)]
+    pub fn n_prefer(&self) -> usize { u32_at(self.rec, self.prefs_at()) as usize }
+    /// Preference k (k < n_prefer): (run index, key, value, weight 1 to
+    /// 1000), a label the run would rather its worker carried (soft); runs
+    /// ascending, each run's sorted by key.
+    #[inline(always)]
+    pub fn prefer(&self, k: usize) -> (usize, &'a [u8], &'a [u8], u32) {
+        assert!(k < self.n_prefer());
+        let at = self.prefs_at() + 8 + 24 * k;
+        (u32_at(self.rec, at) as usize, view(self.rec, at + 8), view(self.rec, at + 16), u32_at(self.rec, at + 4))
+    }
+    /// Worker i's score for run r: the sum of the weights of r's
+    /// preferences it carries (0: none, or r has none).
+    pub fn score(&self, i: usize, r: &AllocRun) -> u32 {
+        let run = (r.at - 48) / 48;
+        (0..self.n_prefer())
+            .map(|k| self.prefer(k))
+            .filter(|p| p.0 == run && self.worker_label(i, p.1) == Some(p.2))
+            .map(|p| p.3)
+            .sum()
     }
     /// Whether worker i may take run r: it serves r's group and carries
     /// every label r requires (its free slots aside).
@@ -1243,6 +1269,8 @@ pub mod testing {
         pub launched_at: i64,
         /// placement (version 5): (key, value) a worker must carry, sorted by key
         pub require: &'a [(&'a str, &'a str)],
+        /// preferences (version 6): (key, value, weight), sorted by key
+        pub prefer: &'a [(&'a str, &'a str, u32)],
     }
 
     /// An allocation snapshot for [`alloc_snapshot`] (launched_total and
@@ -1276,16 +1304,20 @@ pub mod testing {
         let (uat, lat) = (wat + 16 * nw, wat + 16 * nw + 24 * nu);
         let pat = lat + 16 * nl;
         let fat = pat + 16 * np;
-        let mut at = fat + 16 * nw;
+        let qat = fat + 16 * nw;
+        let nq: usize = s.runs.iter().map(|r| r.prefer.len()).sum();
+        let mut at = qat + 8 + 24 * nq;
         let mut st = |b: &mut [u8], field: usize, v: &str| {
             put(b, field, &(at as u32).to_le_bytes());
             put(b, field + 4, &(v.len() as u32).to_le_bytes());
             put(b, at, v.as_bytes());
             at += v.len();
         };
-        for b in buf[..fat + 16 * nw].iter_mut() {
+        for b in buf[..qat + 8 + 24 * nq].iter_mut() {
             *b = 0;
         }
+        put(buf, qat, &(nq as u32).to_le_bytes());
+        let mut q = 0usize;
         put(buf, 0, &6u32.to_le_bytes());
         put(buf, 4, &(nr as u32).to_le_bytes());
         put(buf, 8, &s.now.to_le_bytes());
@@ -1313,6 +1345,14 @@ pub mod testing {
                 st(buf, lat + 16 * label, l.0);
                 st(buf, lat + 16 * label + 8, l.1);
                 label += 1;
+            }
+            for p in r.prefer {
+                let e = qat + 8 + 24 * q;
+                put(buf, e, &(i as u32).to_le_bytes());
+                put(buf, e + 4, &p.2.to_le_bytes());
+                st(buf, e + 8, p.0);
+                st(buf, e + 16, p.1);
+                q += 1;
             }
         }
         for (i, w) in s.workers.iter().enumerate() {
@@ -1596,10 +1636,11 @@ mod tests {
         const GPU: &[(&str, &str)] = &[("gpu", "yes")];
         const ZA: &[(&str, &str)] = &[("zone", "a")];
         const ZB: &[(&str, &str)] = &[("gpu", "yes"), ("zone", "b")];
+        // preferences (version 6): p0 prefers zone a (5) and gpu (2), p2 zone b (1)
         let runs = [
-            ARun { id: "p0", group: "etl-daily", seq: 1, slots: 1, ..Default::default() },
+            ARun { id: "p0", group: "etl-daily", seq: 1, slots: 1, prefer: &[("gpu", "yes", 2), ("zone", "a", 5)], ..Default::default() },
             ARun { id: "p1", group: "train", seq: 2, slots: 2, labels: L1, require: GPU, ..Default::default() },
-            ARun { id: "p2", group: "report", seq: 3, slots: 1, ..Default::default() },
+            ARun { id: "p2", group: "report", seq: 3, slots: 1, prefer: &[("zone", "b", 1)], ..Default::default() },
         ];
         let workers: &[(&str, u32, u32)] = &[("a1", 4, 4), ("b1", 4, 4), ("c1", 2, 2)];
         let profiles: &[(&[(&str, &str)], &str)] = &[(ZA, ""), (ZB, "train,etl-*"), (&[], "*-daily")];
@@ -1613,6 +1654,11 @@ mod tests {
         assert_eq!((s.worker_n_labels(1), s.worker_label(1, b"zone"), s.worker_groups(1)), (2, Some(&b"b"[..]), &b"train,etl-*"[..]));
         let takes: String = (0..3).flat_map(|w| (0..3).map(move |i| (w, i))).map(|(w, i)| if s.takes(w, &s.run(i)) { '1' } else { '0' }).collect();
         assert_eq!(takes, "101110100");
+        assert_eq!((s.n_prefer(), s.prefer(0)), (3, (0, &b"gpu"[..], &b"yes"[..], 2)));
+        assert_eq!(s.prefer(2), (2, &b"zone"[..], &b"b"[..], 1));
+        let scores: Vec<u32> = (0..3).flat_map(|w| (0..3).map(move |i| (w, i))).map(|(w, i)| s.score(w, &s.run(i))).collect();
+        assert_eq!(scores, [5, 0, 0, 2, 0, 1, 0, 0, 0]);
+        assert!(AllocationSnapshot::parse(&inp[..n - 1]).is_some(), "strings are checked when read");
         assert!(glob(b"a*b*c", b"axxbyyc") && !glob(b"a*b*c", b"axxcyyb") && glob(b"*", b"") && !glob(b"etl", b"etl-x"));
 
         struct Placer;

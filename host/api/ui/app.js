@@ -110,6 +110,7 @@ const views = {
         <dt>state</dt><dd id="group-paused">${g.paused ? `paused since ${esc(g.paused_at)} by ${esc(g.paused_by)}` : "deciding"}</dd>
         ${Object.keys(g.params || {}).length ? `<dt>params</dt><dd id="group-params">${labelList(g.params)}</dd>` : ""}
         ${Object.keys(g.require || {}).length ? `<dt>requires</dt><dd id="group-require">${labelList(g.require)} <span class=muted>(its runs go only to workers with these labels)</span></dd>` : ""}
+        ${(g.prefer || []).length ? `<dt>prefers</dt><dd id="group-prefer">${esc(g.prefer.join(", "))} <span class=muted>(its runs go to workers with these labels first)</span></dd>` : ""}
         ${g.same_worker ? `<dt>same worker</dt><dd id="group-same-worker">yes <span class=muted>(all of a run's slots on one worker)</span></dd>` : ""}
         ${g.wake_at ? `<dt>wake</dt><dd id="group-wake">the policy decides again at ${when(g.wake_at)}</dd>` : ""}</dl>
       ${state.scope === "admin" ? `<p class="inline" id="group-controls">
@@ -235,7 +236,7 @@ const views = {
         <dt>submitted</dt><dd>${when(r.submitted_at)}</dd><dt>started</dt><dd>${when(r.started_at)}</dd><dt>finished</dt><dd>${when(r.finished_at)}</dd>
         <dt>reason</dt><dd>${esc(r.reason || "-")}</dd>
         ${Object.keys(r.labels || {}).length ? `<dt>labels</dt><dd id="run-labels">${labelList(r.labels)}</dd>` : ""}
-        ${Object.keys(r.require || {}).length || r.same_worker ? `<dt>placement</dt><dd id="run-placement">${Object.keys(r.require || {}).length ? "requires " + labelList(r.require) + " (and its group's)" : ""}${r.same_worker ? `${Object.keys(r.require || {}).length ? "; " : ""}all of its slots on one worker` : ""}</dd>` : ""}
+        ${runPlacement(r)}
         ${r.not_before ? `<dt>not before</dt><dd id="run-not-before">${esc(when(r.not_before))}${r.state === "WAITING" && new Date(r.not_before) > Date.now() ? ` (${r.attempt > 1 ? "retry due" : "due"} in ${ms(new Date(r.not_before) - Date.now())})` : ""}</dd>` : ""}
         ${r.timeout_ms ? `<dt>timeout</dt><dd>${ms(r.timeout_ms)}${r.deadline ? ", deadline " + esc(when(r.deadline)) : ""}</dd>` : ""}
         ${r.max_attempts > 1 ? `<dt>attempt</dt><dd id="run-attempt">${r.attempt} of ${r.max_attempts}</dd>` : ""}
@@ -524,3 +525,13 @@ async function start() {
 
 window.addEventListener("hashchange", render);
 start();
+
+// runPlacement is a run's own placement (requirements, preferences, same
+// worker) as a <dt>/<dd> pair, "" when it has none.
+function runPlacement(r) {
+  const parts = [];
+  if (Object.keys(r.require || {}).length) parts.push("requires " + labelList(r.require) + " (and its group's)");
+  if ((r.prefer || []).length) parts.push("prefers " + esc(r.prefer.join(", ")));
+  if (r.same_worker) parts.push("all of its slots on one worker");
+  return parts.length ? `<dt>placement</dt><dd id="run-placement">${parts.join("; ")}</dd>` : "";
+}

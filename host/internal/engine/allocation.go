@@ -252,7 +252,9 @@ func placeRuns(snap *abi.AllocationSnapshot, d *abi.AllocationDecision, order []
 }
 
 // pickWorker is the index of the worker r goes to (k slots; free: each
-// worker's slots left to name), or -1 when none takes it with k free. A
+// worker's slots left to name), or -1 when none takes it with k free: the
+// one with the highest score for r's preferences (WorkerCapacity.Score), then
+// as the placement says. A
 // run without requirements goes to a worker without labels or groups
 // first (as the scripts' first free slots do: labelled workers stay free
 // for the runs that need them).
@@ -271,6 +273,14 @@ func pickWorker(snap *abi.AllocationSnapshot, r *abi.AllocRun, k uint32, free []
 			continue
 		}
 		b := &snap.Workers[best]
+		if len(r.Prefer) > 0 { // the worker that carries the most of its preferences first
+			if sw, sb := w.Score(r), b.Score(r); sw != sb {
+				if sw > sb {
+					best = int32(i)
+				}
+				continue
+			}
+		}
 		if pw, pb := plain(w), plain(b); pw != pb {
 			if pw {
 				best = int32(i)

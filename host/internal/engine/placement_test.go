@@ -242,4 +242,27 @@ func TestPlaceRuns(t *testing.T) {
 			}
 		})
 	}
+	// Preferences rank the workers before the placement does: r1 prefers
+	// zone a (worker a, the least free), r2 zone c (no worker: as without),
+	// r3 zone b weakly and disk ssd strongly (a carries ssd).
+	pref := func(ps ...abi.Preference) []abi.Preference { return ps }
+	snap.Runs[0].Prefer = pref(abi.Preference{Key: "zone", Value: "a", Weight: 1})
+	snap.Runs[1].Prefer = pref(abi.Preference{Key: "zone", Value: "c", Weight: 5})
+	snap.Runs[2] = abi.AllocRun{ID: "r3", Slots: 1, Prefer: pref(abi.Preference{Key: "disk", Value: "ssd", Weight: 10},
+		abi.Preference{Key: "zone", Value: "b", Weight: 1})}
+	snap.Workers[0].Labels = []abi.Label{{Key: "disk", Value: "ssd"}, {Key: "zone", Value: "a"}}
+	for _, c := range []struct {
+		name, placement, want string
+	}{
+		{"prefer-spread", abi.PlacementSpread, "map[r1:[a#2] r2:[p#0 p#1] r3:[a#3]]"},
+		{"prefer-pack", abi.PlacementPack, "map[r1:[a#2] r2:[p#0 p#1] r3:[a#3]]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := &abi.AllocationDecision{Order: order}
+			got := placeRuns(snap, d, order, c.placement, free)
+			if s := fmt.Sprint(got); s != c.want && !(c.want == "map[]" && got == nil) {
+				t.Fatalf("got %s, want %s", s, c.want)
+			}
+		})
+	}
 }

@@ -22,6 +22,9 @@ static struct {
 	uint32_t n_require1, n_wlabels1;
 	char require1[64], zone1[32], groups1[64];
 	char takes[16]; /* takes[w * 3 + r]: '1' when worker w may take run r */
+	/* preferences (ABI version 6) */
+	uint32_t n_prefer, score[9]; /* score[w * 3 + r] */
+	char prefer0[64];
 } seen;
 
 static void copy(char *dst, size_t n, ws_str v) { snprintf(dst, n, "%.*s", (int)v.n, v.p); }
@@ -78,6 +81,11 @@ void ws_decide_allocation(const ws_alloc_snapshot *s, ws_alloc_decision *d) {
 		for (uint32_t w = 0; w < 3 && w < ws_alloc_n_workers(s); w++)
 			for (uint32_t i = 0; i < 3 && i < seen.n_runs; i++)
 				seen.takes[w * 3 + i] = ws_alloc_worker_takes(s, w, ws_alloc_run_at(s, i)) ? '1' : '0';
+		seen.n_prefer = ws_alloc_n_prefer(s);
+		ws_alloc_pref q0 = ws_alloc_prefer_at(s, 0);
+		snprintf(seen.prefer0, sizeof seen.prefer0, "%u:%.*s=%.*s:%u", q0.run, (int)q0.key.n, q0.key.p, (int)q0.value.n, q0.value.p, q0.weight);
+		for (uint32_t w = 0; w < 3 && w < ws_alloc_n_workers(s); w++)
+			for (uint32_t i = 0; i < 3 && i < seen.n_runs; i++) seen.score[w * 3 + i] = ws_alloc_score(s, ws_alloc_run_at(s, i), w);
 	}
 	for (uint32_t i = 0; i < seen.n_ask; i++) {
 		if (seen.on && seen.on[i]) ws_place(d, seen.ask[i], seen.on[i] - 1);
@@ -145,10 +153,14 @@ int main(void) {
 	/* placement (ABI version 5): requirements, worker profiles, takes, and
 	 * a decision that names workers */
 	ws_test_label gpu[] = {{"gpu", "yes"}}, zb[] = {{"gpu", "yes"}, {"zone", "b"}}, za[] = {{"zone", "a"}};
+	/* preferences (ABI version 6): p0 prefers zone a (5) and gpu (2), p2
+	 * zone b (1) */
+	ws_test_label p0pref[] = {{"gpu", "yes"}, {"zone", "a"}}, p2pref[] = {{"zone", "b"}};
+	uint32_t p0w[] = {2, 5};
 	ws_test_arun pruns[] = {
-		{"p0", "etl-daily", 1, 0, 1, NULL, 0, 0, NULL, 0},
+		{"p0", "etl-daily", 1, 0, 1, NULL, 0, 0, NULL, 0, p0pref, p0w, 2},
 		{"p1", "train", 2, 0, 2, l1, 2, 0, gpu, 1},
-		{"p2", "report", 3, 0, 1, NULL, 0, 0, NULL, 0},
+		{"p2", "report", 3, 0, 1, NULL, 0, 0, NULL, 0, p2pref, NULL, 1},
 	};
 	ws_test_worker pworkers[] = {
 		{"a1", 4, 4, za, 1, NULL},
@@ -166,6 +178,10 @@ int main(void) {
 	WS_EXPECT(seen.n_wlabels1 == 2 && strcmp(seen.zone1, "b") == 0 && strcmp(seen.groups1, "train,etl-*") == 0);
 	/* a1: p0, p2 (no gpu for p1); b1: p0 (etl-*), p1; c1: p0 (*-daily) */
 	WS_EXPECT(strcmp(seen.takes, "101110100") == 0 || (fprintf(stderr, "takes %s\n", seen.takes), 0));
+	WS_EXPECT(seen.n_prefer == 3 && (strcmp(seen.prefer0, "0:gpu=yes:2") == 0 || (fprintf(stderr, "prefer0 %s\n", seen.prefer0), 0)));
+	/* a1 (zone a): p0 5; b1 (gpu, zone b): p0 2, p2 1; c1: none */
+	uint32_t want[9] = {5, 0, 0, 2, 0, 1, 0, 0, 0};
+	for (int k = 0; k < 9; k++) WS_EXPECT(seen.score[k] == want[k] || (fprintf(stderr, "score[%d] %u\n", k, seen.score[k]), 0));
 	/* no worker named: the decision has no workers (a version 4 host's form) */
 	seen.on = NULL;
 	uint32_t m = ws_decide_allocation_buf(ws_test_in, ws_test_alloc_encode(&ps), ws_test_out);

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -55,6 +56,9 @@ type Options struct {
 	// Require (nil = none): every generated group requires these labels,
 	// and the in-process workers carry them (placement's cost).
 	Require map[string]string
+	// Prefer (nil = none): every generated group prefers these
+	// ("key=value[:weight]"), and the in-process workers carry them.
+	Prefer []string
 	// Placement ("" = none): the namespace's placement (spread, pack or
 	// policy: abi.ParamPlacement), set before the runs are submitted.
 	Placement string
@@ -396,13 +400,17 @@ func (e *env) prepare(ctx context.Context) error {
 	if err := waitReady(ctx, e.st, e.o); err != nil {
 		return err
 	}
-	if e.o.Policy != "wait" || e.o.Window != 0 {
+	if e.o.Policy != "wait" || e.o.Window != 0 || len(e.o.Prefer) > 0 {
 		if err := host.CheckGroupPolicy(ctx, e.st, e.o.Policy); err != nil {
 			return badinput.Errorf("bench: --policy: %w", err)
 		}
+		prefer, err := e.preferences()
+		if err != nil {
+			return err
+		}
 		for i := range e.o.Groups {
 			if _, err := e.st.SetGroupSettings(ctx, groupName(i), storage.GroupSettings{Policy: e.o.Policy, Window: e.o.Window,
-				Require: limits.LabelsFromMap(e.o.Require)}); err != nil {
+				Require: limits.LabelsFromMap(e.o.Require), Prefer: prefer}); err != nil {
 				return fmt.Errorf("bench: group settings: %w", err)
 			}
 		}
@@ -452,6 +460,36 @@ func (e *env) startHosts(ctx context.Context) error {
 	return nil
 }
 
+// preferences are o.Prefer parsed.
+func (e *env) preferences() ([]abi.Preference, error) {
+	var out []abi.Preference
+	for _, s := range e.o.Prefer {
+		p, err := limits.ParsePreference(s)
+		if err != nil {
+			return nil, badinput.Errorf("bench: --prefer: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// workerLabels are the labels the in-process workers carry: what the
+// groups require and prefer.
+func (e *env) workerLabels() map[string]string {
+	if len(e.o.Require) == 0 && len(e.o.Prefer) == 0 {
+		return nil
+	}
+	m := maps.Clone(e.o.Require)
+	if m == nil {
+		m = map[string]string{}
+	}
+	ps, _ := e.preferences()
+	for _, p := range ps {
+		m[p.Key] = p.Value
+	}
+	return m
+}
+
 // startWorkers runs o.Workers simulated workers in the background.
 func (e *env) startWorkers(ctx context.Context) error {
 	if e.o.Workers == 0 {
@@ -464,7 +502,7 @@ func (e *env) startWorkers(ctx context.Context) error {
 	for i := range e.o.Workers {
 		w, err := worker.New(ctx, worker.Config{Client: st.Redis(), Namespace: st.Namespace(), Advertise: fmt.Sprintf("bench-worker-%d", i),
 			Slots: e.o.Slots, HeartbeatTTL: e.o.HeartbeatTTL, DrainTimeout: time.Nanosecond, Logger: e.log.With("component", "worker", "worker", i),
-			Labels: e.o.Require})
+			Labels: e.workerLabels()})
 		if err != nil {
 			return badinput.Wrap(err)
 		}

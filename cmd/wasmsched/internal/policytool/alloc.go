@@ -48,6 +48,7 @@ type allocRunOut struct {
 	Slots      uint32            `json:"slots"`
 	Labels     map[string]string `json:"labels,omitempty"`
 	Require    map[string]string `json:"require,omitempty"`
+	Prefer     []string          `json:"prefer,omitempty"`
 }
 
 type workerOut struct {
@@ -72,6 +73,9 @@ func AllocationJSON(s *abi.AllocationSnapshot) AllocationOut {
 	for _, r := range s.Runs {
 		ro := allocRunOut{ID: r.ID, Group: r.Group, Seq: r.Seq, Priority: r.Priority, Slots: r.Slots, Labels: limits.LabelsMap(r.Labels),
 			Require: limits.LabelsMap(r.Require)}
+		for _, p := range r.Prefer {
+			ro.Prefer = append(ro.Prefer, limits.FormatPreference(p))
+		}
 		if r.LaunchedAt != 0 {
 			ro.LaunchedAt = msRFC3339(r.LaunchedAt)
 		}
@@ -147,6 +151,7 @@ func parseAllocation(path string, raw json.RawMessage) (*abi.AllocationSnapshot,
 					"slots":   intField(&slots, 1, limits.MaxRunSlots),
 					"labels":  labelsField(join(p, "labels"), &r.Labels, abi.MaxLabels),
 					"require": labelsField(join(p, "require"), &r.Require, abi.MaxLabels),
+					"prefer":  preferField(join(p, "prefer"), &r.Prefer),
 				}); err != nil {
 					return err
 				}

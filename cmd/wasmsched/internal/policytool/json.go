@@ -123,6 +123,30 @@ func labelsField(path string, dst *[]abi.Label, max int) field {
 	}
 }
 
+// preferField reads a list of "key=value[:weight]" preferences.
+func preferField(path string, dst *[]abi.Preference) field {
+	return func(raw json.RawMessage) error {
+		var ss []string
+		if kindOf(raw) != "a list" || json.Unmarshal(raw, &ss) != nil {
+			return fmt.Errorf("want a list of \"key=value[:weight]\" strings, got %s", kindOf(raw))
+		}
+		ps := make([]abi.Preference, 0, len(ss))
+		for _, s := range ss {
+			p, err := limits.ParsePreference(s)
+			if err != nil {
+				return fmt.Errorf("%s: %v", path, err)
+			}
+			ps = append(ps, p)
+		}
+		ps, err := limits.NormalizePreferences(ps)
+		if err != nil {
+			return fmt.Errorf("%s: %v", path, err)
+		}
+		*dst = ps
+		return nil
+	}
+}
+
 // jsonTimeLayout is RFC 3339 in UTC with milliseconds (Redis TIME is ms).
 const jsonTimeLayout = "2006-01-02T15:04:05.000Z07:00"
 
