@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/wasmsched/wasmsched/abi"
 	t "github.com/wasmsched/wasmsched/abi/abitest"
@@ -40,7 +41,9 @@ func Load(tb testing.TB, name string, wasm []byte) *policies.Policy {
 	rtOnce.Do(func() {
 		cacheDir, rtErr = os.MkdirTemp("", "wasmsched-cache-")
 		if rtErr == nil {
-			rt, rtErr = policies.NewRuntime(context.Background(), policies.Config{CacheDir: cacheDir})
+			// decisions are compared, not timed: a loaded machine may take
+			// longer than the default 50 ms on the largest snapshots
+			rt, rtErr = policies.NewRuntime(context.Background(), policies.Config{CacheDir: cacheDir, CallTimeout: 2 * time.Second})
 		}
 	})
 	if rtErr != nil {
