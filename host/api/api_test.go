@@ -32,6 +32,9 @@ import (
 const (
 	adminTok = "admin-token-0123456789"
 	readTok  = "read-token-0123456789ab"
+	// worker tokens (scope worker)
+	workerTok  = "worker-token-0123456789"
+	worker2Tok = "worker-token-2-0123456789"
 )
 
 // env is a redis-server, a namespace "ns" and the API over it (optionally
@@ -47,6 +50,7 @@ type opts struct {
 	durableOn bool // durable=on without a replica: every write is ErrNotReplicated
 	tokens    bool
 	engine    bool
+	noWorker  bool // the engine without its simulated worker
 }
 
 func newEnv(t *testing.T, o opts) *env {
@@ -66,7 +70,7 @@ func newEnv(t *testing.T, o opts) *env {
 	cfg := api.Config{Store: st}
 	if o.tokens {
 		p := filepath.Join(t.TempDir(), "tokens")
-		writeFile(t, p, "# operators\n"+adminTok+" admin\n"+readTok+" read\n")
+		writeFile(t, p, "# operators\n"+adminTok+" admin\n"+readTok+" read\n"+workerTok+" worker\n"+worker2Tok+" worker\n")
 		toks, err := api.LoadTokens(p)
 		if err != nil {
 			t.Fatal(err)
@@ -80,7 +84,7 @@ func newEnv(t *testing.T, o opts) *env {
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(func() { srv.Close(); _ = s.Close(context.Background()) })
 	if o.engine {
-		startEngine(t, ctx, st)
+		startEngine(t, ctx, st, !o.noWorker)
 	}
 	e := &env{t: t, st: st, srv: srv}
 	if o.tokens {
@@ -90,7 +94,7 @@ func newEnv(t *testing.T, o opts) *env {
 }
 
 // startEngine runs a leader (host + engine) and a simulated worker on st.
-func startEngine(t *testing.T, ctx context.Context, st *storage.Store) {
+func startEngine(t *testing.T, ctx context.Context, st *storage.Store, withWorker bool) {
 	t.Helper()
 	h, err := host.New(ctx, host.Config{Store: st, Advertise: "api-test", LeaseTTL: time.Second, Engine: host.EngineConfig{SeriesInterval: 200 * time.Millisecond}})
 	if err != nil {
@@ -104,9 +108,12 @@ func startEngine(t *testing.T, ctx context.Context, st *storage.Store) {
 	w.HandleDefault(worker.Simulate())
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(1)
 	go func() { defer wg.Done(); _ = h.Run(ctx) }()
-	go func() { defer wg.Done(); _ = w.Run(ctx) }()
+	if withWorker {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = w.Run(ctx) }()
+	}
 	t.Cleanup(func() {
 		cancel()
 		wg.Wait()

@@ -15,14 +15,17 @@ import (
 // scope is what a token may do.
 type scope string
 
-// Scopes. An admin token may do everything a read token may.
+// Scopes. An admin token may do everything a read token may; a worker
+// token may only register workers and, for the workers it registered,
+// heartbeat, receive assignments and report them (the worker routes).
 const (
-	scopeRead  scope = "read"
-	scopeAdmin scope = "admin"
+	scopeRead   scope = "read"
+	scopeAdmin  scope = "admin"
+	scopeWorker scope = "worker"
 )
 
-// Tokens is a token file: one "TOKEN SCOPE" per line (scope read or
-// admin); blank lines and lines starting with # are skipped. Reload
+// Tokens is a token file: one "TOKEN SCOPE" per line (scope read, admin
+// or worker); blank lines and lines starting with # are skipped. Reload
 // re-reads it (the CLI calls it on SIGHUP); a bad file keeps the tokens
 // already loaded.
 type Tokens struct {
@@ -68,8 +71,8 @@ func (t *Tokens) Reload() error {
 			return fmt.Errorf("api: tokens %s:%d: want \"TOKEN SCOPE\", got %d fields", t.path, n, len(fs))
 		}
 		sc := scope(fs[1])
-		if sc != scopeRead && sc != scopeAdmin {
-			return fmt.Errorf("api: tokens %s:%d: scope %q: want read or admin", t.path, n, fs[1])
+		if sc != scopeRead && sc != scopeAdmin && sc != scopeWorker {
+			return fmt.Errorf("api: tokens %s:%d: scope %q: want read, admin or worker", t.path, n, fs[1])
 		}
 		if len(fs[0]) < MinTokenLen {
 			return fmt.Errorf("api: tokens %s:%d: token is %d characters, at least %d", t.path, n, len(fs[0]), MinTokenLen)
@@ -135,8 +138,9 @@ type principal struct {
 }
 
 // authorize checks a request against the tokens: write (any method but
-// GET/HEAD) needs admin.
-func (s *Server) authorize(r *http.Request) (principal, error) {
+// GET/HEAD) needs admin; a worker route (workerRoute) takes a worker token
+// too, and no other route does.
+func (s *Server) authorize(r *http.Request, workerRoute bool) (principal, error) {
 	if err := sameOrigin(r); err != nil {
 		return principal{}, err
 	}
@@ -152,7 +156,15 @@ func (s *Server) authorize(r *http.Request) (principal, error) {
 		return principal{}, errorf(http.StatusUnauthorized, "unauthorized", "unknown token")
 	}
 	p := principal{scope: tk.scope, who: "api (token " + tk.label + ")"}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead && tk.scope != scopeAdmin {
+	switch {
+	case tk.scope == scopeWorker && !workerRoute && r.URL.Path != "/api/v1/whoami":
+		return principal{}, errorf(http.StatusForbidden, "forbidden", "this token has scope worker; %s %s needs a read or admin token (a worker token may register workers and serve them)", r.Method, r.URL.Path)
+	case tk.scope == scopeWorker || tk.scope == scopeAdmin:
+		return p, nil
+	case workerRoute:
+		return principal{}, errorf(http.StatusForbidden, "forbidden", "this token has scope %s; %s %s needs a worker or admin token", tk.scope, r.Method, r.URL.Path)
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return principal{}, errorf(http.StatusForbidden, "forbidden", "this token has scope read; %s %s needs an admin token", r.Method, r.URL.Path)
 	}
 	return p, nil

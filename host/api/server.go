@@ -77,13 +77,14 @@ func (c Config) Validate() error {
 
 // Server is the API and UI handler.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	rt     *policies.Runtime
-	in     *host.Inspector // keeps the policies it decided with loaded
-	decide chan struct{}   // semaphore: maxConcurrentDecisions
-	hubs   *hubs
-	mux    *http.ServeMux
+	cfg     Config
+	log     *slog.Logger
+	rt      *policies.Runtime
+	in      *host.Inspector // keeps the policies it decided with loaded
+	decide  chan struct{}   // semaphore: maxConcurrentDecisions
+	hubs    *hubs
+	remotes *remoteWorkers // the workers registered over HTTP
+	mux     *http.ServeMux
 }
 
 // New builds the server (its policy runtime too: Close it).
@@ -108,13 +109,16 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, rt: rt, in: host.NewInspector(rt), decide: make(chan struct{}, maxConcurrentDecisions)}
 	s.hubs = newHubs(s)
+	s.remotes = newRemoteWorkers()
 	s.routes()
 	return s, nil
 }
 
-// Close ends the event streams and closes the runtime.
+// Close ends the event streams, stops the workers registered over HTTP
+// (their runs in flight are interrupted) and closes the runtime.
 func (s *Server) Close(ctx context.Context) error {
 	s.hubs.close()
+	s.remotes.close()
 	return errors.Join(s.in.Close(ctx), s.rt.Close(ctx))
 }
 
@@ -130,7 +134,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() {
 		defer close(done)
 		<-ctx.Done()
-		s.hubs.close() // event streams end, so Shutdown does not wait for them
+		s.hubs.close()    // event streams end, so Shutdown does not wait for them
+		s.remotes.close() // and the workers registered over HTTP stop: their streams end
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
@@ -170,7 +175,7 @@ type call struct {
 // and, for {ns} routes, the namespace.
 func (s *Server) api(pattern string, h handler) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		p, err := s.authorize(r)
+		p, err := s.authorize(r, strings.Contains(pattern, "/workers"))
 		if err != nil {
 			writeError(w, err)
 			return
@@ -271,6 +276,11 @@ func (s *Server) routeTable() []struct {
 		{"GET " + p + "/schedules/{name}", s.getSchedule},
 		{"PUT " + p + "/schedules/{name}", s.putSchedule},
 		{"DELETE " + p + "/schedules/{name}", s.scheduleAction("delete")},
+		{"POST " + p + "/workers", s.registerWorker},
+		{"POST " + p + "/workers/{w}/heartbeat", s.heartbeat},
+		{"GET " + p + "/workers/{w}/assignments", s.assignments},
+		{"POST " + p + "/workers/{w}/runs/{id}/report", s.report},
+		{"DELETE " + p + "/workers/{w}", s.drainWorker},
 		{"POST " + p + "/schedules/{name}/pause", s.scheduleAction("pause")},
 		{"POST " + p + "/schedules/{name}/resume", s.scheduleAction("resume")},
 	}

@@ -86,6 +86,7 @@ func (w *agent) mode() string {
 // within StopGrace + 2 s of its context ending is abandoned.
 func (w *agent) runHandler(e *execution, run storage.Run, log *slog.Logger) *finished {
 	r := runOf(run, w.Store.Namespace())
+	r.Token = e.token
 	h := w.handlerFor(run.Group)
 	type ret struct {
 		res string

@@ -62,6 +62,9 @@ const AlreadyExecutedReason = "already executed by this worker before the store 
 // Run is what a handler gets of the run it executes.
 type Run struct {
 	ID, Group, Namespace string
+	// Token is the assignment's token: the worker runs one execution per
+	// token, and its outcome is reported under it.
+	Token string
 	// Payload is what the submitter passed, as is.
 	Payload string
 	// Attempt is this attempt's number (1 first), of MaxAttempts.
