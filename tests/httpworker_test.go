@@ -32,6 +32,29 @@ func python3(t *testing.T) string {
 	return p
 }
 
+// node is the Node.js the TypeScript package's tests run with (the test
+// command installs it when missing).
+func node(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is not installed (scripts/test installs it): the TypeScript package cannot be tested")
+	}
+	return p
+}
+
+// TestTypeScriptPackage runs the TypeScript package's own tests (node
+// --test in client/typescript: what its npm test runs).
+func TestTypeScriptPackage(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(node(t), "--test", "test/")
+	cmd.Dir = filepath.Join("..", "client", "typescript")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "# fail 0") {
+		t.Fatalf("node --test: %v\n%s", err, out)
+	}
+}
+
 // TestPythonPackage runs the Python package's own tests (python3 -m
 // unittest in client/python: the client and the worker against a
 // stand-in server).
@@ -85,6 +108,81 @@ func startPython(t *testing.T, url, ns, name string, extra ...string) (*Proc, st
 	p := startBinaryEnv(t, python3(t), name, env, args...)
 	p.WaitLog(t, 15*time.Second, "registered as")
 	return p, journal
+}
+
+// startNode starts client/typescript/examples/worker.mjs for group ts with
+// the worker token and its journal, and waits for it to register.
+func startNode(t *testing.T, url, ns, name string, extra ...string) (*Proc, string) {
+	t.Helper()
+	journal := filepath.Join(t.TempDir(), name+".journal")
+	env := []string{"WASMSCHED_URL=" + url, "WASMSCHED_TOKEN=" + httpWorkerTok, "WASMSCHED_NAMESPACE=" + ns, "WASMSCHED_JOURNAL=" + journal}
+	args := append([]string{filepath.Join("..", "client", "typescript", "examples", "worker.mjs"), "--group", "ts", "--name", name,
+		"--heartbeat-ttl", "2"}, extra...)
+	p := startBinaryEnv(t, node(t), name, env, args...)
+	p.WaitLog(t, 15*time.Second, "registered as")
+	return p, journal
+}
+
+// TestHTTPWorker_node, on real processes: runs of a group handled by the
+// TypeScript worker SUCCEED with their results beside a Python worker's
+// group; a handler's throw is retried and FAILS after its attempts; a stop
+// aborts the handler's signal (STOPPED); SIGTERM drains.
+func TestHTTPWorker_node(t *testing.T) {
+	t.Parallel()
+	const ns = "httpn"
+	r, url, c := httpWorkerEnv(t, ns, 7861)
+	cli(t, r, ns, "group", "set", "ts", "--max-active", "10")
+	cli(t, r, ns, "group", "set", "py", "--max-active", "10")
+	n1, j1 := startNode(t, url, ns, "ts1", "--slots", "3")
+	_, j2 := startPython(t, url, ns, "py1", "--slots", "3")
+	var ids []string
+	for i := range 10 {
+		for _, g := range []string{"ts", "py"} {
+			id := fmt.Sprintf("%s-%02d", g, i)
+			if _, err := c.Submit(testCtx(t, 5*time.Second), g, client.SubmitOptions{ID: id, Payload: "hi " + id}); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+	}
+	for id, run := range waitFinal(t, c, 60*time.Second, ids...) {
+		if run.State != "SUCCEEDED" || run.Result != strings.ToUpper("hi "+id) {
+			t.Errorf("%s: %s %q (%s), want SUCCEEDED with its payload upper-cased", id, run.State, run.Result, run.Reason)
+		}
+	}
+	byRun := ExecutionsByRun(ReadJournals(t, map[string]string{"ts1": j1, "py1": j2}))
+	for _, id := range ids {
+		if ex := byRun[id]; len(ex) != 1 || ex[0].Worker != map[byte]string{'t': "ts1", 'p': "py1"}[id[0]] {
+			t.Errorf("%s executions %+v, want one, on its group's worker", id, ex)
+		}
+	}
+	if _, err := c.Submit(testCtx(t, 5*time.Second), "ts", client.SubmitOptions{ID: "fail-1", Payload: "fail", MaxAttempts: 2, RetryBackoff: 10 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if run := waitFinal(t, c, 30*time.Second, "fail-1")["fail-1"]; run.State != "FAILED" || run.Attempt != 2 || !strings.Contains(run.Reason, "asked to fail") {
+		t.Fatalf("fail-1: %s attempt %d %q, want FAILED after 2 attempts with the handler's error", run.State, run.Attempt, run.Reason)
+	}
+	if _, err := c.Submit(testCtx(t, 5*time.Second), "ts", client.SubmitOptions{ID: "stop-1", Payload: "sleep:30"}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, c, "stop-1", "RUNNING")
+	if _, err := c.Stop(testCtx(t, 5*time.Second), "stop-1", "enough"); err != nil {
+		t.Fatal(err)
+	}
+	if run := waitFinal(t, c, 15*time.Second, "stop-1")["stop-1"]; run.State != "STOPPED" {
+		t.Fatalf("stop-1: %s %q, want STOPPED", run.State, run.Reason)
+	}
+	if _, err := c.Submit(testCtx(t, 5*time.Second), "ts", client.SubmitOptions{ID: "drain-1", Payload: "sleep:1.5"}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, c, "drain-1", "RUNNING")
+	n1.Signal(syscall.SIGTERM)
+	if code := n1.Wait(t, 20*time.Second); code != 0 {
+		t.Fatalf("ts1 exited %d after SIGTERM, want 0", code)
+	}
+	if run := waitFinal(t, c, 10*time.Second, "drain-1")["drain-1"]; run.State != "SUCCEEDED" || run.Result != "slept" {
+		t.Fatalf("drain-1: %s %q (%s), want SUCCEEDED: a drain lets the run in flight finish", run.State, run.Result, run.Reason)
+	}
 }
 
 // TestHTTPWorker_python, on real processes: runs of a group handled by a

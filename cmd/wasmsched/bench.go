@@ -74,6 +74,7 @@ Examples:
 			&cli.StringFlag{Name: "policy", Value: "wait", Usage: "serial policy `NAME` of the generated groups (wait, discard, priority, or one pushed in --namespace)"},
 			&cli.IntFlag{Name: "window", Usage: "snapshot window `N` of the generated groups (group set --window)", DefaultText: fmt.Sprint(limits.DefaultWindow)},
 			&cli.StringFlag{Name: "require", Usage: "every generated group requires the labels `K=V,...` and the in-process workers carry them (placement's cost)"},
+			&cli.BoolFlag{Name: "http-workers", Usage: "the in-process workers go through the HTTP worker protocol of an in-process API server (its cost against the worker library)"},
 			&cli.StringFlag{Name: "prefer", Usage: "every generated group prefers the labels `K=V:W,...` and the in-process workers carry them (preferences' cost)"},
 			&cli.StringFlag{Name: "placement", Usage: "the namespace's placement `MODE`: spread, pack or policy (namespace set --placement; placement's cost)"},
 			&cli.IntFlag{Name: "runs", Usage: "submit `N` runs", DefaultText: "10 x --groups"},
@@ -137,6 +138,7 @@ func benchAction(c *cli.Context) error {
 		CPUProfile:   c.String("cpuprofile"),
 		Delay:        c.Duration("delay"),
 		Placement:    c.String("placement"),
+		HTTPWorkers:  c.Bool("http-workers"),
 	}
 	if c.IsSet("require") {
 		o.Require = map[string]string{}

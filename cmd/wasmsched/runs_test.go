@@ -336,7 +336,7 @@ func TestCLIBadInput(t *testing.T) {
 	if err := os.WriteFile(badTok, []byte("sixteen-chars-long-token superuser\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.usage(`scope "superuser": want read or admin`, "serve", "--admin-addr", "", "--api-addr", "127.0.0.1:0", "--api-tokens", badTok)
+	e.usage(`scope "superuser": want read, admin or worker`, "serve", "--admin-addr", "", "--api-addr", "127.0.0.1:0", "--api-tokens", badTok)
 	// Worker flags are checked before anything connects.
 	e.usage("exactly one of --simulate or --exec", "worker", "--advertise", "w:1")
 	e.usage("exactly one of --simulate or --exec", "worker", "--advertise", "w:1", "--simulate", "--exec", "/bin/true")

@@ -62,6 +62,9 @@ type Options struct {
 	// Placement ("" = none): the namespace's placement (spread, pack or
 	// policy: abi.ParamPlacement), set before the runs are submitted.
 	Placement string
+	// HTTPWorkers: the in-process workers go through the worker protocol
+	// of an in-process API server instead of the worker library.
+	HTTPWorkers bool
 }
 
 // Check validates o and fills its defaults; errors are bad input.
@@ -498,6 +501,18 @@ func (e *env) startWorkers(ctx context.Context) error {
 	st, err := e.connect(ctx)
 	if err != nil {
 		return err
+	}
+	if e.o.HTTPWorkers {
+		url, err := e.startAPI(ctx, st)
+		if err != nil {
+			return err
+		}
+		for i := range e.o.Workers {
+			if err := e.startHTTPWorker(e.runCtx, url, st.Namespace(), i, e.o.Slots); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	for i := range e.o.Workers {
 		w, err := worker.New(ctx, worker.Config{Client: st.Redis(), Namespace: st.Namespace(), Advertise: fmt.Sprintf("bench-worker-%d", i),
