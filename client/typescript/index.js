@@ -321,11 +321,37 @@ export class Worker {
     }
     if (run.output) report.output = run.output;
     if (run.exitCode !== null && run.exitCode !== undefined) report.exit_code = run.exitCode;
-    try {
-      await this.client.request("POST", this.client.path("workers", workerId, "runs", run.id, "report"), report);
-    } catch (e) {
-      this.log("WARN", `report of run ${run.id} (token ${run.token}): ${e.message}`);
+    report.run = run.id;
+    await this.report(workerId, report);
+  }
+
+  // report queues an outcome: what finished while the last request was out
+  // goes in the next (POST .../reports); it resolves once sent.
+  report(workerId, report) {
+    return new Promise((resolve) => {
+      this.outbox ??= [];
+      this.outbox.push({ workerId, report, resolve });
+      if (!this.sending) this.flush();
+    });
+  }
+
+  async flush() {
+    this.sending = true;
+    while (this.outbox.length) {
+      const batch = this.outbox.splice(0, 256);
+      const byWorker = new Map();
+      for (const b of batch) byWorker.set(b.workerId, [...(byWorker.get(b.workerId) ?? []), b.report]);
+      for (const [wid, reports] of byWorker) {
+        try {
+          const res = await this.client.request("POST", this.client.path("workers", wid, "reports"), { reports });
+          for (const r of res?.refused ?? []) this.log("WARN", `report of run ${r.run} (token ${r.token}) refused: ${r.error}`);
+        } catch (e) {
+          this.log("WARN", `reports of ${reports.length} runs: ${e.message}`);
+        }
+      }
+      for (const b of batch) b.resolve();
     }
+    this.sending = false;
   }
 }
 

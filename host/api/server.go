@@ -280,6 +280,7 @@ func (s *Server) routeTable() []struct {
 		{"POST " + p + "/workers/{w}/heartbeat", s.heartbeat},
 		{"GET " + p + "/workers/{w}/assignments", s.assignments},
 		{"POST " + p + "/workers/{w}/runs/{id}/report", s.report},
+		{"POST " + p + "/workers/{w}/reports", s.reports},
 		{"DELETE " + p + "/workers/{w}", s.drainWorker},
 		{"POST " + p + "/schedules/{name}/pause", s.scheduleAction("pause")},
 		{"POST " + p + "/schedules/{name}/resume", s.scheduleAction("resume")},

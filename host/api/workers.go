@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -44,6 +45,9 @@ const (
 	// remoteStopGrace is how long a stopped run waits for the remote's
 	// report before the library gives up on it.
 	remoteStopGrace = 5 * time.Second
+	// remoteStreamBuffer: frames queued per stream are at most twice this
+	// (an assign and a stop per run); a stream that falls behind is ended.
+	remoteStreamBuffer = 2048
 )
 
 type remoteWorkers struct {
@@ -87,9 +91,9 @@ type remote struct {
 	mu       sync.Mutex
 	beat     time.Time
 	inflight map[string]*assignment // by token
-	changed  chan struct{}          // closed and replaced on every change
 	draining bool
-	streams  int // the stream generation: a new stream ends the old one
+	sub      chan string   // the stream's frames (nil: no stream)
+	subEnd   chan struct{} // closed to end that stream (a newer one, or it fell behind)
 }
 
 // assignment is a run handed to the remote worker.
@@ -118,11 +122,32 @@ func (r *remote) kill(reason string) {
 	r.cancel()
 }
 
-// notify wakes the streams (r.mu held).
-func (r *remote) notify() {
-	close(r.changed)
-	r.changed = make(chan struct{})
+// send queues frame on the stream (r.mu held): O(1) a frame. A stream
+// that fell behind a full buffer is ended; the worker reconnects and gets
+// every assignment not yet reported again.
+func (r *remote) send(frame string) {
+	if r.sub == nil {
+		return
+	}
+	select {
+	case r.sub <- frame:
+	default:
+		close(r.subEnd)
+		r.sub, r.subEnd = nil, nil
+	}
 }
+
+func assignFrame(a *assignment) string {
+	b, _ := json.Marshal(a)
+	return "event: assign\ndata: " + string(b) + "\n\n"
+}
+
+func stopFrame(a *assignment) string {
+	b, _ := json.Marshal(map[string]string{"run": a.Run, "token": a.Token})
+	return "event: stop\ndata: " + string(b) + "\n\n"
+}
+
+const drainFrame = "event: drain\ndata: {}\n\n"
 
 // Handle is the library worker's handler: one call per assignment token.
 func (r *remote) Handle(ctx context.Context, run *worker.Run) (string, error) {
@@ -135,12 +160,11 @@ func (r *remote) Handle(ctx context.Context, run *worker.Run) (string, error) {
 	}
 	r.mu.Lock()
 	r.inflight[a.Token] = a
-	r.notify()
+	r.send(assignFrame(a))
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
 		delete(r.inflight, a.Token)
-		r.notify()
 		r.mu.Unlock()
 	}()
 	select {
@@ -153,8 +177,10 @@ func (r *remote) Handle(ctx context.Context, run *worker.Run) (string, error) {
 	// stopped, timed out or drained: tell the remote, give it the grace
 	// to end the handler (the library reports the stop's outcome)
 	r.mu.Lock()
-	a.stopped = true
-	r.notify()
+	if r.inflight[a.Token] != nil {
+		a.stopped = true
+		r.send(stopFrame(a))
+	}
 	r.mu.Unlock()
 	t := time.NewTimer(remoteStopGrace)
 	defer t.Stop()
@@ -260,7 +286,7 @@ func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request, c *call)
 		return 0, nil, errorf(http.StatusServiceUnavailable, "unavailable", "%d workers registered here, the most this server allows", n)
 	}
 	rw := &remote{ns: c.st.Namespace(), owner: c.who.who, ttl: ttl, beat: time.Now(), inflight: map[string]*assignment{},
-		changed: make(chan struct{}), done: make(chan struct{}), dead: make(chan struct{})}
+		done: make(chan struct{}), dead: make(chan struct{})}
 	lw, err := worker.New(r.Context(), worker.Config{Client: c.st.Redis(), Namespace: c.st.Namespace(), Advertise: body.Name,
 		Slots: body.Slots, Labels: body.Labels, Groups: body.Groups, StopGrace: remoteStopGrace,
 		DrainTimeout: time.Duration(body.DrainTimeoutMS) * time.Millisecond, Logger: s.log.With("component", "http-worker")})
@@ -279,9 +305,6 @@ func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request, c *call)
 		err := lw.Run(ctx)
 		ran <- err
 		close(rw.done)
-		rw.mu.Lock()
-		rw.notify()
-		rw.mu.Unlock()
 		rs.mu.Lock()
 		if rs.m[rw.id] == rw && rw.id != "" {
 			delete(rs.m, rw.id)
@@ -349,9 +372,11 @@ func (s *Server) drainWorker(w http.ResponseWriter, r *http.Request, c *call) (i
 		return 0, nil, err
 	}
 	rw.mu.Lock()
-	rw.draining = true
+	if !rw.draining {
+		rw.draining = true
+		rw.send(drainFrame)
+	}
 	rw.beat = time.Now()
-	rw.notify()
 	rw.mu.Unlock()
 	rw.cancel()
 	return http.StatusAccepted, rw.view(0, nil, nil), nil
@@ -379,6 +404,21 @@ func (rep reportJSON) apply(run *worker.Run) (string, error) {
 	return rep.Result, nil
 }
 
+// take hands rep to the assignment of run under rep.Token (once per token).
+func (rw *remote) take(run string, rep reportJSON) error {
+	rw.mu.Lock()
+	a := rw.inflight[rep.Token]
+	if a == nil || a.Run != run {
+		rw.mu.Unlock()
+		return errorf(http.StatusConflict, "conflict", "run %s has no assignment %q on worker %s (reported already, stopped and given up, or not this worker's)", run, rep.Token, rw.id)
+	}
+	delete(rw.inflight, rep.Token) // one report per token
+	rw.beat = time.Now()
+	rw.mu.Unlock()
+	a.out <- rep
+	return nil
+}
+
 // report takes a remote worker's outcome of one assignment.
 func (s *Server) report(w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
 	rw, err := s.remoteOf(r, c)
@@ -390,18 +430,48 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, c *call) (int, a
 		return 0, nil, err
 	}
 	run := r.PathValue("id")
-	rw.mu.Lock()
-	a := rw.inflight[body.Token]
-	if a == nil || a.Run != run {
-		rw.mu.Unlock()
-		return 0, nil, errorf(http.StatusConflict, "conflict", "run %s has no assignment %q on worker %s (reported already, stopped and given up, or not this worker's)", run, body.Token, rw.id)
+	if err := rw.take(run, body); err != nil {
+		return 0, nil, err
 	}
-	delete(rw.inflight, body.Token) // one report per token
-	rw.beat = time.Now()
-	rw.notify()
-	rw.mu.Unlock()
-	a.out <- body
 	return http.StatusOK, map[string]any{"run": run, "token": body.Token, "accepted": true}, nil
+}
+
+// maxReportBatch bounds the reports of one POST .../reports.
+const maxReportBatch = 1024
+
+type reportsJSON struct {
+	Reports []struct {
+		Run string `json:"run"`
+		reportJSON
+	} `json:"reports"`
+}
+
+// reports takes several outcomes in one request (what finished together):
+// each as report takes it; the refused ones are listed, not an error.
+func (s *Server) reports(w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+	rw, err := s.remoteOf(r, c)
+	if err != nil {
+		return 0, nil, err
+	}
+	var body reportsJSON
+	if err := decodeBody(w, r, &body); err != nil {
+		return 0, nil, err
+	}
+	if len(body.Reports) > maxReportBatch {
+		return 0, nil, errorf(http.StatusBadRequest, "invalid", "%d reports, at most %d a request", len(body.Reports), maxReportBatch)
+	}
+	type refusal struct {
+		Run   string `json:"run"`
+		Token string `json:"token"`
+		Error string `json:"error"`
+	}
+	refused := []refusal{}
+	for _, rep := range body.Reports {
+		if err := rw.take(rep.Run, rep.reportJSON); err != nil {
+			refused = append(refused, refusal{Run: rep.Run, Token: rep.Token, Error: err.Error()})
+		}
+	}
+	return http.StatusOK, map[string]any{"accepted": len(body.Reports) - len(refused), "refused": refused}, nil
 }
 
 // assignments streams a remote worker's assignments and stop requests
@@ -413,89 +483,85 @@ func (s *Server) assignments(w http.ResponseWriter, r *http.Request, c *call) (i
 	if err != nil {
 		return 0, nil, err
 	}
+	ch, end := make(chan string, 2*remoteStreamBuffer), make(chan struct{})
 	rw.mu.Lock()
-	rw.streams++
-	gen := rw.streams
+	if rw.subEnd != nil {
+		close(rw.subEnd) // an older stream ends
+	}
+	rw.sub, rw.subEnd = ch, end
 	rw.beat = time.Now()
-	rw.notify() // an older stream ends
+	var first strings.Builder
+	fmt.Fprintf(&first, ": worker %s (%s)\n\n", rw.id, rw.identity)
+	for _, tok := range slices.Sorted(maps.Keys(rw.inflight)) {
+		a := rw.inflight[tok]
+		first.WriteString(assignFrame(a))
+		if a.stopped {
+			first.WriteString(stopFrame(a))
+		}
+	}
+	if rw.draining {
+		first.WriteString(drainFrame)
+	}
 	rw.mu.Unlock()
+	defer func() {
+		rw.mu.Lock()
+		if rw.sub == ch {
+			rw.sub, rw.subEnd = nil, nil
+		}
+		rw.mu.Unlock()
+	}()
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{})
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	_, _ = fmt.Fprintf(w, ": worker %s (%s)\n\n", rw.id, rw.identity)
-	_ = rc.Flush()
-	sent := map[string]bool{} // token -> its stop was sent
+	write := func(frames string) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second)) // a stalled reader is dropped
+		if _, err := io.WriteString(w, frames); err != nil {
+			return false
+		}
+		if err := rc.Flush(); err != nil {
+			return false
+		}
+		_ = rc.SetWriteDeadline(time.Time{})
+		return true
+	}
+	if !write(first.String()) {
+		return 0, nil, nil
+	}
 	ping := time.NewTicker(pingEvery)
 	defer ping.Stop()
+	var batch strings.Builder
 	for {
-		rw.mu.Lock()
-		if rw.streams != gen {
-			rw.mu.Unlock()
-			return 0, nil, nil
-		}
-		var frames []string
-		for _, tok := range slices.Sorted(maps.Keys(rw.inflight)) {
-			a := rw.inflight[tok]
-			stopped, seen := sent[tok]
-			if !seen {
-				b, _ := json.Marshal(a)
-				frames = append(frames, "event: assign\ndata: "+string(b)+"\n\n")
-				sent[tok] = false
-			}
-			if a.stopped && !stopped {
-				b, _ := json.Marshal(map[string]string{"run": a.Run, "token": a.Token})
-				frames = append(frames, "event: stop\ndata: "+string(b)+"\n\n")
-				sent[tok] = true
-			}
-		}
-		for tok := range sent {
-			if rw.inflight[tok] == nil {
-				delete(sent, tok)
-			}
-		}
-		if rw.draining && !sent[""] {
-			frames = append(frames, "event: drain\ndata: {}\n\n")
-			sent[""] = true
-		}
-		changed := rw.changed
-		rw.mu.Unlock()
-		select {
-		case <-rw.done:
-			frames = append(frames, "event: deregistered\ndata: {}\n\n")
-		default:
-		}
-		if len(frames) > 0 {
-			_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-			for _, f := range frames {
-				if _, err := fmt.Fprint(w, f); err != nil {
-					return 0, nil, nil
-				}
-			}
-			if err := rc.Flush(); err != nil {
-				return 0, nil, nil
-			}
-			_ = rc.SetWriteDeadline(time.Time{})
-		}
-		select {
-		case <-rw.done:
-			return 0, nil, nil
-		default:
-		}
 		select {
 		case <-r.Context().Done():
 			return 0, nil, nil
 		case <-s.remotes.ctx.Done():
 			return 0, nil, nil
+		case <-end:
+			return 0, nil, nil
 		case <-rw.done:
-		case <-changed:
-		case <-ping.C:
-			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
+			// (what was queued first: the reports of a drain's last runs)
+			for len(ch) > 0 {
+				batch.WriteString(<-ch)
+			}
+			batch.WriteString("event: deregistered\ndata: {}\n\n")
+			write(batch.String())
+			return 0, nil, nil
+		case f := <-ch:
+			batch.Reset()
+			batch.WriteString(f)
+			for len(ch) > 0 && batch.Len() < 64<<10 { // one flush for what is queued
+				batch.WriteString(<-ch)
+			}
+			if !write(batch.String()) {
 				return 0, nil, nil
 			}
-			_ = rc.Flush()
+		case <-ping.C:
+			if !write(": ping\n\n") {
+				return 0, nil, nil
+			}
 		}
 	}
 }

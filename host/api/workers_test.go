@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -90,6 +91,51 @@ func nextAssign(t *testing.T, ch <-chan sseEvent) assignJSON {
 	return a
 }
 
+// schemaProps are the properties of a schema of openapi.json.
+func schemaProps(t *testing.T, name string) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile("openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for k := range doc.Components.Schemas[name].Properties {
+		out[k] = true
+	}
+	return out
+}
+
+// conforms checks that every field of the JSON object raw is a property of
+// schema, and that it has them all.
+func conforms(t *testing.T, schema, raw string) {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &m); err != nil {
+		t.Fatalf("%s: %v: %s", schema, err, raw)
+	}
+	props := schemaProps(t, schema)
+	for k := range m {
+		if !props[k] {
+			t.Errorf("%s: field %q is not in openapi.json", schema, k)
+		}
+	}
+	for k := range props {
+		if _, ok := m[k]; !ok {
+			t.Errorf("%s: openapi.json's property %q is not sent", schema, k)
+		}
+	}
+}
+
 // asToken runs f with the env's token set to tok.
 func (e *env) asToken(tok string, f func()) {
 	old := e.tok
@@ -133,6 +179,11 @@ func TestAPI_workers(t *testing.T) {
 	e.fails(400, "invalid", "slots -1: want 1 to", "POST", ns+"/workers", `{"slots": -1}`, "Authorization", "Bearer "+workerTok)
 	e.fails(400, "invalid", "heartbeat_ttl_ms 10", "POST", ns+"/workers", `{"heartbeat_ttl_ms": 10}`, "Authorization", "Bearer "+workerTok)
 
+	var w1raw json.RawMessage
+	e.asToken(workerTok, func() {
+		e.do("POST", ns+"/workers", `{"name": "probe", "slots": 1, "labels": {"k": "v"}, "groups": ["none-*"]}`, &w1raw)
+	})
+	conforms(t, "Worker", string(w1raw))
 	var w1 struct {
 		ID             string `json:"id"`
 		Identity       string `json:"identity"`
@@ -175,7 +226,10 @@ func TestAPI_workers(t *testing.T) {
 
 	// 1: a result
 	e.do("POST", ns+"/groups/remote/runs", `{"id": "ok-1", "payload": "hello"}`, nil)
-	a := nextAssign(t, stream)
+	first := next(t, stream, "assign")
+	conforms(t, "Assignment", first.Data)
+	var a assignJSON
+	_ = json.Unmarshal([]byte(first.Data), &a)
 	if a.Run != "ok-1" || a.Payload != "hello" || a.Group != "remote" || a.Token == "" || a.Attempt != 1 {
 		t.Fatalf("assignment %+v", a)
 	}
@@ -194,6 +248,29 @@ func TestAPI_workers(t *testing.T) {
 	// once per token
 	if got := report(workerTok, w1.ID, "ok-1", fmt.Sprintf(`{"token": %q, "result": "again"}`, a.Token)); got != 409 {
 		t.Fatalf("a second report of one token: %d, want 409", got)
+	}
+
+	// 1b: several reports in one request; a refused one is listed
+	e.do("POST", ns+"/groups/remote/runs", `{"id": "batch-1"}`, nil)
+	e.do("POST", ns+"/groups/remote/runs", `{"id": "batch-2"}`, nil)
+	b1, b2 := nextAssign(t, stream), nextAssign(t, stream)
+	var res struct {
+		Accepted int `json:"accepted"`
+		Refused  []struct{ Run, Token, Error string }
+	}
+	e.asToken(workerTok, func() {
+		body := fmt.Sprintf(`{"reports": [{"run": %q, "token": %q, "result": "one"}, {"run": %q, "token": %q, "error": "two"}, {"run": "ok-1", "token": %q}]}`,
+			b1.Run, b1.Token, b2.Run, b2.Token, a.Token)
+		if got := e.do("POST", wp+"/reports", body, &res); got != 200 {
+			t.Fatalf("reports: %d", got)
+		}
+	})
+	if res.Accepted != 2 || len(res.Refused) != 1 || res.Refused[0].Run != "ok-1" || !strings.Contains(res.Refused[0].Error, "has no assignment") {
+		t.Fatalf("reports: %+v, want 2 accepted and ok-1's (reported already) refused", res)
+	}
+	e.waitRun(b1.Run, "SUCCEEDED")
+	if r := e.waitRun(b2.Run, "FAILED"); r["reason"] != "two" {
+		t.Fatalf("%s: %v", b2.Run, r["reason"])
 	}
 
 	// 2: an error, retried, then FAILED

@@ -136,15 +136,16 @@ class WorkerTest(unittest.TestCase):
                       f"event: assign\ndata: {json.dumps(a2)}\n\n",
                       lambda: (drained.wait(10), "event: drain\ndata: {}\n\nevent: deregistered\ndata: {}\n\n")[1]])
 
-        def report(run):
-            return lambda h, b: (reports.put((run, b)), h.reply(200, {"accepted": True}))
+        def report(h, b):
+            for r in b["reports"]:
+                reports.put((r.pop("run"), r))
+            h.reply(200, {"accepted": len(b["reports"]), "refused": []})
 
         s = Stand({
             ("POST", NS + "/workers"): lambda h, b: h.reply(201, {"id": "w-1", "identity": "py#1#x", **b}),
             ("POST", NS + "/workers/w-1/heartbeat"): lambda h, b: h.reply(200, {"id": "w-1"}),
             ("GET", NS + "/workers/w-1/assignments"): stream,
-            ("POST", NS + "/workers/w-1/runs/r1/report"): report("r1"),
-            ("POST", NS + "/workers/w-1/runs/r2/report"): report("r2"),
+            ("POST", NS + "/workers/w-1/reports"): report,
             ("DELETE", NS + "/workers/w-1"): lambda h, b: (drained.set(), h.reply(202, {"id": "w-1", "draining": True}))[1],
         })
         w = Worker(s.url, "wtok", slots=2, heartbeat_ttl=1.0)

@@ -19,6 +19,7 @@ run has attempts left).
 import json
 import logging
 import os
+import queue
 import signal
 import threading
 import time
@@ -77,6 +78,7 @@ class Worker:
         self._draining = threading.Event()
         self._done = threading.Event()
         self._pool = None
+        self._reports = queue.Queue()  # (worker id, report): sent in batches
 
     def handle(self, group):
         """Decorator: the function handles runs of group (fn(run) -> result)."""
@@ -115,6 +117,7 @@ class Worker:
         self._pool = ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix="wasmsched-slot")
         threading.Thread(target=self._beat, daemon=True, name="wasmsched-heartbeat").start()
         threading.Thread(target=self._stream, daemon=True, name="wasmsched-stream").start()
+        threading.Thread(target=self._reporter, daemon=True, name="wasmsched-reports").start()
         while not self._done.wait(0.2):
             pass
         self._pool.shutdown(wait=True)
@@ -234,10 +237,28 @@ class Worker:
             report["output"] = run.output
         if run.exit_code is not None:
             report["exit_code"] = run.exit_code
-        try:
-            self.client._request("POST", self.client._path("workers", worker_id, "runs", run.id, "report"), report)
-        except WasmschedError as e:
-            log.warning("report of run %s (token %s): %s", run.id, run.token, e)
-        finally:
-            with self._lock:
-                self._running.pop(run.token, None)
+        report["run"] = run.id
+        self._reports.put((worker_id, report))
+        with self._lock:
+            self._running.pop(run.token, None)
+
+    def _reporter(self):
+        # what finished while the last request was out goes in the next
+        while True:
+            first = self._reports.get()
+            batch = [first]
+            while len(batch) < 256:
+                try:
+                    batch.append(self._reports.get_nowait())
+                except queue.Empty:
+                    break
+            by_worker = {}
+            for wid, rep in batch:
+                by_worker.setdefault(wid, []).append(rep)
+            for wid, reps in by_worker.items():
+                try:
+                    res = self.client._request("POST", self.client._path("workers", wid, "reports"), {"reports": reps})
+                    for r in (res or {}).get("refused", []):
+                        log.warning("report of run %s (token %s) refused: %s", r.get("run"), r.get("token"), r.get("error"))
+                except WasmschedError as e:
+                    log.warning("reports of %d runs: %s", len(reps), e)

@@ -109,9 +109,9 @@ test("a worker executes each token once, reports, aborts a stopped run and drain
   const a1 = { run: "r1", token: "t1", group: "ts", payload: "hi", attempt: 1, max_attempts: 1 };
   const a2 = { run: "r2", token: "t2", group: "ts", payload: "boom", attempt: 1, max_attempts: 1 };
   const a3 = { run: "r3", token: "t3", group: "ts", payload: "wait", attempt: 1, max_attempts: 1 };
-  const report = (run) => (req, res, b) => {
-    reports.push([run, b]);
-    reply(res, 200, { accepted: true });
+  const report = (req, res, b) => {
+    for (const { run, ...r } of b.reports) reports.push([run, r]);
+    reply(res, 200, { accepted: b.reports.length, refused: [] });
     if (reports.length === 3) reported();
   };
   const s = await stand({
@@ -125,9 +125,7 @@ test("a worker executes each token once, reports, aborts a stopped run and drain
       `event: stop\ndata: ${JSON.stringify({ run: "r3", token: "t3" })}\n\n`,
       async () => (await drainedP, "event: drain\ndata: {}\n\nevent: deregistered\ndata: {}\n\n"),
     ]),
-    [`POST ${NS}/workers/w-1/runs/r1/report`]: report("r1"),
-    [`POST ${NS}/workers/w-1/runs/r2/report`]: report("r2"),
-    [`POST ${NS}/workers/w-1/runs/r3/report`]: report("r3"),
+    [`POST ${NS}/workers/w-1/reports`]: report,
     [`DELETE ${NS}/workers/w-1`]: (req, res) => { reply(res, 202, { id: "w-1", draining: true }); drained(); },
   });
   const w = new Worker({ url: s.url, token: "wtok", slots: 3, heartbeatTtlMs: 1000, logger: () => {} });

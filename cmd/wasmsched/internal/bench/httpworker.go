@@ -120,6 +120,22 @@ func (w *httpWorker) serve(ctx context.Context) error {
 		return err
 	}
 	defer resp.Body.Close()
+	// the reports go in batches: what finished while the last request was
+	// out goes in the next (as the Python and TypeScript workers do)
+	reports := make(chan map[string]string, 4096)
+	go func() {
+		for first := range reports {
+			batch := []map[string]string{first}
+			for len(batch) < 256 && len(reports) > 0 {
+				batch = append(batch, <-reports)
+			}
+			if resp, err := w.post(ctx, "/"+w.id+"/reports", map[string]any{"reports": batch}); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}
+	}()
+	defer close(reports)
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	event := ""
@@ -141,11 +157,7 @@ func (w *httpWorker) serve(ctx context.Context) error {
 				if a.DurationMS > 0 {
 					time.Sleep(time.Duration(a.DurationMS) * time.Millisecond)
 				}
-				resp, err := w.post(ctx, "/"+w.id+"/runs/"+a.Run+"/report", map[string]string{"token": a.Token, "result": "ok"})
-				if err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
+				reports <- map[string]string{"run": a.Run, "token": a.Token, "result": "ok"}
 			}()
 		case line == "":
 			event = ""
