@@ -49,7 +49,6 @@ type httpWorker struct {
 	base string // .../namespaces/NS/workers
 	id   string
 	hc   *http.Client
-	dur  time.Duration
 }
 
 func (w *httpWorker) post(ctx context.Context, path string, body any) (*http.Response, error) {
