@@ -96,31 +96,30 @@ func httpWorkerEnv(t *testing.T, ns string, base int) (*redistest.Server, string
 	return r, url, c
 }
 
-// startPython starts client/python/examples/worker.py for group py with
-// the worker token, its journal (one line per execution) and a 2 s
-// heartbeat TTL, and waits for it to register.
-func startPython(t *testing.T, url, ns, name string, extra ...string) (*Proc, string) {
+// startHTTPWorker starts an example worker of a package (interpreter,
+// script under client/) for group with the worker token, its journal (one
+// line per execution) and a 2 s heartbeat TTL, and waits for it to
+// register.
+func startHTTPWorker(t *testing.T, interpreter, script, group, url, ns, name string, extra ...string) (*Proc, string) {
 	t.Helper()
 	journal := filepath.Join(t.TempDir(), name+".journal")
 	env := []string{"WASMSCHED_URL=" + url, "WASMSCHED_TOKEN=" + httpWorkerTok, "WASMSCHED_NAMESPACE=" + ns, "WASMSCHED_JOURNAL=" + journal}
-	args := append([]string{filepath.Join("..", "client", "python", "examples", "worker.py"), "--group", "py", "--name", name,
-		"--heartbeat-ttl", "2"}, extra...)
-	p := startBinaryEnv(t, python3(t), name, env, args...)
+	args := append([]string{filepath.Join("..", "client", script), "--group", group, "--name", name, "--heartbeat-ttl", "2"}, extra...)
+	p := startBinaryEnv(t, interpreter, name, env, args...)
 	p.WaitLog(t, 15*time.Second, "registered as")
 	return p, journal
 }
 
-// startNode starts client/typescript/examples/worker.mjs for group ts with
-// the worker token and its journal, and waits for it to register.
+// startPython starts the Python package's example worker for group py.
+func startPython(t *testing.T, url, ns, name string, extra ...string) (*Proc, string) {
+	t.Helper()
+	return startHTTPWorker(t, python3(t), filepath.Join("python", "examples", "worker.py"), "py", url, ns, name, extra...)
+}
+
+// startNode starts the TypeScript package's example worker for group ts.
 func startNode(t *testing.T, url, ns, name string, extra ...string) (*Proc, string) {
 	t.Helper()
-	journal := filepath.Join(t.TempDir(), name+".journal")
-	env := []string{"WASMSCHED_URL=" + url, "WASMSCHED_TOKEN=" + httpWorkerTok, "WASMSCHED_NAMESPACE=" + ns, "WASMSCHED_JOURNAL=" + journal}
-	args := append([]string{filepath.Join("..", "client", "typescript", "examples", "worker.mjs"), "--group", "ts", "--name", name,
-		"--heartbeat-ttl", "2"}, extra...)
-	p := startBinaryEnv(t, node(t), name, env, args...)
-	p.WaitLog(t, 15*time.Second, "registered as")
-	return p, journal
+	return startHTTPWorker(t, node(t), filepath.Join("typescript", "examples", "worker.mjs"), "ts", url, ns, name, extra...)
 }
 
 // TestHTTPWorker_node, on real processes: runs of a group handled by the

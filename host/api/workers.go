@@ -295,6 +295,9 @@ func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request, c *call)
 	}
 	lw.HandleDefault(rw)
 	rw.w = lw
+	var key [8]byte
+	_, _ = rand.Read(key[:])
+	rw.id = "w-" + hex.EncodeToString(key[:]) // (before the goroutines that read it)
 	ctx, cancel := context.WithCancel(rs.ctx)
 	rw.cancel = cancel
 	ran := make(chan error, 1)
@@ -306,7 +309,7 @@ func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request, c *call)
 		ran <- err
 		close(rw.done)
 		rs.mu.Lock()
-		if rs.m[rw.id] == rw && rw.id != "" {
+		if rs.m[rw.id] == rw {
 			delete(rs.m, rw.id)
 		}
 		rs.mu.Unlock()
@@ -321,9 +324,6 @@ func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request, c *call)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	var key [8]byte
-	_, _ = rand.Read(key[:])
-	rw.id = "w-" + hex.EncodeToString(key[:])
 	rs.mu.Lock()
 	rs.m[rw.id] = rw
 	rs.mu.Unlock()
