@@ -146,8 +146,10 @@ func TestRestoreTaskFailsOverWithRunningTasks(t *testing.T) {
 	// The whole restore task: the first pass restores, later ones reap.
 	// The term's start spares w2 for its heartbeat TTL (its beats may have
 	// died with a failed master): its task stays on it until then, and
-	// moves to w3 after.
-	const ttl = 2 * time.Second
+	// moves to w3 after. (4 s: w2 must still be alive when the run is
+	// allocated, after the policies' first load, which took 2 s once under
+	// -race on a loaded machine.)
+	const ttl = 4 * time.Second
 	e := newREnv(t, Config{})
 	e.worker("w1", 1, time.Hour)
 	e.worker("w2", 1, ttl)
