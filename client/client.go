@@ -525,6 +525,39 @@ func (c *Client) DiscardWaiting(ctx context.Context, group, reason string, label
 	return c.st.DiscardWaiting(ctx, group, reason, limits.LabelsFromMap(labels)...)
 }
 
+// Retry puts a FAILED or STOPPED run back to WAITING as a new attempt of
+// the same run (its earlier attempts kept; its group's policy decides it
+// like any waiting run); who is named in its reason. A run in any other
+// state is ErrBadState.
+func (c *Client) Retry(ctx context.Context, id, who string) (Run, error) {
+	r, err := c.st.RetryRun(ctx, id, who)
+	if err != nil {
+		return Run{}, err
+	}
+	return runOf(r), nil
+}
+
+// RetryOptions select a group's finished runs for RetryGroup.
+type RetryOptions struct {
+	// State is "FAILED" (the default) or "STOPPED".
+	State string
+	// Labels: only runs carrying all of them.
+	Labels map[string]string
+	// Since: only runs that finished at or after it (zero: any).
+	Since time.Time
+	// Limit: at most this many (0: all).
+	Limit int
+	// Who is named in the runs' reason.
+	Who string
+}
+
+// RetryGroup retries the group's finished runs o selects, as Retry does
+// each, and returns how many it put back.
+func (c *Client) RetryGroup(ctx context.Context, group string, o RetryOptions) (int, error) {
+	return c.st.RetryGroup(ctx, group, storage.RetryFilter{State: storage.State(o.State), Labels: limits.LabelsFromMap(o.Labels),
+		Since: o.Since, Limit: o.Limit}, o.Who)
+}
+
 // StopActive asks every active run of a group to stop, with reason; it
 // returns how many it asked (RUNNING ones end STOPPED once their worker
 // stopped them).

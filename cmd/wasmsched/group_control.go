@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -47,10 +48,12 @@ active after --wait. Then group delete G succeeds if no run waits (with
 Examples:
    wasmsched group drain nightly --discard --stop && wasmsched group delete nightly`
 
+// whoFlag is --who, recorded as who did what (whoOf).
+func whoFlag(what string) cli.Flag {
+	return &cli.StringFlag{Name: "who", Usage: "recorded as who " + what, DefaultText: "$USER"}
+}
+
 func groupControlCommands() []*cli.Command {
-	whoFlag := func(what string) cli.Flag {
-		return &cli.StringFlag{Name: "who", Usage: "recorded as who " + what, DefaultText: "$USER"}
-	}
 	who := whoFlag("paused it")
 	reason := func(def string) cli.Flag {
 		return &cli.StringFlag{Name: "reason", Value: def, Usage: "recorded with each run"}
@@ -118,6 +121,7 @@ func groupControlCommands() []*cli.Command {
 				})
 			},
 		},
+		groupRetryCommand(),
 		{
 			Name: "drain", Usage: "pause a group, empty it, wait for its active runs: then it can be deleted", ArgsUsage: "G",
 			Description: groupControlsDescription4,
@@ -219,4 +223,47 @@ func groupDrain(c *cli.Context) error {
 			}
 		}
 	})
+}
+
+// groupRetryCommand is group retry.
+func groupRetryCommand() *cli.Command {
+	return &cli.Command{
+		Name: "retry", Usage: "retry a group's FAILED (or STOPPED) runs: each back to WAITING as its next attempt", ArgsUsage: "G",
+		Description: `Puts the group's finished runs back to WAITING, each as a new attempt of the
+same run (its earlier attempts stay in its record, run show lists them), in
+bounded chunks. --state FAILED (the default) or STOPPED; --label K=V, only
+runs with all of them; --since D, only runs that finished in the last D.
+
+Examples:
+   wasmsched group retry thumbnails
+   wasmsched group retry thumbnails --label tenant=a --since 2h`,
+		Flags: []cli.Flag{whoFlag("retried them"), bulkLabel,
+			&cli.StringFlag{Name: "state", Value: "FAILED", Usage: "retry the runs in `STATE`: FAILED or STOPPED"},
+			&cli.DurationFlag{Name: "since", Usage: "only runs that finished in the last `D`"},
+			&cli.IntFlag{Name: "limit", Usage: "at most `N` runs (0: all)"},
+		},
+		Action: func(c *cli.Context) error {
+			labels, err := bulkLabels(c)
+			if err != nil {
+				return err
+			}
+			o := client.RetryOptions{State: strings.ToUpper(c.String("state")), Labels: labels, Limit: c.Int("limit"), Who: whoOf(c)}
+			if o.State != "FAILED" && o.State != "STOPPED" {
+				return usageErrorf("--state %s: want FAILED or STOPPED", c.String("state"))
+			}
+			if c.Duration("since") < 0 || c.Int("limit") < 0 {
+				return usageErrorf("--since and --limit must not be negative")
+			}
+			if d := c.Duration("since"); d > 0 {
+				o.Since = time.Now().Add(-d)
+			}
+			return withGroup(c, func(cl *client.Client, g string) error {
+				n, err := cl.RetryGroup(c.Context, g, o)
+				if err == nil {
+					fmt.Fprintf(c.App.Writer, "group %s: %d %s run(s) retried\n", g, n, o.State)
+				}
+				return err
+			})
+		},
+	}
 }

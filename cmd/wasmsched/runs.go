@@ -236,6 +236,7 @@ Examples:
 					return render(c, r, func(w io.Writer) { runShowTable(w, r) })
 				},
 			},
+			runRetryCommand(),
 			{
 				Name:      "stop",
 				Usage:     "stop a run: discard it if WAITING, stop it if LAUNCHED or RUNNING",
@@ -601,4 +602,39 @@ func listRunsAction(c *cli.Context) error {
 			pageFlags(c), last, p.Next, limitFlag(c))
 	}
 	return nil
+}
+
+// runRetryCommand is run retry.
+func runRetryCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "retry",
+		Usage:     "retry a FAILED or STOPPED run: back to WAITING as its next attempt",
+		ArgsUsage: "ID",
+		Description: `Puts a finished run back to WAITING as a new attempt of the same run: its
+attempt count goes on, its earlier attempts stay in its record (run show),
+and its group's policy decides it like any waiting run. A run that is not
+FAILED or STOPPED is an error (exit 2). group retry retries many.
+
+Examples:
+   wasmsched run retry r42
+   wasmsched run retry r42 --who alice -o json`,
+		Flags: []cli.Flag{whoFlag("retried it")},
+		Action: func(c *cli.Context) error {
+			if err := exactArgs(c, 1, "ID"); err != nil {
+				return err
+			}
+			_, cl, closeFn, err := openNamespace(c, false)
+			if err != nil {
+				return err
+			}
+			defer closeFn()
+			r, err := cl.Retry(c.Context, c.Args().First(), whoOf(c))
+			if err != nil {
+				return err
+			}
+			return render(c, r, func(w io.Writer) {
+				fmt.Fprintf(w, "run %s is %s (attempt %d of %d)\n", r.ID, r.State, r.Attempt, r.MaxAttempts)
+			})
+		},
+	}
 }

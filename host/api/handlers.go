@@ -356,6 +356,43 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request, c *call) (int, any
 	return http.StatusOK, run, err
 }
 
+// retry puts a FAILED or STOPPED run back to WAITING (409 bad_state for
+// any other).
+func (s *Server) retry(_ http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+	run, err := c.c.Retry(r.Context(), r.PathValue("id"), c.who.who)
+	return http.StatusOK, run, err
+}
+
+type groupRetryJSON struct {
+	// State: FAILED (default) or STOPPED.
+	State string `json:"state"`
+	// Labels: only runs carrying all of them.
+	Labels map[string]string `json:"labels"`
+	// Since (RFC 3339): only runs that finished at or after it.
+	Since *string `json:"since"`
+	// Limit: at most this many (0: all).
+	Limit int `json:"limit"`
+}
+
+// retryGroup retries a group's finished runs its body selects.
+func (s *Server) retryGroup(w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+	var body groupRetryJSON
+	if err := decodeBody(w, r, &body); err != nil {
+		return 0, nil, err
+	}
+	o := client.RetryOptions{State: body.State, Labels: body.Labels, Limit: body.Limit, Who: c.who.who}
+	if body.Since != nil {
+		t, err := time.Parse(time.RFC3339Nano, *body.Since)
+		if err != nil {
+			return 0, nil, errorf(http.StatusBadRequest, "invalid", "since %q: want an RFC 3339 time", *body.Since)
+		}
+		o.Since = t
+	}
+	g := r.PathValue("g")
+	n, err := c.c.RetryGroup(r.Context(), g, o)
+	return http.StatusOK, map[string]any{"group": g, "runs": n}, err
+}
+
 // acquire takes a decision slot (maxConcurrentDecisions), or fails when
 // the request ends first.
 func (s *Server) acquire(ctx context.Context) (func(), error) {

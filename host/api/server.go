@@ -262,6 +262,8 @@ func (s *Server) routeTable() []struct {
 		{"GET " + p + "/runs/{id}", s.getRun},
 		{"GET " + p + "/runs/{id}/explain", s.explain},
 		{"POST " + p + "/runs/{id}/stop", s.stop},
+		{"POST " + p + "/runs/{id}/retry", s.retry},
+		{"POST " + p + "/groups/{g}/retry", s.retryGroup},
 		{"GET " + p + "/slots", s.slots},
 		{"GET " + p + "/lost", s.lost},
 		{"GET " + p + "/allocation", s.getAllocation},

@@ -360,3 +360,24 @@ func TestAPI_workers(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestAPI_retry: a run that is not FAILED or STOPPED cannot be retried
+// (409 bad_state, nothing changed); a group retry answers how many it put
+// back, refuses a bad state or since (400) and an unknown group (404).
+// The end-to-end retries are tests/retry_test.go's.
+func TestAPI_retry(t *testing.T) {
+	e := newEnv(t, opts{})
+	e.do("POST", ns+"/groups/g/runs", `{"id": "w1"}`, nil)
+	e.fails(409, "bad_state", "run w1 is WAITING: only a FAILED or STOPPED run can be retried", "POST", ns+"/runs/w1/retry", "")
+	e.fails(404, "not_found", "nope", "POST", ns+"/runs/nope/retry", "")
+	var res struct {
+		Group string `json:"group"`
+		Runs  int    `json:"runs"`
+	}
+	if got := e.do("POST", ns+"/groups/g/retry", `{"state": "FAILED", "labels": {"tenant": "a"}}`, &res); got != 200 || res.Group != "g" || res.Runs != 0 {
+		t.Fatalf("group retry: %d %+v", got, res)
+	}
+	e.fails(400, "invalid", "only FAILED or STOPPED", "POST", ns+"/groups/g/retry", `{"state": "SUCCEEDED"}`)
+	e.fails(400, "invalid", "want an RFC 3339 time", "POST", ns+"/groups/g/retry", `{"since": "yesterday"}`)
+	e.fails(404, "not_found", "nope", "POST", ns+"/groups/nope/retry", `{}`)
+}

@@ -1,0 +1,82 @@
+package storage_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmsched/wasmsched/abi"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
+	"github.com/wasmsched/wasmsched/storage"
+)
+
+// TestStore_retry: a FAILED or STOPPED run goes back to WAITING as its
+// next attempt (its finished attempt in its attempt log, out of the
+// finished zset, parked due now); any other state is ErrBadState with
+// nothing written; RetryGroup retries exactly the runs its filter selects.
+func TestStore_retry(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		mustNil(t, e.s.RegisterWorker(ctx, "w1", 8, time.Minute))
+		ok(e.s.SetGroup(ctx, "g", "wait", 10))(t)
+		finish := func(id string, state storage.State, labels ...abi.Label) {
+			t.Helper()
+			ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: id, Labels: labels}))(t)
+			launch(t, e, f, "g", id)
+			r := ok(e.s.GetRun(ctx, id))(t)
+			mustNil(t, e.s.Report(ctx, r.Assignments[0].Worker, id, r.Assignments[0].Token, state, "it broke"))
+		}
+		finish("f1", storage.StateFailed)
+		finish("ok1", storage.StateSucceeded)
+		r := ok(e.s.RetryRun(ctx, "f1", "alice"))(t)
+		if r.State != storage.StateWaiting || r.Attempt != 2 || r.MaxAttempts != 2 || !strings.Contains(r.Reason, "retried by alice") {
+			t.Fatalf("retried f1: %s attempt %d of %d %q", r.State, r.Attempt, r.MaxAttempts, r.Reason)
+		}
+		if len(r.Attempts) != 1 || r.Attempts[0].N != 1 || r.Attempts[0].Worker != "w1" || r.Attempts[0].Reason != "it broke" {
+			t.Fatalf("f1's attempt log %+v, want its first attempt", r.Attempts)
+		}
+		k := keyspace.Of(e.s)
+		if e.c.ZScore(ctx, k.Finished("g"), "f1").Err() == nil || e.c.ZScore(ctx, k.Delayed("g"), "f1").Err() != nil {
+			t.Fatal("f1 should have left finished for delayed")
+		}
+		for _, id := range []string{"ok1", "f1"} { // SUCCEEDED; WAITING now
+			e.unchanged(t, func() {
+				if _, err := e.s.RetryRun(ctx, id, "alice"); !errors.Is(err, storage.ErrBadState) || !strings.Contains(err.Error(), "only a FAILED or STOPPED run") {
+					t.Fatalf("retry %s: %v, want ErrBadState", id, err)
+				}
+			})
+		}
+		if _, err := e.s.RetryRun(ctx, "nope", "alice"); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("retry of an unknown run: %v", err)
+		}
+
+		// the group: FAILED runs with tenant=a only
+		a, b := abi.Label{Key: "tenant", Value: "a"}, abi.Label{Key: "tenant", Value: "b"}
+		finish("a1", storage.StateFailed, a)
+		finish("a2", storage.StateFailed, a)
+		finish("b1", storage.StateFailed, b)
+		finish("s1", storage.StateStopped, a)
+		n := ok(e.s.RetryGroup(ctx, "g", storage.RetryFilter{State: storage.StateFailed, Labels: []abi.Label{a}}, "bob"))(t)
+		if n != 2 {
+			t.Fatalf("retried %d, want 2 (a1, a2)", n)
+		}
+		for id, want := range map[string]storage.State{"a1": storage.StateWaiting, "a2": storage.StateWaiting,
+			"b1": storage.StateFailed, "s1": storage.StateStopped, "ok1": storage.StateSucceeded} {
+			if st := ok(e.s.GetRun(ctx, id))(t).State; st != want {
+				t.Errorf("%s: %s, want %s", id, st, want)
+			}
+		}
+		if n := ok(e.s.RetryGroup(ctx, "g", storage.RetryFilter{State: storage.StateStopped, Limit: 5}, "bob"))(t); n != 1 {
+			t.Fatalf("stopped retried %d, want 1 (s1)", n)
+		}
+		e.unchanged(t, func() {
+			if _, err := e.s.RetryGroup(ctx, "g", storage.RetryFilter{State: storage.StateSucceeded}, "bob"); !errors.Is(err, storage.ErrInvalid) {
+				t.Fatalf("retry SUCCEEDED runs: %v, want ErrInvalid", err)
+			}
+			if _, err := e.s.RetryGroup(ctx, "nope", storage.RetryFilter{}, "bob"); !errors.Is(err, storage.ErrNotFound) {
+				t.Fatalf("retry an unknown group: %v, want ErrNotFound", err)
+			}
+		})
+	})
+}

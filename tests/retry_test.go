@@ -1,0 +1,141 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmsched/wasmsched/client"
+	"github.com/wasmsched/wasmsched/host/worker"
+	"github.com/wasmsched/wasmsched/internal/redistest"
+)
+
+// TestRetry_endToEnd, on real processes (redis-server, serve, the CLI) and
+// a library worker whose handler fails a run's first N attempts (payload
+// "fail:N"): a run that failed 3 of 3 attempts is in the FAILED list; `run
+// retry` makes it SUCCEED on attempt 4 with its earlier attempts still in
+// its record; `group retry G --state FAILED --label tenant=a` retries
+// exactly those; retrying a RUNNING run exits 2 and changes nothing.
+func TestRetry_endToEnd(t *testing.T) {
+	t.Parallel()
+	const ns = "retry"
+	r := redistest.Start(t)
+	RuntimeHost(t, "host-0", r, ns, "127.0.0.1:7871")
+	stopWorker := retryWorker(t, r, ns)
+	defer stopWorker()
+	c, err := client.NewFromRedis(r.Client(t), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli(t, r, ns, "group", "set", "g", "--max-active", "10")
+	submit := func(id, payload string, attempts int, labels map[string]string) {
+		t.Helper()
+		if _, err := c.Submit(testCtx(t, 5*time.Second), "g", client.SubmitOptions{ID: id, Payload: payload, MaxAttempts: attempts,
+			RetryBackoff: 10 * time.Millisecond, Labels: labels}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// 1: three failed attempts, FAILED; in the list of failed runs
+	submit("r1", "fail:3", 3, nil)
+	if run := waitFinal(t, c, 30*time.Second, "r1")["r1"]; run.State != "FAILED" || run.Attempt != 3 {
+		t.Fatalf("r1: %s attempt %d, want FAILED after 3", run.State, run.Attempt)
+	}
+	if out := cli(t, r, ns, "runs", "--group", "g", "--state", "FAILED"); !strings.Contains(out, "r1") {
+		t.Fatalf("runs --state FAILED does not list r1:\n%s", out)
+	}
+	// 2: run retry: attempt 4 succeeds, the earlier three still shown
+	if out := cli(t, r, ns, "run", "retry", "r1", "--who", "alice"); !strings.Contains(out, "run r1 is WAITING (attempt 4 of 4)") {
+		t.Fatalf("run retry r1: %q", out)
+	}
+	run := waitFinal(t, c, 30*time.Second, "r1")["r1"]
+	if run.State != "SUCCEEDED" || run.Attempt != 4 || len(run.Attempts) != 4 {
+		t.Fatalf("r1 after the retry: %s attempt %d, %d attempts recorded %+v, want SUCCEEDED on attempt 4 with 4", run.State, run.Attempt, len(run.Attempts), run.Attempts)
+	}
+	for i, a := range run.Attempts[:3] {
+		if a.N != i+1 || a.Outcome != "FAILED" {
+			t.Errorf("r1's attempt %d: %+v, want FAILED", i+1, a)
+		}
+	}
+	if out := cli(t, r, ns, "run", "show", "r1"); !strings.Contains(out, "4 of 4") {
+		t.Errorf("run show r1 does not show the attempts:\n%s", out)
+	}
+
+	// 3: group retry by label: exactly tenant a's failed runs
+	for _, x := range []struct{ id, tenant string }{{"a1", "a"}, {"a2", "a"}, {"b1", "b"}} {
+		submit(x.id, "fail:1", 1, map[string]string{"tenant": x.tenant})
+	}
+	for id, run := range waitFinal(t, c, 30*time.Second, "a1", "a2", "b1") {
+		if run.State != "FAILED" {
+			t.Fatalf("%s: %s, want FAILED", id, run.State)
+		}
+	}
+	if out := cli(t, r, ns, "group", "retry", "g", "--state", "FAILED", "--label", "tenant=a"); !strings.Contains(out, "2 FAILED run(s) retried") {
+		t.Fatalf("group retry: %q", out)
+	}
+	for id, run := range waitFinal(t, c, 30*time.Second, "a1", "a2") {
+		if run.State != "SUCCEEDED" || run.Attempt != 2 {
+			t.Errorf("%s: %s attempt %d, want SUCCEEDED on attempt 2", id, run.State, run.Attempt)
+		}
+	}
+	if run, _ := c.Get(testCtx(t, 5*time.Second), "b1"); run.State != "FAILED" || run.Attempt != 1 {
+		t.Errorf("b1 (tenant b): %s attempt %d, want left FAILED", run.State, run.Attempt)
+	}
+
+	// 4: a RUNNING run cannot be retried: exit 2, nothing changed
+	submit("busy", "sleep", 1, nil)
+	waitState(t, c, "busy", "RUNNING")
+	_, errs, code := RunCLIErr(t, "--redis", r.URL(), "-n", ns, "run", "retry", "busy")
+	if code != 2 || !strings.Contains(errs, "run busy is RUNNING: only a FAILED or STOPPED run can be retried") {
+		t.Fatalf("run retry of a RUNNING run: exit %d %q, want 2", code, errs)
+	}
+	if run, _ := c.Get(testCtx(t, 5*time.Second), "busy"); run.State != "RUNNING" || run.Attempt != 1 {
+		t.Fatalf("busy after a refused retry: %s attempt %d", run.State, run.Attempt)
+	}
+	if _, err := c.Stop(testCtx(t, 5*time.Second), "busy", "done"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// retryWorker runs a library worker for ns whose handler fails a run's
+// first N attempts (payload "fail:N"), blocks on "sleep" until stopped, and
+// succeeds otherwise; the returned func stops it.
+func retryWorker(t *testing.T, r *redistest.Server, ns string) func() {
+	t.Helper()
+	w, err := worker.New(testCtx(t, 5*time.Second), worker.Config{Client: r.Client(t), Namespace: ns, Advertise: "127.0.0.1:7872",
+		Slots: 8, HeartbeatTTL: 2 * time.Second, Logger: procLogger(t, "retry-worker")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.HandleDefault(worker.HandlerFunc(func(ctx context.Context, run *worker.Run) (string, error) {
+		if n, ok := strings.CutPrefix(run.Payload, "fail:"); ok {
+			if k, _ := strconv.Atoi(n); run.Attempt <= k {
+				return "", fmt.Errorf("attempt %d fails", run.Attempt)
+			}
+		}
+		if run.Payload == "sleep" {
+			<-ctx.Done()
+			return "", ctx.Err()
+		}
+		return fmt.Sprintf("ok on attempt %d", run.Attempt), nil
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		if err := w.Run(ctx); err != nil {
+			t.Errorf("retry worker: %v", err)
+		}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); w.Identity() == "" && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return func() {
+		w.StopNow()
+		cancel()
+		<-exited
+	}
+}
