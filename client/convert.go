@@ -33,6 +33,13 @@ func runOf(r storage.Run) Run {
 	out.Attempt, out.MaxAttempts = max(r.Attempt, 1), max(r.MaxAttempts, 1)
 	out.Labels = labelsOf(r.Labels)
 	out.Require, out.SameWorker, out.Prefer = limits.LabelsMap(r.Require), r.SameWorker, preferOf(r.Prefer)
+	if p := r.Progress; p != nil {
+		out.Progress = &Progress{Message: p.Message, At: p.At.UTC()}
+		if p.Fraction >= 0 {
+			f := p.Fraction
+			out.Progress.Fraction = &f
+		}
+	}
 	out.RetryBackoffMS, out.RetryCapMS = r.RetryBase.Milliseconds(), r.RetryCap.Milliseconds()
 	if r.State == storage.StateRunning && r.Timeout > 0 && !r.StartedAt.IsZero() {
 		out.Deadline = timePtr(r.StartedAt.Add(r.Timeout))

@@ -81,6 +81,17 @@ type Run struct {
 	// Prefer are its own preferences of a worker, "key=value:weight"
 	// (submit --prefer), on top of its group's (absent: none).
 	Prefer []string `json:"prefer,omitempty"`
+	// Progress is what its handler last reported of the attempt (absent:
+	// nothing; worker.Run.Progress).
+	Progress *Progress `json:"progress,omitempty"`
+}
+
+// Progress is a handler's latest report of how far its attempt is.
+type Progress struct {
+	// Fraction done, 0 to 1 (null: the handler did not say).
+	Fraction *float64  `json:"fraction"`
+	Message  string    `json:"message"`
+	At       time.Time `json:"at"`
 }
 
 // Attempt is one finished attempt of a run.

@@ -80,3 +80,43 @@ func TestStore_retry(t *testing.T) {
 		})
 	})
 }
+
+// TestStore_progress: only the worker running a run under its token writes
+// its progress; the run record reads it back; a bad fraction or message is
+// refused; a finished run takes none.
+func TestStore_progress(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		f := e.lead(t, "L#1#a")
+		mustNil(t, e.s.RegisterWorker(ctx, "w1", 1, time.Minute))
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "r1"}))(t)
+		launch(t, e, f, "g", "r1")
+		r := ok(e.s.GetRun(ctx, "r1"))(t)
+		tok := r.Assignments[0].Token
+		if wrote := ok(e.s.SetProgress(ctx, "w1", "r1", "other-token", 0.5, "x"))(t); wrote {
+			t.Fatal("a progress under another token was written")
+		}
+		if wrote := ok(e.s.SetProgress(ctx, "w1", "r1", tok, 0.25, "a quarter"))(t); !wrote {
+			t.Fatal("the runner's progress was not written")
+		}
+		p := ok(e.s.GetRun(ctx, "r1"))(t).Progress
+		if p == nil || p.Fraction != 0.25 || p.Message != "a quarter" || p.At.IsZero() {
+			t.Fatalf("progress %+v", p)
+		}
+		ok(e.s.SetProgress(ctx, "w1", "r1", tok, -1, "unknown"))(t)
+		if p := ok(e.s.GetRun(ctx, "r1"))(t).Progress; p.Fraction != -1 || p.Message != "unknown" {
+			t.Fatalf("progress without a fraction %+v", p)
+		}
+		for _, bad := range []float64{1.5, -0.5} {
+			if _, err := e.s.SetProgress(ctx, "w1", "r1", tok, bad, ""); !errors.Is(err, storage.ErrInvalid) {
+				t.Fatalf("fraction %v: %v, want ErrInvalid", bad, err)
+			}
+		}
+		if _, err := e.s.SetProgress(ctx, "w1", "r1", tok, 0, strings.Repeat("m", 300)); !errors.Is(err, storage.ErrInvalid) {
+			t.Fatalf("a long message: %v, want ErrInvalid", err)
+		}
+		mustNil(t, e.s.Report(ctx, "w1", "r1", tok, storage.StateSucceeded, ""))
+		if wrote := ok(e.s.SetProgress(ctx, "w1", "r1", tok, 1, "late"))(t); wrote {
+			t.Fatal("a finished run took a progress")
+		}
+	})
+}

@@ -123,6 +123,9 @@ type Run struct {
 	// Prefer are its own preferences of a worker (SubmitRequest.Prefer),
 	// sorted by key.
 	Prefer []abi.Preference
+	// Progress is what its handler last reported of the attempt (nil:
+	// nothing; SetProgress).
+	Progress *Progress
 }
 
 // runFields is the order of run fields returned by scripts and HMGET.
@@ -133,7 +136,7 @@ var runFields = []string{"id", "group", "seq", "state", "slots", "priority", "pa
 	"decision", "decision_epoch", "decided_at", "decision_action", "decision_reason", "policy_sha256", "policy_registry",
 	"decision_policy", "decision_policy_version", "dec",
 	"not_before", "timeout_ms", "attempt", "max_attempts", "backoff", "attempts", "schedule",
-	"result", "output", "exit_code", "labels", "rreq"}
+	"result", "output", "exit_code", "labels", "rreq", "progress"}
 
 // RunDecision is the record of the decision that launched, discarded or
 // stopped a run.
@@ -211,6 +214,9 @@ func parseRunTime(r *Run, vals []any) {
 	}
 	if len(vals) > 11 {
 		r.Require, r.SameWorker, r.Prefer = splitReq(decodeLabels(str(vals[11])))
+	}
+	if len(vals) > 12 {
+		r.Progress = parseProgress(str(vals[12]))
 	}
 }
 

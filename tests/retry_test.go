@@ -10,6 +10,7 @@ import (
 
 	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/host/worker"
+	"github.com/wasmsched/wasmsched/internal/keyspace"
 	"github.com/wasmsched/wasmsched/internal/redistest"
 )
 
@@ -100,6 +101,75 @@ func TestRetry_endToEnd(t *testing.T) {
 	}
 }
 
+// TestProgress_endToEnd: a handler that reports progress 150 times in
+// 1.5 s costs Redis at most a write a second (worker.ProgressEvery: counted
+// as the run events the writes publish), and run show and the API show the
+// latest it wrote.
+func TestProgress_endToEnd(t *testing.T) {
+	t.Parallel()
+	const ns = "progress"
+	r := redistest.Start(t)
+	RuntimeHost(t, "host-0", r, ns, "127.0.0.1:7873")
+	stopWorker := retryWorker(t, r, ns)
+	defer stopWorker()
+	c, err := client.NewFromRedis(r.Client(t), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := r.Client(t).Subscribe(testCtx(t, 30*time.Second), keyspace.New(ns).RunEvents())
+	defer sub.Close()
+	if _, err := sub.Receive(testCtx(t, 5*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	running := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m := range sub.Channel() {
+			for _, ev := range strings.Fields(m.Payload) {
+				if ev == "RUNNING#g#p1" {
+					running++
+				}
+			}
+		}
+	}()
+	var last client.Progress
+	if _, err := c.Submit(testCtx(t, 5*time.Second), "g", client.SubmitOptions{ID: "p1", Payload: "progress"}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		run, err := c.Get(testCtx(t, 5*time.Second), "p1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.Progress != nil {
+			last = *run.Progress
+		}
+		if run.Final() {
+			if run.State != "SUCCEEDED" {
+				t.Fatalf("p1: %s %s", run.State, run.Reason)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("p1 did not finish in 20 s")
+		}
+	}
+	_ = sub.Close()
+	<-done
+	// the launch's event, then a write at the first report and one a
+	// second after (the rest of 1.5 s is dropped at the end)
+	if running < 2 || running > 4 {
+		t.Fatalf("%d RUNNING events for p1: want the launch's and 1 to 3 progress writes for 150 reports in 1.5 s", running)
+	}
+	if last.Fraction == nil || *last.Fraction <= 0 || !strings.HasPrefix(last.Message, "step ") {
+		t.Fatalf("the progress seen while p1 ran: %+v", last)
+	}
+	if out := cli(t, r, ns, "run", "show", "p1"); !strings.Contains(out, "PROGRESS") || !strings.Contains(out, "step ") {
+		t.Fatalf("run show p1 has no progress:\n%s", out)
+	}
+}
+
 // retryWorker runs a library worker for ns whose handler fails a run's
 // first N attempts (payload "fail:N"), blocks on "sleep" until stopped, and
 // succeeds otherwise; the returned func stops it.
@@ -114,6 +184,12 @@ func retryWorker(t *testing.T, r *redistest.Server, ns string) func() {
 		if n, ok := strings.CutPrefix(run.Payload, "fail:"); ok {
 			if k, _ := strconv.Atoi(n); run.Attempt <= k {
 				return "", fmt.Errorf("attempt %d fails", run.Attempt)
+			}
+		}
+		if run.Payload == "progress" { // 150 reports in 1.5 s
+			for i := 1; i <= 150; i++ {
+				run.Progress(float64(i)/150, fmt.Sprintf("step %d of 150", i))
+				time.Sleep(10 * time.Millisecond)
 			}
 		}
 		if run.Payload == "sleep" {

@@ -327,6 +327,13 @@ func runShowTable(w io.Writer, r client.Run) {
 		fmt.Fprintf(w, "RAN FOR\t%v\n", r.FinishedAt.Sub(*r.StartedAt))
 	}
 	fmt.Fprintf(w, "REASON\t%s\n", dash(r.Reason))
+	if p := r.Progress; p != nil {
+		pct := "-"
+		if p.Fraction != nil {
+			pct = fmt.Sprintf("%.0f%%", *p.Fraction*100)
+		}
+		fmt.Fprintf(w, "PROGRESS\t%s %s (at %s)\n", pct, p.Message, tableTime(p.At))
+	}
 	if len(r.Require) > 0 {
 		fmt.Fprintf(w, "REQUIRE\t%s (and its group's)\n", pairs(r.Require))
 	}

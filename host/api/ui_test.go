@@ -452,6 +452,36 @@ func TestUI_browser(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
+	// a FAILED run retried from its page (the dialog answered yes): its
+	// second attempt runs (and fails again: the simulated worker fails
+	// "fail"); the group page links its failed runs and retries them
+	if got := e.do("POST", ns+"/groups/pr/runs", `{"id": "fail-1", "payload": "fail"}`, nil); got != 201 {
+		t.Fatalf("submit fail-1: %d", got)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if r, _ := e.st.GetRun(bg, "fail-1"); r.State == storage.StateFailed {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("fail-1 is %s, want FAILED", r.State)
+		}
+	}
+	run("a failed run", chromedp.Navigate(e.srv.URL+"/ui/#/runs/fail-1"), chromedp.WaitVisible(chromedp.CSS("#run-retry")),
+		chromedp.WaitReady(chromedp.CSS("body:not([data-busy])")))
+	act("retry from the run page", `(() => { window.confirm = () => true; const b = document.querySelector("#run-retry");
+		if (!b) return false; b.click(); return true; })()`)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if r, _ := e.st.GetRun(bg, "fail-1"); r.Attempt == 2 && r.State == storage.StateFailed {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("after the UI's retry fail-1 is %s attempt %d, want FAILED again on attempt 2", r.State, r.Attempt)
+		}
+	}
+	run("the pr group's controls", chromedp.Navigate(e.srv.URL+"/ui/#/groups/pr"), chromedp.WaitVisible(chromedp.CSS("#group-retry")))
+	if href, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#group-failed").getAttribute("href")`)); err != nil ||
+		!strings.Contains(href, "state=FAILED") || !strings.Contains(href, "group=pr") {
+		t.Fatalf("the group's failed-runs link %q (%v)", href, err)
+	}
+
 	// at 1280x800 no element runs out of its card, chart or record
 	run("viewport", chromedp.EmulateViewport(1280, 800))
 	for _, page := range []string{"#/", "#/groups/nightly", "#/runs/labelled"} {

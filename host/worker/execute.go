@@ -87,6 +87,14 @@ func (w *agent) mode() string {
 func (w *agent) runHandler(e *execution, run storage.Run, log *slog.Logger) *finished {
 	r := runOf(run, w.Store.Namespace())
 	r.Token = e.token
+	r.prog = &progress{send: func(f float64, msg string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := w.Store.SetProgress(ctx, e.identity, e.run, e.token, f, msg); err != nil {
+			log.Debug("progress not written", "err", err)
+		}
+	}}
+	defer r.prog.stop()
 	h := w.handlerFor(run.Group)
 	type ret struct {
 		res string

@@ -79,6 +79,82 @@ type Run struct {
 	mu       sync.Mutex
 	output   string
 	exitCode *int
+	prog     *progress
+}
+
+// ProgressEvery is the least time between two progress writes of one run:
+// a handler may call Progress as often as it likes; the worker writes the
+// latest at most this often (one Redis call).
+const ProgressEvery = time.Second
+
+// Progress reports how far the attempt is: fraction from 0 to 1 (-1: not
+// known) and a short message (cut to 256 bytes). run show, the API, watches
+// and the web UI show the latest; the worker writes it at most once per
+// ProgressEvery, in the background.
+func (r *Run) Progress(fraction float64, msg string) {
+	p := r.prog
+	if p == nil {
+		return
+	}
+	if fraction != -1 {
+		fraction = min(max(fraction, 0), 1)
+	}
+	if len(msg) > limits.MaxProgressMessage {
+		msg = strings.ToValidUTF8(msg[:limits.MaxProgressMessage], "")
+	}
+	msg = strings.Map(func(c rune) rune {
+		if c < 0x20 {
+			return ' '
+		}
+		return c
+	}, msg)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.f, p.msg = fraction, msg
+	if p.pending || p.done {
+		return
+	}
+	if wait := ProgressEvery - time.Since(p.last); wait > 0 {
+		p.pending = true
+		p.timer = time.AfterFunc(wait, p.flush)
+		return
+	}
+	p.last = time.Now()
+	go p.send(fraction, msg)
+}
+
+// progress rate-limits a run's progress writes.
+type progress struct {
+	mu      sync.Mutex
+	send    func(fraction float64, msg string)
+	last    time.Time
+	pending bool
+	done    bool
+	f       float64
+	msg     string
+	timer   *time.Timer
+}
+
+func (p *progress) flush() {
+	p.mu.Lock()
+	if p.done {
+		p.mu.Unlock()
+		return
+	}
+	f, m := p.f, p.msg
+	p.pending, p.last = false, time.Now()
+	p.mu.Unlock()
+	p.send(f, m)
+}
+
+// stop drops a progress not yet written (the attempt ended).
+func (p *progress) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done = true
+	if p.timer != nil {
+		p.timer.Stop()
+	}
 }
 
 // SetOutput records what the attempt printed (its last MaxOutput bytes are

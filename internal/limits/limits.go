@@ -30,6 +30,8 @@ const (
 	// handler's result, the tail of a program's output.
 	MaxResult = 64 << 10
 	MaxOutput = 4 << 10
+	// MaxProgressMessage bounds a run's progress message (storage.SetProgress).
+	MaxProgressMessage = 256
 	// MaxLostReports bounds the lost-run reports a namespace keeps.
 	MaxLostReports = 1000
 	// MaxScheduleName bounds a schedule's name (its runs' ids carry it).

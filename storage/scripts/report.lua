@@ -161,7 +161,7 @@ local function report_one(k, a, salt)
     redis.call('HSET', krun, 'state', 'WAITING', 'attempt', att + 1, 'not_before', string.format('%d', retry),
       'reason', 'attempt ' .. att .. ' of ' .. maxa .. ' failed' .. (reason ~= '' and (': ' .. reason) or ''),
       'report_token', tok, unpack(hist))
-    redis.call('HDEL', krun, 'assign', 'launched_at', 'started_at', 'require')
+    redis.call('HDEL', krun, 'assign', 'launched_at', 'started_at', 'require', 'progress')
     park(kdel, KEYS[6], group, id, retry)
     S.timer = true -- one PUBLISH of storage.TimerEvent for the call
     o = 'WAITING'

@@ -15,7 +15,7 @@
 -- it leaves the finished zset (retention) and is parked in delayed, due
 -- now, so the timer queues it behind the runs already waiting, as any
 -- retry (due.lua); its result, output and exit code stay until the new
--- attempt replaces them. Run events "WAITING#group#id".
+-- attempt replaces them (its progress goes). Run events "WAITING#group#id".
 -- errors: WS_NOT_FOUND (the group does not exist; nothing written)
 -- replay: a retried run is WAITING: a replay reports it "state WAITING"
 -- and writes nothing.
@@ -45,7 +45,7 @@ for i = 6, #ARGV do
     end
     redis.call('HSET', krun, 'state', 'WAITING', 'attempt', att + 1, 'max_attempts', math.max(maxa, att + 1),
       'not_before', nows, 'reason', 'retried by ' .. ARGV[3] .. ' (attempt ' .. (att + 1) .. ')', 'attempts', hist)
-    redis.call('HDEL', krun, 'assign', 'launched_at', 'started_at', 'finished_at', 'require')
+    redis.call('HDEL', krun, 'assign', 'launched_at', 'started_at', 'finished_at', 'require', 'progress')
     redis.call('ZREM', KEYS[3], id)
     park(KEYS[2], KEYS[1], ARGV[1], id, now)
     ev[#ev + 1] = 'WAITING#' .. ARGV[1] .. '#' .. id

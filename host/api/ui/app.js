@@ -117,6 +117,8 @@ const views = {
         <button class="secondary" data-group-action="${g.paused ? "resume" : "pause"}">${g.paused ? "Resume" : "Pause"}</button>
         <button class="secondary" data-group-action="discard" data-confirm="Discard every waiting run of ${esc(g.name)}?">Discard waiting</button>
         <button class="secondary" data-group-action="stop" data-confirm="Stop every active run of ${esc(g.name)}?">Stop active</button>
+        <button class="secondary" data-group-action="retry" id="group-retry" data-confirm="Retry every FAILED run of ${esc(g.name)}?">Retry failed</button>
+        <a id="group-failed" href="#/runs?${new URLSearchParams({ group: g.name, state: "FAILED" })}">failed runs</a>
         <button class="secondary" id="group-drain" title="pause, discard the waiting runs, stop the active ones: then the group can be deleted">Drain</button>
         <input id="bulk-label" placeholder="only label k=v" title="discard and stop only the runs with this label"></p>
       <form class="inline" id="submit-form"><b>Submit a run</b>
@@ -157,13 +159,13 @@ const views = {
       return m;
     };
     main.querySelectorAll("button[data-group-action]").forEach((b) => b.addEventListener("click", async () => {
-      const action = b.dataset.groupAction, bulk = action === "discard" || action === "stop";
+      const action = b.dataset.groupAction, bulk = action === "discard" || action === "stop" || action === "retry";
       try {
         const labels = bulk ? pairs($("#bulk-label").value) : {};
         const only = Object.keys(labels).length ? ` with label ${Object.entries(labels).map(([k, v]) => k + "=" + v).join(" ")}` : "";
         if (b.dataset.confirm && !confirm(b.dataset.confirm.replace(/\?$/, only + "?"))) return;
         const res = await api(nsPath(`/groups/${encodeURIComponent(name)}/${action}`), { method: "POST", body: JSON.stringify({ labels }) });
-        if (bulk) alert(`${res.runs} run(s) ${action === "discard" ? "discarded" : "asked to stop"}${only}`);
+        if (bulk) alert(`${res.runs} run(s) ${{ discard: "discarded", stop: "asked to stop", retry: "FAILED, retried" }[action]}${only}`);
       } catch (err) { alert(err.message); }
       render();
     }));
@@ -236,6 +238,7 @@ const views = {
         <dt>submitted</dt><dd>${when(r.submitted_at)}</dd><dt>started</dt><dd>${when(r.started_at)}</dd><dt>finished</dt><dd>${when(r.finished_at)}</dd>
         <dt>reason</dt><dd>${esc(r.reason || "-")}</dd>
         ${Object.keys(r.labels || {}).length ? `<dt>labels</dt><dd id="run-labels">${labelList(r.labels)}</dd>` : ""}
+        ${r.progress ? `<dt>progress</dt><dd id="run-progress">${r.progress.fraction == null ? "" : `<progress max=1 value="${r.progress.fraction}"></progress> ${Math.round(r.progress.fraction * 100)}% `}${esc(r.progress.message)} <span class=muted>(${when(r.progress.at)})</span></dd>` : ""}
         ${runPlacement(r)}
         ${r.not_before ? `<dt>not before</dt><dd id="run-not-before">${esc(when(r.not_before))}${r.state === "WAITING" && new Date(r.not_before) > Date.now() ? ` (${r.attempt > 1 ? "retry due" : "due"} in ${ms(new Date(r.not_before) - Date.now())})` : ""}</dd>` : ""}
         ${r.timeout_ms ? `<dt>timeout</dt><dd>${ms(r.timeout_ms)}${r.deadline ? ", deadline " + esc(when(r.deadline)) : ""}</dd>` : ""}
@@ -253,7 +256,16 @@ const views = {
         <dt>action</dt><dd>${esc(d.action)}</dd><dt>by</dt><dd>${esc(d.policy)} ${esc(d.policy_version)} (${d.policy_registry ? "registry v" + d.policy_registry : "built-in"}, sha256 <span class=mono>${esc(d.policy_sha256.slice(0, 16))}</span>)</dd>
         <dt>because</dt><dd>${esc(d.reason || "-")}</dd></dl>` : `<p class=muted>No policy decision has moved this run yet.</p>`}
       <p><a href="#/runs/${encodeURIComponent(r.id)}/explain">Explain this run</a>
-        ${["WAITING", "LAUNCHED", "RUNNING"].includes(r.state) && state.scope === "admin" ? ` · <button class="secondary" id="run-stop">Stop</button>` : ""}</p>`);
+        ${["WAITING", "LAUNCHED", "RUNNING"].includes(r.state) && state.scope === "admin" ? ` · <button class="secondary" id="run-stop">Stop</button>` : ""}
+        ${["FAILED", "STOPPED"].includes(r.state) && state.scope === "admin" ? ` · <button class="secondary" id="run-retry">Retry</button>` : ""}</p>`);
+    const retry = $("#run-retry");
+    if (retry) retry.addEventListener("click", async () => {
+      if (!confirm(`Retry run ${id}? It goes back to WAITING as attempt ${r.attempt + 1}.`)) return;
+      try {
+        await api(nsPath(`/runs/${encodeURIComponent(id)}/retry`), { method: "POST" });
+      } catch (err) { alert(err.message); }
+      render();
+    });
     const stop = $("#run-stop");
     if (stop) stop.addEventListener("click", async () => {
       const reason = prompt(`Stop run ${id}? Reason (recorded with the run):`, "stopped from the web UI");
