@@ -181,6 +181,8 @@ func TestHTTPWorker_node(t *testing.T) {
 	}
 	if run := waitFinal(t, c, 10*time.Second, "drain-1")["drain-1"]; run.State != "SUCCEEDED" || run.Result != "slept" {
 		t.Fatalf("drain-1: %s %q (%s), want SUCCEEDED: a drain lets the run in flight finish", run.State, run.Result, run.Reason)
+	} else if run.Progress == nil || run.Progress.Message != "sleeping" {
+		t.Fatalf("drain-1's progress %+v, want the handler's \"sleeping\"", run.Progress)
 	}
 }
 
@@ -270,6 +272,8 @@ func TestHTTPWorker_python(t *testing.T) {
 	}
 	if run := waitFinal(t, c, 10*time.Second, "drain-1")["drain-1"]; run.State != "SUCCEEDED" || run.Result != "slept" {
 		t.Fatalf("drain-1: %s %q (%s), want SUCCEEDED: a drain lets the run in flight finish", run.State, run.Result, run.Reason)
+	} else if run.Progress == nil || run.Progress.Message != "sleeping" {
+		t.Fatalf("drain-1's progress %+v, want the handler's \"sleeping\"", run.Progress)
 	}
 
 	// 6: a read token cannot register a worker

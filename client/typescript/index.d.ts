@@ -86,6 +86,8 @@ export interface Assignment {
   deadline: Date | null;
   durationMs: number;
   namespace: string;
+  /** Report how far the attempt is (fraction 0 to 1, or null; a short message): the latest is sent at most once a second. */
+  progress(fraction: number | null, message?: string): void;
   /** Set to keep what the attempt printed on the run. */
   output: string;
   exitCode: number | null;

@@ -294,6 +294,32 @@ export class Worker {
       output: "",
       exitCode: null,
     };
+    // progress(fraction, message): the latest, sent at most once a second
+    let last = 0, pending = null, ended = false;
+    const send = (f, m) => {
+      const body = { token: run.token, message: String(m ?? "").slice(0, 256) };
+      if (f !== undefined && f !== null) body.fraction = Math.min(Math.max(Number(f), 0), 1);
+      this.client.request("POST", this.client.path("workers", this.id, "runs", run.id, "progress"), body).catch(() => {});
+    };
+    run.progress = (fraction, message = "") => {
+      if (ended) return;
+      const wait = 1000 - (Date.now() - last);
+      if (pending) return void (pending.args = [fraction, message]);
+      if (wait > 0) {
+        pending = { args: [fraction, message] };
+        setTimeout(() => {
+          const p = pending;
+          pending = null;
+          if (ended || !p) return;
+          last = Date.now();
+          send(...p.args);
+        }, wait).unref?.();
+        return;
+      }
+      last = Date.now();
+      send(fraction, message);
+    };
+    run.endProgress = () => { ended = true; };
     if (this.journal) {
       const fd = fs.openSync(this.journal, "a");
       try {
@@ -306,7 +332,10 @@ export class Worker {
     const controller = new AbortController();
     const entry = { run, controller, done: null };
     this.running.set(run.token, entry);
-    entry.done = this.execute(run, controller.signal, this.id).finally(() => this.running.delete(run.token));
+    entry.done = this.execute(run, controller.signal, this.id).finally(() => {
+      run.endProgress();
+      this.running.delete(run.token);
+    });
   }
 
   async execute(run, signal, workerId) {

@@ -283,6 +283,7 @@ func (s *Server) routeTable() []struct {
 		{"GET " + p + "/workers/{w}/assignments", s.assignments},
 		{"POST " + p + "/workers/{w}/runs/{id}/report", s.report},
 		{"POST " + p + "/workers/{w}/reports", s.reports},
+		{"POST " + p + "/workers/{w}/runs/{id}/progress", s.progress},
 		{"DELETE " + p + "/workers/{w}", s.drainWorker},
 		{"POST " + p + "/schedules/{name}/pause", s.scheduleAction("pause")},
 		{"POST " + p + "/schedules/{name}/resume", s.scheduleAction("resume")},

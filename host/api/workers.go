@@ -109,6 +109,7 @@ type assignment struct {
 	DurationMS  int64      `json:"duration_ms"`
 	stopped     bool
 	out         chan reportJSON
+	run         *worker.Run // (progress goes through the library's rate limit)
 }
 
 // kill gives the remote worker up: every run in flight FAILS now with
@@ -153,7 +154,7 @@ const drainFrame = "event: drain\ndata: {}\n\n"
 func (r *remote) Handle(ctx context.Context, run *worker.Run) (string, error) {
 	a := &assignment{Run: run.ID, Token: run.Token, Group: run.Group, Payload: run.Payload, Attempt: run.Attempt,
 		MaxAttempts: run.MaxAttempts, TimeoutMS: run.Timeout.Milliseconds(), DurationMS: run.Duration.Milliseconds(),
-		out: make(chan reportJSON, 1)}
+		out: make(chan reportJSON, 1), run: run}
 	if !run.Deadline.IsZero() {
 		d := run.Deadline.UTC()
 		a.Deadline = &d
@@ -434,6 +435,42 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request, c *call) (int, a
 		return 0, nil, err
 	}
 	return http.StatusOK, map[string]any{"run": run, "token": body.Token, "accepted": true}, nil
+}
+
+type progressJSON struct {
+	Token    string   `json:"token"`
+	Fraction *float64 `json:"fraction"`
+	Message  string   `json:"message"`
+}
+
+// progress takes a remote worker's progress of an assignment it holds:
+// the library writes the latest at most once per worker.ProgressEvery.
+func (s *Server) progress(w http.ResponseWriter, r *http.Request, c *call) (int, any, error) {
+	rw, err := s.remoteOf(r, c)
+	if err != nil {
+		return 0, nil, err
+	}
+	var body progressJSON
+	if err := decodeBody(w, r, &body); err != nil {
+		return 0, nil, err
+	}
+	f := -1.0
+	if body.Fraction != nil {
+		if *body.Fraction < 0 || *body.Fraction > 1 {
+			return 0, nil, errorf(http.StatusBadRequest, "invalid", "fraction %v: want 0 to 1 (or leave it out)", *body.Fraction)
+		}
+		f = *body.Fraction
+	}
+	run := r.PathValue("id")
+	rw.mu.Lock()
+	a := rw.inflight[body.Token]
+	rw.beat = time.Now()
+	rw.mu.Unlock()
+	if a == nil || a.Run != run {
+		return 0, nil, errorf(http.StatusConflict, "conflict", "run %s has no assignment %q on worker %s", run, body.Token, rw.id)
+	}
+	a.run.Progress(f, body.Message)
+	return http.StatusOK, map[string]any{"run": run, "accepted": true}, nil
 }
 
 // maxReportBatch bounds the reports of one POST .../reports.

@@ -238,6 +238,29 @@ func TestAPI_workers(t *testing.T) {
 		e.asToken(tok, func() { got = e.do("POST", ns+"/workers/"+worker+"/runs/"+run+"/report", body, nil) })
 		return got
 	}
+	// progress of the assignment: written (the library's rate limit), refused for a bad fraction or token
+	e.asToken(workerTok, func() {
+		if got := e.do("POST", wp+"/runs/ok-1/progress", fmt.Sprintf(`{"token": %q, "fraction": 0.5, "message": "half"}`, a.Token), nil); got != 200 {
+			t.Fatalf("progress: %d", got)
+		}
+	})
+	e.fails(400, "invalid", "fraction 2: want 0 to 1", "POST", wp+"/runs/ok-1/progress", fmt.Sprintf(`{"token": %q, "fraction": 2}`, a.Token), "Authorization", "Bearer "+workerTok)
+	e.fails(409, "conflict", "has no assignment", "POST", wp+"/runs/ok-1/progress", `{"token": "nope"}`, "Authorization", "Bearer "+workerTok)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var pr struct {
+			Progress *struct {
+				Fraction *float64 `json:"fraction"`
+				Message  string   `json:"message"`
+			} `json:"progress"`
+		}
+		e.asToken(adminTok, func() { e.do("GET", ns+"/runs/ok-1", "", &pr) })
+		if pr.Progress != nil && pr.Progress.Message == "half" && pr.Progress.Fraction != nil && *pr.Progress.Fraction == 0.5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ok-1's progress: %+v", pr.Progress)
+		}
+	}
 	if got := report(workerTok, w1.ID, "ok-1", fmt.Sprintf(`{"token": %q, "result": "HELLO", "output": "said hello\n", "exit_code": 0}`, a.Token)); got != 200 {
 		t.Fatalf("report: %d", got)
 	}

@@ -36,7 +36,9 @@ def main():
             raise RuntimeError("asked to fail")
         if run.payload.startswith("sleep:"):
             end = time.monotonic() + float(run.payload[6:])
+            total = end - time.monotonic()
             while time.monotonic() < end:
+                run.progress(1 - (end - time.monotonic()) / total, "sleeping")
                 if run.stopped:
                     raise RuntimeError("stopped")
                 time.sleep(0.05)

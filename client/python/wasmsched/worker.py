@@ -49,6 +49,39 @@ class Run:
         self.stop_event = threading.Event()
         self.output = ""
         self.exit_code = None
+        self._send_progress = None  # set by the worker
+        self._p_lock = threading.Lock()
+        self._p_last = 0.0
+        self._p_pending = None  # the latest not sent yet: (fraction, message)
+        self._p_done = False
+
+    def progress(self, fraction=None, message=""):
+        """Report how far the attempt is: fraction 0 to 1 (None: not known)
+        and a short message. Call it as often as you like: the latest is
+        sent at most once a second."""
+        if self._send_progress is None:
+            return
+        with self._p_lock:
+            if self._p_done:
+                return
+            wait = 1.0 - (time.monotonic() - self._p_last)
+            if self._p_pending is not None:
+                self._p_pending = (fraction, message)
+                return
+            if wait > 0:
+                self._p_pending = (fraction, message)
+                threading.Timer(wait, self._flush_progress).start()
+                return
+            self._p_last = time.monotonic()
+        self._send_progress(self, fraction, message)
+
+    def _flush_progress(self):
+        with self._p_lock:
+            if self._p_done or self._p_pending is None:
+                return
+            fraction, message = self._p_pending
+            self._p_pending, self._p_last = None, time.monotonic()
+        self._send_progress(self, fraction, message)
 
     @property
     def stopped(self):
@@ -207,6 +240,7 @@ class Worker:
                 return  # sent again after a reconnect: one execution per token
             self._seen.add(a["token"])
             run = Run(a, self.client.namespace)
+            run._send_progress = self._progress_of(self.id)
             self._running[run.token] = run
         if self.journal:
             with open(self.journal, "a") as f:
@@ -220,6 +254,17 @@ class Worker:
             run = self._running.get(s["token"])
         if run:
             run.stop_event.set()
+
+    def _progress_of(self, worker_id):
+        def send(run, fraction, message):
+            body = {"token": run.token, "message": message[:256]}
+            if fraction is not None:
+                body["fraction"] = min(max(float(fraction), 0.0), 1.0)
+            try:
+                self.client._request("POST", self.client._path("workers", worker_id, "runs", run.id, "progress"), body)
+            except WasmschedError as e:
+                log.debug("progress of run %s: %s", run.id, e)
+        return send
 
     def _execute(self, run, worker_id):
         fn = self.handlers.get(run.group) or self.default
@@ -238,6 +283,8 @@ class Worker:
         if run.exit_code is not None:
             report["exit_code"] = run.exit_code
         report["run"] = run.id
+        with run._p_lock:
+            run._p_done = True
         self._reports.put((worker_id, report))
         with self._lock:
             self._running.pop(run.token, None)

@@ -25,7 +25,11 @@ async function work(run, signal) {
   process.stderr.write(`run ${run.id} attempt ${run.attempt}: ${JSON.stringify(run.payload)}\n`);
   if (run.payload === "fail") throw new Error("asked to fail");
   if (run.payload.startsWith("sleep:")) {
-    await delay(Number(run.payload.slice(6)) * 1000, undefined, { signal }); // rejects when the run is stopped
+    const total = Number(run.payload.slice(6)) * 1000;
+    for (let t = 0; t < total; t += 100) {
+      run.progress(t / total, "sleeping");
+      await delay(Math.min(100, total - t), undefined, { signal }); // rejects when the run is stopped
+    }
     return "slept";
   }
   return run.payload.toUpperCase();
