@@ -171,13 +171,21 @@ func TestHTTPWorker_node(t *testing.T) {
 	if run := waitFinal(t, c, 15*time.Second, "stop-1")["stop-1"]; run.State != "STOPPED" {
 		t.Fatalf("stop-1: %s %q, want STOPPED", run.State, run.Reason)
 	}
-	if _, err := c.Submit(testCtx(t, 5*time.Second), "ts", client.SubmitOptions{ID: "drain-1", Payload: "sleep:1.5"}); err != nil {
+	checkDrain(t, c, "ts", n1)
+}
+
+// checkDrain submits a 1.5 s run to group, SIGTERMs p (its worker) while
+// the run is RUNNING, and checks the drain: p exits 0, the run SUCCEEDED
+// with the progress its handler reported.
+func checkDrain(t *testing.T, c *client.Client, group string, p *Proc) {
+	t.Helper()
+	if _, err := c.Submit(testCtx(t, 5*time.Second), group, client.SubmitOptions{ID: "drain-1", Payload: "sleep:1.5"}); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, c, "drain-1", "RUNNING")
-	n1.Signal(syscall.SIGTERM)
-	if code := n1.Wait(t, 20*time.Second); code != 0 {
-		t.Fatalf("ts1 exited %d after SIGTERM, want 0", code)
+	p.Signal(syscall.SIGTERM)
+	if code := p.Wait(t, 20*time.Second); code != 0 {
+		t.Fatalf("%s exited %d after SIGTERM, want 0", p.Name, code)
 	}
 	if run := waitFinal(t, c, 10*time.Second, "drain-1")["drain-1"]; run.State != "SUCCEEDED" || run.Result != "slept" {
 		t.Fatalf("drain-1: %s %q (%s), want SUCCEEDED: a drain lets the run in flight finish", run.State, run.Result, run.Reason)
@@ -264,17 +272,7 @@ func TestHTTPWorker_python(t *testing.T) {
 	}
 
 	// 5: SIGTERM drains: the run in flight finishes, the process exits 0
-	submit("drain-1", "sleep:1.5", client.SubmitOptions{})
-	waitState(t, c, "drain-1", "RUNNING")
-	p2.Signal(syscall.SIGTERM)
-	if code := p2.Wait(t, 20*time.Second); code != 0 {
-		t.Fatalf("py2 exited %d after SIGTERM, want 0", code)
-	}
-	if run := waitFinal(t, c, 10*time.Second, "drain-1")["drain-1"]; run.State != "SUCCEEDED" || run.Result != "slept" {
-		t.Fatalf("drain-1: %s %q (%s), want SUCCEEDED: a drain lets the run in flight finish", run.State, run.Result, run.Reason)
-	} else if run.Progress == nil || run.Progress.Message != "sleeping" {
-		t.Fatalf("drain-1's progress %+v, want the handler's \"sleeping\"", run.Progress)
-	}
+	checkDrain(t, c, "py", p2)
 
 	// 6: a read token cannot register a worker
 	req, _ := http.NewRequest("POST", url+"/api/v1/namespaces/"+ns+"/workers", strings.NewReader(`{"slots": 1}`))

@@ -23,14 +23,7 @@ import (
 func TestRetry_endToEnd(t *testing.T) {
 	t.Parallel()
 	const ns = "retry"
-	r := redistest.Start(t)
-	RuntimeHost(t, "host-0", r, ns, "127.0.0.1:7871")
-	stopWorker := retryWorker(t, r, ns)
-	defer stopWorker()
-	c, err := client.NewFromRedis(r.Client(t), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, c := retryEnv(t, ns, "127.0.0.1:7871")
 	cli(t, r, ns, "group", "set", "g", "--max-active", "10")
 	submit := func(id, payload string, attempts int, labels map[string]string) {
 		t.Helper()
@@ -108,14 +101,7 @@ func TestRetry_endToEnd(t *testing.T) {
 func TestProgress_endToEnd(t *testing.T) {
 	t.Parallel()
 	const ns = "progress"
-	r := redistest.Start(t)
-	RuntimeHost(t, "host-0", r, ns, "127.0.0.1:7873")
-	stopWorker := retryWorker(t, r, ns)
-	defer stopWorker()
-	c, err := client.NewFromRedis(r.Client(t), ns)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, c := retryEnv(t, ns, "127.0.0.1:7873")
 	sub := r.Client(t).Subscribe(testCtx(t, 30*time.Second), keyspace.New(ns).RunEvents())
 	defer sub.Close()
 	if _, err := sub.Receive(testCtx(t, 5*time.Second)); err != nil {
@@ -168,6 +154,20 @@ func TestProgress_endToEnd(t *testing.T) {
 	if out := cli(t, r, ns, "run", "show", "p1"); !strings.Contains(out, "PROGRESS") || !strings.Contains(out, "step ") {
 		t.Fatalf("run show p1 has no progress:\n%s", out)
 	}
+}
+
+// retryEnv starts redis-server, a serve (advertise) and retryWorker for
+// ns (stopped at the test's end), and returns a client of ns.
+func retryEnv(t *testing.T, ns, advertise string) (*redistest.Server, *client.Client) {
+	t.Helper()
+	r := redistest.Start(t)
+	RuntimeHost(t, "host-0", r, ns, advertise)
+	t.Cleanup(retryWorker(t, r, ns))
+	c, err := client.NewFromRedis(r.Client(t), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, c
 }
 
 // retryWorker runs a library worker for ns whose handler fails a run's
