@@ -162,7 +162,9 @@ export class Worker {
     this.fallback = null;
     this.id = null;
     this.running = new Map(); // token -> { run, controller, done }
-    this.seen = new Set(); // tokens executed: one execution per token
+    // tokens executing or not yet reported: one execution per token (a
+    // reported token is never sent again, so the set stays bounded)
+    this.seen = new Set();
     this.draining = false;
     this.stopped = new AbortController(); // the worker's own end
     // a file that gets "RUN TOKEN ATTEMPT" per execution start, synced (tests)
@@ -378,7 +380,10 @@ export class Worker {
           this.log("WARN", `reports of ${reports.length} runs: ${e.message}`);
         }
       }
-      for (const b of batch) b.resolve();
+      for (const b of batch) {
+        this.seen.delete(b.report.token);
+        b.resolve();
+      }
     }
     this.sending = false;
   }

@@ -168,6 +168,7 @@ class WorkerTest(unittest.TestCase):
         w.stop()
         t.join(15)
         self.assertFalse(t.is_alive(), "the worker did not exit after its drain")
+        self.assertEqual(w._seen, set(), "reported tokens are forgotten (the set is bounded by the runs in flight)")
         reg = s.requests.get(timeout=5)
         self.assertEqual(reg[:2], ("POST", NS + "/workers"))
         self.assertEqual(reg[3]["groups"], ["py"])  # the groups it has handlers for

@@ -107,7 +107,9 @@ class Worker:
         self.id = None
         self._lock = threading.Lock()
         self._running = {}  # token -> Run
-        self._seen = set()  # tokens executed (or executing): one execution per token
+        # tokens executing or not yet reported: one execution per token (a
+        # reported token is never sent again, so the set stays bounded)
+        self._seen = set()
         self._draining = threading.Event()
         self._done = threading.Event()
         self._pool = None
@@ -309,3 +311,6 @@ class Worker:
                         log.warning("report of run %s (token %s) refused: %s", r.get("run"), r.get("token"), r.get("error"))
                 except WasmschedError as e:
                     log.warning("reports of %d runs: %s", len(reps), e)
+            with self._lock:
+                for _, rep in batch:
+                    self._seen.discard(rep["token"])

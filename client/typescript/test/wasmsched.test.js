@@ -148,6 +148,7 @@ test("a worker executes each token once, reports, aborts a stopped run and drain
   assert.deepEqual(calls.sort(), ["r1", "r2", "r3"]);
   w.stop();
   await done;
+  assert.equal(w.seen.size, 0, "reported tokens are forgotten (the set is bounded by the runs in flight)");
   const reg = s.requests.find((r) => r.method === "POST" && r.url === `${NS}/workers`);
   assert.deepEqual(reg.body.groups, ["ts"]); // the groups it has handlers for
   assert.equal(reg.body.heartbeat_ttl_ms, 1000);
