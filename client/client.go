@@ -8,9 +8,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/internal/errs"
 	"github.com/wasmsched/wasmsched/internal/limits"
+	"github.com/wasmsched/wasmsched/internal/tracing"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -80,8 +85,9 @@ func (c Config) withDefaults() Config {
 
 // Client is safe for concurrent use.
 type Client struct {
-	st    *storage.Store
-	close func() error
+	st     *storage.Store
+	close  func() error
+	tracer trace.Tracer
 }
 
 // New connects to cfg.Redis (the connection is checked) and opens
@@ -100,7 +106,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		_ = rdb.Close()
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	return &Client{st: st, close: rdb.Close}, nil
+	return &Client{st: st, close: rdb.Close, tracer: tracing.Tracer(nil)}, nil
 }
 
 // NewFromRedis opens namespace over a go-redis client the application
@@ -114,7 +120,7 @@ func NewFromRedis(rdb redis.UniversalClient, namespace string) (*Client, error) 
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	return &Client{st: st, close: func() error { return nil }}, nil
+	return &Client{st: st, close: func() error { return nil }, tracer: tracing.Tracer(nil)}, nil
 }
 
 // Close closes the client's connection (not one given to NewFromRedis).
@@ -174,15 +180,32 @@ func (c *Client) Submit(ctx context.Context, group string, o SubmitOptions) (Run
 
 // SubmitReplay is Submit that also says whether the run existed already
 // (its idempotency key was used).
+//
+// The submit is a span, "wasmsched.submit", of the global OpenTelemetry
+// tracer provider, a child of ctx's span; the run keeps its trace context
+// (Run.TraceParent), so the leader's decision spans and the worker's
+// execution span join ctx's trace. Without an OpenTelemetry SDK the span
+// records nothing and the run keeps ctx's own trace context, if any.
 func (c *Client) SubmitReplay(ctx context.Context, group string, o SubmitOptions) (Run, bool, error) {
 	prefer, err := parsePrefer(o.Prefer)
 	if err != nil {
 		return Run{}, false, fmt.Errorf("submit %s: %w", group, err)
 	}
+	ctx, span := c.tracer.Start(ctx, tracing.SpanSubmit, trace.WithSpanKind(trace.SpanKindProducer))
+	defer span.End()
 	r, replayed, err := c.st.SubmitReplay(ctx, storage.SubmitRequest{Group: group, ID: o.ID, Slots: o.Slots, Prefer: prefer,
 		Priority: o.Priority, Payload: o.Payload, Duration: o.Duration, IdempotencyKey: o.IdempotencyKey,
 		NotBefore: o.NotBefore, Timeout: o.Timeout, Labels: limits.LabelsFromMap(o.Labels), Require: limits.LabelsFromMap(o.Require),
-		SameWorker: o.SameWorker, Retry: storage.Retry{MaxAttempts: o.MaxAttempts, Base: o.RetryBackoff, Cap: o.RetryCap}})
+		SameWorker: o.SameWorker, Retry: storage.Retry{MaxAttempts: o.MaxAttempts, Base: o.RetryBackoff, Cap: o.RetryCap},
+		TraceParent: tracing.Format(span.SpanContext())})
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("wasmsched.namespace", c.st.Namespace()), attribute.String("wasmsched.group", group),
+			attribute.String("wasmsched.run", r.ID), attribute.Bool("wasmsched.replayed", replayed))
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
 	if err != nil {
 		return Run{}, false, err
 	}

@@ -41,6 +41,7 @@ func runOf(r storage.Run) Run {
 		}
 	}
 	out.RetryBackoffMS, out.RetryCapMS = r.RetryBase.Milliseconds(), r.RetryCap.Milliseconds()
+	out.TraceParent = r.TraceParent
 	if r.State == storage.StateRunning && r.Timeout > 0 && !r.StartedAt.IsZero() {
 		out.Deadline = timePtr(r.StartedAt.Add(r.Timeout))
 	}

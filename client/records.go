@@ -84,6 +84,10 @@ type Run struct {
 	// Progress is what its handler last reported of the attempt (absent:
 	// nothing; worker.Run.Progress).
 	Progress *Progress `json:"progress,omitempty"`
+	// TraceParent is the W3C trace context it was submitted with (absent:
+	// none): its submit span's, which the leader's and the worker's spans
+	// are children of.
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // Progress is a handler's latest report of how far its attempt is.

@@ -3,6 +3,8 @@ package host
 import (
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/wasmsched/wasmsched/host/internal/engine"
 	"github.com/wasmsched/wasmsched/policies"
 )
@@ -119,6 +121,14 @@ type EngineConfig struct {
 	// back (storage.Store.AutoRollbackPolicy; docs/operations.md). 0 =
 	// DefaultRollbackAfter (5); negative disables.
 	RollbackAfter int
+	// TracerProvider, when set, gets a "wasmsched.decide" span for each
+	// run an applied decision launched, discarded or stopped: a child of
+	// the run's submit span (a run submitted without a trace context gets
+	// none), with the policy's name and version, the decision's reason and
+	// wake. The leader reads those runs' trace contexts off the decision
+	// path, one pipelined round trip a batch; nil (the default): no spans
+	// and nothing read.
+	TracerProvider trace.TracerProvider
 }
 
 // Validate reports unusable values (zero is always fine).

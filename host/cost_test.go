@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/host/worker"
@@ -216,13 +218,17 @@ func TestCost_commandsPerRun(t *testing.T) {
 		max       float64
 		placement string // the namespace's (namespace set --placement)
 		prefer    bool   // the worker carries region=eu, every run prefers it
+		traced    bool   // every run in a trace, the host tracing
 	}{
-		{"placed", 20, 32, true, maxCommandsPerRun, "", false},
-		{"queued", 20, 8, false, maxCommandsPerRunQueued, "", false},
-		{"one-group", 1, 4, true, maxCommandsPerRunOneGroup, "", false},
-		{"spread", 20, 32, false, maxCommandsPerRunPlaced, abi.PlacementSpread, false},
+		{"placed", 20, 32, true, maxCommandsPerRun, "", false, false},
+		{"queued", 20, 8, false, maxCommandsPerRunQueued, "", false, false},
+		{"one-group", 1, 4, true, maxCommandsPerRunOneGroup, "", false, false},
+		{"spread", 20, 32, false, maxCommandsPerRunPlaced, abi.PlacementSpread, false, false},
 		// preferences are read and honoured inside the scripts: no command
-		{"prefer", 20, 32, true, maxCommandsPerRun, "", true},
+		{"prefer", 20, 32, true, maxCommandsPerRun, "", true, false},
+		// tracing on: one HGET of its trace context per run a decision
+		// acted on (pipelined a batch, off the decision path), nothing else
+		{"traced", 20, 32, true, maxCommandsPerRun + 1, "", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			groups := tc.groups
@@ -240,7 +246,12 @@ func TestCost_commandsPerRun(t *testing.T) {
 			if tc.prefer {
 				labels = []abi.Label{{Key: "region", Value: "eu"}}
 			}
-			e := startCost(t, srv, "cost", Config{Advertise: "127.0.0.1:8"}, tc.slots, labels...)
+			cfg := Config{Advertise: "127.0.0.1:8"}
+			spans := tracetest.NewInMemoryExporter()
+			if tc.traced {
+				cfg.Engine.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+			}
+			e := startCost(t, srv, "cost", cfg, tc.slots, labels...)
 			watch, err := e.st.WatchRuns(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -251,6 +262,9 @@ func TestCost_commandsPerRun(t *testing.T) {
 				reqs = append(reqs, storage.SubmitRequest{Group: fmt.Sprintf("g%02d", i%groups), ID: fmt.Sprintf("r%04d", i)})
 				if tc.prefer {
 					reqs[i].Prefer = []abi.Preference{{Key: "region", Value: "eu", Weight: 5}}
+				}
+				if tc.traced {
+					reqs[i].TraceParent = fmt.Sprintf("00-%032x-%016x-01", i+1, i+1)
 				}
 			}
 			e.host.Reset() // what it took to lead and register is not the runs'
@@ -343,6 +357,18 @@ func TestCost_commandsPerRun(t *testing.T) {
 			// (it read dirty once a handoff: 1).
 			if n := h["SRANDMEMBER"]; groups == 1 && float64(n) > 0.25*runs {
 				t.Errorf("%d reads of dirty for %d handoffs, want at most a quarter as many (a pass decides what reports hand back)", n, runs)
+			}
+			// the decision spans: one per launch, with tracing on only,
+			// each read of a trace context one HGET on the host
+			launched := cnt["trace.spans"] + cnt["trace.dropped"]
+			if tc.traced {
+				waitFor(t, 10*time.Second, "a decision span per run", func() bool { return len(spans.GetSpans()) >= runs })
+				if n := len(spans.GetSpans()); n != runs || h["HGET"] < runs || h["HGET"] > runs+runs/10 {
+					t.Errorf("tracing: %d decision spans, %d HGET for %d runs, want one span each and an HGET each (a few more for stops)", n, h["HGET"], runs)
+				}
+			} else if h["HGET"] > runs/20 || launched != 0 {
+				// (the slot manager's own reads send an HGET now and then)
+				t.Errorf("tracing off: the host sent %d HGET and made %d spans, want no read of trace contexts (one a run) and no span", h["HGET"], launched)
 			}
 			if total > tc.max {
 				t.Errorf("%.2f commands per run, documented at most %.1f", total, tc.max)

@@ -120,3 +120,45 @@ func TestStore_progress(t *testing.T) {
 		}
 	})
 }
+
+// TestStore_traceParent: a run keeps the traceparent it was submitted with
+// (alone, and beside an idempotency key and requirements: every submit
+// layout), TraceParents reads them in order ("" for none and for no run),
+// and a malformed one is ErrInvalid with nothing written.
+func TestStore_traceParent(t *testing.T) {
+	backends(t, func(t *testing.T, e *env) {
+		const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "r1", TraceParent: tp}))(t)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "r2"}))(t)
+		ok(e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "r3", TraceParent: tp, IdempotencyKey: "k3",
+			Require: []abi.Label{{Key: "zone", Value: "a"}}, Labels: []abi.Label{{Key: "tenant", Value: "a"}}}))(t)
+		res := e.s.SubmitBatch(ctx, []storage.SubmitRequest{{Group: "g", ID: "b1", TraceParent: tp, IdempotencyKey: "kb1"},
+			{Group: "g", ID: "b2", TraceParent: tp, Require: []abi.Label{{Key: "zone", Value: "b"}}}, {Group: "g", ID: "b3"}})
+		for _, r := range res {
+			mustNil(t, r.Err)
+		}
+		for id, want := range map[string]string{"r1": tp, "r2": "", "r3": tp, "b1": tp, "b2": tp, "b3": ""} {
+			r := ok(e.s.GetRun(ctx, id))(t)
+			if r.TraceParent != want {
+				t.Errorf("%s: traceparent %q, want %q", id, r.TraceParent, want)
+			}
+			if id == "r3" && (len(r.Require) != 1 || len(r.Labels) != 1) {
+				t.Errorf("r3 lost its requirements or labels beside its trace: %+v %+v", r.Require, r.Labels)
+			}
+		}
+		got := ok(e.s.TraceParents(ctx, []string{"r1", "r2", "nope", "b2"}))(t)
+		if strings.Join(got, ",") != tp+",,,"+tp {
+			t.Fatalf("TraceParents: %q", got)
+		}
+		for _, bad := range []string{"x", "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+			"00-00000000000000000000000000000000-00f067aa0ba902b7-01", tp + "-extra"} {
+			_, err := e.s.Submit(ctx, storage.SubmitRequest{Group: "g", ID: "bad", TraceParent: bad})
+			if !errors.Is(err, storage.ErrInvalid) || !strings.Contains(err.Error(), "traceparent") {
+				t.Fatalf("traceparent %q: %v, want ErrInvalid naming it", bad, err)
+			}
+		}
+		if _, err := e.s.GetRun(ctx, "bad"); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("a refused submit wrote its run: %v", err)
+		}
+	})
+}

@@ -126,6 +126,9 @@ type Run struct {
 	// Progress is what its handler last reported of the attempt (nil:
 	// nothing; SetProgress).
 	Progress *Progress
+	// TraceParent is the W3C traceparent it was submitted with ("" =
+	// none; SubmitRequest.TraceParent).
+	TraceParent string
 }
 
 // runFields is the order of run fields returned by scripts and HMGET.
@@ -136,7 +139,7 @@ var runFields = []string{"id", "group", "seq", "state", "slots", "priority", "pa
 	"decision", "decision_epoch", "decided_at", "decision_action", "decision_reason", "policy_sha256", "policy_registry",
 	"decision_policy", "decision_policy_version", "dec",
 	"not_before", "timeout_ms", "attempt", "max_attempts", "backoff", "attempts", "schedule",
-	"result", "output", "exit_code", "labels", "rreq", "progress"}
+	"result", "output", "exit_code", "labels", "rreq", "progress", "tp"}
 
 // RunDecision is the record of the decision that launched, discarded or
 // stopped a run.
@@ -217,6 +220,9 @@ func parseRunTime(r *Run, vals []any) {
 	}
 	if len(vals) > 12 {
 		r.Progress = parseProgress(str(vals[12]))
+	}
+	if len(vals) > 13 {
+		r.TraceParent = str(vals[13])
 	}
 }
 
@@ -436,6 +442,31 @@ func (s *Store) getRuns(ctx context.Context, ids []string) ([]Run, error) {
 		if r, ok := parseRun(c.Val()); ok {
 			out = append(out, r)
 		}
+	}
+	return out, nil
+}
+
+// TraceParents reads the trace context each run was submitted with
+// (Run.TraceParent; "" = none, or no such run), in order, in one
+// pipelined round trip: the leader reads those of the runs its decisions
+// acted on for its decision spans, only while it traces.
+func (s *Store) TraceParents(ctx context.Context, ids []string) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	cmds := make([]*redis.StringCmd, len(ids))
+	_, err := s.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HGet(ctx, s.k.Run(id), "tp")
+		}
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return nil, fmt.Errorf("storage: read trace contexts: %w", err)
+	}
+	out := make([]string, len(ids))
+	for i, c := range cmds {
+		out[i] = c.Val()
 	}
 	return out, nil
 }

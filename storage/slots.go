@@ -279,10 +279,10 @@ func ParseSlotEvents(payload string) []SlotEvent {
 
 // pickupFields are the run fields a worker starts a run with (the
 // worker's Run: id, group, payload, attempt, max attempts, timeout,
-// duration; the state and assignments that say the slot is still the
-// run's): a pickup reads these, not the whole record (runFields; 37
+// duration, trace context; the state and assignments that say the slot
+// is still the run's): a pickup reads these, not the whole record (runFields; 37
 // fields, most of them empty on a run just placed).
-var pickupFields = []string{"id", "group", "state", "assign", "payload", "duration_ms", "attempt", "max_attempts", "timeout_ms"}
+var pickupFields = []string{"id", "group", "state", "assign", "payload", "duration_ms", "attempt", "max_attempts", "timeout_ms", "tp"}
 
 // parsePickup reads HMGET values of pickupFields (ok false: no run).
 func parsePickup(vals []any) (Run, bool) {
@@ -292,7 +292,7 @@ func parsePickup(vals []any) (Run, bool) {
 	return Run{ID: str(vals[0]), Group: str(vals[1]), State: State(str(vals[2])), Assignments: parseAssign(str(vals[3])),
 		Payload: str(vals[4]), Duration: time.Duration(toInt64(vals[5])) * time.Millisecond,
 		Attempt: max(int(toInt64(vals[6])), 1), MaxAttempts: max(int(toInt64(vals[7])), 1),
-		Timeout: time.Duration(toInt64(vals[8])) * time.Millisecond}, true
+		Timeout: time.Duration(toInt64(vals[8])) * time.Millisecond, TraceParent: str(vals[9])}, true
 }
 
 // PollAssigned is the read-only pickup of announced assignments: for each

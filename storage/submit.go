@@ -11,6 +11,7 @@ import (
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/internal/digest"
 	"github.com/wasmsched/wasmsched/internal/limits"
+	"github.com/wasmsched/wasmsched/internal/tracing"
 )
 
 // SubmitRequest describes a new run.
@@ -50,6 +51,12 @@ type SubmitRequest struct {
 	// worker had better carry: soft, on top of its group's
 	// (GroupSettings.Prefer; a key in both: the run's).
 	Prefer []abi.Preference
+	// TraceParent (optional) is the W3C traceparent of the span that
+	// submitted the run (a version 00 one, tracing.Valid): kept on the run
+	// (Run.TraceParent) and handed to whoever executes it, so the
+	// leader's and the worker's spans join the submitter's trace. It is
+	// not part of the idempotency fingerprint.
+	TraceParent string
 }
 
 // Idempotency bounds.
@@ -125,44 +132,9 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 	if err := limits.ValidateName("run", r.ID); err != nil {
 		return r, scriptCall{}, err
 	}
-	if r.Slots < 0 {
-		return r, scriptCall{}, invalid(op, "%s: slots %d is negative", name, r.Slots)
-	}
-	if r.Slots > limits.MaxRunSlots {
-		return r, scriptCall{}, invalid(op, "%s: slots %d: at most %d", name, r.Slots, limits.MaxRunSlots)
-	}
-	if r.Slots == 0 {
-		r.Slots = 1
-	}
-	if r.Duration < 0 {
-		return r, scriptCall{}, invalid(op, "%s: duration %v is negative", name, r.Duration)
-	}
-	if r.Priority < math.MinInt32 || r.Priority > math.MaxInt32 {
-		return r, scriptCall{}, invalid(op, "%s: priority %d outside %d..%d (a policy reads it as a 32-bit integer)", name, r.Priority, math.MinInt32, math.MaxInt32)
-	}
-	if len(r.Payload) > limits.MaxPayload {
-		return r, scriptCall{}, invalid(op, "%s: payload is %d bytes, at most %d (pass a reference to the data)", name, len(r.Payload), limits.MaxPayload)
-	}
-	if len(r.IdempotencyKey) > limits.MaxIdempotencyKey {
-		return r, scriptCall{}, invalid(op, "idempotency key is %d bytes, at most %d", len(r.IdempotencyKey), limits.MaxIdempotencyKey)
-	}
-	var nb int64
-	if !r.NotBefore.IsZero() {
-		if time.Until(r.NotBefore) > limits.MaxNotBefore {
-			return r, scriptCall{}, invalid(op, "%s: not_before %s is more than %v ahead", name, r.NotBefore.UTC().Format(time.RFC3339), limits.MaxNotBefore)
-		}
-		nb = max(r.NotBefore.UnixMilli(), 0)
-	}
-	if r.Timeout != 0 {
-		if err := validTimeout(op, name, r.Timeout); err != nil {
-			return r, scriptCall{}, err
-		}
-	}
-	if err := r.Retry.validate(op, name); err != nil {
+	nb, err := r.check(op, name)
+	if err != nil {
 		return r, scriptCall{}, err
-	}
-	if err := r.normalizeKeys(); err != nil {
-		return r, scriptCall{}, invalid(op, "%s: %v", name, err)
 	}
 	labels := r.Labels
 	timeout, maxa := "", ""
@@ -190,14 +162,74 @@ func (s *Store) submitCall(r SubmitRequest) (SubmitRequest, scriptCall, error) {
 		}
 		c.args = append(c.args, idempotencyTTL.Milliseconds(), r.fingerprint(), explicit)
 	}
-	if wire := r.placeWire(); len(wire) > 0 { // layout '2' or '3': its requirements last (submit.lua)
-		c.args[0] = "2"
-		if idem == "1" {
-			c.args[0] = "3"
-		}
+	// the layout's bits (submit.lua): 1 idempotency, 2 requirements, 4
+	// a trace context, their args in that order
+	lay := 0
+	if idem == "1" {
+		lay = 1
+	}
+	if wire := r.placeWire(); len(wire) > 0 {
+		lay |= 2
 		c.args = append(c.args, encodeLabels(wire))
 	}
+	if r.TraceParent != "" {
+		lay |= 4
+		c.args = append(c.args, r.TraceParent)
+	}
+	c.args[0] = strconv.Itoa(lay)
 	return r, c, nil
+}
+
+// check validates r's values (name: how an error calls the run), fills
+// its default slots and normalizes its keys; nb is its not_before in unix
+// ms (0: none).
+func (r *SubmitRequest) check(op, name string) (nb int64, err error) {
+	if r.Slots < 0 {
+		return 0, invalid(op, "%s: slots %d is negative", name, r.Slots)
+	}
+	if r.Slots > limits.MaxRunSlots {
+		return 0, invalid(op, "%s: slots %d: at most %d", name, r.Slots, limits.MaxRunSlots)
+	}
+	if r.Slots == 0 {
+		r.Slots = 1
+	}
+	if r.Duration < 0 {
+		return 0, invalid(op, "%s: duration %v is negative", name, r.Duration)
+	}
+	if r.Priority < math.MinInt32 || r.Priority > math.MaxInt32 {
+		return 0, invalid(op, "%s: priority %d outside %d..%d (a policy reads it as a 32-bit integer)", name, r.Priority, math.MinInt32, math.MaxInt32)
+	}
+	if len(r.Payload) > limits.MaxPayload {
+		return 0, invalid(op, "%s: payload is %d bytes, at most %d (pass a reference to the data)", name, len(r.Payload), limits.MaxPayload)
+	}
+	if len(r.IdempotencyKey) > limits.MaxIdempotencyKey {
+		return 0, invalid(op, "idempotency key is %d bytes, at most %d", len(r.IdempotencyKey), limits.MaxIdempotencyKey)
+	}
+	if !r.NotBefore.IsZero() {
+		if time.Until(r.NotBefore) > limits.MaxNotBefore {
+			return 0, invalid(op, "%s: not_before %s is more than %v ahead", name, r.NotBefore.UTC().Format(time.RFC3339), limits.MaxNotBefore)
+		}
+		nb = max(r.NotBefore.UnixMilli(), 0)
+	}
+	if r.Timeout != 0 {
+		if err := validTimeout(op, name, r.Timeout); err != nil {
+			return 0, err
+		}
+	}
+	if err := r.Retry.validate(op, name); err != nil {
+		return 0, err
+	}
+	if r.TraceParent != "" && !tracing.Valid(r.TraceParent) {
+		tp := r.TraceParent
+		if len(tp) > 64 {
+			tp = tp[:64] + "..."
+		}
+		return 0, invalid(op, "%s: traceparent %q is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)", name, tp)
+	}
+	if err := r.normalizeKeys(); err != nil {
+		return 0, invalid(op, "%s: %v", name, err)
+	}
+	return nb, nil
 }
 
 // submitShared is what every run of a submit call shares: its first keys
@@ -320,7 +352,7 @@ func submittedRun(r SubmitRequest, v any) Run {
 		Priority: r.Priority, Payload: r.Payload, Duration: r.Duration.Truncate(time.Millisecond),
 		SubmittedAt: msTime(toInt64(a[1])), Timeout: time.Duration(toInt64(a[5])) * time.Millisecond,
 		Attempt: 1, MaxAttempts: max(int(toInt64(a[6])), 1), Labels: r.Labels, Require: r.Require, SameWorker: r.SameWorker,
-		Prefer: r.Prefer}
+		Prefer: r.Prefer, TraceParent: r.TraceParent}
 	if toInt64(a[4]) == 0 && toInt64(a[2]) == 0 {
 		run.NotBefore = time.UnixMilli(r.NotBefore.UnixMilli())
 	}

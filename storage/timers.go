@@ -77,7 +77,10 @@ type DueResult struct {
 	Moved int       // runs moved into the group's queue
 	Next  time.Time // when its next delayed run or wake is due (zero: none left)
 	Woken bool      // the policy's wake fired: the group is dirty
-	Err   error
+	// Retried is how many of Moved were on a second or later attempt: an
+	// automatic retry whose backoff passed, or a run or group retry.
+	Retried int
+	Err     error
 }
 
 // DueBatch moves the due delayed runs of each group (up to dueChunk per
@@ -105,6 +108,9 @@ func (s *Store) DueBatch(ctx context.Context, f Fence, groups []string) []DueRes
 			out[i].Next = msTime(n)
 		}
 		out[i].Woken = len(a) > 2 && toInt64(a[2]) == 1
+		if len(a) > 3 {
+			out[i].Retried = int(toInt64(a[3]))
+		}
 	})
 	return out
 }

@@ -232,7 +232,8 @@ func (p *Proc) saveLogs(t testing.TB, dir string) {
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "WASMSCHED_") {
+		// nor the developer's tracing: a test turns it on where it wants it
+		if !strings.HasPrefix(kv, "WASMSCHED_") && !strings.HasPrefix(kv, "OTEL_") && !strings.HasPrefix(kv, "TRACEPARENT=") {
 			env = append(env, kv)
 		}
 	}

@@ -27,8 +27,9 @@ func TestImports_arrows(t *testing.T) {
 	rules := map[string][]string{ // package -> the only packages of ours it may import
 		"abi":               {},
 		"internal/abicodec": {"abi"},
-		"storage":           {"abi", "internal/digest", "internal/errs", "internal/keyspace", "internal/limits", "internal/testhooks"},
-		"client":            {"storage", "abi", "internal/digest", "internal/errs", "internal/limits"},
+		"storage":           {"abi", "internal/digest", "internal/errs", "internal/keyspace", "internal/limits", "internal/testhooks", "internal/tracing"},
+		"client":            {"storage", "abi", "internal/digest", "internal/errs", "internal/limits", "internal/tracing"},
+		"internal/tracing":  {},
 		"internal/limits":   {"abi", "internal/errs"},
 		"internal/errs":     {},
 		"policies":          {"abi", "abi/params", "internal/abicodec", "internal/digest", "policies/internal/wasmrewrite"},

@@ -23,7 +23,8 @@ import (
 func TestRetry_endToEnd(t *testing.T) {
 	t.Parallel()
 	const ns = "retry"
-	r, c := retryEnv(t, ns, "127.0.0.1:7871")
+	r, c, h := retryEnv(t, ns, "127.0.0.1:7871")
+	retries := func() float64 { return h.Metrics(t, "wasmsched_retries_total", "namespace")[ns] }
 	cli(t, r, ns, "group", "set", "g", "--max-active", "10")
 	submit := func(id, payload string, attempts int, labels map[string]string) {
 		t.Helper()
@@ -40,6 +41,10 @@ func TestRetry_endToEnd(t *testing.T) {
 	}
 	if out := cli(t, r, ns, "runs", "--group", "g", "--state", "FAILED"); !strings.Contains(out, "r1") {
 		t.Fatalf("runs --state FAILED does not list r1:\n%s", out)
+	}
+	// (its two automatic retries counted once their backoff passed)
+	if n := retries(); n != 2 {
+		t.Errorf("wasmsched_retries_total %v after r1's 3 attempts, want 2", n)
 	}
 	// 2: run retry: attempt 4 succeeds, the earlier three still shown
 	if out := cli(t, r, ns, "run", "retry", "r1", "--who", "alice"); !strings.Contains(out, "run r1 is WAITING (attempt 4 of 4)") {
@@ -75,6 +80,10 @@ func TestRetry_endToEnd(t *testing.T) {
 			t.Errorf("%s: %s attempt %d, want SUCCEEDED on attempt 2", id, run.State, run.Attempt)
 		}
 	}
+	// the manual retries count too: r1's and a1's, a2's
+	if n := retries(); n != 5 {
+		t.Errorf("wasmsched_retries_total %v, want 5 (2 automatic, 3 by hand)", n)
+	}
 	if run, _ := c.Get(testCtx(t, 5*time.Second), "b1"); run.State != "FAILED" || run.Attempt != 1 {
 		t.Errorf("b1 (tenant b): %s attempt %d, want left FAILED", run.State, run.Attempt)
 	}
@@ -101,7 +110,7 @@ func TestRetry_endToEnd(t *testing.T) {
 func TestProgress_endToEnd(t *testing.T) {
 	t.Parallel()
 	const ns = "progress"
-	r, c := retryEnv(t, ns, "127.0.0.1:7873")
+	r, c, _ := retryEnv(t, ns, "127.0.0.1:7873")
 	sub := r.Client(t).Subscribe(testCtx(t, 30*time.Second), keyspace.New(ns).RunEvents())
 	defer sub.Close()
 	if _, err := sub.Receive(testCtx(t, 5*time.Second)); err != nil {
@@ -158,16 +167,16 @@ func TestProgress_endToEnd(t *testing.T) {
 
 // retryEnv starts redis-server, a serve (advertise) and retryWorker for
 // ns (stopped at the test's end), and returns a client of ns.
-func retryEnv(t *testing.T, ns, advertise string) (*redistest.Server, *client.Client) {
+func retryEnv(t *testing.T, ns, advertise string) (*redistest.Server, *client.Client, AdminHost) {
 	t.Helper()
 	r := redistest.Start(t)
-	RuntimeHost(t, "host-0", r, ns, advertise)
+	h := ServeAdmin(t, "host-0", r, ns, advertise)
 	t.Cleanup(retryWorker(t, r, ns))
 	c, err := client.NewFromRedis(r.Client(t), ns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r, c
+	return r, c, h
 }
 
 // retryWorker runs a library worker for ns whose handler fails a run's

@@ -54,6 +54,8 @@ export interface SubmitOptions {
   retry_backoff_ms?: number;
   retry_cap_ms?: number;
   idempotencyKey?: string;
+  /** A W3C traceparent (the caller's span): the run's spans join its trace. */
+  traceparent?: string;
 }
 
 export interface Page {
@@ -85,6 +87,8 @@ export interface Assignment {
   timeoutMs: number;
   deadline: Date | null;
   durationMs: number;
+  /** The W3C traceparent of the attempt's execution span ("" = none): the parent of the handler's spans. */
+  traceparent: string;
   namespace: string;
   /** Report how far the attempt is (fraction 0 to 1, or null; a short message): the latest is sent at most once a second. */
   progress(fraction: number | null, message?: string): void;

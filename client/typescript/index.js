@@ -81,10 +81,12 @@ export class Client {
 
   /** Submit a run to group (made with policy wait if new) and return it. */
   submit(group, payload = "", o = {}) {
-    const { idempotencyKey, ...rest } = o;
+    const { idempotencyKey, traceparent, ...rest } = o;
     const body = { payload };
     for (const [k, v] of Object.entries(rest)) if (v !== undefined) body[k] = v;
-    const headers = idempotencyKey ? { "Idempotency-Key": idempotencyKey } : {};
+    const headers = {};
+    if (idempotencyKey) headers["Idempotency-Key"] = idempotencyKey;
+    if (traceparent) headers.traceparent = traceparent;
     return this.request("POST", this.path("groups", group, "runs"), body, { headers });
   }
 
@@ -292,6 +294,7 @@ export class Worker {
       timeoutMs: a.timeout_ms ?? 0,
       deadline: a.deadline ? new Date(a.deadline) : null,
       durationMs: a.duration_ms ?? 0,
+      traceparent: a.traceparent ?? "",
       namespace: this.client.namespace,
       output: "",
       exitCode: null,

@@ -76,6 +76,7 @@ Examples:
 			&cli.StringFlag{Name: "require", Usage: "every generated group requires the labels `K=V,...` and the in-process workers carry them (placement's cost)"},
 			&cli.BoolFlag{Name: "http-workers", Usage: "the in-process workers go through the HTTP worker protocol of an in-process API server (its cost against the worker library)"},
 			&cli.StringFlag{Name: "prefer", Usage: "every generated group prefers the labels `K=V:W,...` and the in-process workers carry them (preferences' cost)"},
+			&cli.BoolFlag{Name: "trace", Usage: "trace every run: the in-process hosts, workers and clients use an OpenTelemetry SDK (every span sampled) exporting over OTLP/HTTP to a sink in this process (tracing's cost)"},
 			&cli.StringFlag{Name: "placement", Usage: "the namespace's placement `MODE`: spread, pack or policy (namespace set --placement; placement's cost)"},
 			&cli.IntFlag{Name: "runs", Usage: "submit `N` runs", DefaultText: "10 x --groups"},
 			&cli.IntFlag{Name: "workers", Value: 4, Usage: "in-process simulated workers `W` (0 = use the running ones)"},
@@ -138,6 +139,7 @@ func benchAction(c *cli.Context) error {
 		CPUProfile:   c.String("cpuprofile"),
 		Delay:        c.Duration("delay"),
 		Placement:    c.String("placement"),
+		Trace:        c.Bool("trace"),
 		HTTPWorkers:  c.Bool("http-workers"),
 	}
 	if c.IsSet("require") {

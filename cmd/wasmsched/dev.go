@@ -161,7 +161,8 @@ func runDev(ctx context.Context, o devOptions, ns string, out io.Writer, log *sl
 	reg := prometheus.NewRegistry() // the host's and the worker's metrics, on one admin server
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	h, err := host.New(ctx, host.Config{Store: st, Advertise: "dev-host", LeaseTTL: o.LeaseTTL,
-		Logger: log.With("component", "host"), Admin: admin, Registry: reg})
+		Logger: log.With("component", "host"), Admin: admin, Registry: reg,
+		Engine: host.EngineConfig{TracerProvider: tracerProvider}})
 	if err != nil {
 		return asUsage(err)
 	}

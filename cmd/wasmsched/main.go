@@ -18,12 +18,15 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/urfave/cli/v2"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/badinput"
 	"github.com/wasmsched/wasmsched/internal/errs"
+	"github.com/wasmsched/wasmsched/internal/tracing"
 )
 
 // Exit codes, documented in --help and docs: 0 success, 1 a failed check
@@ -41,6 +44,12 @@ const (
 // command group never touches this file.
 var commands []*cli.Command
 
+// tracerProvider is the OpenTelemetry SDK's provider when the environment
+// turns tracing on (nil: off); the leader's decision spans need it given
+// (host.EngineConfig.TracerProvider), the client and workers use the
+// global one it also is.
+var tracerProvider trace.TracerProvider
+
 func main() {
 	os.Exit(run(context.Background(), os.Args, os.Stdout, os.Stderr))
 }
@@ -55,6 +64,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// already says what failed, so its own lines go to slog at debug.
 	redis.SetLogger(redisLogger{})
 
+	// OpenTelemetry, when the OTEL_* environment turns it on (off by
+	// default: internal/tracing); its spans are flushed on the way out
+	tp, shutdown, err := tracing.FromEnv(ctx, "wasmsched")
+	if err != nil {
+		fmt.Fprintf(stderr, "wasmsched: %v\n", err)
+		return exitUsage
+	}
+	tracerProvider = tp
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			fmt.Fprintf(stderr, "wasmsched: tracing: %v\n", err)
+		}
+	}()
+
 	app := newApp(stdout, stderr)
 	if len(args) > 1 && args[1] == completeCommand { // the completion scripts' question (completion.go)
 		complete(ctx, stdout, app, args[2:])
@@ -62,7 +87,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var unknown string
 	app.CommandNotFound = func(_ *cli.Context, name string) { unknown = name }
-	err := app.RunContext(ctx, args)
+	err = app.RunContext(ctx, args)
 	if unknown != "" {
 		fmt.Fprintf(stderr, "wasmsched: unknown command %q (see wasmsched --help)\n", unknown)
 		return exitUsage

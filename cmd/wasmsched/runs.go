@@ -334,6 +334,11 @@ func runShowTable(w io.Writer, r client.Run) {
 		}
 		fmt.Fprintf(w, "PROGRESS\t%s %s (at %s)\n", pct, p.Message, tableTime(p.At))
 	}
+	if r.TraceParent != "" {
+		if parts := strings.Split(r.TraceParent, "-"); len(parts) == 4 {
+			fmt.Fprintf(w, "TRACE\t%s (submit span %s)\n", parts[1], parts[2])
+		}
+	}
 	if len(r.Require) > 0 {
 		fmt.Fprintf(w, "REQUIRE\t%s (and its group's)\n", pairs(r.Require))
 	}

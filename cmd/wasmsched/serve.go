@@ -140,7 +140,8 @@ func (o serveOptions) runtimeConfig() host.EngineConfig {
 		guard = 1 // the flag's 0 holds at once; EngineConfig's 0 means the default
 	}
 	return host.EngineConfig{Coordinators: o.Coordinators, PolicyTimeout: o.PolicyTimeout, PolicyMemory: o.PolicyMemory,
-		PolicyMaxModuleSize: o.PolicyMaxSize, RollbackAfter: rollback, Retention: retention, SlotGuard: guard, UnfitTimeout: o.UnfitTimeout, MaxRunSlots: o.MaxRunSlots}
+		PolicyMaxModuleSize: o.PolicyMaxSize, RollbackAfter: rollback, Retention: retention, SlotGuard: guard, UnfitTimeout: o.UnfitTimeout, MaxRunSlots: o.MaxRunSlots,
+		TracerProvider: tracerProvider}
 }
 
 // parseRetention parses a retention: a Go duration or whole days ("7d"),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -12,6 +13,7 @@ import (
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/client"
 	"github.com/wasmsched/wasmsched/internal/limits"
+	"github.com/wasmsched/wasmsched/internal/tracing"
 )
 
 func init() {
@@ -57,6 +59,11 @@ Runs in time:
                        min(--retry-cap, --retry-backoff·2^(n-1)) after
                        attempt n failed, half of it random. A STOPPED or
                        DISCARDED run is never retried.
+
+Tracing: the run joins the trace of $TRACEPARENT (a W3C traceparent, as an
+exec worker hands its program), so a job that submits more runs keeps one
+trace; with OTEL_EXPORTER_OTLP_ENDPOINT set, the submit is a span of it
+(docs/operations.md "Tracing").
 
 Examples:
    wasmsched submit nightly
@@ -131,7 +138,9 @@ func submitCommand() *cli.Command {
 				return err
 			}
 			defer closeFn()
-			out, err := submitRun(c.Context, clientOf(st), c.Args().First(), o)
+			// the caller's trace: TRACEPARENT, as a worker hands its program
+			ctx := tracing.ContextWith(c.Context, os.Getenv("TRACEPARENT"))
+			out, err := submitRun(ctx, clientOf(st), c.Args().First(), o)
 			if err != nil {
 				return err
 			}

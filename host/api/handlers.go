@@ -13,6 +13,7 @@ import (
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/internal/errs"
 	"github.com/wasmsched/wasmsched/internal/limits"
+	"github.com/wasmsched/wasmsched/internal/tracing"
 )
 
 func (s *Server) listNamespaces(_ http.ResponseWriter, r *http.Request, _ *call) (int, any, error) {
@@ -292,7 +293,10 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, c *call) (int, a
 		return 0, nil, err
 	}
 	o.Timeout, o.MaxAttempts, o.RetryBackoff, o.RetryCap = timeout, retry.MaxAttempts, retry.Backoff, retry.Cap
-	run, replayed, err := c.c.SubmitReplay(r.Context(), r.PathValue("g"), o)
+	// the caller's W3C trace context: the submit span's parent (an
+	// invalid one is ignored, as W3C says: the run starts its own trace)
+	ctx := tracing.ContextWith(r.Context(), r.Header.Get("traceparent"))
+	run, replayed, err := c.c.SubmitReplay(ctx, r.PathValue("g"), o)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -107,6 +107,7 @@ type assignment struct {
 	TimeoutMS   int64      `json:"timeout_ms"`
 	Deadline    *time.Time `json:"deadline"`
 	DurationMS  int64      `json:"duration_ms"`
+	TraceParent string     `json:"traceparent,omitempty"` // the execution span's (W3C): the remote worker's spans are its children
 	stopped     bool
 	out         chan reportJSON
 	run         *worker.Run // (progress goes through the library's rate limit)
@@ -154,7 +155,7 @@ const drainFrame = "event: drain\ndata: {}\n\n"
 func (r *remote) Handle(ctx context.Context, run *worker.Run) (string, error) {
 	a := &assignment{Run: run.ID, Token: run.Token, Group: run.Group, Payload: run.Payload, Attempt: run.Attempt,
 		MaxAttempts: run.MaxAttempts, TimeoutMS: run.Timeout.Milliseconds(), DurationMS: run.Duration.Milliseconds(),
-		out: make(chan reportJSON, 1), run: run}
+		TraceParent: run.TraceParent, out: make(chan reportJSON, 1), run: run}
 	if !run.Deadline.IsZero() {
 		d := run.Deadline.UTC()
 		a.Deadline = &d

@@ -60,7 +60,8 @@ func (e *env) openStream(path, token string) (<-chan sseEvent, context.CancelFun
 
 type assignJSON struct {
 	Run, Token, Group, Payload string
-	Attempt                    int `json:"attempt"`
+	Attempt                    int    `json:"attempt"`
+	TraceParent                string `json:"traceparent"`
 }
 
 // next waits (10 s at most) for the next frame of kind event.
@@ -225,13 +226,23 @@ func TestAPI_workers(t *testing.T) {
 	stream, _ := e.openStream(wp+"/assignments", workerTok)
 
 	// 1: a result
-	e.do("POST", ns+"/groups/remote/runs", `{"id": "ok-1", "payload": "hello"}`, nil)
+	// (in a submitter's trace: the run keeps it, and the assignment hands
+	// the worker its execution span's context, in the same trace)
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	var sub map[string]any
+	e.do("POST", ns+"/groups/remote/runs", `{"id": "ok-1", "payload": "hello"}`, &sub, "traceparent", tp)
+	if sub["traceparent"] != tp {
+		t.Fatalf("the run kept traceparent %v, want the request's %s", sub["traceparent"], tp)
+	}
 	first := next(t, stream, "assign")
 	conforms(t, "Assignment", first.Data)
 	var a assignJSON
 	_ = json.Unmarshal([]byte(first.Data), &a)
 	if a.Run != "ok-1" || a.Payload != "hello" || a.Group != "remote" || a.Token == "" || a.Attempt != 1 {
 		t.Fatalf("assignment %+v", a)
+	}
+	if !strings.HasPrefix(a.TraceParent, "00-4bf92f3577b34da6a3ce929d0e0e4736-") {
+		t.Fatalf("assignment traceparent %q, want the run's trace", a.TraceParent)
 	}
 	report := func(tok, worker, run, body string) int {
 		var got int

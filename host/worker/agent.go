@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -80,6 +81,9 @@ type agent struct {
 	Logger *slog.Logger
 	// Registerer, when set, gets the worker metrics.
 	Registerer prometheus.Registerer
+	// tracer makes the execution and report spans (nil: the global
+	// provider's)
+	tracer trace.Tracer
 	// handlers by group, and the default (nil: Exec's program, or
 	// simulate); Worker.Handle sets them before Run.
 	handlers map[string]Handler
@@ -128,6 +132,10 @@ type finished struct {
 	// what the attempt produced (storage.ReportReq)
 	result, output string
 	exitCode       *int
+	// span is the attempt's execution span (never nil), ended once its
+	// report is settled (endSpans); at is when the handler returned
+	span trace.Span
+	at   time.Time
 }
 
 // Validate checks the configuration and fills in defaults.

@@ -8,7 +8,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/wasmsched/wasmsched/internal/limits"
+	"github.com/wasmsched/wasmsched/internal/tracing"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -47,7 +52,7 @@ func (w *agent) startLocked(ctx context.Context, s storage.SlotState) {
 		}
 	}
 	e := newExecution(s.Run, s.Token, run.Group, run.Timeout)
-	e.identity = w.identity
+	e.identity, e.slot = w.identity, s.Index
 	w.running[s.Token] = e
 	if run.Timeout > 0 {
 		// The attempt's deadline, from its start here: stopped as an
@@ -87,6 +92,8 @@ func (w *agent) mode() string {
 func (w *agent) runHandler(e *execution, run storage.Run, log *slog.Logger) *finished {
 	r := runOf(run, w.Store.Namespace())
 	r.Token = e.token
+	ctx, span := w.startSpan(e, run)
+	r.TraceParent = tracing.Format(span.SpanContext())
 	r.prog = &progress{send: func(f float64, msg string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -108,7 +115,7 @@ func (w *agent) runHandler(e *execution, run storage.Run, log *slog.Logger) *fin
 				done <- ret{err: fmt.Errorf("panic: %v", p)}
 			}
 		}()
-		res, err := h.Handle(e.ctx, r)
+		res, err := h.Handle(ctx, r)
 		done <- ret{res, err}
 	}()
 	var out ret
@@ -136,7 +143,48 @@ func (w *agent) runHandler(e *execution, run storage.Run, log *slog.Logger) *fin
 		f = &finished{run: e.run, token: e.token, outcome: storage.StateSucceeded, result: out.res}
 	}
 	f.output, f.exitCode = r.outcome()
+	f.span, f.at = span, time.Now()
 	return f
+}
+
+// startSpan starts the attempt's execution span, a child of the run's
+// submit span (storage.Run.TraceParent; a root span when it has none),
+// and returns the handler's context, which carries it.
+func (w *agent) startSpan(e *execution, run storage.Run) (context.Context, trace.Span) {
+	tr := w.tracer
+	if tr == nil {
+		tr = tracing.Tracer(nil)
+	}
+	ctx := tracing.ContextWith(e.ctx, run.TraceParent)
+	if !trace.SpanContextFromContext(ctx).IsSampled() && run.TraceParent != "" {
+		// a parent that is not sampled: no span records (parent-based
+		// sampling), so none is built; the handler gets the parent
+		return tr.Start(ctx, tracing.SpanExecute)
+	}
+	return tr.Start(ctx, tracing.SpanExecute, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+		attribute.String("wasmsched.namespace", w.Store.Namespace()), attribute.String("wasmsched.group", run.Group),
+		attribute.String("wasmsched.run", run.ID), attribute.Int("wasmsched.attempt", max(run.Attempt, 1)),
+		attribute.String("wasmsched.worker", e.identity), attribute.Int("wasmsched.slot", e.slot)))
+}
+
+// endSpans ends a finished execution's span once its report is settled:
+// a "wasmsched.report" event (how: written, lost, refused, dropped; the
+// report's error) at the time it settled, and the span itself at the
+// handler's return with the outcome.
+func (w *agent) endSpans(f *finished, how string, err error) {
+	if f.span == nil || !f.span.IsRecording() {
+		return
+	}
+	ev := []attribute.KeyValue{attribute.String("wasmsched.report", how)}
+	if err != nil {
+		ev = append(ev, attribute.String("error", err.Error()))
+	}
+	f.span.AddEvent(tracing.SpanReport, trace.WithAttributes(ev...))
+	f.span.SetAttributes(attribute.String("wasmsched.outcome", string(f.outcome)), attribute.String("wasmsched.reason", f.reason))
+	if f.outcome == storage.StateFailed {
+		f.span.SetStatus(codes.Error, f.reason)
+	}
+	f.span.End(trace.WithTimestamp(f.at))
 }
 
 // finish handles a finished execution: report it unless dropped.
@@ -176,6 +224,7 @@ func (k killReason) result(e *execution) *finished {
 type execution struct {
 	run, token string
 	identity   string // the worker identity it was assigned to
+	slot       int    // its task-0 slot there
 	group      string
 	stopReason string // set (under Worker.mu) before kill(killStop)
 	timeout    time.Duration

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wasmsched/wasmsched/internal/limits"
+	"github.com/wasmsched/wasmsched/internal/tracing"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -75,6 +76,11 @@ type Run struct {
 	Deadline time.Time
 	// Duration is the run's submitted duration (what Simulate sleeps).
 	Duration time.Duration
+	// TraceParent is the W3C traceparent of the attempt's execution span
+	// (the handler's context carries the span; "" when the run was
+	// submitted without a trace): Exec hands it to the program as
+	// TRACEPARENT.
+	TraceParent string
 
 	mu       sync.Mutex
 	output   string
@@ -282,6 +288,9 @@ func execEnv(deny []string) []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
+		if k == "TRACEPARENT" || k == "TRACESTATE" {
+			continue // the worker's own trace is not the run's: each run gets its own
+		}
 		denied := false
 		for _, pat := range deny {
 			if ok, _ := path.Match(pat, k); ok {
@@ -305,6 +314,11 @@ func (h *execHandler) Handle(ctx context.Context, r *Run) (string, error) {
 		"WASMSCHED_NAMESPACE="+r.Namespace,
 		"WASMSCHED_ATTEMPT="+strconv.Itoa(r.Attempt),
 	)
+	if tp := tracing.TraceParent(ctx); tp != "" {
+		// the program's spans are children of the execution span (the
+		// OpenTelemetry convention for a process's parent context)
+		cmd.Env = append(cmd.Env, "TRACEPARENT="+tp)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	log := h.log.With("run", r.ID, "group", r.Group)
 	tail := &tailBuf{}

@@ -17,6 +17,7 @@ func (w *agent) record(f *finished) bool {
 	outcome := string(f.outcome)
 	if f.drop {
 		outcome = "DROPPED"
+		w.endSpans(f, "dropped", nil) // the assignment was gone: not reported
 	} else {
 		w.pending[f.token] = f
 	}
@@ -106,6 +107,7 @@ func (w *agent) retryReports(ctx context.Context) {
 	}
 	for i, p := range todo {
 		err := errs[i]
+		how := "written"
 		switch {
 		case err == nil:
 			w.Logger.Info("run reported", "run", p.run, "token", p.token, "outcome", p.outcome)
@@ -121,8 +123,10 @@ func (w *agent) retryReports(ctx context.Context) {
 			w.rollback.WithLabelValues("lost").Inc()
 			w.Logger.Error("run executed here is gone from the store (Redis lost it); kept in the namespace's lost list (wasmsched lost)",
 				"run", p.run, "token", p.token, "outcome", p.outcome)
+			how = "lost"
 		case errors.Is(err, storage.ErrNotOwner), errors.Is(err, storage.ErrUnknownWorker), errors.Is(err, storage.ErrInvalid):
 			w.Logger.Warn("report refused; dropping it", "run", p.run, "token", p.token, "outcome", p.outcome, "err", err)
+			how = "refused"
 		case errors.Is(err, storage.ErrBadState):
 			// Most likely a stop request raced the end of the run: the next
 			// heartbeat shows STOPPING and turns the report into STOPPED.
@@ -135,11 +139,16 @@ func (w *agent) retryReports(ctx context.Context) {
 			continue
 		}
 		w.mu.Lock()
+		settled := false
 		if cur := w.pending[p.token]; cur != nil && cur.outcome == p.outcome {
 			delete(w.pending, p.token)
 			w.mem.reported(p.token, time.Now()) // done with, as far as this worker knows
+			settled = true
 		}
 		w.mu.Unlock()
+		if settled {
+			w.endSpans(&p, how, err)
+		}
 	}
 }
 

@@ -10,8 +10,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/wasmsched/wasmsched/internal/limits"
+	"github.com/wasmsched/wasmsched/internal/tracing"
 	"github.com/wasmsched/wasmsched/storage"
 )
 
@@ -56,6 +58,13 @@ type Config struct {
 	// worker's metrics.
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
+	// TracerProvider gets the worker's spans: one "wasmsched.execute" per
+	// attempt, a child of the run's submit span, and its
+	// "wasmsched.report" (nil: the global OpenTelemetry provider). The
+	// handler's context carries the execution span either way, so a run's
+	// trace goes on into the handler (and an Exec program's TRACEPARENT)
+	// even when nothing here records.
+	TracerProvider trace.TracerProvider
 }
 
 // Worker executes the runs the leader assigns to its slots with the
@@ -93,7 +102,7 @@ func New(ctx context.Context, c Config) (*Worker, error) {
 	a := &agent{Store: st, Advertise: c.Advertise, Slots: c.Slots, HeartbeatTTL: c.HeartbeatTTL, StopGrace: c.StopGrace,
 		DrainTimeout: c.DrainTimeout, Journal: c.Journal, Logger: c.Logger, Registerer: c.Registerer,
 		Placement: storage.WorkerPlacement{Labels: limits.LabelsFromMap(c.Labels), Groups: c.Groups},
-		handlers:  map[string]Handler{}, stopNow: make(chan struct{})}
+		handlers:  map[string]Handler{}, stopNow: make(chan struct{}), tracer: tracing.Tracer(c.TracerProvider)}
 	if err := a.Validate(); err != nil {
 		_ = closeFn()
 		return nil, err

@@ -732,6 +732,7 @@ local function new_run(K, A, pub, now)
       gd.rreq = true
     end
   end
+  if A[21] and A[21] ~= '' then f[#f + 1] = 'tp'; f[#f + 1] = A[21] end
   local nb = tonumber(A[10]) or 0
   local due = 1
   if nb > now then

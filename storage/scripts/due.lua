@@ -8,7 +8,8 @@
 -- call, >= 1), ARGV[5] run-hash key prefix (Keys.RunPrefix), ARGV[6] work
 -- channel (PUBLISH of the group when runs moved: the coordinator wakes)
 -- returns: {moved, next due ms (-1: none left), woken (1: the policy's
--- wake fired)}
+-- wake fired), retried (of moved, the runs on a second or later attempt:
+-- an automatic retry after its backoff, or a run or group retry)}
 -- writes: each due run (delayed score <= now, the oldest first, at most
 -- ARGV[4]) that is still WAITING gets a new seq (a due run queues behind
 -- the runs already waiting, as a new submit would: a discard_below that
@@ -28,13 +29,14 @@ if not limit or limit < 1 then
 end
 local now = now_ms()
 local ids = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', string.format('%d', now), 'LIMIT', 0, limit)
-local moved, keep, rs = 0, {}, {}
+local moved, retried, keep, rs = 0, 0, {}, {}
 for _, id in ipairs(ids) do
   local r = redis.call('HMGET', ARGV[5] .. id, 'state', 'priority', 'slots', 'submitted_at', 'group',
     'attempt', 'max_attempts', 'labels')
   if r[1] == 'WAITING' and r[5] == ARGV[3] then
     keep[#keep + 1] = id
     rs[#keep] = r
+    if (tonumber(r[6]) or 1) > 1 then retried = retried + 1 end
   end
 end
 if #keep > 0 then
@@ -77,7 +79,7 @@ if #first > 0 then
 end
 if not nxt then
   redis.call('ZREM', KEYS[3], ARGV[3])
-  return {moved, -1, woken}
+  return {moved, -1, woken, retried}
 end
 redis.call('ZADD', KEYS[3], string.format('%d', nxt), ARGV[3])
-return {moved, nxt, woken}
+return {moved, nxt, woken, retried}

@@ -26,7 +26,9 @@
 -- chose the run id; with requirements (layouts '2', '3') one more, last:
 -- them ("k=v" 0x1d-separated, sorted, valid; "@same=1" first, its
 -- preferences "~k=weight:v" last: the run's field rreq, and its
--- group gets rreq = 1, so the apply that launches its runs reads theirs)
+-- group gets rreq = 1, so the apply that launches its runs reads theirs);
+-- with a trace context (layouts '4' to '7': the bit 4 of the layout) one
+-- more, last of all: the submit span's W3C traceparent (the run's tp)
 -- returns: per run, in order, its result (below) or its error reply
 -- per run, in the single-run layout submit_one reads: K[1] seq, K[2]
 -- groups, K[3] group hash, K[4] waiting, K[5] dirty, K[6] run hash, K[7]
@@ -37,7 +39,8 @@
 -- timeout_ms, A[12] max_attempts, A[13] backoff, A[14] the default
 -- backoff, A[15] labels, A[16] the idempotency key's lifetime, A[17]
 -- run-hash prefix, A[18] fingerprint, A[19] '1' = the caller chose the
--- id, A[20] its requirements (nil = none)
+-- id, A[20] its requirements (nil = none), A[21] its traceparent (nil =
+-- none)
 -- returns: {seq, submitted_at_ms, replayed (0|1), run id, due (1 = in the
 -- waiting zset, 0 = delayed until not_before), timeout_ms, max_attempts}
 -- (a replay returns the first three and the id)
@@ -102,8 +105,16 @@ local out = {}
 -- the layout first, whole (nothing is written for a call that does not
 -- match it), and the call's runs, for the one INCRBY of their seqs
 local rk, ra, runs = 7, 5, 0
--- the per-run layouts: args and keys of '0', '1', '2', '3'
-local NA, NK = {['0'] = 13, ['1'] = 16, ['2'] = 14, ['3'] = 17}, {['0'] = 5, ['1'] = 6, ['2'] = 5, ['3'] = 6}
+-- the per-run layouts, '0' to '7', a bit mask: 1 with an idempotency key
+-- (3 args, 1 key), 2 with requirements (1 arg), 4 with a trace context
+-- (1 arg, last); NA, NK: the args and keys of each
+local NA, NK, IDEM, REQ, TP = {}, {}, {}, {}, {}
+for b = 0, 7 do
+  local l = tostring(b)
+  IDEM[l], REQ[l], TP[l] = b % 2 == 1, math.floor(b / 2) % 2 == 1, b >= 4
+  NA[l] = 13 + (IDEM[l] and 3 or 0) + (REQ[l] and 1 or 0) + (TP[l] and 1 or 0)
+  NK[l] = 5 + (IDEM[l] and 1 or 0)
+end
 while ra <= #ARGV do
   local na, nk = NA[ARGV[ra]] or 13, NK[ARGV[ra]] or 5
   if ra + na - 1 > #ARGV or rk + nk - 1 > #KEYS then
@@ -125,7 +136,7 @@ local A = {nil, nil, nil, nil, nil, nil, nil, ARGV[1], ARGV[2], nil, nil, nil, n
 local done, err = pcall(function()
   while ra <= #ARGV do
     local lay = ARGV[ra]
-    local idem = lay == '1' or lay == '3'
+    local idem = IDEM[lay]
     local na, nk = NA[lay] or 13, NK[lay] or 5
     -- the run's entries of K and A (the shared ones are set once, above)
     K[3], K[4], K[6], K[9], K[10] = KEYS[rk], KEYS[rk + 1], KEYS[rk + 4], KEYS[rk + 2], KEYS[rk + 3]
@@ -138,8 +149,13 @@ local done, err = pcall(function()
     else
       K[12] = nil
     end
-    A[20] = nil
-    if lay == '2' or lay == '3' then A[20] = ARGV[ra + na - 1] end
+    A[20], A[21] = nil, nil
+    if TP[lay] then
+      A[21] = ARGV[ra + na - 1]
+      if REQ[lay] then A[20] = ARGV[ra + na - 2] end
+    elseif REQ[lay] then
+      A[20] = ARGV[ra + na - 1]
+    end
     out[#out + 1] = submit_one(K, A)
     rk, ra = rk + nk, ra + na
   end

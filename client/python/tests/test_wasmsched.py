@@ -88,15 +88,18 @@ class ClientTest(unittest.TestCase):
             if old is not None:
                 os.environ["WASMSCHED_URL"] = old
 
+    TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
     def test_submit_sends_options(self):
         s = Stand({("POST", NS + "/groups/g%201/runs"): lambda h, b: h.reply(201, {"id": "r1", "state": "WAITING", **b})})
         run = Client(s.url, "secret-token").submit("g 1", "pay", id="r1", prefer=["region=eu:10"], max_attempts=3,
-                                                    idempotency_key="k1")
+                                                    idempotency_key="k1", traceparent=self.TP)
         self.assertEqual(run["id"], "r1")
         method, path, headers, body = s.requests.get(timeout=5)
         self.assertEqual((method, path), ("POST", NS + "/groups/g%201/runs"))
         self.assertEqual(headers["Authorization"], "Bearer secret-token")
         self.assertEqual(headers["Idempotency-Key"], "k1")
+        self.assertEqual({k.lower(): v for k, v in headers.items()}["traceparent"], self.TP)
         self.assertEqual(body, {"payload": "pay", "id": "r1", "prefer": ["region=eu:10"], "max_attempts": 3})
 
     def test_errors(self):

@@ -78,10 +78,12 @@ class Client:
 
     def submit(self, group, payload="", *, id=None, slots=None, priority=None, duration_ms=None, labels=None,
                require=None, prefer=None, same_worker=None, not_before=None, timeout_ms=None, max_attempts=None,
-               retry_backoff_ms=None, retry_cap_ms=None, idempotency_key=None):
+               retry_backoff_ms=None, retry_cap_ms=None, idempotency_key=None, traceparent=None):
         """Submit a run to group (made with policy wait if new) and return it.
 
-        not_before is an RFC 3339 time; prefer a list of "key=value[:weight]"."""
+        not_before is an RFC 3339 time; prefer a list of "key=value[:weight]";
+        traceparent a W3C traceparent (the caller's span: the run's spans join
+        its trace, and its worker gets it as the run's parent)."""
         body = {"payload": payload}
         for k, v in (("id", id), ("slots", slots), ("priority", priority), ("duration_ms", duration_ms),
                      ("labels", labels), ("require", require), ("prefer", prefer), ("same_worker", same_worker),
@@ -89,8 +91,12 @@ class Client:
                      ("retry_backoff_ms", retry_backoff_ms), ("retry_cap_ms", retry_cap_ms)):
             if v is not None:
                 body[k] = v
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
-        return self._request("POST", self._path("groups", group, "runs"), body, headers)
+        headers = {}
+        if idempotency_key:
+            headers["Idempotency-Key"] = idempotency_key
+        if traceparent:
+            headers["traceparent"] = traceparent
+        return self._request("POST", self._path("groups", group, "runs"), body, headers or None)
 
     def get(self, run_id):
         """The run with this id."""

@@ -45,6 +45,9 @@ class Run:
         self.timeout_ms = a.get("timeout_ms", 0)
         self.deadline = a.get("deadline")
         self.duration_ms = a.get("duration_ms", 0)
+        # the W3C traceparent of the attempt's execution span ("" = none):
+        # the parent of the handler's own spans
+        self.traceparent = a.get("traceparent", "")
         self.namespace = namespace
         self.stop_event = threading.Event()
         self.output = ""

@@ -61,11 +61,13 @@ test("submit sends the options, the token and the idempotency key", async () => 
   try {
     const run = await new Client({ url: s.url, token: "secret-token" }).submit("g 1", "pay", {
       id: "r1", prefer: ["region=eu:10"], max_attempts: 3, idempotencyKey: "k1",
+      traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
     });
     assert.equal(run.id, "r1");
     const r = s.requests[0];
     assert.equal(r.headers.authorization, "Bearer secret-token");
     assert.equal(r.headers["idempotency-key"], "k1");
+    assert.equal(r.headers.traceparent, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
     assert.deepEqual(r.body, { payload: "pay", id: "r1", prefer: ["region=eu:10"], max_attempts: 3 });
   } finally {
     await s.close();

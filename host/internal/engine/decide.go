@@ -63,6 +63,10 @@ func policyOutcome(err error) string {
 // changed something; it returns only storage.ErrFenced or ctx errors.
 func (c *Coordinator) decideBatch(ctx context.Context, lease *leader.Lease, groups []string) (bool, error) {
 	log := c.rt.log
+	var t0 time.Time
+	if c.rt.spans != nil {
+		t0 = time.Now() // the decision spans' start: the batch's snapshots, decisions and applies
+	}
 	ds, meta, err := c.decideGroups(ctx, lease, groups)
 	if err != nil || len(ds) == 0 {
 		return false, err
@@ -97,6 +101,9 @@ func (c *Coordinator) decideBatch(ctx context.Context, lease *leader.Lease, grou
 		switch {
 		case err == nil || errors.Is(err, storage.ErrDuplicate):
 			q, p := c.applied(group, d, &meta[i], err == nil, r.Queued)
+			if err == nil && c.rt.spans != nil {
+				c.rt.spans.add(group, d, lease.Epoch(), t0, time.Now())
+			}
 			queued, placed = queued+q, placed+p
 			worked = true
 		case errors.Is(err, storage.ErrFenced):

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/wasmsched/wasmsched/host/internal/leader"
 	"github.com/wasmsched/wasmsched/internal/keyspace"
@@ -87,6 +88,9 @@ type Config struct {
 	Backoff, MaxBackoff time.Duration
 	BatchSize           int
 	RollbackAfter       int
+	// TracerProvider, when set, gets a "wasmsched.decide" span per run
+	// each applied decision acted on (trace.go); nil: no spans, no reads.
+	TracerProvider trace.TracerProvider
 }
 
 // Validate reports unusable values (zero is always fine).
@@ -184,6 +188,7 @@ type Engine struct {
 	counts     sync.Map                     // outcome key -> *atomic.Int64
 	acc        seriesAcc                    // what the next time-series point counts (series.go)
 	closeOnce  sync.Once
+	spans      *decisionSpans // nil: tracing off
 }
 
 // Deps are what an Engine shares with its host: the namespace's store, the
@@ -260,6 +265,9 @@ func newEngine(ctx context.Context, st *storage.Store, reg prometheus.Registerer
 	r.restore.wake = make(chan struct{}, 1)
 	r.retWake = make(chan struct{}, 1)
 	r.timerWake = make(chan struct{}, 1)
+	if cfg.TracerProvider != nil {
+		r.spans = newDecisionSpans(st, cfg.TracerProvider, log, r.countN)
+	}
 	if err := reg.Register(statsCollector{r}); err != nil {
 		return nil, fmt.Errorf("host: register runtime metrics: %w", err)
 	}
@@ -385,6 +393,7 @@ func (r *Engine) Close(ctx context.Context) error {
 			r.stopWork()
 		}
 		r.stopHotSwap()
+		r.spans.close()
 		err = r.set.Close(ctx)
 		if r.ownsRT {
 			err = errors.Join(err, r.wasm.Close(ctx))

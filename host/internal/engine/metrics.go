@@ -36,6 +36,7 @@ type metrics struct {
 	drained     prometheus.Counter
 	expired     prometheus.Counter
 	due         prometheus.Counter
+	retried     prometheus.Counter
 	woken       prometheus.Counter
 	fired       *prometheus.CounterVec
 }
@@ -98,6 +99,11 @@ func newMetrics(reg prometheus.Registerer, ns string) (*metrics, error) {
 			Help:        "Delayed runs (a not_before, a retry's backoff) the timer task moved into their group's queue when due.",
 			ConstLabels: prometheus.Labels{"namespace": ns},
 		}),
+		retried: prometheus.NewCounter(prometheus.CounterOpts{
+			Name:        "wasmsched_retries_total",
+			Help:        "Runs the timer task put back in their group's queue for another attempt: an automatic retry whose backoff passed, or a run or group retry (of wasmsched_due_runs_total).",
+			ConstLabels: prometheus.Labels{"namespace": ns},
+		}),
 		woken: prometheus.NewCounter(prometheus.CounterOpts{
 			Name:        "wasmsched_wakes_total",
 			Help:        "Policy wakes (ABI v4: a decision asked to be decided again at a time) the timer task fired: the group was decided again.",
@@ -115,7 +121,7 @@ func newMetrics(reg prometheus.Registerer, ns string) (*metrics, error) {
 		}),
 	}
 	for _, c := range []prometheus.Collector{m.decisions, m.latency, m.stale, m.fenced, m.allocations,
-		m.restores, m.passes, m.lastPass, m.loaded, m.drained, m.expired, m.due, m.woken, m.fired} { // slots, runs: statsCollector
+		m.restores, m.passes, m.lastPass, m.loaded, m.drained, m.expired, m.due, m.retried, m.woken, m.fired} { // slots, runs: statsCollector
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("host: register runtime metrics: %w", err)
 		}

@@ -68,6 +68,7 @@ func (r *Engine) fireDue(ctx context.Context, lease *leader.Lease, ts storage.Ti
 			default:
 				ok = true
 				r.m.due.Add(float64(x.Moved))
+				r.m.retried.Add(float64(x.Retried))
 				if x.Woken {
 					r.m.woken.Inc()
 				}

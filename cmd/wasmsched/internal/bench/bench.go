@@ -19,11 +19,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/wasmsched/wasmsched/abi"
 	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/badinput"
 	"github.com/wasmsched/wasmsched/host"
 	"github.com/wasmsched/wasmsched/host/worker"
 	"github.com/wasmsched/wasmsched/internal/limits"
+	"github.com/wasmsched/wasmsched/internal/tracing"
 	"github.com/wasmsched/wasmsched/plugins"
 	"github.com/wasmsched/wasmsched/storage"
 )
@@ -65,6 +68,10 @@ type Options struct {
 	// HTTPWorkers: the in-process workers go through the worker protocol
 	// of an in-process API server instead of the worker library.
 	HTTPWorkers bool
+	// Trace: the in-process hosts, workers and clients trace every run
+	// (an OpenTelemetry SDK exporting over OTLP/HTTP to a sink in this
+	// process: traceSink), each run submitted in a trace of its own.
+	Trace bool
 }
 
 // Check validates o and fills its defaults; errors are bad input.
@@ -76,6 +83,8 @@ func (o *Options) Check() error {
 		return badinput.Errorf("bench: --window must be 1 to %d, got %d", limits.MaxWindow, o.Window)
 	case o.Runs < 0:
 		return badinput.Errorf("bench: --runs must be >= 0, got %d", o.Runs)
+	case o.Trace && o.HTTPWorkers:
+		return badinput.Errorf("bench: --trace measures the worker library's spans; it does not go with --http-workers")
 	case o.Workers < 0:
 		return badinput.Errorf("bench: --workers must be >= 0, got %d", o.Workers)
 	case o.Slots < 1:
@@ -179,6 +188,12 @@ type Result struct {
 	DueToRunning      *Latency         `json:"due_to_running_ms,omitempty"`
 	WaitCommandsPerS  *float64         `json:"wait_commands_per_sec,omitempty"`
 	WaitCommands      map[string]int64 `json:"wait_commands,omitempty"`
+	// ProcessCPUUSPerRun is this process's CPU time (the in-process hosts,
+	// workers and clients: user + system) per run, from the first submit
+	// to the last final run (and, with --trace, its spans exported).
+	ProcessCPUUSPerRun float64 `json:"process_cpu_us_per_run"`
+	// Trace is what --trace made (nil without it).
+	Trace *TraceResult `json:"trace,omitempty"`
 	// Engine is the in-process hosts' counters, summed ("decisions.applied",
 	// "decisions.settled", "decisions.stale", "allocations.allocated", ...;
 	// the warm-up run included).
@@ -221,6 +236,7 @@ type env struct {
 	hosts  []*host.Host
 	runCtx context.Context
 	stop   context.CancelFunc
+	trace  *traceSink // --trace (nil: off)
 	wg     sync.WaitGroup
 	closer []func() // run after the hosts and workers stopped, last first
 }
@@ -321,6 +337,7 @@ func Run(ctx context.Context, url string, o Options, errw io.Writer, log *slog.L
 	if o.Delay > 0 {
 		e.due = time.Now().Add(o.Delay).Truncate(time.Second).Add(time.Second)
 	}
+	cpu0 := cpuTime()
 	ids, submitTook, err := e.submitAll(ctx, cancel)
 	if err != nil {
 		return nil, err
@@ -333,6 +350,8 @@ func Run(ctx context.Context, url string, o Options, errw io.Writer, log *slog.L
 	}
 	waitErr := waitFinal(ctx, e.st, watch, ids, errw)
 	cost, costErr := e.meter.stop(ctx, o.Runs)
+	e.trace.flush(ctx)
+	cpu := cpuTime() - cpu0
 	if costErr != nil {
 		fmt.Fprintf(errw, "bench: %v\n", costErr)
 	}
@@ -340,6 +359,8 @@ func Run(ctx context.Context, url string, o Options, errw io.Writer, log *slog.L
 	if err != nil {
 		return nil, err
 	}
+	res.ProcessCPUUSPerRun = float64(cpu.Microseconds()) / float64(max(o.Runs, 1))
+	res.Trace = e.trace.result(o.Runs)
 	e.shutdown()
 	if cleanup {
 		if _, err := e.st.DeleteNamespace(context.WithoutCancel(ctx)); err != nil {
@@ -394,6 +415,14 @@ func startProfile(file string) (stop func(), err error) {
 // the figures measure the engine at work, not the hosts' first load
 // (compilation) of the policy.
 func (e *env) prepare(ctx context.Context) error {
+	if e.o.Trace {
+		s, err := startTraceSink(ctx)
+		if err != nil {
+			return err
+		}
+		e.trace = s
+		e.closer = append(e.closer, s.close)
+	}
 	if err := e.startHosts(ctx); err != nil {
 		return err
 	}
@@ -442,7 +471,8 @@ func (e *env) startHosts(ctx context.Context) error {
 			return err
 		}
 		h, err := host.New(ctx, host.Config{Store: st, Advertise: fmt.Sprintf("bench-host-%d", i), LeaseTTL: e.o.LeaseTTL,
-			Logger: e.log.With("component", "host", "host", i), Engine: host.EngineConfig{Coordinators: e.o.Coordinators}})
+			Logger: e.log.With("component", "host", "host", i), Engine: host.EngineConfig{Coordinators: e.o.Coordinators,
+				TracerProvider: e.tracerProvider()}})
 		if err != nil {
 			return badinput.Wrap(err)
 		}
@@ -517,7 +547,7 @@ func (e *env) startWorkers(ctx context.Context) error {
 	for i := range e.o.Workers {
 		w, err := worker.New(ctx, worker.Config{Client: st.Redis(), Namespace: st.Namespace(), Advertise: fmt.Sprintf("bench-worker-%d", i),
 			Slots: e.o.Slots, HeartbeatTTL: e.o.HeartbeatTTL, DrainTimeout: time.Nanosecond, Logger: e.log.With("component", "worker", "worker", i),
-			Labels: e.workerLabels()})
+			Labels: e.workerLabels(), TracerProvider: e.tracerProvider()})
 		if err != nil {
 			return badinput.Wrap(err)
 		}
@@ -555,17 +585,29 @@ func (e *env) submitAll(ctx context.Context, cancel context.CancelFunc) ([]strin
 		go func() {
 			defer wg.Done()
 			batch := make([]storage.SubmitRequest, 0, o.SubmitBatch)
+			var spans []trace.Span
 			for {
 				lo := int(next.Add(int64(o.SubmitBatch))) - o.SubmitBatch
 				if lo >= o.Runs || ctx.Err() != nil {
 					return
 				}
 				batch = batch[:0]
+				spans = spans[:0]
 				for i := lo; i < min(lo+o.SubmitBatch, o.Runs); i++ {
 					batch = append(batch, storage.SubmitRequest{Group: groupName(i % o.Groups), ID: fmt.Sprintf("r%07d", i), Duration: o.Duration,
 						NotBefore: e.due})
+					if e.trace != nil { // each run its own trace, as client.Submit makes it
+						_, sp := e.trace.tp.Tracer(tracing.Name).Start(ctx, tracing.SpanSubmit, trace.WithNewRoot(),
+							trace.WithSpanKind(trace.SpanKindProducer))
+						batch[len(batch)-1].TraceParent = tracing.Format(sp.SpanContext())
+						spans = append(spans, sp)
+					}
 				}
-				for j, r := range st.SubmitBatch(ctx, batch) {
+				res := st.SubmitBatch(ctx, batch)
+				for _, sp := range spans {
+					sp.End()
+				}
+				for j, r := range res {
 					if r.Err != nil {
 						errOnce.Do(func() { failed = r.Err; cancel() })
 						return
@@ -694,4 +736,12 @@ func waitReady(ctx context.Context, st *storage.Store, o Options) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// tracerProvider is --trace's provider (nil: off).
+func (e *env) tracerProvider() trace.TracerProvider {
+	if e.trace == nil {
+		return nil
+	}
+	return e.trace.tp
 }

@@ -208,6 +208,10 @@ func Table(w io.Writer, r *Result) {
 	for _, s := range states {
 		fmt.Fprintf(w, "state %s\t%d\n", s, r.States[s])
 	}
+	fmt.Fprintf(w, "process CPU per run\t%.0f µs\t(this process: the in-process hosts, workers and clients)\n", r.ProcessCPUUSPerRun)
+	if tr := r.Trace; tr != nil {
+		fmt.Fprintf(w, "trace spans\t%d\t(%.2f a run; %d OTLP requests, %d bytes)\n", tr.Spans, tr.SpansPerRun, tr.ExportRequests, tr.ExportBytes)
+	}
 	if c := r.Redis; c != nil {
 		fmt.Fprintf(w, "Redis time per run\t%.0f µs\t(scripts %.0f, other commands %.0f; INFO commandstats of what the hosts, workers and clients sent)\n",
 			c.USPerRun, c.ScriptUSPerRun, c.DirectUSPerRun)
