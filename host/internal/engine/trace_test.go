@@ -65,7 +65,7 @@ func TestDecisionSpans(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, a := range sp.Attributes {
-		attrs[string(a.Key)] = a.Value.Emit()
+		attrs[string(a.Key)] = a.Value.String()
 	}
 	for k, want := range map[string]string{"wasmsched.run": "r1", "wasmsched.action": "launch", "wasmsched.reason": "oldest",
 		"wasmsched.policy": "wait", "wasmsched.policy.version": "abc123", "wasmsched.decision": "7:g:3", "wasmsched.namespace": "trace"} {
