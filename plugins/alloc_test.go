@@ -115,7 +115,7 @@ func TestAllocationGuests(t *testing.T) {
 		s.Usage = []abi.SlotUsage{{Value: "g1", Slots: 9, Runs: 3}, {Key: "tenant", Value: "t2", Slots: 4, Runs: 4}}
 		snaps = append(snaps, s)
 	}
-	for _, lang := range cases.Guests {
+	for _, lang := range cases.GuestsOf("priority-first") {
 		t.Run(lang, func(t *testing.T) {
 			p := cases.Load(t, lang+"-priority-first", cases.GuestWasm(t, lang, "priority-first"))
 			if p.Kind() != abi.KindAllocation || p.ABIVersion() != abi.Version {

@@ -6,8 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	assdk "github.com/wasmsched/wasmsched/abi/assemblyscript"
 )
 
 // buildGuest builds a misbehaving C or Rust plugin from testdata/guests
@@ -15,11 +18,12 @@ import (
 // WASMSCHED_REQUIRE_GUESTS is set: scripts/test installs them).
 func buildGuest(tb testing.TB, lang string) []byte {
 	tb.Helper()
-	need := map[string][]string{"c": {"clang", "wasm-ld"}, "rust": {"/usr/bin/cargo", "/usr/bin/rustc"}}[lang]
+	need := map[string][]string{"c": {"clang", "wasm-ld"}, "rust": {"/usr/bin/cargo", "/usr/bin/rustc"},
+		"assemblyscript": {"node", "../abi/assemblyscript/node_modules/.bin/asc"}}[lang]
 	for _, tool := range need {
 		if _, err := exec.LookPath(tool); err != nil {
 			if os.Getenv("WASMSCHED_REQUIRE_GUESTS") != "" {
-				tb.Fatalf("%s is missing", tool)
+				tb.Fatalf("%s is missing (scripts/test installs it)", tool)
 			}
 			tb.Skipf("%s is missing", tool)
 		}
@@ -31,6 +35,18 @@ func buildGuest(tb testing.TB, lang string) []byte {
 	case "c":
 		cmd = exec.Command("clang", "--target=wasm32-wasi", "-O2", "-mbulk-memory", "-nostdlib", "-ffreestanding",
 			"-I", "../abi/c", "-Wl,--no-entry", "-Wl,--export-dynamic", "-o", out, "testdata/guests/c-faulty.c")
+	case "assemblyscript":
+		// the flags and the SDK of `wasmsched policy build`
+		pkg := filepath.Join(dir, "packages", "wasmsched")
+		if err := os.MkdirAll(pkg, 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(pkg, "index.ts"), assdk.Source, 0o644); err != nil {
+			tb.Fatal(err)
+		}
+		asc, _ := filepath.Abs("../abi/assemblyscript/node_modules/.bin/asc")
+		cmd = exec.Command(asc, append([]string{"assembly/index.ts", "--path", filepath.Join(dir, "packages"), "-o", out}, assdk.Flags...)...)
+		cmd.Dir = "testdata/guests/as-faulty"
 	case "rust":
 		cmd = exec.Command("/usr/bin/cargo", "build", "--release", "--offline", "--quiet", "--target", "wasm32-wasi")
 		cmd.Dir = "testdata/guests/rust-faulty"
@@ -50,12 +66,13 @@ func buildGuest(tb testing.TB, lang string) []byte {
 	return b
 }
 
-// TestGuestFaults: a C and a Rust plugin that loop forever, trap (panic)
-// and exhaust their memory are contained as a Go plugin is: the call
-// returns ErrTimeout or ErrTrap, the instance is thrown away, and the next
-// call decides normally; in both termination modes.
+// TestGuestFaults: a C, a Rust and an AssemblyScript plugin that loop
+// forever, trap (panic, abort) and exhaust their memory are contained as a
+// Go plugin is: the call returns ErrTimeout or ErrTrap, the instance is
+// thrown away, and the next call decides normally; in both termination
+// modes.
 func TestGuestFaults(tt *testing.T) {
-	for _, lang := range []string{"c", "rust"} {
+	for _, lang := range []string{"c", "rust", "assemblyscript"} {
 		tt.Run(lang, func(tt *testing.T) {
 			wasm := buildGuest(tt, lang)
 			for _, m := range terminationModes {
@@ -89,4 +106,23 @@ func TestGuestFaults(tt *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGuestFaults_assemblyscript: an AssemblyScript abort (a failed
+// assert) traps with its message, which the error carries as a Go panic's
+// does, and a decision the host refuses (a run launched twice) is
+// ErrInvalidDecision, the instance thrown away; the next call decides.
+func TestGuestFaults_assemblyscript(t *testing.T) {
+	wasm := buildGuest(t, "assemblyscript")
+	p := load(t, newRT(t, Config{CallTimeout: 2 * time.Second}), "as-faulty", wasm)
+	mustWork(t, p)
+	_, err := p.DecideSerial(context.Background(), mode(98))
+	if !errors.Is(err, ErrTrap) || !strings.Contains(err.Error(), "abort: the faulty plugin gives up: mode 98 at assembly/index.ts:") {
+		t.Fatalf("abort: %v, want ErrTrap with the message and where", err)
+	}
+	mustWork(t, p)
+	if _, err := p.DecideSerial(context.Background(), mode(96)); !errors.Is(err, ErrInvalidDecision) {
+		t.Fatalf("a run launched twice: %v, want ErrInvalidDecision", err)
+	}
+	mustWork(t, p)
 }

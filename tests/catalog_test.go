@@ -75,6 +75,33 @@ func TestCatalog_committed(t *testing.T) {
 	}
 }
 
+// TestCatalog_assemblyscript: the catalog examples written in
+// AssemblyScript too (examples/NAME/assemblyscript) build with `policy
+// build` to their committed .wasm, byte for byte, and pass the example's
+// scenarios as the Go version does.
+func TestCatalog_assemblyscript(t *testing.T) {
+	t.Parallel()
+	asc, _ := filepath.Abs(filepath.Join("..", "abi", "assemblyscript", "node_modules", ".bin", "asc"))
+	if _, err := os.Stat(asc); err != nil {
+		t.Fatalf("the AssemblyScript compiler is missing (scripts/test installs it: npm ci in abi/assemblyscript): %v", err)
+	}
+	for _, n := range []string{"debounce"} {
+		src := filepath.Join("..", "examples", n, "assemblyscript")
+		out := filepath.Join(t.TempDir(), n+".wasm")
+		if o, code := RunCLI(t, "policy", "build", src, "--asc", asc, "--out", out); code != 0 {
+			t.Fatalf("policy build %s: exit %d\n%s", src, code, o)
+		}
+		a, _ := os.ReadFile(out)
+		c, err := os.ReadFile(filepath.Join(src, n+".wasm"))
+		if err != nil || !bytes.Equal(a, c) {
+			t.Errorf("examples/%s/assemblyscript/%s.wasm is stale or missing (%v): rebuild it with policy build", n, n, err)
+		}
+		if o, code := RunCLI(t, "policy", "test", filepath.Join(src, n+".wasm"), filepath.Join("..", "examples", n, "scenarios")); code != 0 {
+			t.Errorf("policy test %s (AssemblyScript): exit %d\n%s", n, code, o)
+		}
+	}
+}
+
 // catalogHost starts redis, a serve host and a simulating worker, pushes
 // example name as policy name, and sets group g to it with params.
 func catalogHost(t *testing.T, ns, name string, maxActive int, params ...string) (*redistest.Server, *client.Client) {

@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -344,5 +345,94 @@ func TestSDKWalkthrough(t *testing.T) {
 				t.Fatalf("group nightly after the page: %+v %v", g, err)
 			}
 		})
+	}
+}
+
+// TestSDKWalkthrough_assemblyscript follows docs/sdk-assemblyscript.md
+// literally, from a new directory: the set-up block (npm init, the
+// compiler from npm), every file the page shows with its path in its first
+// line, the native tests with the SDK's runner, the build, and every
+// command of "Dry-run and push" against a real redis-server with no host
+// (each must exit 0); the group then has the pushed policy.
+func TestSDKWalkthrough_assemblyscript(t *testing.T) {
+	t.Parallel()
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is missing (scripts/test installs it)", tool)
+		}
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "sdk-assemblyscript.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := redistest.Start(t)
+	bin := filepath.Dir(Binary(t))
+	if err := os.Symlink(Binary(t), filepath.Join(bin, "wasmsched")); err != nil && !os.IsExist(err) {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	pol := filepath.Join(work, "oldest")
+	// npm from its cache when it can (scripts/test filled it)
+	env := append(cleanEnv(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"WASMSCHED_REDIS="+r.URL(), "WASMSCHED_NAMESPACE=sdk-assemblyscript", "WASMSCHED="+root,
+		"npm_config_prefer_offline=true", "npm_config_audit=false", "npm_config_fund=false", "npm_config_update_notifier=false")
+	sh := func(dir, script string) {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", script)
+		cmd.Dir, cmd.Env = dir, env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("in %s:\n%s\n%v\n%s", dir, script, err, out)
+		}
+	}
+	var setup, native, build, dry []string
+	files := map[string]string{}
+	for _, b := range mdBlocks(string(doc)) {
+		first, _, _ := strings.Cut(b.text, "\n")
+		switch {
+		case b.lang == "ts" && strings.HasPrefix(first, "// ") && strings.Contains(first, ".ts:"):
+			name, _, _ := strings.Cut(strings.TrimPrefix(first, "// "), ":")
+			files[name] = b.text
+		case b.lang == "" && b.heading == "Set up":
+			setup = append(setup, b.text)
+		case b.lang == "" && b.heading == "Test natively":
+			native = append(native, b.text)
+		case b.lang == "" && b.heading == "Build":
+			build = append(build, b.text)
+		case b.lang == "" && b.heading == "Dry-run and push":
+			dry = append(dry, b.text)
+		}
+	}
+	if len(setup) != 1 || len(native) != 1 || len(build) != 1 || len(dry) != 2 || len(files) != 3 {
+		t.Fatalf("found %d set-up, %d native-test, %d build and %d dry-run blocks and files %v: did the page's layout change?",
+			len(setup), len(native), len(build), len(dry), slices.Collect(maps.Keys(files)))
+	}
+	sh(work, setup[0])
+	for name, text := range files {
+		p := filepath.Join(pol, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sh(pol, native[0])
+	sh(pol, build[0]) // it starts with cd ..
+	for _, block := range dry {
+		if strings.Contains(block, "<<") {
+			sh(work, block) // a here-document: one script
+			continue
+		}
+		for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+			sh(work, line)
+		}
+	}
+	g, err := Store(t, r, "sdk-assemblyscript").GetGroup(context.Background(), "nightly")
+	if err != nil || g.Policy != "oldest" {
+		t.Fatalf("group nightly after the page: %+v %v", g, err)
 	}
 }

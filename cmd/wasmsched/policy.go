@@ -128,9 +128,9 @@ func policyBuildCommand() *cli.Command {
 		Name:      "build",
 		Usage:     "compile a policy (Go, Rust or C) to a wasm plugin and check that it loads",
 		ArgsUsage: "DIR",
-		Description: `Detects DIR's language (--lang overrides): Rust when DIR has a Cargo.toml, C
-when it has .c files and no .go files, else Go. Then runs, in DIR, with the
-environment inherited:
+		Description: `Detects DIR's language (--lang overrides): Rust when DIR has a Cargo.toml,
+AssemblyScript when it has assembly/index.ts, C when it has .c files and no
+.go files, else Go. Then runs, in DIR, with the environment inherited:
 
    Go:    GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o FILE .
    Rust:  cargo build --release --offline --target wasm32-wasip1
@@ -142,32 +142,41 @@ environment inherited:
    C:     clang --target=wasm32-wasi -O2 -mbulk-memory -nostdlib -ffreestanding
           -I <the SDK header, written by this command> -Wl,--no-entry
           -Wl,--export-dynamic -o FILE DIR/*.c   (not the *_test.c native tests)
+   AssemblyScript:
+          asc assembly/index.ts --path <the SDK, written by this command as
+          the package "wasmsched"> -o FILE -O3 --runtime stub
+          --exportStart _initialize --use abort=~lib/wasmsched/index/wsAbort
+          --use trace=... --use seed=...   (asc: --asc, else the project's
+          node_modules/.bin/asc or one in a folder above, else asc on PATH)
 
-(a C or Rust plugin also gets the "wasmsched_sdk" custom section naming
+(a C, Rust or AssemblyScript plugin also gets the "wasmsched_sdk" custom section naming
 its language, as the SDKs' build scripts do), then loads the result once
 with the policy runtime (ABI version, exports, kind, _initialize) and
 prints its language, kind, ABI version, size and sha256. A compile error
 exits 2 with the compiler's output. docs/plugin-authors.md (Go),
-docs/sdk-rust.md and docs/sdk-c.md walk through each.
+docs/sdk-rust.md, docs/sdk-c.md and docs/sdk-assemblyscript.md walk through
+each.
 
 Examples:
    wasmsched policy build ./mypolicy --out mypolicy.wasm
    wasmsched policy build ./my-rust-policy
    wasmsched policy build ./cpolicy --lang c -o json
+   wasmsched policy build ./my-as-policy
 
 --out names the output file; -o is the output format, as for every command.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "write the plugin to `FILE` (default DIR's base name + .wasm)"},
-			&cli.StringFlag{Name: "lang", Usage: "the source language `L`: go, rust or c (default: detected)"},
+			&cli.StringFlag{Name: "lang", Usage: "the source language `L`: go, rust, c or assemblyscript (default: detected)"},
 			&cli.StringFlag{Name: "go", Value: "go", Usage: "the go `COMMAND` to run"},
 			&cli.StringFlag{Name: "cargo", Usage: "the cargo `COMMAND` (default: the cargo on PATH if its rustc has a wasm32 WASI target, else /usr/bin/cargo)"},
 			&cli.StringFlag{Name: "cc", Value: "clang", Usage: "the C compiler `COMMAND` (clang with the wasm32 target and lld)"},
+			&cli.StringFlag{Name: "asc", Usage: "the AssemblyScript compiler `COMMAND` (default: the project's node_modules/.bin/asc, else asc on PATH)"},
 		},
 		Action: func(c *cli.Context) error {
 			if err := exactArgs(c, 1, "DIR"); err != nil {
 				return err
 			}
-			t := policytool.BuildTools{Go: c.String("go"), Cargo: c.String("cargo"), CC: c.String("cc")}
+			t := policytool.BuildTools{Go: c.String("go"), Cargo: c.String("cargo"), CC: c.String("cc"), ASC: c.String("asc")}
 			b, err := policytool.Build(c.Context, t, c.String("lang"), c.Args().First(), c.String("out"), c.App.ErrWriter)
 			if err != nil {
 				return err

@@ -457,6 +457,8 @@ func TestPolicyBuildExample(t *testing.T) {
 // plugins), and inspect shows the language each SDK wrote.
 func TestCLIPolicyBuild_languages(t *testing.T) {
 	cTools, rustTools := []string{"clang", "wasm-ld"}, []string{"/usr/bin/cargo", "/usr/bin/rustc"}
+	const asc = "../../abi/assemblyscript/node_modules/.bin/asc"
+	asTools := []string{"node", asc}
 	for _, tc := range []struct {
 		lang, dir, kind string
 		tools           []string
@@ -465,6 +467,8 @@ func TestCLIPolicyBuild_languages(t *testing.T) {
 		{"rust", "../../plugins/rust/priority", "serial", rustTools},
 		{"c", "../../plugins/c/priority-first", "allocation", cTools},
 		{"rust", "../../plugins/rust/priority-first", "allocation", rustTools},
+		{"assemblyscript", "../../plugins/assemblyscript/priority", "serial", asTools},
+		{"assemblyscript", "../../plugins/assemblyscript/priority-first", "allocation", asTools},
 	} {
 		t.Run(tc.lang+"-"+tc.kind, func(t *testing.T) {
 			for _, tool := range tc.tools {
@@ -476,7 +480,11 @@ func TestCLIPolicyBuild_languages(t *testing.T) {
 				}
 			}
 			out := filepath.Join(t.TempDir(), "p.wasm")
-			code, stdout, errs := noRedis(t, "policy", "build", tc.dir, "--out", out, "-o", "json")
+			args := []string{"policy", "build", tc.dir, "--out", out, "-o", "json"}
+			if tc.lang == "assemblyscript" {
+				args = append(args, "--asc", asc)
+			}
+			code, stdout, errs := noRedis(t, args...)
 			var b policytool.BuildResult
 			if code != 0 || json.Unmarshal([]byte(stdout), &b) != nil || b.Language != tc.lang || b.Kind != tc.kind || b.ABIVersion != abi.Version {
 				t.Fatalf("build: exit %d %s %s", code, stdout, errs)
@@ -528,8 +536,28 @@ func TestCLIPolicyBuild_languages(t *testing.T) {
 		t.Fatalf("Cargo.lock changed by the build:\n%s", after)
 	}
 	code, _, errs = noRedis(t, "policy", "build", "../../plugins/c/wait", "--lang", "cobol")
-	if code != 2 || !strings.Contains(errs, `want go, rust or c`) {
+	if code != 2 || !strings.Contains(errs, `want go, rust, c or assemblyscript`) {
 		t.Fatalf("--lang cobol: exit %d %s", code, errs)
+	}
+	// an AssemblyScript compile error: exit 2 with the compiler's words
+	asDir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(asDir, "assembly"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(asDir, "assembly", "index.ts"), []byte("export function f(): i32 { return nope; }\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exec.LookPath("node"); err == nil {
+		code, _, errs = noRedis(t, "policy", "build", asDir, "--asc", asc, "--out", filepath.Join(asDir, "w.wasm"))
+		if code != 2 || !strings.Contains(errs, "build") || !strings.Contains(errs, "nope") {
+			t.Fatalf("an AssemblyScript compile error: exit %d %s", code, errs)
+		}
+	}
+	// without a compiler: exit 2 saying how to get one, nothing written
+	t.Setenv("PATH", t.TempDir())
+	code, _, errs = noRedis(t, "policy", "build", asDir, "--out", filepath.Join(asDir, "w.wasm"))
+	if _, err := os.Stat(filepath.Join(asDir, "w.wasm")); code != 2 || !strings.Contains(errs, "no AssemblyScript compiler: run `npm install --save-dev --save-exact assemblyscript@") || err == nil {
+		t.Fatalf("an AssemblyScript build without asc: exit %d %s", code, errs)
 	}
 	// a Go plugin says go
 	code, stdout, _ = noRedis(t, "policy", "inspect", "../../plugins/wait/wait.wasm", "-o", "json")

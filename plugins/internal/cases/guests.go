@@ -18,8 +18,20 @@ import (
 
 // Guests are the languages of the example plugins beside the Go built-ins:
 // plugins/<lang>/<name>/<name>.wasm, built from source in the same folder
-// (plugins/<lang>/build.sh) with the SDK in abi/<lang>.
+// (plugins/<lang>/build.sh) with the SDK in abi/<lang>. C and Rust have
+// every example; AssemblyScript the built-ins' four (GuestsOf).
 var Guests = []string{"c", "rust"}
+
+// asExamples are the examples written in AssemblyScript too.
+var asExamples = map[string]bool{"wait": true, "discard": true, "priority": true, "priority-first": true}
+
+// GuestsOf are the guest languages with an example of policy name.
+func GuestsOf(name string) []string {
+	if asExamples[name] {
+		return append(append([]string(nil), Guests...), "assemblyscript")
+	}
+	return Guests
+}
 
 // GuestWasm reads the committed wasm of policy name written in lang.
 func GuestWasm(tb testing.TB, lang, name string) []byte {
@@ -37,7 +49,7 @@ func GuestWasm(tb testing.TB, lang, name string) []byte {
 // runtime: the same expectations as the Go plugin, and the same actions
 // and reasons as the native policy p.
 func testSerialGuests(t *testing.T, name string, p sdk.SerialPolicy) {
-	for _, lang := range Guests {
+	for _, lang := range GuestsOf(name) {
 		t.Run("wasm-"+lang, func(t *testing.T) {
 			w := Load(t, lang+"-"+name, GuestWasm(t, lang, name))
 			table := append(SerialCases(name), Serial{Name: "bench-256", Snap: BenchSnapshot(name, 256)})
@@ -89,7 +101,7 @@ func TestReuseGuests(t *testing.T, p sdk.ReusePolicy) {
 
 // benchGuests is BenchmarkDecide/<name>/wasm-<lang>/waiting=<n>.
 func benchGuests(b *testing.B, name string, s *abi.SerialSnapshot, n int) {
-	for _, lang := range Guests {
+	for _, lang := range GuestsOf(name) {
 		b.Run(fmt.Sprintf("%s/wasm-%s/waiting=%d", name, lang, n), func(b *testing.B) {
 			w := Load(b, lang+"-"+name, GuestWasm(b, lang, name))
 			ctx := context.Background()
@@ -110,8 +122,9 @@ func benchGuests(b *testing.B, name string, s *abi.SerialSnapshot, n int) {
 // the machine's swings in speed fall on all of them alike (run by run, as
 // BenchmarkDecide does, they do not: a shared machine changes speed between
 // two benchmarks). It reports each one's median ns per decision over the
-// blocks (ns/native, ns/go, ns/c, ns/rust) and each guest's ratio to native
-// (x-go, x-c, x-rust); ns/op is the C guest's. Use -benchtime 200x or more.
+// blocks (ns/native, ns/go, ns/c, ns/rust, ns/assemblyscript where it has
+// one) and each guest's ratio to native (x-go, x-c, ...); ns/op is the C
+// guest's. Use -benchtime 200x or more.
 func BenchRatio(b *testing.B, name string, p sdk.SerialPolicy) {
 	for _, n := range []int{16, 256} {
 		b.Run(fmt.Sprintf("%s/waiting=%d", name, n), func(b *testing.B) {
@@ -119,10 +132,10 @@ func BenchRatio(b *testing.B, name string, p sdk.SerialPolicy) {
 			ctx := context.Background()
 			goWasm, _ := plugins.Builtin(name)
 			guests := map[string]*policies.Policy{"go": Load(b, name, goWasm)}
-			for _, lang := range Guests {
+			for _, lang := range GuestsOf(name) {
 				guests[lang] = Load(b, lang+"-"+name, GuestWasm(b, lang, name))
 			}
-			kinds := []string{"native", "go", "c", "rust"}
+			kinds := append([]string{"native", "go"}, GuestsOf(name)...)
 			per := map[string][]float64{}
 			const block = 256
 			var d abi.SerialDecision

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	assdk "github.com/wasmsched/wasmsched/abi/assemblyscript"
 	csdk "github.com/wasmsched/wasmsched/abi/c"
 	"github.com/wasmsched/wasmsched/cmd/wasmsched/internal/badinput"
 	"github.com/wasmsched/wasmsched/internal/digest"
@@ -27,12 +28,15 @@ type BuildResult struct {
 }
 
 // BuildTools are the compilers policy build runs ("" = the default).
-type BuildTools struct{ Go, Cargo, CC string }
+type BuildTools struct{ Go, Cargo, CC, ASC string }
 
 // DetectLanguage is policy build's language of dir.
 func DetectLanguage(dir string) string {
 	if _, err := os.Stat(filepath.Join(dir, "Cargo.toml")); err == nil {
 		return "rust"
+	}
+	if _, err := os.Stat(filepath.Join(dir, asEntry)); err == nil {
+		return "assemblyscript"
 	}
 	if len(cSources(dir)) > 0 {
 		gos, _ := filepath.Glob(filepath.Join(dir, "*.go"))
@@ -112,8 +116,10 @@ func Build(ctx context.Context, t BuildTools, lang, dir, out string, stderr io.W
 		err = b.rustBuild()
 	case "c":
 		err = b.cBuild()
+	case "assemblyscript":
+		err = b.asBuild()
 	default:
-		return BuildResult{}, badinput.Errorf("build: --lang %q: want go, rust or c", lang)
+		return BuildResult{}, badinput.Errorf("build: --lang %q: want go, rust, c or assemblyscript", lang)
 	}
 	if err != nil {
 		return BuildResult{}, err
@@ -170,6 +176,65 @@ func (b build) cBuild() error {
 	}
 	// the SDK section, as plugins/c/build.sh appends it
 	return os.WriteFile(b.out, append(wasm, sdkSection("c")...), 0o644)
+}
+
+// asEntry is an AssemblyScript plugin's entry file, in its directory.
+const asEntry = "assembly/index.ts"
+
+// findASC is the AssemblyScript compiler of a build: the one given, else
+// the project's (node_modules/.bin/asc in dir or a folder above it, as
+// npm installs it), else an asc on PATH.
+func findASC(given, dir string) (string, error) {
+	if given != "" {
+		if strings.ContainsRune(given, os.PathSeparator) {
+			return filepath.Abs(given) // the compiler runs in dir
+		}
+		return given, nil
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		p := filepath.Join(d, "node_modules", ".bin", "asc")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if p, err := exec.LookPath("asc"); err == nil {
+		return p, nil
+	}
+	return "", badinput.Errorf("build (assemblyscript): no AssemblyScript compiler: run `npm install --save-dev --save-exact assemblyscript@%s` in %s (Node 20 or later), or name one with --asc PATH",
+		assdk.CompilerVersion, dir)
+}
+
+// asBuild compiles DIR/assembly/index.ts with the SDK this command embeds
+// as the package "wasmsched" (written to the scratch dir, on the
+// compiler's package path; a project's own node_modules/wasmsched comes
+// first), the SDK's flags, and appends the SDK section.
+func (b build) asBuild() error {
+	if _, err := os.Stat(filepath.Join(b.dir, asEntry)); err != nil {
+		return badinput.Errorf("build: --lang assemblyscript but %s has no %s", b.display, asEntry)
+	}
+	asc, err := findASC(b.t.ASC, b.dir)
+	if err != nil {
+		return err
+	}
+	pkg := filepath.Join(b.tmp, "packages", "wasmsched")
+	if err := os.MkdirAll(pkg, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(pkg, "index.ts"), assdk.Source, 0o644); err != nil {
+		return err
+	}
+	args := append([]string{asEntry, "--path", filepath.Join(b.tmp, "packages"), "-o", b.out}, assdk.Flags...)
+	if _, err := b.run(exec.CommandContext(b.ctx, asc, args...)); err != nil {
+		return err
+	}
+	wasm, err := os.ReadFile(b.out)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(b.out, append(wasm, sdkSection("assemblyscript")...), 0o644)
 }
 
 // rustToolchain is a cargo, the rustc it runs, and the wasm32 WASI target
