@@ -28,24 +28,12 @@ func TestPluginAuthorWalkthrough(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a plugin in a new module")
 	}
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "plugin-authors.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	setup, steps := walkthrough(t, string(doc))
+	root, doc, r, bin := pageEnv(t, "plugin-authors.md")
+	setup, steps := walkthrough(t, doc)
 	if len(setup) < 5 || len(steps) < 12 {
 		t.Fatalf("found %d set-up lines and %d commands in the page: did its layout change?", len(setup), len(steps))
 	}
-	r := redistest.Start(t)
 	work := t.TempDir()
-	bin := filepath.Dir(Binary(t))
-	if err := os.Symlink(Binary(t), filepath.Join(bin, "wasmsched")); err != nil && !os.IsExist(err) {
-		t.Fatal(err)
-	}
 	env := append(cleanEnv(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "WASMSCHED_REDIS="+r.URL())
 	sh := func(dir, line string) (string, error) {
 		cmd := exec.Command("sh", "-c", line)
@@ -361,19 +349,7 @@ func TestSDKWalkthrough_assemblyscript(t *testing.T) {
 			t.Fatalf("%s is missing (scripts/test installs it)", tool)
 		}
 	}
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "sdk-assemblyscript.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := redistest.Start(t)
-	bin := filepath.Dir(Binary(t))
-	if err := os.Symlink(Binary(t), filepath.Join(bin, "wasmsched")); err != nil && !os.IsExist(err) {
-		t.Fatal(err)
-	}
+	root, doc, r, bin := pageEnv(t, "sdk-assemblyscript.md")
 	work := t.TempDir()
 	pol := filepath.Join(work, "oldest")
 	// npm from its cache when it can (scripts/test filled it)
@@ -390,7 +366,7 @@ func TestSDKWalkthrough_assemblyscript(t *testing.T) {
 	}
 	var setup, native, build, dry []string
 	files := map[string]string{}
-	for _, b := range mdBlocks(string(doc)) {
+	for _, b := range mdBlocks(doc) {
 		first, _, _ := strings.Cut(b.text, "\n")
 		switch {
 		case b.lang == "ts" && strings.HasPrefix(first, "// ") && strings.Contains(first, ".ts:"):
@@ -435,4 +411,24 @@ func TestSDKWalkthrough_assemblyscript(t *testing.T) {
 	if err != nil || g.Policy != "oldest" {
 		t.Fatalf("group nightly after the page: %+v %v", g, err)
 	}
+}
+
+// pageEnv is what a walkthrough of docs/page starts with: the repository
+// root, the page, a redis-server, and the folder of the wasmsched binary
+// (with a "wasmsched" in it, for the page's commands).
+func pageEnv(t *testing.T, page string) (root, doc string, r *redistest.Server, bin string) {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "docs", page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin = filepath.Dir(Binary(t))
+	if err := os.Symlink(Binary(t), filepath.Join(bin, "wasmsched")); err != nil && !os.IsExist(err) {
+		t.Fatal(err)
+	}
+	return root, string(b), redistest.Start(t), bin
 }
