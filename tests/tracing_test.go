@@ -231,8 +231,8 @@ func TestTracing_endToEnd(t *testing.T) {
 		if dec.parent != sub.span || ex.parent != sub.span {
 			t.Errorf("%s: parents: decide %s, execute %s, want the submit span %s", id, dec.parent, ex.parent, sub.span)
 		}
-		if len(ex.events) != 1 || ex.events[0] != "wasmsched.report:written" {
-			t.Errorf("%s: execute span events %q, want the report written", id, ex.events)
+		if len(ex.events) != 2 || ex.events[0] != "wasmsched.returned" || ex.events[1] != "wasmsched.report:written" {
+			t.Errorf("%s: execute span events %q, want the handler's return, then the report written", id, ex.events)
 		}
 		if run.Decision == nil {
 			t.Fatalf("%s: no decision recorded", id)

@@ -132,8 +132,9 @@ type finished struct {
 	// what the attempt produced (storage.ReportReq)
 	result, output string
 	exitCode       *int
-	// span is the attempt's execution span (never nil), ended once its
-	// report is settled (endSpans); at is when the handler returned
+	// span is the attempt's execution span (nil for an execution that
+	// never ran a handler), ended once its report is settled (endSpans);
+	// at is when the handler returned
 	span trace.Span
 	at   time.Time
 }

@@ -168,9 +168,10 @@ func (w *agent) startSpan(e *execution, run storage.Run) (context.Context, trace
 }
 
 // endSpans ends a finished execution's span once its report is settled:
-// a "wasmsched.report" event (how: written, lost, refused, dropped; the
-// report's error) at the time it settled, and the span itself at the
-// handler's return with the outcome.
+// a "wasmsched.returned" event at the handler's return, a
+// "wasmsched.report" event (how: written, lost, refused, dropped; the
+// report's error) now, and the span now, with the outcome: the span is
+// the attempt, its report included.
 func (w *agent) endSpans(f *finished, how string, err error) {
 	if f.span == nil || !f.span.IsRecording() {
 		return
@@ -179,12 +180,13 @@ func (w *agent) endSpans(f *finished, how string, err error) {
 	if err != nil {
 		ev = append(ev, attribute.String("error", err.Error()))
 	}
+	f.span.AddEvent("wasmsched.returned", trace.WithTimestamp(f.at))
 	f.span.AddEvent(tracing.SpanReport, trace.WithAttributes(ev...))
 	f.span.SetAttributes(attribute.String("wasmsched.outcome", string(f.outcome)), attribute.String("wasmsched.reason", f.reason))
 	if f.outcome == storage.StateFailed {
 		f.span.SetStatus(codes.Error, f.reason)
 	}
-	f.span.End(trace.WithTimestamp(f.at))
+	f.span.End()
 }
 
 // finish handles a finished execution: report it unless dropped.
