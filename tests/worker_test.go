@@ -58,6 +58,23 @@ func GoWorker(t *testing.T, name string, r *redistest.Server, ns, advertise stri
 	return p, journal
 }
 
+// waitStarted waits (15 s at most) until worker w has started each run
+// (its "run started" line): a run is RUNNING once its slots are assigned,
+// and the worker executes it when it picks the assignment up, later on a
+// loaded machine; a signal before that finds no run in flight.
+func waitStarted(t *testing.T, w *Proc, runs ...string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for _, id := range runs {
+		for len(w.LogsMatching(`msg="run started" run=`+id+" ")) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not start run %s in 15 s", w.Name, id)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
 // TestGoWorker_handlers: a handler's result is on the run; an error
 // fails it (retried while attempts are left); a panic fails it with its
 // message; a result over 64 KiB fails it; a handler's context is
@@ -132,6 +149,7 @@ func TestGoWorker_drain(t *testing.T) {
 	Submit(t, r, ns, "sleep", "b", "--payload", "1500ms")
 	WaitRunState(t, st, "a", 15*time.Second, storage.StateRunning)
 	WaitRunState(t, st, "b", 15*time.Second, storage.StateRunning)
+	waitStarted(t, w, "a", "b")
 	w.Signal(syscall.SIGTERM)
 	w.WaitLog(t, 5*time.Second, "draining: taking no new runs")
 	Submit(t, r, ns, "sleep", "c", "--payload", "10ms")
@@ -161,6 +179,7 @@ func TestGoWorker_drain(t *testing.T) {
 	Submit(t, r, ns, "sleep", "long-once", "--payload", "1h")
 	WaitRunState(t, st, "long-retried", 15*time.Second, storage.StateRunning)
 	WaitRunState(t, st, "long-once", 15*time.Second, storage.StateRunning)
+	waitStarted(t, w2, "long-retried", "long-once")
 	w2.Signal(syscall.SIGTERM)
 	if code := w2.Wait(t, 20*time.Second); code != 0 {
 		t.Fatalf("worker exited %d after its drain timeout", code)
@@ -269,6 +288,7 @@ func TestGoWorker_secondSignal(t *testing.T) {
 	w, _ := GoWorker(t, "w", r, ns, "127.0.0.1:7817", "--drain-timeout", "10m")
 	Submit(t, r, ns, "sleep", "z1", "--payload", "1h")
 	WaitRunState(t, st, "z1", 15*time.Second, storage.StateRunning)
+	waitStarted(t, w, "z1")
 	w.Signal(syscall.SIGTERM)
 	w.WaitLog(t, 5*time.Second, "draining: taking no new runs")
 	w.Signal(syscall.SIGTERM)
