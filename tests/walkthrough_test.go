@@ -318,20 +318,7 @@ func TestSDKWalkthrough(t *testing.T) {
 			} else {
 				sh(work, byHand[0])
 			}
-			for _, block := range dry {
-				if strings.Contains(block, "<<") {
-					sh(work, block) // a here-document: one script
-					continue
-				}
-				for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
-					sh(work, line)
-				}
-			}
-			st := Store(t, r, "sdk-"+lang)
-			g, err := st.GetGroup(context.Background(), "nightly")
-			if err != nil || g.Policy != "oldest" {
-				t.Fatalf("group nightly after the page: %+v %v", g, err)
-			}
+			dryRunAndPush(t, r, "sdk-"+lang, func(script string) { sh(work, script) }, dry)
 		})
 	}
 }
@@ -398,16 +385,24 @@ func TestSDKWalkthrough_assemblyscript(t *testing.T) {
 	}
 	sh(pol, native[0])
 	sh(pol, build[0]) // it starts with cd ..
-	for _, block := range dry {
+	dryRunAndPush(t, r, "sdk-assemblyscript", func(script string) { sh(work, script) }, dry)
+}
+
+// dryRunAndPush runs an SDK page's "Dry-run and push" blocks (a
+// here-document as one script, other blocks line by line) and checks that
+// the page left group nightly of namespace ns on the pushed policy oldest.
+func dryRunAndPush(t *testing.T, r *redistest.Server, ns string, sh func(script string), blocks []string) {
+	t.Helper()
+	for _, block := range blocks {
 		if strings.Contains(block, "<<") {
-			sh(work, block) // a here-document: one script
+			sh(block)
 			continue
 		}
 		for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
-			sh(work, line)
+			sh(line)
 		}
 	}
-	g, err := Store(t, r, "sdk-assemblyscript").GetGroup(context.Background(), "nightly")
+	g, err := Store(t, r, ns).GetGroup(context.Background(), "nightly")
 	if err != nil || g.Policy != "oldest" {
 		t.Fatalf("group nightly after the page: %+v %v", g, err)
 	}
